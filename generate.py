@@ -1,0 +1,67 @@
+"""Stream text from a trained tinygpt model.pt (the newest under outputs/ unless --ckpt is given).
+
+    python generate.py --prompt "two plus three equals"
+    python generate.py --prompt "seven times six equals" --temperature 0.8 --top-k 5 --num-samples 3
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+import torch
+
+from gpt.checkpoint import CheckpointError, load_checkpoint, newest_checkpoint
+from gpt.generation import check_sampling, stream
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--prompt", default="", help="text to continue (default: start of a line)")
+    parser.add_argument("--ckpt", help="model.pt to load (default: the newest under outputs/ or multirun/)")
+    parser.add_argument("--max-new-tokens", type=int, default=None,
+                        help="tokens to generate (default: up to the end of the line on line-based corpora, else 200)")
+    parser.add_argument("--temperature", type=float, default=0.0, help="0 means greedy (argmax)")
+    parser.add_argument("--top-k", type=int, default=None)
+    parser.add_argument("--top-p", type=float, default=None)
+    parser.add_argument("--num-samples", type=int, default=1)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--device", default="cpu")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    try:
+        if args.num_samples < 1:
+            raise ValueError(f"--num-samples={args.num_samples} must be at least 1")
+        max_new_tokens = 200 if args.max_new_tokens is None else args.max_new_tokens
+        check_sampling(args.temperature, args.top_k, args.top_p, max_new_tokens)
+        model, tokenizer = load_checkpoint(args.ckpt or newest_checkpoint(), device=args.device)
+        prompt_ids = tokenizer.encode(args.prompt)
+    except (ValueError, CheckpointError) as err:
+        print(f"error: {str(err).replace('max_new_tokens', '--max-new-tokens').replace('top_p', '--top-p')}",
+              file=sys.stderr)
+        return 2
+    # A line-based corpus (the calculator) ends an answer with a newline: stop there unless told otherwise.
+    newline = tokenizer.encode("\n")[0] if "\n" in tokenizer.decode(list(range(tokenizer.vocab_size))) else None
+    stop = newline if args.max_new_tokens is None and newline is not None else None
+    generator = torch.Generator(device=args.device).manual_seed(args.seed)
+    for sample in range(args.num_samples):
+        ids = list(prompt_ids) if newline is None else [newline, *prompt_ids]
+        idx = torch.tensor([ids], device=args.device)
+        print(args.prompt, end="", flush=True)
+        shown = tokenizer.decode(ids)
+        for token in stream(model, idx, max_new_tokens, args.temperature, args.top_k, args.top_p,
+                            stop_token=stop, generator=generator):
+            if stop is not None and token.item() == stop:
+                break
+            ids.append(token.item())
+            text = tokenizer.decode(ids)
+            print(text[len(shown):], end="", flush=True)  # decode the whole so BPE pieces print whole
+            shown = text
+        print()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

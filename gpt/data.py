@@ -1,0 +1,86 @@
+"""Corpora as Lightning DataModules. Each exposes `tokenizer`, `vocab_size`, `max_tokens` (the
+longest sequence a model needs to see) and `meta` (what model.pt records about the data)."""
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+from typing import Any
+
+import lightning as L
+import torch
+from torch.utils.data import DataLoader, IterableDataset
+
+from gpt.calculator import Problem, split_problems, vocabulary
+from gpt.tokenizers import WordTokenizer
+
+IGNORE_INDEX = -100  # targets the loss skips: padding after a line ends
+
+
+class ShuffledBatches(IterableDataset):
+    """Endless batches of rows, reshuffled each pass with a seeded generator; indexing a whole batch
+    at once avoids a per-row Python collate step."""
+
+    def __init__(self, inputs: torch.Tensor, targets: torch.Tensor, batch_size: int, seed: int) -> None:
+        if batch_size > len(inputs):
+            raise ValueError(f"data.batch_size={batch_size} exceeds the {len(inputs)} training rows")
+        self.inputs, self.targets, self.batch_size, self.seed = inputs, targets, batch_size, seed
+
+    def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        generator = torch.Generator().manual_seed(self.seed)
+        while True:
+            order = torch.randperm(len(self.inputs), generator=generator)
+            for i in range(0, len(order) - self.batch_size + 1, self.batch_size):
+                rows = order[i:i + self.batch_size]
+                yield self.inputs[rows], self.targets[rows]
+
+
+class CalculatorData(L.LightningDataModule):
+    """One problem per row: newline, the problem's words, newline; padded rows whose padding the
+    loss ignores, so every token trained on belongs to a whole problem."""
+
+    def __init__(self, seed: int = 0, val_fraction: float = 0.1, test_fraction: float = 0.1,
+                 batch_size: int = 256, eval_problems: int = 500) -> None:
+        super().__init__()
+        self.seed, self.batch_size, self.eval_problem_count = seed, batch_size, eval_problems
+        self.fractions = (val_fraction, test_fraction)
+        self.splits = split_problems(seed, val_fraction, test_fraction)
+        self.tokenizer = WordTokenizer(vocabulary())
+        self.vocab_size = self.tokenizer.vocab_size
+        self.newline = self.tokenizer.encode("\n")[0]
+        self.max_tokens = max(len(self._row(p)) for split in self.splits.values() for p in split) - 1
+
+    @property
+    def meta(self) -> dict[str, Any]:
+        return {"corpus": "calculator", "seed": self.seed, "val_fraction": self.fractions[0],
+                "test_fraction": self.fractions[1]}
+
+    @property
+    def eval_problems(self) -> list[Problem]:
+        """A fixed, seeded sample of validation problems graded by generation at each validation."""
+        val = self.splits["val"]
+        return random.Random(self.seed).sample(val, min(self.eval_problem_count, len(val)))
+
+    def _row(self, problem: Problem) -> list[int]:
+        return [self.newline, *self.tokenizer.encode(problem.text), self.newline]
+
+    def _tensors(self, problems: list[Problem]) -> tuple[torch.Tensor, torch.Tensor]:
+        rows = torch.full((len(problems), self.max_tokens + 1), IGNORE_INDEX, dtype=torch.long)
+        for i, problem in enumerate(problems):
+            ids = self._row(problem)
+            rows[i, :len(ids)] = torch.tensor(ids)
+        inputs = rows[:, :-1].clone()
+        inputs[inputs == IGNORE_INDEX] = self.newline  # any id works: the causal mask hides what follows a line
+        return inputs, rows[:, 1:]  # (N, max_tokens) each
+
+    def setup(self, stage: str | None = None) -> None:
+        self.train_set = ShuffledBatches(*self._tensors(self.splits["train"]), self.batch_size, self.seed)
+        self.val_set = self._tensors(self.splits["val"])
+
+    def train_dataloader(self) -> DataLoader:
+        return DataLoader(self.train_set, batch_size=None)
+
+    def val_dataloader(self) -> DataLoader:
+        inputs, targets = self.val_set
+        batches = [(inputs[i:i + self.batch_size], targets[i:i + self.batch_size])
+                   for i in range(0, len(inputs), self.batch_size)]
+        return DataLoader(batches, batch_size=None)

@@ -1,0 +1,85 @@
+"""Autoregressive decoding: sampling rules and the KV-cached loop. No Lightning here."""
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import torch
+from torch.nn import functional as F
+
+from gpt.model import GPT
+
+
+def check_sampling(temperature: float, top_k: int | None, top_p: float | None, max_new_tokens: int) -> None:
+    """Refuse settings a user can get wrong, naming the fix."""
+    if max_new_tokens < 0:
+        raise ValueError(f"max_new_tokens={max_new_tokens} must be 0 or more")
+    if temperature < 0:
+        raise ValueError(f"temperature={temperature} must be >= 0 (0 means greedy)")
+    if top_k is not None and top_k < 1:
+        raise ValueError(f"top_k={top_k} must be at least 1")
+    if top_p is not None and not 0.0 < top_p <= 1.0:
+        raise ValueError(f"top_p={top_p} must be in (0, 1]")
+
+
+def sample_next(logits: torch.Tensor, temperature: float = 1.0, top_k: int | None = None,
+                top_p: float | None = None, generator: torch.Generator | None = None) -> torch.Tensor:
+    """Last-position logits (B, V) -> next token ids (B, 1). temperature=0 is greedy (argmax)."""
+    if temperature == 0:
+        return logits.argmax(dim=-1, keepdim=True)
+    logits = logits.float() / temperature
+    if top_k is not None and top_k < logits.shape[-1]:
+        kth = torch.topk(logits, top_k, dim=-1).values[:, -1:]  # (B, 1)
+        logits = logits.masked_fill(logits < kth, float("-inf"))
+    if top_p is not None and top_p < 1.0:
+        sorted_logits, order = logits.sort(dim=-1, descending=True)
+        sorted_probs = F.softmax(sorted_logits, dim=-1)
+        # Drop a token when the tokens ranked above it already hold top_p of the mass; the top one always stays.
+        drop_sorted = sorted_probs.cumsum(dim=-1) - sorted_probs > top_p
+        logits = logits.masked_fill(drop_sorted.scatter(-1, order, drop_sorted), float("-inf"))
+    probs = F.softmax(logits, dim=-1)
+    return torch.multinomial(probs, num_samples=1, generator=generator)
+
+
+@torch.no_grad()
+def stream(model: GPT, idx: torch.Tensor, max_new_tokens: int, temperature: float = 1.0,
+           top_k: int | None = None, top_p: float | None = None, use_cache: bool = True,
+           stop_token: int | None = None, generator: torch.Generator | None = None) -> Iterator[torch.Tensor]:
+    """Yield each new token batch (B, 1) as soon as it is chosen.
+
+    The context is the last block_size tokens, so decoding runs past block_size. Once the cache is
+    full the window slides: the cache is refilled from the cropped window, which is exactly what the
+    uncached model sees, so both paths choose the same tokens."""
+    check_sampling(temperature, top_k, top_p, max_new_tokens)
+    if max_new_tokens == 0:
+        return
+    block_size = model.cfg.block_size
+    context = idx[:, -block_size:]
+    caches = model.new_caches(idx.shape[0]) if use_cache else None
+    logits = model(context, caches)[:, -1]
+    finished = torch.zeros(idx.shape[0], dtype=torch.bool, device=idx.device)
+    for step in range(max_new_tokens):
+        token = sample_next(logits, temperature, top_k, top_p, generator)  # (B, 1)
+        yield token
+        if stop_token is not None:
+            finished |= token[:, 0] == stop_token
+            if bool(finished.all()):
+                return
+        if step == max_new_tokens - 1:
+            return
+        context = torch.cat([context, token], dim=1)[:, -block_size:]
+        if caches is None:
+            logits = model(context)[:, -1]
+        elif caches[0].length < block_size:
+            logits = model(token, caches)[:, -1]
+        else:
+            for cache in caches:
+                cache.reset()
+            logits = model(context, caches)[:, -1]
+
+
+def generate(model: GPT, idx: torch.Tensor, max_new_tokens: int, temperature: float = 1.0,
+             top_k: int | None = None, top_p: float | None = None, use_cache: bool = True,
+             stop_token: int | None = None, generator: torch.Generator | None = None) -> torch.Tensor:
+    """Prompt ids (B, T) -> (B, T + new); new < max_new_tokens only when every row hit stop_token."""
+    new = list(stream(model, idx, max_new_tokens, temperature, top_k, top_p, use_cache, stop_token, generator))
+    return torch.cat([idx, *new], dim=1)

@@ -1,0 +1,66 @@
+"""LitGPT: the Lightning wrapper around GPT: loss, logging, AdamW groups and the LR schedule."""
+from __future__ import annotations
+
+import math
+import time
+from typing import Any
+
+import lightning as L
+import torch
+from torch.nn import functional as F
+
+from gpt.config import ModelConfig
+from gpt.data import IGNORE_INDEX
+from gpt.model import GPT
+
+
+def lr_at(step: int, warmup_steps: int, max_steps: int, min_ratio: float) -> float:
+    """Multiplier of the peak LR: linear warmup, then cosine decay to min_ratio at max_steps."""
+    if step < warmup_steps:
+        return (step + 1) / warmup_steps
+    progress = min(1.0, (step - warmup_steps) / max(1, max_steps - warmup_steps))
+    return min_ratio + (1 - min_ratio) * 0.5 * (1 + math.cos(math.pi * progress))
+
+
+class LitGPT(L.LightningModule):
+    def __init__(self, model_cfg: ModelConfig, lr: float = 1e-3, min_lr: float = 1e-4, weight_decay: float = 0.1,
+                 betas: tuple[float, float] = (0.9, 0.95), warmup_steps: int = 100, max_steps: int = 1000) -> None:
+        super().__init__()
+        self.model = GPT(model_cfg)
+        self.lr, self.min_lr, self.weight_decay, self.betas = lr, min_lr, weight_decay, tuple(betas)
+        self.warmup_steps, self.max_steps = warmup_steps, max_steps
+        self._last_step_time: float | None = None
+
+    def loss(self, batch: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+        inputs, targets = batch
+        logits = self.model(inputs)  # (B, T, V)
+        return F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=IGNORE_INDEX)
+
+    def training_step(self, batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int) -> torch.Tensor:
+        loss = self.loss(batch)
+        now = time.perf_counter()
+        if self._last_step_time is not None:
+            self.log("train/tok_per_s", batch[0].numel() / (now - self._last_step_time), prog_bar=True)
+        self._last_step_time = now
+        self.log("train/loss", loss, prog_bar=True)
+        self.log("train/lr", self.optimizers().param_groups[0]["lr"])
+        return loss
+
+    def validation_step(self, batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int) -> None:
+        self.log("val/loss", self.loss(batch), prog_bar=True, batch_size=batch[0].shape[0])
+
+    def on_validation_epoch_end(self) -> None:
+        val_loss = self.trainer.callback_metrics.get("val/loss")
+        if val_loss is not None:
+            self.log("val/ppl", torch.exp(val_loss))
+        self._last_step_time = None  # validation time is not training time
+
+    def configure_optimizers(self) -> dict[str, Any]:
+        # Decay only matrices: biases and norm gains are few, and shrinking them only hurts.
+        params = [p for p in self.model.parameters() if p.requires_grad]
+        groups = [{"params": [p for p in params if p.dim() >= 2], "weight_decay": self.weight_decay},
+                  {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
+        optimizer = torch.optim.AdamW(groups, lr=self.lr, betas=self.betas, fused=False)
+        schedule = torch.optim.lr_scheduler.LambdaLR(
+            optimizer, lambda step: lr_at(step, self.warmup_steps, self.max_steps, self.min_lr / self.lr))
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": schedule, "interval": "step"}}

@@ -1,0 +1,60 @@
+"""GPT: token embeddings -> positional encoding -> pre-norm blocks -> final norm -> tied LM head
+(Radford et al. 2019, with the parts chosen by ModelConfig)."""
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+from gpt.block import Block
+from gpt.config import ModelConfig
+from gpt.norm import NORM
+from gpt.positional import POSITIONAL
+
+
+class GPT(nn.Module):
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.cfg = cfg
+        self.tok_emb = nn.Embedding(cfg.vocab_size, cfg.dim)
+        self.pos = POSITIONAL[cfg.pos].from_config(cfg)
+        self.drop = nn.Dropout(cfg.dropout)
+        self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.layers))
+        self.norm = NORM[cfg.norm](cfg.dim, cfg.norm_eps)
+        self.head = nn.Linear(cfg.dim, cfg.vocab_size, bias=False)
+        self.head.weight = self.tok_emb.weight  # weight tying (Press & Wolf, 2017)
+        self.apply(self._init_weights)
+        # GPT-2: projections that write into the residual stream shrink with depth so its variance
+        # stays constant however many blocks add to it.
+        for name, param in self.named_parameters():
+            if name.endswith("proj.weight"):
+                nn.init.normal_(param, mean=0.0, std=0.02 / math.sqrt(2 * cfg.layers))
+
+    @staticmethod
+    def _init_weights(module: nn.Module) -> None:
+        if isinstance(module, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(module.weight, mean=0.0, std=0.02)
+        if isinstance(module, nn.Linear) and module.bias is not None:
+            nn.init.zeros_(module.bias)
+
+    def new_caches(self, batch: int, device: torch.device | None = None,
+                   dtype: torch.dtype | None = None) -> list:
+        """One empty cache per block, holding up to block_size positions."""
+        weight = self.tok_emb.weight
+        return [block.attn.new_cache(batch, self.cfg.block_size, device or weight.device, dtype or weight.dtype)
+                for block in self.blocks]
+
+    def forward(self, idx: torch.Tensor, caches: list | None = None) -> torch.Tensor:
+        """Token ids (B, T) -> logits (B, T, vocab_size). With caches, idx continues the cached positions."""
+        start = caches[0].length if caches else 0
+        if start + idx.shape[1] > self.cfg.block_size:
+            raise ValueError(f"sequence of {start + idx.shape[1]} tokens exceeds block_size={self.cfg.block_size}")
+        x = self.drop(self.pos.embed(self.tok_emb(idx), start))  # (B, T, C)
+        for i, block in enumerate(self.blocks):
+            x = block(x, self.pos, caches[i] if caches else None)
+        return self.head(self.norm(x))  # (B, T, V)
+
+    def num_params(self) -> int:
+        """Trainable parameters, the tied embedding counted once."""
+        return sum(p.numel() for p in self.parameters())
