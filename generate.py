@@ -36,15 +36,16 @@ def main(argv: list[str] | None = None) -> int:
             raise ValueError(f"--num-samples={args.num_samples} must be at least 1")
         max_new_tokens = 200 if args.max_new_tokens is None else args.max_new_tokens
         check_sampling(args.temperature, args.top_k, args.top_p, max_new_tokens)
-        model, tokenizer = load_checkpoint(args.ckpt or newest_checkpoint(), device=args.device)
+        model, tokenizer, meta = load_checkpoint(args.ckpt or newest_checkpoint(), device=args.device, with_meta=True)
         prompt_ids = tokenizer.encode(args.prompt)
     except (ValueError, CheckpointError) as err:
         print(f"error: {str(err).replace('max_new_tokens', '--max-new-tokens').replace('top_p', '--top-p')}",
               file=sys.stderr)
         return 2
-    # A line-based corpus (the calculator) ends an answer with a newline: stop there unless told otherwise.
-    newline = tokenizer.encode("\n")[0] if "\n" in tokenizer.decode(list(range(tokenizer.vocab_size))) else None
-    stop = newline if args.max_new_tokens is None and newline is not None else None
+    # A one-line-per-example corpus (the calculator) starts each line after a newline and ends it with
+    # one: prompt the same way, and stop at the end of the line unless a length is asked for.
+    newline = tokenizer.encode("\n")[0] if meta.get("one_example_per_line") else None
+    stop = newline if args.max_new_tokens is None else None
     generator = torch.Generator(device=args.device).manual_seed(args.seed)
     for sample in range(args.num_samples):
         ids = list(prompt_ids) if newline is None else [newline, *prompt_ids]

@@ -48,8 +48,12 @@ class MultiHeadAttention(nn.Module):
     """Vaswani et al. (2017) multi-head attention with separate query, key and value projections
     viewed into heads; written as the maths so it is the reference the other variants match."""
 
+    has_weights = True  # variants that never form the (T, S) weight matrix set this False
+
     def __init__(self, dim: int, heads: int, dropout: float = 0.0, bias: bool = False) -> None:
         super().__init__()
+        self.keep_weights = False  # when True, forward stores its attention weights (B, H, T, S) in .weights
+        self.weights: torch.Tensor | None = None
         self.heads = heads
         self.head_dim = dim // heads
         self.query = nn.Linear(dim, dim, bias=bias)
@@ -81,7 +85,10 @@ class MultiHeadAttention(nn.Module):
         if bias is not None:
             scores = scores + bias
         scores = scores.masked_fill(~causal_mask(T, S, start, x.device), float("-inf"))
-        weights = self.attn_dropout(F.softmax(scores, dim=-1))
+        weights = F.softmax(scores, dim=-1)
+        if self.keep_weights:
+            self.weights = weights.detach()
+        weights = self.attn_dropout(weights)
         y = (weights @ v).transpose(1, 2).reshape(B, T, C)  # (B, H, T, D) -> (B, T, C)
         return self.resid_dropout(self.proj(y))
 

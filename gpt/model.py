@@ -55,6 +55,20 @@ class GPT(nn.Module):
             x = block(x, self.pos, caches[i] if caches else None)
         return self.head(self.norm(x))  # (B, T, V)
 
+    @torch.no_grad()
+    def attention_maps(self, idx: torch.Tensor) -> list[torch.Tensor]:
+        """Attention weights (B, H, T, T) of every layer for token ids (B, T), for plotting."""
+        if not self.blocks[0].attn.has_weights:
+            raise ValueError(f"attention={self.cfg.attention} never forms attention weights, so it has no maps to draw")
+        for block in self.blocks:
+            block.attn.keep_weights = True
+        try:
+            self(idx)
+            return [block.attn.weights for block in self.blocks]
+        finally:
+            for block in self.blocks:
+                block.attn.keep_weights, block.attn.weights = False, None
+
     def num_params(self) -> int:
         """Trainable parameters, the tied embedding counted once."""
         return sum(p.numel() for p in self.parameters())

@@ -1,0 +1,32 @@
+"""Shared fixtures: a tiny seeded model config, and a helper to run the CLIs as a user would."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from gpt import GPT, ModelConfig
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def tiny_cfg() -> ModelConfig:
+    return ModelConfig(vocab_size=37, layers=2, heads=2, dim=32, block_size=16)
+
+
+def build(cfg: ModelConfig, seed: int = 0) -> GPT:
+    torch.manual_seed(seed)
+    return GPT(cfg).eval()
+
+
+def run_cli(*args: str, cwd: Path, timeout: int = 300) -> subprocess.CompletedProcess:
+    """Run a repository script (train.py, generate.py, -m module) in `cwd`, offline, capturing output."""
+    script = [args[0]] if args[0] == "-m" else [str(ROOT / args[0])]
+    command = [sys.executable, *script, *args[1:]] if args[0] != "-m" else [sys.executable, *args]
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "WANDB_MODE": "offline", "HYDRA_FULL_ERROR": "0"}
+    return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)

@@ -1,0 +1,64 @@
+from pathlib import Path
+
+import pytest
+import torch
+
+from gpt import ModelConfig, load_checkpoint
+from gpt.checkpoint import CheckpointError, newest_checkpoint, save_model
+from gpt.tokenizers import WordTokenizer
+from tests.conftest import build
+
+
+def test_model_pt_round_trips_weights_config_and_tokenizer(tmp_path: Path, tiny_cfg: ModelConfig) -> None:
+    model = build(tiny_cfg)
+    tokenizer = WordTokenizer([f"w{i}" for i in range(tiny_cfg.vocab_size)])
+    save_model(tmp_path / "model.pt", model, tokenizer, meta={"seed": 4})
+    loaded, loaded_tokenizer, meta = load_checkpoint(tmp_path / "model.pt", with_meta=True)
+    idx = torch.randint(0, tiny_cfg.vocab_size, (2, 9))
+    torch.testing.assert_close(loaded(idx), model(idx), rtol=0, atol=0)
+    assert loaded.cfg == tiny_cfg and loaded_tokenizer.encode("w3 w5") == [3, 5] and meta == {"seed": 4}
+    assert not (tmp_path / ".model.pt.tmp").exists()
+    payload = torch.load(tmp_path / "model.pt", weights_only=True)
+    assert payload["format"] == "tinygpt" and payload["version"] == 1
+
+
+def test_missing_and_foreign_files_fail_with_one_line(tmp_path: Path) -> None:
+    with pytest.raises(CheckpointError, match="no checkpoint at"):
+        load_checkpoint(tmp_path / "absent.pt")
+    (tmp_path / "notes.txt").write_text("hello")
+    with pytest.raises(CheckpointError, match="not a readable torch file"):
+        load_checkpoint(tmp_path / "notes.txt")
+    torch.save({"state_dict": {}}, tmp_path / "other.pt")
+    with pytest.raises(CheckpointError, match="not a tinygpt model.pt"):
+        load_checkpoint(tmp_path / "other.pt")
+
+
+class _Payload:
+    """Unpickling this would create a file: proof that code ran."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self) -> tuple:
+        return (Path.touch, (self.marker,))
+
+
+def test_pickle_that_would_run_code_is_refused(tmp_path: Path) -> None:
+    marker = tmp_path / "pwned"
+    torch.save({"format": "tinygpt", "version": 1, "evil": _Payload(marker)}, tmp_path / "model.pt")
+    with pytest.raises(CheckpointError, match="refusing to unpickle"):
+        load_checkpoint(tmp_path / "model.pt")
+    assert not marker.exists()
+
+
+def test_newest_checkpoint_picks_latest(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(CheckpointError, match="run `python train.py` first"):
+        newest_checkpoint()
+    import os
+    for i, name in enumerate(["outputs/a/model.pt", "multirun/b/0/model.pt", "outputs/c/model.pt"]):
+        path = tmp_path / name
+        path.parent.mkdir(parents=True)
+        path.write_bytes(b"x")
+        os.utime(path, (1000 + i, 1000 + i))
+    assert newest_checkpoint() == Path("outputs/c/model.pt")

@@ -1,0 +1,29 @@
+import pytest
+
+from gpt import ModelConfig
+
+
+@pytest.mark.parametrize("overrides, message", [
+    ({"heads": 5, "dim": 128}, "heads=5 does not divide dim=128"),
+    ({"layers": 0}, "layers=0 must be a positive integer"),
+    ({"heads": "four"}, "heads='four' must be a positive integer"),
+    ({"attention": "nope"}, "attention='nope' is unknown; choose one of: "),
+    ({"pos": "nope"}, "pos='nope' is unknown"),
+    ({"dropout": 1.5}, "dropout=1.5 must be in"),
+])
+def test_bad_config_names_the_field(overrides: dict, message: str) -> None:
+    with pytest.raises(ValueError, match=message.replace("(", r"\(")):
+        ModelConfig(vocab_size=10, **overrides)
+
+
+def test_config_is_frozen_and_round_trips() -> None:
+    cfg = ModelConfig(vocab_size=10)
+    with pytest.raises(AttributeError):
+        cfg.heads = 2  # type: ignore[misc]
+    assert ModelConfig.from_dict(cfg.to_dict()) == cfg
+    assert cfg.head_dim == cfg.dim // cfg.heads
+
+
+def test_unknown_field_is_refused() -> None:
+    with pytest.raises(ValueError, match=r"unknown model field\(s\) \['colour'\]"):
+        ModelConfig.from_dict({"vocab_size": 10, "colour": "red"})

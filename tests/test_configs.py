@@ -1,0 +1,53 @@
+"""Every option of every config group composes into a valid run configuration."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+from omegaconf import DictConfig, OmegaConf
+
+from gpt.attention import ATTENTION
+from gpt.config import ModelConfig
+from gpt.positional import POSITIONAL
+from tests.conftest import ROOT
+
+CONFIGS = ROOT / "configs"
+GROUPS = sorted(p.name for p in CONFIGS.iterdir() if p.is_dir())
+
+
+def compose_with(*overrides: str) -> DictConfig:
+    with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3"):
+        return compose(config_name="train", overrides=list(overrides))
+
+
+def options(group: str) -> list[str]:
+    return sorted(p.stem for p in (CONFIGS / group).glob("*.yaml"))
+
+
+@pytest.mark.parametrize("group, option", [(g, o) for g in GROUPS for o in options(g)])
+def test_every_group_option_composes(group: str, option: str) -> None:
+    cfg = compose_with(f"{group}={option}")
+    model = ModelConfig.from_dict({**OmegaConf.to_container(cfg.model), "vocab_size": 50})
+    if group == "attention":
+        assert model.attention == option
+    if group == "pos":
+        assert model.pos == option
+
+
+@pytest.mark.parametrize("registry, group", [(ATTENTION, "attention"), (POSITIONAL, "pos")])
+def test_registry_names_and_yaml_files_match(registry: dict, group: str) -> None:
+    assert set(registry) == set(options(group))
+
+
+def test_model_keys_are_model_config_fields() -> None:
+    cfg = compose_with("model.heads=8", "model.layers=2")
+    model = ModelConfig.from_dict({**OmegaConf.to_container(cfg.model), "vocab_size": 50})
+    assert (model.heads, model.layers) == (8, 2)
+
+
+def test_defaults_list_names_every_group() -> None:
+    defaults = OmegaConf.load(CONFIGS / "train.yaml").defaults
+    named = {next(iter(d)) for d in defaults if isinstance(d, (dict, DictConfig))}
+    assert set(GROUPS) <= named | {"experiment"}
+    assert Path(CONFIGS / "train.yaml").read_text().startswith("#")

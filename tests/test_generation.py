@@ -1,0 +1,69 @@
+import pytest
+import torch
+
+from gpt import ModelConfig, generate
+from gpt.generation import sample_next, stream
+from tests.conftest import build
+
+
+@pytest.mark.parametrize("prompt_len, new", [(3, 10), (16, 5), (25, 30)])
+def test_cached_and_uncached_greedy_tokens_are_identical(tiny_cfg: ModelConfig, prompt_len: int, new: int) -> None:
+    """Prompts shorter than, equal to and longer than block_size; decoding runs past block_size."""
+    model = build(tiny_cfg)
+    idx = torch.randint(0, tiny_cfg.vocab_size, (2, prompt_len))
+    cached = generate(model, idx, new, temperature=0, use_cache=True)
+    uncached = generate(model, idx, new, temperature=0, use_cache=False)
+    assert cached.shape == (2, prompt_len + new)
+    assert torch.equal(cached, uncached)
+
+
+def test_cached_logits_match_full_forward(tiny_cfg: ModelConfig) -> None:
+    model = build(tiny_cfg)
+    idx = torch.randint(0, tiny_cfg.vocab_size, (2, 12))
+    full = model(idx)
+    caches = model.new_caches(2)
+    pieces = [model(idx[:, :5], caches)] + [model(idx[:, t:t + 1], caches) for t in range(5, 12)]
+    torch.testing.assert_close(torch.cat(pieces, dim=1), full, rtol=1e-5, atol=1e-5)
+
+
+def test_greedy_is_argmax_and_top_k_one_is_greedy() -> None:
+    logits = torch.tensor([[0.1, 2.0, -1.0, 1.9], [3.0, 0.0, 0.0, 0.0]])
+    assert sample_next(logits, temperature=0).flatten().tolist() == [1, 0]
+    assert sample_next(logits, temperature=1.0, top_k=1).flatten().tolist() == [1, 0]
+
+
+def test_top_p_keeps_only_the_nucleus() -> None:
+    # probabilities ~ [0.64, 0.24, 0.09, 0.03]: top_p=0.7 keeps the first two only
+    logits = torch.log(torch.tensor([[0.64, 0.24, 0.09, 0.03]])).repeat(2000, 1)
+    drawn = sample_next(logits, temperature=1.0, top_p=0.7, generator=torch.Generator().manual_seed(0))
+    assert set(drawn.flatten().tolist()) == {0, 1}
+    always_first = sample_next(logits, temperature=1.0, top_p=0.1, generator=torch.Generator().manual_seed(0))
+    assert set(always_first.flatten().tolist()) == {0}
+
+
+def test_sampling_is_reproducible_by_seed(tiny_cfg: ModelConfig) -> None:
+    model = build(tiny_cfg)
+    idx = torch.zeros(1, 1, dtype=torch.long)
+    runs = [generate(model, idx, 20, temperature=1.0, generator=torch.Generator().manual_seed(s)) for s in (1, 1, 2)]
+    assert torch.equal(runs[0], runs[1])
+    assert not torch.equal(runs[0], runs[2])
+
+
+def test_stop_token_ends_generation(tiny_cfg: ModelConfig) -> None:
+    model = build(tiny_cfg)
+    idx = torch.zeros(1, 3, dtype=torch.long)
+    first = generate(model, idx, 1, temperature=0)[0, -1].item()
+    out = generate(model, idx, 10, temperature=0, stop_token=first)
+    assert out.shape == (1, 4)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"top_p": 1.5}, "top_p=1.5 must be in"),
+    ({"max_new_tokens": -1}, "max_new_tokens=-1 must be 0 or more"),
+    ({"temperature": -0.5}, "temperature=-0.5 must be >= 0"),
+    ({"top_k": 0}, "top_k=0 must be at least 1"),
+])
+def test_bad_sampling_settings_are_refused(tiny_cfg: ModelConfig, kwargs: dict, message: str) -> None:
+    args = {"max_new_tokens": 5, **kwargs}
+    with pytest.raises(ValueError, match=message):
+        list(stream(build(tiny_cfg), torch.zeros(1, 1, dtype=torch.long), **args))

@@ -1,0 +1,51 @@
+import pytest
+import torch
+
+from gpt import GPT, ModelConfig
+from tests.conftest import build
+
+
+def test_logits_shape(tiny_cfg: ModelConfig) -> None:
+    idx = torch.randint(0, tiny_cfg.vocab_size, (3, 11))
+    assert build(tiny_cfg)(idx).shape == (3, 11, tiny_cfg.vocab_size)
+
+
+@pytest.mark.parametrize("pos", ["rope", "learned", "none"])
+def test_future_tokens_do_not_change_past_logits(tiny_cfg: ModelConfig, pos: str) -> None:
+    model = build(ModelConfig(**{**tiny_cfg.to_dict(), "pos": pos}))
+    idx = torch.randint(0, tiny_cfg.vocab_size, (2, 16))
+    t = 7
+    changed = idx.clone()
+    changed[:, t + 1:] = torch.randint(0, tiny_cfg.vocab_size, (2, 16 - t - 1))
+    assert not torch.equal(changed, idx)
+    torch.testing.assert_close(model(idx)[:, :t + 1], model(changed)[:, :t + 1])
+    assert not torch.allclose(model(idx)[:, t + 1:], model(changed)[:, t + 1:])
+
+
+def test_head_is_tied_to_embedding(tiny_cfg: ModelConfig) -> None:
+    model = GPT(tiny_cfg)
+    assert model.head.weight.data_ptr() == model.tok_emb.weight.data_ptr()
+    assert model.num_params() == sum(p.numel() for p in model.parameters())
+
+
+def test_residual_projections_are_scaled_by_depth() -> None:
+    torch.manual_seed(0)
+    model = GPT(ModelConfig(vocab_size=50, layers=8, heads=4, dim=256, block_size=8))
+    proj_std = model.blocks[0].attn.proj.weight.std().item()
+    other_std = model.blocks[0].attn.query.weight.std().item()
+    assert proj_std == pytest.approx(0.02 / 4, rel=0.05)  # 0.02 / sqrt(2 * layers)
+    assert other_std == pytest.approx(0.02, rel=0.05)
+
+
+def test_too_long_input_is_refused(tiny_cfg: ModelConfig) -> None:
+    with pytest.raises(ValueError, match="exceeds block_size=16"):
+        build(tiny_cfg)(torch.zeros(1, 17, dtype=torch.long))
+
+
+def test_attention_maps_are_causal_rows_that_sum_to_one(tiny_cfg: ModelConfig) -> None:
+    maps = build(tiny_cfg).attention_maps(torch.randint(0, tiny_cfg.vocab_size, (1, 6)))
+    assert len(maps) == tiny_cfg.layers
+    for weights in maps:
+        assert weights.shape == (1, tiny_cfg.heads, 6, 6)
+        torch.testing.assert_close(weights.sum(-1), torch.ones(1, tiny_cfg.heads, 6))
+        assert torch.all(weights.triu(diagonal=1) == 0)
