@@ -1,0 +1,124 @@
+"""What each training run leaves for the sweep report, whatever the logger: `history.csv` (one row per
+validation: step, wall time, val loss, perplexity, held-out accuracy) and `summary.json` (final numbers and
+costs, or status "failed" with a one-line reason)."""
+from __future__ import annotations
+
+import csv
+import math
+import resource
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import lightning as L
+import torch
+from torch import nn
+
+from gpt.report import HISTORY, record_failure, write_summary
+
+
+def tensor_bytes(obj: Any) -> int:
+    """Bytes of every tensor reachable from a cache object (its attributes, lists, tuples and dicts)."""
+    if isinstance(obj, torch.Tensor):
+        return obj.numel() * obj.element_size()
+    if isinstance(obj, dict):
+        return sum(tensor_bytes(v) for v in obj.values())
+    if isinstance(obj, (list, tuple)):
+        return sum(tensor_bytes(v) for v in obj)
+    if hasattr(obj, "__dict__"):
+        return tensor_bytes(vars(obj))
+    return 0
+
+
+def kv_cache_bytes_per_token(model: nn.Module, dtype: torch.dtype | None = None) -> float:
+    """Cache memory a generated token costs: every layer's cache for one sequence of block_size tokens,
+    divided by block_size. Allocated on the meta device, so it costs no memory to measure."""
+    caches = model.new_caches(1, device=torch.device("meta"), dtype=dtype)
+    return tensor_bytes(caches) / model.cfg.block_size
+
+
+def reset_peak_memory(device: torch.device) -> None:
+    """Start counting peak memory from now: jobs of a multirun share one process, so without this
+    every job would report the largest peak of the jobs before it."""
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+        return
+    try:
+        Path("/proc/self/clear_refs").write_text("5")  # Linux: resets the peak resident set size (VmHWM)
+    except OSError:
+        pass  # elsewhere the peak is the process's since it started
+
+
+def peak_memory_bytes(device: torch.device) -> int:
+    """Peak memory since `reset_peak_memory`: allocated tensors on GPU, resident set size of the process on CPU."""
+    if device.type == "cuda":
+        return torch.cuda.max_memory_allocated(device)
+    status = Path("/proc/self/status")
+    if status.is_file():
+        for line in status.read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024  # reported in kB
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak if sys.platform == "darwin" else peak * 1024  # bytes on macOS, KiB on Linux
+
+
+class RunRecord(L.Callback):
+    """Writes history.csv at each validation and summary.json when training ends. A non-finite val loss
+    stops training and marks the run failed (a NaN run's later numbers mean nothing)."""
+
+    def __init__(self, run_dir: str | Path) -> None:
+        self.run_dir = Path(run_dir)
+        self.history: list[dict[str, float]] = []
+        self.tokens = 0
+        self.start = self.val_start = 0.0
+        self.val_seconds = 0.0
+        self.failure: str | None = None
+
+    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        reset_peak_memory(pl_module.device)
+        self.start = time.perf_counter()
+
+    def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any,
+                           batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int) -> None:
+        self.tokens += batch[0].numel()
+
+    def on_validation_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self.val_start = time.perf_counter()
+
+    def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        # Here, after every on_validation_epoch_end hook, callback_metrics hold the loss, ppl and accuracy.
+        self.val_seconds += time.perf_counter() - self.val_start
+        if trainer.sanity_checking:
+            return
+        metrics = {k.replace("/", "_"): float(v) for k, v in trainer.callback_metrics.items() if k.startswith("val/")}
+        self.history.append({"step": trainer.global_step, "wall_s": time.perf_counter() - self.start, **metrics})
+        with open(self.run_dir / HISTORY, "w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=list(self.history[-1]))
+            writer.writeheader()
+            writer.writerows(self.history)
+        loss = metrics.get("val_loss")
+        if loss is not None and not math.isfinite(loss):
+            self.failure = f"val loss became {loss} at step {trainer.global_step}"
+            trainer.should_stop = True
+
+    def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if self.failure:
+            record_failure(self.run_dir, self.failure)
+            return
+        wall = time.perf_counter() - self.start
+        last = self.history[-1] if self.history else {}
+        write_summary(self.run_dir, {
+            "status": "ok",
+            "params": pl_module.model.num_params(),
+            "steps": trainer.global_step,
+            "val_loss": last.get("val_loss"),
+            "val_ppl": last.get("val_ppl"),
+            "val_acc": {k.removeprefix("val_acc_"): v for k, v in last.items() if k.startswith("val_acc_")},
+            "tokens_per_s": self.tokens / max(wall - self.val_seconds, 1e-9),
+            "wall_s": wall,
+            "peak_memory_bytes": peak_memory_bytes(pl_module.device),
+            "kv_bytes_per_token": kv_cache_bytes_per_token(pl_module.model),
+            "device": str(pl_module.device),
+        })
