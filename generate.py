@@ -40,8 +40,12 @@ def draw_attention_map(model: torch.nn.Module, tokenizer: Tokenizer, ids: list[i
         if not ids:
             raise ValueError("the prompt is empty: pass --prompt TEXT to draw attention over")
         attention_map(model, ids, tokenizer).savefig(path)
-    except (ValueError, OSError) as err:  # OSError: an unwritable path
+    except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
+        return 2
+    except OSError as err:
+        print(f"error: cannot write {path} ({err.strerror}): pass --attention-map a path in an existing folder",
+              file=sys.stderr)
         return 2
     print(f"wrote {path}: attention of every layer (rows) and head (columns) over {len(ids)} tokens")
     return 0
