@@ -87,7 +87,9 @@ def find_runs(sweep_dir: Path) -> list[Run]:
 
 def labels(configs: list[tuple[str, ...]]) -> tuple[dict[tuple[str, ...], str], list[str]]:
     """A short label per configuration (only the overrides that differ between them) and the common ones."""
-    common = sorted(set.intersection(*map(set, configs))) if configs else []
+    if len(configs) < 2:  # nothing differs: the label is the whole configuration
+        return {c: " ".join(c) or "(defaults)" for c in configs}, []
+    common = sorted(set.intersection(*map(set, configs)))
     return {c: " ".join(o for o in c if o not in common) or "(defaults)" for c in configs}, common
 
 
@@ -159,10 +161,11 @@ def markdown(sweep_dir: Path, runs: list[Run]) -> str:
     best = {}
     for c in columns:
         means = [s[0] for s in stats[c.header].values() if s is not None]
-        best[c.header] = (min if c.lower_is_better else max)(means) if len(means) > 1 else None
+        # Bold only what tells rows apart: nothing when one row has a value or all rows tie.
+        best[c.header] = (min if c.lower_is_better else max)(means) if len(set(means)) > 1 else None
     lines = [f"# Sweep report: {sweep_dir}", "",
-             f"{len(runs)} runs in {len(groups)} configurations; {sum(not r.ok for r in runs)} failed. "
-             f"Common to all runs: `{' '.join(common) or '(defaults)'}`.", "",
+             f"Runs: {len(runs)}, configurations: {len(groups)}, failed runs: {sum(not r.ok for r in runs)}. "
+             f"Common to all configurations: `{' '.join(common) or '(nothing)'}`.", "",
              "| configuration | seeds | " + " | ".join(c.header for c in columns) + " | status |",
              "|---|---:|" + "---:|" * len(columns) + "---|"]
     for key, group_runs in groups.items():

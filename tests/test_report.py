@@ -9,12 +9,15 @@ import statistics
 from pathlib import Path
 
 import pytest
+from omegaconf import OmegaConf
 from matplotlib.image import imread
 
+from gpt.attention import ATTENTION
 from gpt.checkpoint import load_checkpoint
 from gpt.plots import LOSS_FIGSIZE
 from gpt.report import find_runs, main, markdown
-from tests.conftest import run_cli
+from tests.conftest import ROOT, run_cli
+from tests.test_configs import compose_with
 
 SWEEP = ["trainer=debug", "trainer.max_steps=6", "trainer.val_check_interval=3", "model.layers=1", "model.dim=32",
          "trainer.limit_val_batches=4",
@@ -114,7 +117,14 @@ def test_best_value_of_each_column_is_bold_and_unfinished_jobs_fail(tmp_path: Pa
     header, a, b, c = rows["configuration"], rows["attention=a"], rows["attention=b"], rows["attention=c"]
     assert a[header.index("val loss")] == "1.1000 ± 0.1414" and b[header.index("val loss")] == "**0.9000**"
     assert a[header.index("train tok/s")] == "**60**" and b[header.index("train tok/s")] == "40"
-    assert a[header.index("params")] == b[header.index("params")] == "**100**"  # ties are all best
+    assert a[header.index("params")] == b[header.index("params")] == "100"  # all equal: nothing to mark
     assert b[header.index("status")] == "1 of 2 failed: val loss became nan at step 3"
     assert c[header.index("status")] == "failed: no summary.json: the job did not finish"
     assert "exact match %" not in header  # no run graded calculator problems
+
+
+def test_ablation_preset_sweeps_every_attention_variant_over_three_seeds() -> None:
+    cfg = compose_with("experiment=attention_ablation")  # composes into a valid run configuration
+    params = OmegaConf.load(ROOT / "configs" / "experiment" / "attention_ablation.yaml").hydra.sweeper.params
+    assert set(ATTENTION) <= set(params.attention.split(","))  # the issue-3 names; all 12 once registered
+    assert params.seed.split(",") == ["0", "1", "2"] and cfg.model.attention == "mha"
