@@ -69,14 +69,18 @@ def natural_key(path: Path) -> list[Any]:
 
 def read_run(path: Path) -> Run:
     overrides = yaml.safe_load((path / OVERRIDES).read_text()) or []
-    summary_file, history_file = path / SUMMARY, path / HISTORY
+    summary_file = path / SUMMARY
     summary = (json.loads(summary_file.read_text()) if summary_file.is_file()
-               else {"status": "failed", "reason": f"no {SUMMARY}: the job did not finish"})
-    history = []
-    if history_file.is_file():
-        with open(history_file, newline="") as f:
-            history = [{k: float(v) for k, v in row.items() if v != ""} for row in csv.DictReader(f)]
-    return Run(path, list(overrides), summary, history)
+               else {"status": "failed", "reason": f"no {SUMMARY}: the job stopped early or is still running"})
+    return Run(path, list(overrides), summary, read_history(path))
+
+
+def read_history(run_dir: Path) -> list[dict[str, float]]:
+    """history.csv's rows (one per validation), or none when the run never validated."""
+    if not (run_dir / HISTORY).is_file():
+        return []
+    with open(run_dir / HISTORY, newline="") as f:
+        return [{k: float(v) for k, v in row.items() if v != ""} for row in csv.DictReader(f)]
 
 
 def find_runs(sweep_dir: Path) -> list[Run]:

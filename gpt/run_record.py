@@ -15,7 +15,7 @@ import lightning as L
 import torch
 from torch import nn
 
-from gpt.report import HISTORY, record_failure, write_summary
+from gpt.report import HISTORY, read_history, record_failure, write_summary
 
 
 def tensor_bytes(obj: Any) -> int:
@@ -71,13 +71,14 @@ class RunRecord(L.Callback):
         self.run_dir = Path(run_dir)
         self.history: list[dict[str, float]] = []
         self.tokens = 0
-        self.start = self.val_start = 0.0
-        self.val_seconds = 0.0
+        self.start = self.val_start = self.val_seconds = self.earlier_seconds = 0.0
         self.failure: str | None = None
 
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        self.run_dir.mkdir(parents=True, exist_ok=True)
         reset_peak_memory(pl_module.device)
+        # A run resumed in its folder continues its history and its clock from the step it resumes at.
+        self.history = [row for row in read_history(self.run_dir) if row["step"] <= trainer.global_step]
+        self.earlier_seconds = self.history[-1]["wall_s"] if self.history else 0.0
         self.start = time.perf_counter()
 
     def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any,
@@ -89,25 +90,29 @@ class RunRecord(L.Callback):
 
     def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         # Here, after every on_validation_epoch_end hook, callback_metrics hold the loss, ppl and accuracy.
-        self.val_seconds += time.perf_counter() - self.val_start
         if trainer.sanity_checking:
             return
+        now = time.perf_counter()
+        self.val_seconds += now - self.val_start
         metrics = {k.replace("/", "_"): float(v) for k, v in trainer.callback_metrics.items() if k.startswith("val/")}
-        self.history.append({"step": trainer.global_step, "wall_s": time.perf_counter() - self.start, **metrics})
-        with open(self.run_dir / HISTORY, "w", newline="") as f:
-            writer = csv.DictWriter(f, fieldnames=list(self.history[-1]))
-            writer.writeheader()
-            writer.writerows(self.history)
+        self.history.append({"step": trainer.global_step, "wall_s": self.earlier_seconds + now - self.start, **metrics})
         loss = metrics.get("val_loss")
         if loss is not None and not math.isfinite(loss):
             self.failure = f"val loss became {loss} at step {trainer.global_step}"
             trainer.should_stop = True
+        if trainer.is_global_zero:  # one writer when several processes train (DDP)
+            with open(self.run_dir / HISTORY, "w", newline="") as f:
+                writer = csv.DictWriter(f, fieldnames=list(self.history[-1]))
+                writer.writeheader()
+                writer.writerows(self.history)
 
     def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if not trainer.is_global_zero:
+            return
         if self.failure:
             record_failure(self.run_dir, self.failure)
             return
-        wall = time.perf_counter() - self.start
+        seconds = time.perf_counter() - self.start
         last = self.history[-1] if self.history else {}
         write_summary(self.run_dir, {
             "status": "ok",
@@ -116,8 +121,8 @@ class RunRecord(L.Callback):
             "val_loss": last.get("val_loss"),
             "val_ppl": last.get("val_ppl"),
             "val_acc": {k.removeprefix("val_acc_"): v for k, v in last.items() if k.startswith("val_acc_")},
-            "tokens_per_s": self.tokens / max(wall - self.val_seconds, 1e-9),
-            "wall_s": wall,
+            "tokens_per_s": self.tokens / max(seconds - self.val_seconds, 1e-9),  # training only, this session
+            "wall_s": self.earlier_seconds + seconds,
             "peak_memory_bytes": peak_memory_bytes(pl_module.device),
             "kv_bytes_per_token": kv_cache_bytes_per_token(pl_module.model),
             "device": str(pl_module.device),

@@ -119,7 +119,7 @@ def test_best_value_of_each_column_is_bold_and_unfinished_jobs_fail(tmp_path: Pa
     assert a[header.index("train tok/s")] == "**60**" and b[header.index("train tok/s")] == "40"
     assert a[header.index("params")] == b[header.index("params")] == "100"  # all equal: nothing to mark
     assert b[header.index("status")] == "1 of 2 failed: val loss became nan at step 3"
-    assert c[header.index("status")] == "failed: no summary.json: the job did not finish"
+    assert c[header.index("status")] == "failed: no summary.json: the job stopped early or is still running"
     assert "exact match %" not in header  # no run graded calculator problems
 
 

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 from types import SimpleNamespace
 
+import pytest
 import torch
 from hydra.core.utils import JobReturn, JobStatus
 from omegaconf import OmegaConf
@@ -26,7 +27,7 @@ def test_kv_bytes_per_token_counts_keys_and_values_of_every_layer(tiny_cfg: Mode
 
 def test_nan_validation_loss_stops_training_and_marks_the_run_failed(tmp_path: Path) -> None:
     record = RunRecord(tmp_path)
-    trainer = SimpleNamespace(sanity_checking=False, global_step=3, should_stop=False,
+    trainer = SimpleNamespace(sanity_checking=False, global_step=3, should_stop=False, is_global_zero=True,
                               callback_metrics={"val/loss": torch.tensor(float("nan"))})
     record.on_validation_start(trainer, None)
     record.on_validation_end(trainer, None)
@@ -43,3 +44,16 @@ def test_a_job_that_raised_is_recorded_with_its_type_and_first_line(tmp_path: Pa
     WriteReport().on_job_end(config, job)
     summary = json.loads((tmp_path / "7" / "summary.json").read_text())
     assert summary == {"status": "failed", "reason": "RuntimeError: CUDA out of memory."}
+
+
+def test_a_resumed_run_continues_its_history_and_clock(tmp_path: Path) -> None:
+    (tmp_path / "history.csv").write_text("step,wall_s,val_loss\n3,1.5,2.0\n6,3.0,1.8\n")
+    record = RunRecord(tmp_path)
+    trainer = SimpleNamespace(sanity_checking=False, global_step=3, should_stop=False, is_global_zero=True,
+                              callback_metrics={"val/loss": torch.tensor(1.7)})
+    record.on_train_start(trainer, SimpleNamespace(device=torch.device("cpu")))  # resumed from step 3
+    trainer.global_step = 5
+    record.on_validation_start(trainer, None)
+    record.on_validation_end(trainer, None)
+    steps = [(row["step"], row["val_loss"]) for row in record.history]
+    assert steps == [(3, 2.0), (5, pytest.approx(1.7))] and record.history[-1]["wall_s"] >= 1.5
