@@ -232,7 +232,10 @@ class WriteReport(Callback):
                 record_failure(Path(config.hydra.runtime.output_dir), err)
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
-        print(f"report: {write_report(config.hydra.sweep.dir)}")
+        try:
+            print(f"report: {write_report(config.hydra.sweep.dir)}")
+        except ValueError as err:  # e.g. hydra.output_subdir=null left no overrides to group runs by
+            print(f"no report: {err}", file=sys.stderr)
 
 
 def main(argv: list[str] | None = None) -> int:
