@@ -15,26 +15,35 @@ import lightning as L
 import torch
 from torch import nn
 
+from gpt.checkpoint import unwrap
 from gpt.report import HISTORY, read_history, record_failure, write_summary
 
 
-def tensor_bytes(obj: Any) -> int:
-    """Bytes of every tensor reachable from a cache object (its attributes, lists, tuples and dicts)."""
+def tensor_bytes(obj: Any, seen: set[int] | None = None) -> int:
+    """Bytes of every distinct tensor reachable from a cache object (attributes, lists, tuples, dicts)."""
+    seen = set() if seen is None else seen
     if isinstance(obj, torch.Tensor):
+        if id(obj) in seen:
+            return 0
+        seen.add(id(obj))
         return obj.numel() * obj.element_size()
     if isinstance(obj, dict):
-        return sum(tensor_bytes(v) for v in obj.values())
+        return sum(tensor_bytes(v, seen) for v in obj.values())
     if isinstance(obj, (list, tuple)):
-        return sum(tensor_bytes(v) for v in obj)
+        return sum(tensor_bytes(v, seen) for v in obj)
     if hasattr(obj, "__dict__"):
-        return tensor_bytes(vars(obj))
+        return tensor_bytes(vars(obj), seen)
     return 0
 
 
-def kv_cache_bytes_per_token(model: nn.Module, dtype: torch.dtype | None = None) -> float:
-    """Cache memory a generated token costs: every layer's cache for one sequence of block_size tokens,
-    divided by block_size. Allocated on the meta device, so it costs no memory to measure."""
-    caches = model.new_caches(1, device=torch.device("meta"), dtype=dtype)
+@torch.no_grad()
+def kv_cache_bytes_per_token(model: nn.Module) -> float:
+    """Cache memory a generated token costs: what every layer's cache holds after one sequence of
+    block_size tokens (all positions, a window of them, or a fixed-size state), divided by block_size.
+    Filled rather than just allocated, because some caches grow as they go."""
+    model = unwrap(model)
+    caches = model.new_caches(1)
+    model(torch.zeros(1, model.cfg.block_size, dtype=torch.long, device=next(model.parameters()).device), caches)
     return tensor_bytes(caches) / model.cfg.block_size
 
 
@@ -107,12 +116,14 @@ class RunRecord(L.Callback):
                 writer.writerows(self.history)
 
     def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        seconds = time.perf_counter() - self.start
+        # Every process runs this forward pass: a sharded (FSDP) model's forward needs all of them.
+        kv_bytes = kv_cache_bytes_per_token(pl_module.model) if not self.failure else None
         if not trainer.is_global_zero:
             return
         if self.failure:
             record_failure(self.run_dir, self.failure)
             return
-        seconds = time.perf_counter() - self.start
         last = self.history[-1] if self.history else {}
         write_summary(self.run_dir, {
             "status": "ok",
@@ -124,6 +135,6 @@ class RunRecord(L.Callback):
             "tokens_per_s": self.tokens / max(seconds - self.val_seconds, 1e-9),  # training only, this session
             "wall_s": self.earlier_seconds + seconds,
             "peak_memory_bytes": peak_memory_bytes(pl_module.device),
-            "kv_bytes_per_token": kv_cache_bytes_per_token(pl_module.model),
+            "kv_bytes_per_token": kv_bytes,
             "device": str(pl_module.device),
         })

@@ -20,9 +20,13 @@ from tests.conftest import build
 def test_kv_bytes_per_token_counts_keys_and_values_of_every_layer(tiny_cfg: ModelConfig) -> None:
     model = build(tiny_cfg)
     assert kv_cache_bytes_per_token(model) == tiny_cfg.layers * 2 * tiny_cfg.dim * 4  # float32 keys + values
-    assert kv_cache_bytes_per_token(model, dtype=torch.bfloat16) == tiny_cfg.layers * 2 * tiny_cfg.dim * 2
-    real = model.new_caches(1)  # allocated for real: the meta-device count must agree
-    assert tensor_bytes(real) == kv_cache_bytes_per_token(model) * tiny_cfg.block_size
+    assert kv_cache_bytes_per_token(model.to(torch.bfloat16)) == tiny_cfg.layers * 2 * tiny_cfg.dim * 2
+
+
+def test_tensor_bytes_counts_a_shared_tensor_once() -> None:
+    k = torch.zeros(2, 3)
+    cache = SimpleNamespace(k=k, v=k, rest=[torch.zeros(4, dtype=torch.float16)], length=0)
+    assert tensor_bytes(cache) == 6 * 4 + 4 * 2
 
 
 def test_nan_validation_loss_stops_training_and_marks_the_run_failed(tmp_path: Path) -> None:
