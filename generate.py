@@ -29,7 +29,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--attention-map", metavar="PATH",
-                        help="draw every layer and head's attention over the prompt into this PNG instead of generating")
+                        help="draw every layer and head's attention over the prompt into this PNG (no generation)")
     return parser.parse_args(argv)
 
 

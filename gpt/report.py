@@ -123,9 +123,14 @@ COLUMNS = [
 ]
 
 
+def column_values(runs: list[Run], column: Column) -> list[float]:
+    """A column's finite values over a configuration's successful runs (one per seed)."""
+    return [v for r in runs if r.ok and (v := column.value(r.summary)) is not None and math.isfinite(v)]
+
+
 def pooled(runs: list[Run], column: Column) -> tuple[float, float | None] | None:
     """(mean, sample std or None for one seed) of a column over a configuration's successful runs."""
-    values = [v for r in runs if r.ok and (v := column.value(r.summary)) is not None and math.isfinite(v)]
+    values = column_values(runs, column)
     if not values:
         return None
     return statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else None
@@ -147,6 +152,24 @@ def status(runs: list[Run]) -> str:
     reasons = "; ".join(dict.fromkeys(r.summary.get("reason", "unknown") for r in failed))
     head = "failed" if len(failed) == len(runs) else f"{len(failed)} of {len(runs)} failed"
     return f"{head}: {reasons}".replace("|", "\\|")
+
+
+def seed_noise(groups: dict[tuple[str, ...], list[Run]], names: dict[tuple[str, ...], str]) -> str | None:
+    """Which configurations' final val loss differs from the best one's by more than seed noise: more than
+    two standard errors of the difference of means (Welch), which needs two seeds or more on both sides."""
+    loss = {key: v for key, g in groups.items() if len(v := column_values(g, COLUMNS[1])) > 1}
+    if len(loss) < 2:
+        return None
+    best = min(loss, key=lambda key: statistics.fmean(loss[key]))
+    within, beyond = [], []
+    for key, values in loss.items():
+        if key == best:
+            continue
+        error = math.sqrt(sum(statistics.variance(v) / len(v) for v in (values, loss[best])))
+        difference = statistics.fmean(values) - statistics.fmean(loss[best])
+        (within if difference <= 2 * error else beyond).append(f"`{names[key]}`")
+    return (f"Final val loss against the best (`{names[best]}`), beyond seed noise (difference > 2 standard "
+            f"errors): {', '.join(beyond) or 'none'}; within it: {', '.join(within) or 'none'}.")
 
 
 def group(runs: list[Run]) -> dict[tuple[str, ...], list[Run]]:
@@ -177,7 +200,9 @@ def markdown(sweep_dir: Path, runs: list[Run]) -> str:
                       and stats[c.header][key][0] == best[c.header]) for c in columns]
         lines.append(f"| `{names[key]}` | {sum(r.ok for r in group_runs)} | " + " | ".join(cells)
                      + f" | {status(group_runs)} |")
-    lines += ["", "Mean ± sample std over seeds; **bold** is the best value of its column. Val loss, perplexity "
+    noise = seed_noise(groups, names)
+    lines += ["", *([noise, ""] if noise else []),
+              "Mean ± sample std over seeds; **bold** is the best value of its column. Val loss, perplexity "
               "and exact match (held-out calculator problems, greedy) are from the last validation. Train tok/s "
               "excludes validation time; peak memory is allocated tensors on GPU, process RSS on CPU; KV "
               "bytes/token is every layer's cache for a full block divided by block_size.", "",

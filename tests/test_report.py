@@ -78,7 +78,8 @@ def test_failed_configuration_is_a_row_with_its_reason(sweep: Path) -> None:
     for pos in ("rope", "learned"):
         row = rows[f"model.heads=3 pos={pos}"]
         assert row[header.index("seeds")] == "0"
-        assert row[header.index("status")] == "failed: heads=3 does not divide dim=32: pick heads from [1, 2, 4, 8, 16, 32]"
+        assert row[header.index("status")] == ("failed: heads=3 does not divide dim=32: pick heads from "
+                                                "[1, 2, 4, 8, 16, 32]")
         assert row[header.index("val loss")] == "—"
     assert len(rows) == 5  # header + four configurations
 
@@ -128,3 +129,13 @@ def test_ablation_preset_sweeps_every_attention_variant_over_three_seeds() -> No
     params = OmegaConf.load(ROOT / "configs" / "experiment" / "attention_ablation.yaml").hydra.sweeper.params
     assert set(ATTENTION) <= set(params.attention.split(","))  # the issue-3 names; all 12 once registered
     assert params.seed.split(",") == ["0", "1", "2"] and cfg.model.attention == "mha"
+
+
+def test_seed_noise_line_separates_differences_beyond_two_standard_errors(tmp_path: Path) -> None:
+    losses = {"a": [1.0, 1.2], "b": [0.9, 0.92], "c": [2.0, 2.1], "d": [0.5]}  # d: one seed, no std error
+    for i, (name, values) in enumerate((n, v) for n, vs in losses.items() for v in vs):
+        fake_run(tmp_path / str(i), [f"attention={name}", f"seed={i}"], {"status": "ok", "val_loss": values})
+    line = next(x for x in markdown(tmp_path, find_runs(tmp_path)).splitlines() if x.startswith("Final val loss"))
+    # a - b = 0.19 against 2 * sqrt(0.02/2 + 0.0002/2) = 0.201; c - b = 1.14 against 0.103
+    assert line.endswith("best (`attention=b`), beyond seed noise (difference > 2 standard errors): "
+                         "`attention=c`; within it: `attention=a`.")

@@ -39,7 +39,8 @@ def test_nan_validation_loss_stops_training_and_marks_the_run_failed(tmp_path: P
     record.on_train_end(trainer, None)
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary == {"status": "failed", "reason": "val loss became nan at step 3"}
-    assert (tmp_path / "history.csv").read_text().splitlines() == ["step,wall_s,val_loss", f"3,{record.history[0]['wall_s']},nan"]
+    history = (tmp_path / "history.csv").read_text().splitlines()
+    assert history == ["step,wall_s,val_loss", f"3,{record.history[0]['wall_s']},nan"]
 
 
 def test_a_job_that_raised_is_recorded_with_its_type_and_first_line(tmp_path: Path) -> None:
