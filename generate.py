@@ -13,6 +13,7 @@ import torch
 
 from gpt.checkpoint import CheckpointError, load_checkpoint, newest_checkpoint
 from gpt.generation import check_sampling, stream
+from gpt.model import GPT
 from gpt.tokenizers import Tokenizer
 
 
@@ -33,7 +34,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def draw_attention_map(model: torch.nn.Module, tokenizer: Tokenizer, ids: list[int], path: str) -> int:
+def draw_attention_map(model: GPT, tokenizer: Tokenizer, ids: list[int], path: str) -> int:
+    """Save the layer x head grid of attention heatmaps over `ids` to `path`; the exit status."""
     from gpt.plots import attention_map  # matplotlib only when a map is asked for
 
     try:
