@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Iterator
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -13,8 +14,8 @@ import torch
 from torch.utils.data import DataLoader, IterableDataset
 
 from gpt.calculator import Problem, split_problems, vocabulary
-from gpt.corpora import cached_tokens, download, read_text, text_files
-from gpt.tokenizers import WordTokenizer
+from gpt.corpora import Tokens, cached_tokens, download, read_text, text_files
+from gpt.tokenizers import Tokenizer, WordTokenizer
 
 IGNORE_INDEX = -100  # targets the loss skips: padding after a line ends
 
@@ -122,31 +123,47 @@ class RandomWindows(IterableDataset):
 class TextData(L.LightningDataModule):
     """Running text: a UTF-8 file, a folder of *.txt, or a corpus downloaded once from `url` (checked
     by `sha256`) into <root>/<name>/. Tokenized once into a cache under <root>/tokens/; a model sees
-    random windows of block_size + 1 tokens, and validation a fixed, seeded set of windows."""
+    random windows of block_size + 1 tokens, and validation a fixed, seeded set of windows.
+
+    The corpus loads on first use (`vocab_size`, `tokenizer`, ...), not in __init__: Hydra's instantiate
+    would wrap a user's ValueError (a bad path) into a multi-line InstantiationException."""
 
     def __init__(self, block_size: int, path: str | None = None, name: str = "text", url: str | None = None,
                  sha256: str | None = None, tokenizer: str = "char", compact_vocab: bool | None = None,
                  val_fraction: float = 0.1, batch_size: int = 64, val_windows: int = 512, seed: int = 0,
                  root: str = "data") -> None:
         super().__init__()
-        if path:
-            source = Path(path)
-        elif url and sha256:
-            source = download(url, Path(root) / name / Path(url).name, sha256)
-        else:
-            raise ValueError(f"data={name} needs data.path=<a UTF-8 text file or a folder of *.txt>")
-        self.corpus = cached_tokens(read_text(text_files(source)), val_fraction, tokenizer, compact_vocab,
-                                    Path(root) / "tokens")
-        for split, ids in (("training", self.corpus.train), ("validation", self.corpus.val)):
-            if len(ids) < block_size + 1:
-                raise ValueError(f"the {split} split of {source} has {len(ids)} {tokenizer} tokens, fewer than "
-                                 f"model.block_size+1={block_size + 1}: use more text, or a smaller model.block_size "
-                                 "or another data.val_fraction")
-        self.name, self.source, self.tokenizer_name, self.val_fraction = name, source, tokenizer, val_fraction
+        self.path, self.name, self.url, self.sha256, self.root = path, name, url, sha256, Path(root)
+        self.tokenizer_name, self.compact_vocab, self.val_fraction = tokenizer, compact_vocab, val_fraction
         self.block_size, self.batch_size, self.val_windows, self.seed = block_size, batch_size, val_windows, seed
-        self.tokenizer = self.corpus.tokenizer
-        self.vocab_size = self.tokenizer.vocab_size
         self.max_tokens = block_size  # every window is exactly one context long
+
+    @cached_property
+    def source(self) -> Path:
+        if self.path:
+            return Path(self.path)
+        if self.url and self.sha256:
+            return download(self.url, self.root / self.name / Path(self.url).name, self.sha256)
+        raise ValueError(f"data={self.name} needs data.path=<a UTF-8 text file or a folder of *.txt>")
+
+    @cached_property
+    def corpus(self) -> Tokens:
+        corpus = cached_tokens(read_text(text_files(self.source)), self.val_fraction, self.tokenizer_name,
+                               self.compact_vocab, self.root / "tokens")
+        for split, ids in (("training", corpus.train), ("validation", corpus.val)):
+            if len(ids) < self.block_size + 1:
+                raise ValueError(f"the {split} split of {self.source} has {len(ids)} {self.tokenizer_name} tokens, "
+                                 f"fewer than model.block_size+1={self.block_size + 1}: use more text, or a smaller "
+                                 "model.block_size or another data.val_fraction")
+        return corpus
+
+    @property
+    def tokenizer(self) -> Tokenizer:
+        return self.corpus.tokenizer
+
+    @property
+    def vocab_size(self) -> int:
+        return self.tokenizer.vocab_size
 
     @property
     def meta(self) -> dict[str, Any]:

@@ -52,12 +52,12 @@ class CharTokenizer:
 
 
 class WordTokenizer:
-    """One token per word (apostrophes inside a word kept: "o'er") or punctuation mark; a newline is a
-    token of its own (end of line). Decoding joins words with one space, none before . , ; : ! ?"""
+    """One token per word (apostrophes in or before a word kept: "o'er", "'tis") or punctuation mark;
+    a newline is a token of its own (end of line). Decoding joins words with one space, none before .,;:!?"""
 
     kind = "word"
     NEWLINE = "\n"
-    _pieces = re.compile(r"\n|\w+(?:'\w+)*|[^\w\s]")
+    _pieces = re.compile(r"\n|'?\w+(?:'\w+)*|[^\w\s]")
     _closing = frozenset(".,;:!?")
 
     def __init__(self, words: list[str]) -> None:
