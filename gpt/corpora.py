@@ -133,10 +133,12 @@ def cached_tokens(text: str, val_fraction: float, tokenizer_name: str, compact: 
     key = hashlib.sha256(json.dumps(recipe, sort_keys=True).encode()).hexdigest()[:20]
     ids_path, info_path = cache_dir / f"{tokenizer_name}-{key}.npy", cache_dir / f"{tokenizer_name}-{key}.json"
     if info_path.is_file() and ids_path.is_file():
-        info = json.loads(info_path.read_text())
-        ids = np.load(ids_path, mmap_mode="r")
-        if info["recipe"] == recipe and len(ids) == info["tokens"]:
-            return Tokens(ids, info["train_tokens"], tokenizer_from_dict(info["tokenizer"]))
+        try:
+            info, ids = json.loads(info_path.read_text()), np.load(ids_path, mmap_mode="r")
+            if info["recipe"] == recipe and len(ids) == info["tokens"]:
+                return Tokens(ids, info["train_tokens"], tokenizer_from_dict(info["tokenizer"]))
+        except (ValueError, KeyError, OSError):  # damaged from outside (we write atomically): tokenize afresh
+            pass
     result = tokenize(*split_text(text, val_fraction), tokenizer_name, compact)
     cache_dir.mkdir(parents=True, exist_ok=True)
     buffer = io.BytesIO()

@@ -119,6 +119,15 @@ def test_interrupted_cache_write_leaves_nothing_that_is_read(text_file: Path, tm
     assert data.tokenizer.decode(data.corpus.tokens.tolist()) == text_file.read_text()
 
 
+def test_damaged_cache_is_tokenized_afresh(text_file: Path, tmp_path: Path, tokenize_calls: list[str]) -> None:
+    load(text_file, tmp_path)
+    ids_file = next((tmp_path / "tokens").glob("*.npy"))
+    ids_file.write_bytes(ids_file.read_bytes()[:200])  # truncated behind our back
+    data = load(text_file, tmp_path)
+    assert tokenize_calls == ["char", "char"]
+    assert data.tokenizer.decode(data.corpus.tokens.tolist()) == text_file.read_text()
+
+
 def test_folder_reads_every_txt_in_order(tmp_path: Path) -> None:
     folder = tmp_path / "books"
     folder.mkdir()
