@@ -101,12 +101,11 @@ def test_cache_is_reused_and_invalidated_by_text_or_tokenizer(text_file: Path, t
 def test_interrupted_cache_write_leaves_nothing_that_is_read(text_file: Path, tmp_path: Path,
                                                              monkeypatch: pytest.MonkeyPatch,
                                                              tokenize_calls: list[str]) -> None:
-    real_replace, replaced = corpora.os.replace, []
+    real_replace = corpora.os.replace
 
     def killed_before_the_json(src: str, dst: str) -> None:
         if str(dst).endswith(".json"):
             raise KeyboardInterrupt  # as if the run were stopped between the two files
-        replaced.append(dst)
         real_replace(src, dst)
 
     monkeypatch.setattr(corpora.os, "replace", killed_before_the_json)
@@ -195,7 +194,8 @@ def user_error(tmp_path: Path, case: str) -> tuple[dict, str]:
         "no txt in folder": ({"path": str(folder)}, r"folder with no \*.txt files"),
         "no text": ({"path": str(tmp_path / "blank")}, r"no text in .*a.txt"),
         "not utf-8": ({"path": str(latin1)}, r"latin1.txt is not UTF-8: byte 0xef at byte offset 11 "),
-        "val too short": ({"path": str(short), "block_size": 64}, r"validation split .* fewer than model.block_size\+1=65"),
+        "val too short": ({"path": str(short), "block_size": 64},
+                          r"validation split .* fewer than model.block_size\+1=65"),
         "train too short": ({"path": str(short), "block_size": 64, "val_fraction": 0.9},
                             r"training split .* fewer than model.block_size\+1=65"),
         "bad fraction": ({"path": str(short), "val_fraction": 1.0}, r"data.val_fraction=1.0 must be between"),
@@ -241,7 +241,8 @@ def test_train_on_text_then_generate(tmp_path: Path, text_file: Path, tokenizer:
     ckpt = train_in_process(tmp_path / "run", *TINY, f"data.path={text_file}", f"data.tokenizer={tokenizer}")
     _, restored, meta = load_checkpoint(ckpt, with_meta=True)
     assert meta["tokenizer"] == tokenizer and "one_example_per_line" not in meta
-    assert restored.to_dict() == load(text_file, tmp_path / "data", block_size=16, tokenizer=tokenizer).tokenizer.to_dict()
+    data = load(text_file, tmp_path / "data", block_size=16, tokenizer=tokenizer)
+    assert restored.to_dict() == data.tokenizer.to_dict()
     capsys.readouterr()
     assert generate.main(["--ckpt", str(ckpt), "--prompt", "the darling", "--max-new-tokens", "12",
                           "--temperature", "0.8"]) == 0
