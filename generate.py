@@ -62,6 +62,8 @@ def main(argv: list[str] | None = None) -> int:
         check_sampling(args.temperature, args.top_k, args.top_p, max_new_tokens)
         model, tokenizer, meta = load_checkpoint(args.ckpt or newest_checkpoint(), device=args.device, with_meta=True)
         prompt_ids = tokenizer.encode(args.prompt)
+        if not prompt_ids and not meta.get("one_example_per_line"):
+            prompt_ids = tokenizer.encode("\n")  # running text with no prompt: start as after a line break
     except (ValueError, CheckpointError) as err:
         print(f"error: {str(err).replace('max_new_tokens', '--max-new-tokens').replace('top_p', '--top-p')}",
               file=sys.stderr)

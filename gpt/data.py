@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import random
 from collections.abc import Iterator
+from functools import cached_property
+from pathlib import Path
 from typing import Any
 
 import lightning as L
+import numpy as np
 import torch
 from torch.utils.data import DataLoader, IterableDataset
 
 from gpt.calculator import OPERATIONS, Problem, split_problems, vocabulary
-from gpt.tokenizers import WordTokenizer
+from gpt.corpora import Tokens, cached_tokens, download, read_text, text_files
+from gpt.tokenizers import Tokenizer, WordTokenizer
 
 IGNORE_INDEX = -100  # targets the loss skips: padding after a line ends
 
@@ -87,6 +91,95 @@ class CalculatorData(L.LightningDataModule):
     def setup(self, stage: str | None = None) -> None:
         self.train_set = RowBatches(*self._tensors(self.splits["train"]), self.batch_size, self.seed)
         self.val_set = self._tensors(self.splits["val"])[:2]
+
+    def train_dataloader(self) -> DataLoader:
+        return DataLoader(self.train_set, batch_size=None)
+
+    def val_dataloader(self) -> DataLoader:
+        inputs, targets = self.val_set
+        batches = [(inputs[i:i + self.batch_size], targets[i:i + self.batch_size])
+                   for i in range(0, len(inputs), self.batch_size)]
+        return DataLoader(batches, batch_size=None)
+
+
+def windows(tokens: np.ndarray, starts: np.ndarray, block_size: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Inputs and next-token targets (B, block_size) of the windows of block_size + 1 tokens at `starts`,
+    gathered with one fancy index rather than a Python loop over rows."""
+    rows = np.asarray(tokens[starts[:, None] + np.arange(block_size + 1)], dtype=np.int64)  # (B, T + 1)
+    rows = torch.from_numpy(rows)
+    return rows[:, :-1], rows[:, 1:]
+
+
+class RandomWindows(IterableDataset):
+    """Endless batches of windows starting anywhere in the tokens, drawn by a seeded generator."""
+
+    def __init__(self, tokens: np.ndarray, block_size: int, batch_size: int, seed: int) -> None:
+        self.tokens, self.block_size, self.batch_size, self.seed = tokens, block_size, batch_size, seed
+
+    def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        generator = torch.Generator().manual_seed(self.seed)
+        while True:
+            starts = torch.randint(len(self.tokens) - self.block_size, (self.batch_size,), generator=generator)
+            yield windows(self.tokens, starts.numpy(), self.block_size)
+
+
+class TextData(L.LightningDataModule):
+    """Running text: a UTF-8 file, a folder of *.txt, or a corpus downloaded once from `url` (checked
+    by `sha256`) into <root>/<name>/. Tokenized once into a cache under <root>/tokens/; a model sees
+    random windows of block_size + 1 tokens, and validation a fixed, seeded set of windows.
+
+    The corpus loads on first use (`vocab_size`, `tokenizer`, ...), not in __init__: Hydra's instantiate
+    would wrap a user's ValueError (a bad path) into a multi-line InstantiationException."""
+
+    def __init__(self, block_size: int, path: str | None = None, name: str = "text", url: str | None = None,
+                 sha256: str | None = None, tokenizer: str = "char", compact_vocab: bool | None = None,
+                 val_fraction: float = 0.1, batch_size: int = 64, val_windows: int = 512, seed: int = 0,
+                 root: str = "data") -> None:
+        super().__init__()
+        self.path, self.name, self.url, self.sha256, self.root = path, name, url, sha256, Path(root)
+        self.tokenizer_name, self.compact_vocab, self.val_fraction = tokenizer, compact_vocab, val_fraction
+        self.block_size, self.batch_size, self.val_windows, self.seed = block_size, batch_size, val_windows, seed
+        self.max_tokens = block_size  # every window is exactly one context long
+
+    @cached_property
+    def source(self) -> Path:
+        if self.path:
+            return Path(self.path)
+        if self.url and self.sha256:
+            return download(self.url, self.root / self.name / Path(self.url).name, self.sha256)
+        raise ValueError(f"data={self.name} needs data.path=<a UTF-8 text file or a folder of *.txt>")
+
+    @cached_property
+    def corpus(self) -> Tokens:
+        corpus = cached_tokens(read_text(text_files(self.source)), self.val_fraction, self.tokenizer_name,
+                               self.compact_vocab, self.root / "tokens")
+        for split, ids in (("training", corpus.train), ("validation", corpus.val)):
+            if len(ids) < self.block_size + 1:
+                raise ValueError(f"the {split} split of {self.source} has {len(ids)} {self.tokenizer_name} tokens, "
+                                 f"fewer than model.block_size+1={self.block_size + 1}: use more text, or a smaller "
+                                 "model.block_size or another data.val_fraction")
+        return corpus
+
+    @property
+    def tokenizer(self) -> Tokenizer:
+        return self.corpus.tokenizer
+
+    @property
+    def vocab_size(self) -> int:
+        return self.tokenizer.vocab_size
+
+    @property
+    def meta(self) -> dict[str, Any]:
+        return {"corpus": self.name, "path": str(self.source), "tokenizer": self.tokenizer_name,
+                "vocab_size": self.vocab_size, "val_fraction": self.val_fraction,
+                "train_tokens": len(self.corpus.train), "val_tokens": len(self.corpus.val), "seed": self.seed}
+
+    def setup(self, stage: str | None = None) -> None:
+        self.train_set = RandomWindows(self.corpus.train, self.block_size, self.batch_size, self.seed)
+        # A seed apart from training's, so the fixed validation windows do not mirror the first batches.
+        generator = torch.Generator().manual_seed(self.seed + 1)
+        starts = torch.randint(len(self.corpus.val) - self.block_size, (self.val_windows,), generator=generator)
+        self.val_set = windows(self.corpus.val, starts.numpy(), self.block_size)
 
     def train_dataloader(self) -> DataLoader:
         return DataLoader(self.train_set, batch_size=None)

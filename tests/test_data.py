@@ -1,0 +1,264 @@
+"""Text corpora: split, windows, token cache reuse and invalidation, download checks, and every user error."""
+from __future__ import annotations
+
+import hashlib
+import random
+import urllib.error
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from hydra import compose, initialize_config_dir
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import open_dict
+
+import generate
+import gpt.corpora as corpora
+import train
+from gpt.data import TextData
+from gpt.checkpoint import load_checkpoint
+from gpt.tokenizers import GPT2Tokenizer
+from tests.conftest import ROOT, run_cli
+
+WORDS = "thou art more lovely and temperate rough winds do shake the darling buds of may".split()
+
+
+def play(lines: int = 300, seed: int = 0) -> str:
+    """A small seeded text of short lines with punctuation, so every tokenizer has work to do."""
+    rng = random.Random(seed)
+    return "".join(" ".join(rng.choices(WORDS, k=rng.randint(3, 8))) + rng.choice([",", ".", "!", ""]) + "\n"
+                   for _ in range(lines))
+
+
+@pytest.fixture
+def text_file(tmp_path: Path) -> Path:
+    path = tmp_path / "play.txt"
+    path.write_text(play())
+    return path
+
+
+@pytest.fixture
+def tokenize_calls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Counts real tokenizations (cache misses)."""
+    calls: list[str] = []
+    real = corpora.tokenize
+
+    def counted(train: str, val: str, name: str, compact: bool | None) -> corpora.Tokens:
+        calls.append(name)
+        return real(train, val, name, compact)
+
+    monkeypatch.setattr(corpora, "tokenize", counted)
+    return calls
+
+
+def load(path: Path, root: Path, **kwargs: object) -> TextData:
+    data = TextData(block_size=kwargs.pop("block_size", 8), path=str(path), root=str(root), **kwargs)
+    data.corpus  # loads on first use
+    return data
+
+
+def test_split_is_at_a_line_boundary_near_the_fraction() -> None:
+    text = play()
+    train, val = corpora.split_text(text, 0.1)
+    assert train + val == text and train.endswith("\n")
+    assert abs(len(val) / len(text) - 0.1) < 0.02  # within one line of the target
+
+
+@pytest.mark.parametrize("tokenizer", ["char", "word", "gpt2"])
+def test_windows_are_next_token_pairs_from_their_split(text_file: Path, tmp_path: Path, tokenizer: str) -> None:
+    data = load(text_file, tmp_path, tokenizer=tokenizer, batch_size=4, val_windows=10)
+    data.setup()
+    train = data.corpus.train.astype(np.int64).tolist()
+    inputs, targets = next(iter(data.train_dataloader()))
+    assert inputs.shape == targets.shape == (4, 8)
+    torch.testing.assert_close(inputs[:, 1:], targets[:, :-1])
+    for row, target in zip(inputs.tolist(), targets.tolist()):
+        start = next(i for i in range(len(train)) if train[i:i + 9] == row + target[-1:])
+        assert start + 9 <= len(train)
+    again = load(text_file, tmp_path, tokenizer=tokenizer, batch_size=4, val_windows=10)
+    again.setup()
+    torch.testing.assert_close(next(iter(again.train_dataloader())), (inputs, targets))  # seeded
+    torch.testing.assert_close(again.val_set, data.val_set)  # the validation windows are fixed
+    assert data.max_tokens == 8 and "one_example_per_line" not in data.meta
+
+
+def test_cache_is_reused_and_invalidated_by_text_or_tokenizer(text_file: Path, tmp_path: Path,
+                                                              tokenize_calls: list[str]) -> None:
+    first = load(text_file, tmp_path)
+    second = load(text_file, tmp_path)
+    assert tokenize_calls == ["char"]
+    np.testing.assert_array_equal(second.corpus.tokens, first.corpus.tokens)
+    assert second.tokenizer.to_dict() == first.tokenizer.to_dict()
+    load(text_file, tmp_path, tokenizer="word")
+    text_file.write_text(play(seed=1))
+    changed = load(text_file, tmp_path)
+    assert tokenize_calls == ["char", "word", "char"]
+    assert changed.tokenizer.decode(changed.corpus.train.tolist()) + changed.tokenizer.decode(
+        changed.corpus.val.tolist()) == play(seed=1)
+
+
+def test_interrupted_cache_write_leaves_nothing_that_is_read(text_file: Path, tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch,
+                                                             tokenize_calls: list[str]) -> None:
+    real_replace = corpora.os.replace
+
+    def killed_before_the_json(src: str, dst: str) -> None:
+        if str(dst).endswith(".json"):
+            raise KeyboardInterrupt  # as if the run were stopped between the two files
+        real_replace(src, dst)
+
+    monkeypatch.setattr(corpora.os, "replace", killed_before_the_json)
+    with pytest.raises(KeyboardInterrupt):
+        load(text_file, tmp_path)
+    assert [p.suffix for p in (tmp_path / "tokens").iterdir()] == [".npy"]  # no temp file, no json marker
+    monkeypatch.setattr(corpora.os, "replace", real_replace)
+    data = load(text_file, tmp_path)
+    assert tokenize_calls == ["char", "char"]
+    assert data.tokenizer.decode(data.corpus.tokens.tolist()) == text_file.read_text()
+
+
+def test_damaged_cache_is_tokenized_afresh(text_file: Path, tmp_path: Path, tokenize_calls: list[str]) -> None:
+    load(text_file, tmp_path)
+    ids_file = next((tmp_path / "tokens").glob("*.npy"))
+    ids_file.write_bytes(ids_file.read_bytes()[:200])  # truncated behind our back
+    data = load(text_file, tmp_path)
+    assert tokenize_calls == ["char", "char"]
+    assert data.tokenizer.decode(data.corpus.tokens.tolist()) == text_file.read_text()
+
+
+def test_folder_reads_every_txt_in_order(tmp_path: Path) -> None:
+    folder = tmp_path / "books"
+    folder.mkdir()
+    (folder / "b.txt").write_text(play(seed=2))
+    (folder / "a.txt").write_text(play(seed=1).rstrip("\n"))  # a missing final newline is added
+    (folder / "notes.md").write_text("not part of the corpus")
+    data = load(folder, tmp_path)
+    assert data.tokenizer.decode(data.corpus.tokens.tolist()) == play(seed=1) + play(seed=2)
+
+
+def test_gpt2_vocabulary_is_compacted_on_a_small_corpus_unless_turned_off(text_file: Path, tmp_path: Path) -> None:
+    text = text_file.read_text()
+    compact = load(text_file, tmp_path, tokenizer="gpt2")
+    assert compact.vocab_size == len(set(GPT2Tokenizer().encode(text))) < 100
+    assert compact.tokenizer.decode(compact.corpus.tokens.tolist()) == text
+    full = load(text_file, tmp_path, tokenizer="gpt2", compact_vocab=False)
+    assert full.vocab_size == 50257
+    assert full.corpus.tokens.tolist() == GPT2Tokenizer().encode(text[:len(text) - len(
+        corpora.split_text(text, 0.1)[1])]) + GPT2Tokenizer().encode(corpora.split_text(text, 0.1)[1])
+
+
+def test_large_vocabulary_is_stored_as_uint32(tmp_path: Path) -> None:
+    path = tmp_path / "many.txt"
+    path.write_text("".join(f"w{i} w{i + 1}\n" for i in range(0, 70_000, 2)))
+    data = load(path, tmp_path, tokenizer="word")
+    assert data.vocab_size > 2**16 and data.corpus.tokens.dtype == np.uint32
+    assert data.tokenizer.decode(data.corpus.val[-3:].tolist()) == "w69998 w69999\n"
+
+
+def test_download_keeps_verified_bytes_only(tmp_path: Path) -> None:
+    source = tmp_path / "remote" / "input.txt"
+    source.parent.mkdir()
+    source.write_text(play())
+    good = hashlib.sha256(source.read_bytes()).hexdigest()
+    target = tmp_path / "data" / "shakespeare" / "input.txt"
+    with pytest.raises(ValueError, match=r"^checksum mismatch for file://.*nothing was saved"):
+        corpora.download(source.as_uri(), target, "0" * 64)
+    assert not target.parent.exists() or not any(target.parent.iterdir())
+    assert corpora.download(source.as_uri(), target, good).read_text() == play()
+    source.unlink()  # from now on only the saved copy exists
+    data = TextData(block_size=8, url=source.as_uri(), sha256=good, name="shakespeare", root=str(tmp_path / "data"))
+    assert data.meta["path"] == str(target) and data.meta["corpus"] == "shakespeare"  # the saved copy is used
+
+
+def test_offline_download_says_to_pass_a_local_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def offline(*args: object, **kwargs: object) -> None:
+        raise urllib.error.URLError("no network")
+
+    monkeypatch.setattr(corpora.urllib.request, "urlopen", offline)
+    with pytest.raises(ValueError, match=r"offline\? pass data.path="):
+        TextData(block_size=8, url="https://example.invalid/input.txt", sha256="0" * 64, root=str(tmp_path)).corpus
+
+
+def user_error(tmp_path: Path, case: str) -> tuple[dict, str]:
+    """TextData arguments that are each a user mistake, and the message's expected pattern."""
+    folder, latin1 = tmp_path / "empty", tmp_path / "latin1.txt"
+    folder.mkdir()
+    (tmp_path / "blank").mkdir()
+    (tmp_path / "blank" / "a.txt").write_text("\n \n")
+    latin1.write_bytes("caf\u00e9 ok\n".encode() + "na\u00efve\n".encode("latin-1"))
+    short = tmp_path / "short.txt"
+    short.write_text(play(lines=12))
+    return {
+        "missing": ({"path": str(tmp_path / "nope.txt")}, r"nope.txt does not exist"),
+        "no txt in folder": ({"path": str(folder)}, r"folder with no \*.txt files"),
+        "no text": ({"path": str(tmp_path / "blank")}, r"no text in .*a.txt"),
+        "not utf-8": ({"path": str(latin1)}, r"latin1.txt is not UTF-8: byte 0xef at byte offset 11 "),
+        "val too short": ({"path": str(short), "block_size": 64},
+                          r"validation split .* fewer than model.block_size\+1=65"),
+        "train too short": ({"path": str(short), "block_size": 64, "val_fraction": 0.9},
+                            r"training split .* fewer than model.block_size\+1=65"),
+        "bad fraction": ({"path": str(short), "val_fraction": 1.0}, r"data.val_fraction=1.0 must be between"),
+        "no path": ({}, r"data=text needs data.path="),
+        "tokenizer": ({"path": str(short), "tokenizer": "bpe"}, r"data.tokenizer=bpe is unknown"),
+    }[case]
+
+
+@pytest.mark.parametrize("case", ["missing", "no txt in folder", "no text", "not utf-8", "val too short",
+                                  "train too short", "bad fraction", "no path", "tokenizer"])
+def test_user_errors_are_one_line_and_leave_no_temp_files(tmp_path: Path, case: str) -> None:
+    kwargs, pattern = user_error(tmp_path, case)
+    kwargs = {"block_size": 8, "root": str(tmp_path / "data"), **kwargs}
+    with pytest.raises(ValueError, match=pattern) as err:
+        TextData(**kwargs).vocab_size
+    assert "\n" not in str(err.value)
+    cache = tmp_path / "data" / "tokens"
+    assert not cache.exists() or all(p.suffix in {".npy", ".json"} for p in cache.iterdir())
+
+
+TINY = ["trainer=debug", "logger=none", "model.layers=1", "model.heads=2", "model.dim=32", "model.block_size=16",
+        "data=text", "data.batch_size=8", "data.val_windows=16"]
+
+
+def train_in_process(run_dir: Path, *overrides: str) -> Path:
+    """train.train(cfg) on a composed config, as train.py would run it (one Lightning import per session)."""
+    with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base="1.3"):
+        cfg = compose(config_name="train", overrides=[*overrides, f"hydra.run.dir={run_dir}"],
+                      return_hydra_config=True)
+    with open_dict(cfg):
+        cfg.hydra.runtime.output_dir = str(run_dir)
+    run_dir.mkdir(parents=True)  # as Hydra does before a job
+    HydraConfig.instance().set_config(cfg)
+    try:
+        return train.train(cfg)
+    finally:
+        HydraConfig.instance().cfg = None
+
+
+@pytest.mark.parametrize("tokenizer", ["char", "word", "gpt2"])
+def test_train_on_text_then_generate(tmp_path: Path, text_file: Path, tokenizer: str, monkeypatch: pytest.MonkeyPatch,
+                                     capsys: pytest.CaptureFixture) -> None:
+    monkeypatch.chdir(tmp_path)  # the token cache goes to ./data/
+    ckpt = train_in_process(tmp_path / "run", *TINY, f"data.path={text_file}", f"data.tokenizer={tokenizer}")
+    _, restored, meta = load_checkpoint(ckpt, with_meta=True)
+    assert meta["tokenizer"] == tokenizer and "one_example_per_line" not in meta
+    data = load(text_file, tmp_path / "data", block_size=16, tokenizer=tokenizer)
+    assert restored.to_dict() == data.tokenizer.to_dict()
+    capsys.readouterr()
+    assert generate.main(["--ckpt", str(ckpt), "--prompt", "the darling", "--max-new-tokens", "12",
+                          "--temperature", "0.8"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("the darling") and len(restored.encode(out[len("the darling"):].rstrip("\n"))) >= 6
+    assert generate.main(["--ckpt", str(ckpt), "--prompt", "the zebra"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "vocabulary" in err and err.count("\n") == 1
+    assert generate.main(["--ckpt", str(ckpt), "--max-new-tokens", "3"]) == 0  # no prompt: starts after a newline
+    assert capsys.readouterr().err == ""
+
+
+def test_cli_refuses_a_missing_path_in_one_line(tmp_path: Path) -> None:
+    """Through train.py itself: Hydra's instantiate must not turn a data error into a traceback."""
+    run = run_cli("train.py", *TINY, f"data.path={tmp_path / 'nope.txt'}", f"hydra.run.dir={tmp_path / 'bad'}",
+                  cwd=tmp_path)
+    assert run.returncode == 2 and run.stderr.count("\n") == 1
+    assert run.stderr.startswith(f"error: data.path={tmp_path / 'nope.txt'} does not exist")
