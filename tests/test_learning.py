@@ -16,7 +16,7 @@ from gpt.evaluate import accuracy_by_operation, grade
 from gpt.lit import LitGPT
 
 OPERATIONS = ["plus", "minus"]
-STEPS = 1500
+STEPS = 2000
 
 
 def leaky_mask(q_len: int, k_len: int, start: int, device: torch.device) -> torch.Tensor:
