@@ -13,6 +13,7 @@ from pathlib import Path
 import hydra
 import lightning as L
 from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
 from hydra.utils import instantiate
 from lightning.pytorch.callbacks import ModelCheckpoint
 from omegaconf import DictConfig, OmegaConf
@@ -21,6 +22,8 @@ from gpt.callbacks import HeldOutAccuracy
 from gpt.checkpoint import CheckpointError, save_model
 from gpt.config import ModelConfig
 from gpt.lit import LitGPT
+from gpt.report import record_failure
+from gpt.run_record import RunRecord
 
 
 def model_config(cfg: DictConfig, vocab_size: int) -> ModelConfig:
@@ -42,6 +45,7 @@ def train(cfg: DictConfig) -> Path:
                                  every_n_train_steps=cfg.callbacks.checkpoint.every_n_steps)]
     if hasattr(datamodule, "eval_problems"):
         callbacks.append(HeldOutAccuracy(datamodule.eval_problems, datamodule.tokenizer))
+    callbacks.append(RunRecord(run_dir))  # history.csv + summary.json for the sweep report (gpt/report.py)
     logger = instantiate(cfg.logger) if cfg.get("logger") else False
     trainer = L.Trainer(**cfg.trainer, callbacks=callbacks, logger=logger, default_root_dir=run_dir)
     print(f"model: {lit.model.num_params():,} parameters; run folder: {run_dir}")
@@ -60,6 +64,9 @@ def main(cfg: DictConfig) -> None:
         if os.environ.get("HYDRA_FULL_ERROR") == "1":
             raise
         print(f"error: {err}", file=sys.stderr)
+        if HydraConfig.get().mode == RunMode.MULTIRUN:  # a failed row in the sweep report; the other jobs go on
+            record_failure(Path(HydraConfig.get().runtime.output_dir), err)
+            return
         sys.exit(2)
 
 
