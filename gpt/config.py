@@ -21,6 +21,11 @@ class ModelConfig:
     bias: bool = False
     norm_eps: float = 1e-5
     rope_base: float = 10000.0
+    kv_heads: int = 2  # gqa: key/value heads shared by the query heads
+    window: int = 8  # sliding_window: positions each query sees, itself included
+    kv_latent_dim: int = 32  # mla: width of the latent keys and values are rebuilt from
+    qk_norm: bool = False  # RMSNorm on each head's queries and keys
+    trace_shapes: bool = False  # print every module's output shape during the first forward pass
 
     def __post_init__(self) -> None:
         # Imported here because the registries import nothing from this module but their modules are heavy.
@@ -44,6 +49,9 @@ class ModelConfig:
             value = getattr(self, field_name)
             if value not in registry:
                 raise ValueError(f"{field_name}={value!r} is unknown; choose one of: {', '.join(sorted(registry))}")
+        # Each part checks its own parameters and the combinations it cannot compute.
+        POSITIONAL[self.pos].validate(self)
+        ATTENTION[self.attention].validate(self)
 
     @property
     def head_dim(self) -> int:

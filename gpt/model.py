@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import torch
 from torch import nn
@@ -24,6 +26,7 @@ class GPT(nn.Module):
         self.norm = NORM[cfg.norm](cfg.dim, cfg.norm_eps)
         self.head = nn.Linear(cfg.dim, cfg.vocab_size, bias=False)
         self.head.weight = self.tok_emb.weight  # weight tying (Press & Wolf, 2017)
+        self.shapes_pending = cfg.trace_shapes  # print shapes through the first forward pass only
         self.apply(self._init_weights)
         # GPT-2: projections that write into the residual stream shrink with depth so its variance
         # stays constant however many blocks add to it.
@@ -47,6 +50,10 @@ class GPT(nn.Module):
 
     def forward(self, idx: torch.Tensor, caches: list | None = None) -> torch.Tensor:
         """Token ids (B, T) -> logits (B, T, vocab_size). With caches, idx continues the cached positions."""
+        if self.shapes_pending:
+            self.shapes_pending = False
+            with print_shapes(self, idx):
+                return self(idx, caches)
         start = caches[0].length if caches else 0
         if start + idx.shape[1] > self.cfg.block_size:
             raise ValueError(f"sequence of {start + idx.shape[1]} tokens exceeds block_size={self.cfg.block_size}")
@@ -72,3 +79,23 @@ class GPT(nn.Module):
     def num_params(self) -> int:
         """Trainable parameters, the tied embedding counted once."""
         return sum(p.numel() for p in self.parameters())
+
+
+@contextmanager
+def print_shapes(model: nn.Module, idx: torch.Tensor) -> Iterator[None]:
+    """Print each submodule's input and output shapes as a forward pass runs (model.trace_shapes=true);
+    hooks fire as modules finish, so a module's parts print before the module itself."""
+    def hook(name: str):  # noqa: ANN202 - a forward hook's signature is torch's
+        def show(module: nn.Module, inputs: tuple, output: object) -> None:
+            shapes = [tuple(t.shape) for t in inputs if isinstance(t, torch.Tensor)]
+            out = tuple(output.shape) if isinstance(output, torch.Tensor) else type(output).__name__
+            print(f"{name:<28} {type(module).__name__:<26} {', '.join(map(str, shapes)):<16} -> {out}")
+        return show
+
+    print(f"{'idx':<28} {'token ids':<26} {'':<16} -> {tuple(idx.shape)}")
+    handles = [module.register_forward_hook(hook(name)) for name, module in model.named_modules() if name]
+    try:
+        yield
+    finally:
+        for handle in handles:
+            handle.remove()

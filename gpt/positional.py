@@ -1,6 +1,7 @@
-"""Positional encodings. Each one acts where it belongs: added to the token embeddings (absolute),
-rotating queries and keys (RoPE, Su et al. 2021), or biasing attention scores; `start` is the
-absolute position of the first token, which is how they stay correct with a KV cache."""
+"""Positional encodings. Each one acts where it belongs: added to the token embeddings (learned;
+sinusoidal, Vaswani et al. 2017), rotating queries and keys (RoPE, Su et al. 2021), or biasing
+attention scores (ALiBi, Press et al. 2022); `start` is the absolute position of the first token,
+which is how they stay correct with a KV cache."""
 from __future__ import annotations
 
 import torch
@@ -12,9 +13,16 @@ from gpt.config import ModelConfig
 class Positional(nn.Module):
     """No positional information: the base every encoding overrides where it acts."""
 
+    rotates = False  # acts in `rotate`: the attention must project queries/keys itself to apply it
+    biases_scores = False  # acts in `score_bias`: the attention must form scores to add it
+
     @classmethod
     def from_config(cls, cfg: ModelConfig) -> Positional:
         return cls()
+
+    @classmethod
+    def validate(cls, cfg: ModelConfig) -> None:
+        """Raise ValueError naming the fix when cfg cannot use this encoding."""
 
     def embed(self, x: torch.Tensor, start: int) -> torch.Tensor:
         """Token embeddings (B, T, C) -> embeddings with absolute positions added."""
@@ -24,8 +32,10 @@ class Positional(nn.Module):
         """Queries (B, H, T, D) and keys (B, H_kv, T, D) of positions start..start+T-1."""
         return q, k
 
-    def score_bias(self, q_len: int, k_len: int, start: int) -> torch.Tensor | None:
-        """An additive (H, q_len, k_len) bias on attention scores, or None."""
+    def score_bias(self, q_len: int, k_len: int, start: int, heads: int,
+                   device: torch.device) -> torch.Tensor | None:
+        """An additive (heads, q_len, k_len) bias on attention scores, or None. Query i sits at
+        position start + i relative to key 0 (keys end where the queries end)."""
         return None
 
 
@@ -45,38 +55,80 @@ class LearnedPositional(Positional):
         return x + self.table(positions)
 
 
+class SinusoidalPositional(Positional):
+    """Fixed sines and cosines of geometrically spaced frequencies added to the embeddings."""
+
+    def __init__(self, block_size: int, dim: int, base: float = 10000.0) -> None:
+        super().__init__()
+        angles = torch.outer(torch.arange(block_size).float(), _inverse_frequencies(dim, base))  # (block_size, C/2)
+        table = torch.stack([angles.sin(), angles.cos()], dim=-1).flatten(1)[:, :dim]  # (block_size, C), interleaved
+        self.register_buffer("table", table, persistent=False)
+
+    @classmethod
+    def from_config(cls, cfg: ModelConfig) -> SinusoidalPositional:
+        return cls(cfg.block_size, cfg.dim)
+
+    def embed(self, x: torch.Tensor, start: int) -> torch.Tensor:
+        return x + self.table[start:start + x.shape[1]].to(x.dtype)
+
+
+def _inverse_frequencies(dim: int, base: float) -> torch.Tensor:
+    """(ceil(dim / 2),) frequencies base^(-2i/dim), from one turn per position down to very slow."""
+    return 1.0 / base ** (torch.arange(0, dim, 2).float() / dim)
+
+
 class RotaryPositional(Positional):
     """RoPE: rotate each feature pair (i, i + D/2) of queries and keys by a position-dependent angle,
-    so that q.k depends only on the distance between positions."""
+    so that q.k depends only on the distance between positions. Angles are computed for the head
+    width they are given, so every variant (one wide head, decoupled MLA keys) can use it."""
 
-    def __init__(self, head_dim: int, block_size: int, base: float = 10000.0) -> None:
+    rotates = True
+
+    def __init__(self, base: float = 10000.0) -> None:
         super().__init__()
-        if head_dim % 2:
-            raise ValueError(f"RoPE needs an even head dimension, got head_dim={head_dim}: change model.dim or model.heads")
-        inv_freq = 1.0 / base ** (torch.arange(0, head_dim, 2).float() / head_dim)
-        angles = torch.outer(torch.arange(block_size).float(), inv_freq)  # (block_size, D/2)
-        angles = torch.cat([angles, angles], dim=-1)  # (block_size, D)
-        self.register_buffer("cos", angles.cos(), persistent=False)
-        self.register_buffer("sin", angles.sin(), persistent=False)
+        self.base = base
 
     @classmethod
     def from_config(cls, cfg: ModelConfig) -> RotaryPositional:
-        return cls(cfg.head_dim, cfg.block_size, cfg.rope_base)
+        return cls(cfg.rope_base)
 
-    def _rotate_half_pairs(self, x: torch.Tensor, start: int) -> torch.Tensor:
-        T = x.shape[-2]
-        cos = self.cos[start:start + T].to(x.dtype)  # (T, D)
-        sin = self.sin[start:start + T].to(x.dtype)
+    @classmethod
+    def validate(cls, cfg: ModelConfig) -> None:
+        if cfg.head_dim % 2:
+            raise ValueError(f"pos=rope needs an even head width, got dim/heads={cfg.head_dim}: "
+                             "change model.dim or model.heads")
+
+    def _rotate(self, x: torch.Tensor, start: int) -> torch.Tensor:
+        T, D = x.shape[-2:]
+        positions = torch.arange(start, start + T, device=x.device, dtype=torch.float32)
+        angles = torch.outer(positions, _inverse_frequencies(D, self.base).to(x.device))  # (T, D/2)
+        angles = torch.cat([angles, angles], dim=-1)  # (T, D)
         first, second = x.chunk(2, dim=-1)
         rotated = torch.cat([-second, first], dim=-1)
-        return x * cos + rotated * sin
+        return x * angles.cos().to(x.dtype) + rotated * angles.sin().to(x.dtype)
 
     def rotate(self, q: torch.Tensor, k: torch.Tensor, start: int) -> tuple[torch.Tensor, torch.Tensor]:
-        return self._rotate_half_pairs(q, start), self._rotate_half_pairs(k, start)
+        return self._rotate(q, start), self._rotate(k, start)
+
+
+class AlibiPositional(Positional):
+    """ALiBi: no embedding at all; each head h subtracts slope_h * distance from its scores, with
+    slopes 2^(-8h/H) so some heads look far and some only nearby."""
+
+    biases_scores = True
+
+    def score_bias(self, q_len: int, k_len: int, start: int, heads: int, device: torch.device) -> torch.Tensor:
+        slopes = 2.0 ** (-8.0 * torch.arange(1, heads + 1, device=device) / heads)  # (H,)
+        queries = torch.arange(start, start + q_len, device=device)
+        distance = (queries[:, None] - torch.arange(k_len, device=device)[None, :]).clamp(min=0)  # (T, S)
+        # Future keys (negative distance) are masked anyway; clamping keeps their bias finite.
+        return -slopes[:, None, None] * distance  # (H, T, S)
 
 
 POSITIONAL: dict[str, type[Positional]] = {
     "none": Positional,
     "learned": LearnedPositional,
+    "sinusoidal": SinusoidalPositional,
     "rope": RotaryPositional,
+    "alibi": AlibiPositional,
 }

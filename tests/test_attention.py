@@ -1,0 +1,235 @@
+"""Every attention variant x every positional encoding it accepts: causal, cache-consistent, equal to
+its twins where the maths is equal, and trainable. The loops run over the registries, so a variant is
+tested the moment it is registered."""
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+
+import pytest
+import torch
+from torch.nn import functional as F
+
+from gpt import GPT, ModelConfig, generate
+from gpt.attention import ATTENTION
+from gpt.attention.linear import LinearAttention
+from gpt.data import IGNORE_INDEX, CalculatorData
+from gpt.positional import POSITIONAL, Positional
+from tests.conftest import build
+
+BASE = dict(vocab_size=37, layers=2, heads=4, dim=32, block_size=16, window=4, kv_heads=2, kv_latent_dim=12)
+
+
+def make(attention: str, pos: str = "rope", **overrides: object) -> ModelConfig:
+    return ModelConfig(**{**BASE, "attention": attention, "pos": pos, **overrides})
+
+
+def accepts(attention: str, pos: str) -> bool:
+    try:
+        make(attention, pos)
+    except ValueError:
+        return False
+    return True
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread() -> Iterator[None]:
+    """Models this small run fastest on one thread, and the machine's cores are shared."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+PAIRS = [(a, p) for a in ATTENTION for p in POSITIONAL if accepts(a, p)]
+REFUSED = [(a, p) for a in ATTENTION for p in POSITIONAL if not accepts(a, p)]
+
+
+def test_refused_combinations_are_the_impossible_ones_with_one_line() -> None:
+    # RoPE cannot reach inside torch's own projections; linear attention never forms scores to bias.
+    assert set(REFUSED) == {("torch_mha", "rope"), ("linear", "alibi")}
+    for attention, pos in REFUSED:
+        with pytest.raises(ValueError, match=f"attention={attention}|pos={pos}") as err:
+            make(attention, pos)
+        assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("overrides, message", [
+    ({"attention": "gqa", "kv_heads": 3}, "kv_heads=3 must divide heads=4"),
+    ({"attention": "sliding_window", "window": 0}, "window=0 must be at least 1"),
+    ({"attention": "mla", "kv_latent_dim": 0}, "kv_latent_dim=0 must be a positive integer"),
+    ({"attention": "torch_mha", "pos": "learned", "qk_norm": True}, "model.qk_norm=false"),
+])
+def test_bad_variant_parameters_name_the_field(overrides: dict, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        ModelConfig(**{**BASE, **overrides})
+
+
+@pytest.mark.parametrize("attention, pos", PAIRS)
+def test_future_tokens_do_not_change_past_logits(attention: str, pos: str) -> None:
+    model = build(make(attention, pos))
+    idx = torch.randint(0, 37, (2, 16))
+    t = 6
+    changed = idx.clone()
+    changed[:, t + 1:] = (idx[:, t + 1:] + 1 + torch.randint(0, 36, (2, 16 - t - 1))) % 37  # every later token differs
+    before, after = model(idx), model(changed)
+    torch.testing.assert_close(before[:, :t + 1], after[:, :t + 1])
+    assert not torch.allclose(before[:, t + 1:], after[:, t + 1:])
+
+
+@pytest.mark.parametrize("attention, pos", PAIRS)
+def test_cached_logits_match_full_forward(attention: str, pos: str) -> None:
+    """A prompt shorter than, as long as, longer than window=4, and as long as block_size, then one token at a time."""
+    model = build(make(attention, pos))
+    idx = torch.randint(0, 37, (2, 16))
+    full = model(idx)
+    for prefill in (1, 4, 7, 16):
+        caches = model.new_caches(2)
+        pieces = [model(idx[:, :prefill], caches)] + [model(idx[:, t:t + 1], caches) for t in range(prefill, 16)]
+        torch.testing.assert_close(torch.cat(pieces, dim=1), full, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("attention, pos", PAIRS)
+def test_cached_and_uncached_greedy_tokens_are_identical(attention: str, pos: str) -> None:
+    """Prompts shorter than the window, as long as block_size, and longer; decoding runs past both."""
+    model = build(make(attention, pos))
+    for prompt_len in (3, 16, 21):
+        idx = torch.randint(0, 37, (2, prompt_len))
+        cached = generate(model, idx, 8, temperature=0, use_cache=True)
+        assert torch.equal(cached, generate(model, idx, 8, temperature=0, use_cache=False))
+
+
+def mha_state_as(attention: str, state: dict[str, torch.Tensor], heads: int) -> dict[str, torch.Tensor]:
+    """`mha`'s state dict rewritten into another variant's parameter layout (same maths)."""
+    out = {}
+    for name, value in state.items():
+        prefix, _, leaf = name.partition(".attn.")
+        if not leaf:
+            out[name] = value
+            continue
+        attn = {k.partition(".attn.")[2]: v for k, v in state.items() if k.startswith(prefix + ".attn.")}
+        if attention == "mha_fused" and leaf == "query.weight":
+            out[f"{prefix}.attn.qkv.weight"] = torch.cat([attn["query.weight"], attn["key.weight"], attn["value.weight"]])
+        elif attention == "torch_mha" and leaf == "query.weight":
+            out[f"{prefix}.attn.mha.in_proj_weight"] = torch.cat([attn["query.weight"], attn["key.weight"],
+                                                                 attn["value.weight"]])
+        elif attention == "torch_mha" and leaf == "proj.weight":
+            out[f"{prefix}.attn.mha.out_proj.weight"] = value
+        elif attention == "mha_wrapper" and leaf != "proj.weight":
+            part, _, param = leaf.partition(".")
+            for i in range(heads):  # head i owns rows i*D:(i+1)*D of each projection; norms are per head already
+                out[f"{prefix}.attn.heads.{i}.{part}.{param}"] = value if "norm" in part else value.chunk(heads)[i]
+        elif attention in ("mha_fused", "torch_mha") and leaf in ("key.weight", "value.weight"):
+            continue
+        else:
+            out[name] = value
+    return out
+
+
+@pytest.mark.parametrize("twin", ["mha_wrapper", "mha_fused", "sdpa", "torch_mha", "gqa", "sliding_window"])
+@pytest.mark.parametrize("pos", list(POSITIONAL))
+@pytest.mark.parametrize("qk_norm", [False, True])
+def test_twins_of_mha_compute_the_same_function(twin: str, pos: str, qk_norm: bool) -> None:
+    """gqa with kv_heads == heads and sliding_window with window >= T are mha too."""
+    extra = {"kv_heads": 4, "window": 16}
+    if not accepts(twin, pos) or (twin == "torch_mha" and qk_norm):
+        pytest.skip(f"{twin} refuses pos={pos} / qk_norm")
+    reference = build(make("mha", pos, qk_norm=qk_norm))
+    model = GPT(make(twin, pos, qk_norm=qk_norm, **extra)).eval()
+    model.load_state_dict(mha_state_as(twin, reference.state_dict(), heads=4))
+    idx = torch.randint(0, 37, (3, 16))
+    torch.testing.assert_close(model(idx), reference(idx), rtol=1e-4, atol=1e-5)
+
+
+def test_mqa_is_gqa_with_one_key_value_head() -> None:
+    gqa = build(make("gqa", kv_heads=1))
+    mqa = GPT(make("mqa")).eval()
+    mqa.load_state_dict(gqa.state_dict())
+    idx = torch.randint(0, 37, (2, 16))
+    torch.testing.assert_close(mqa(idx), gqa(idx), rtol=0, atol=0)
+
+
+def test_a_window_shorter_than_the_text_changes_the_function() -> None:
+    """The negative control of the window >= T equality: the window really cuts attention."""
+    reference = build(make("mha"))
+    windowed = GPT(make("sliding_window", window=4)).eval()
+    windowed.load_state_dict(reference.state_dict())
+    idx = torch.randint(0, 37, (2, 16))
+    torch.testing.assert_close(windowed(idx)[:, :4], reference(idx)[:, :4])
+    assert not torch.allclose(windowed(idx)[:, 4:], reference(idx)[:, 4:])
+
+
+def test_linear_parallel_form_equals_the_recurrence() -> None:
+    torch.manual_seed(0)
+    attn = LinearAttention(32, 4).eval()
+    x = torch.randn(2, 10, 32)
+    q, k, v = attn.project(x)  # (B, H, T, D)
+    q, k = F.elu(q) + 1, F.elu(k) + 1
+    state, normaliser, outputs = torch.zeros(2, 4, 8, 8), torch.zeros(2, 4, 8), []
+    for t in range(10):
+        state = state + k[:, :, t, :, None] * v[:, :, t, None, :]  # += phi(k_t) v_t^T
+        normaliser = normaliser + k[:, :, t]
+        outputs.append((q[:, :, t, None, :] @ state).squeeze(2) / (q[:, :, t] * normaliser).sum(-1, keepdim=True))
+    recurrent = attn.proj(torch.stack(outputs, dim=2).transpose(1, 2).reshape(2, 10, 32))  # (B, H, T, D) -> (B, T, C)
+    torch.testing.assert_close(attn(x, Positional()), recurrent, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("attention, held", [("gqa", (2, 15)), ("mqa", (1, 15)), ("sliding_window", (4, 3)),
+                                              ("mla", (1, 15))])
+def test_caches_hold_only_what_the_variant_promises(attention: str, held: tuple[int, int]) -> None:
+    """Key/value heads and positions held after 15 tokens (a window of 4 keeps the last 3)."""
+    model = build(make(attention))
+    caches = model.new_caches(1)
+    model(torch.randint(0, 37, (1, 15)), caches)
+    k, v = caches[0].k, caches[0].v
+    assert (k.shape[1], min(k.shape[2], caches[0].length)) == held
+    if attention == "mla":
+        assert v.shape[-1] == BASE["kv_latent_dim"]  # the latent, not heads x head_dim values
+
+
+@pytest.mark.parametrize("attention", list(ATTENTION))
+def test_attention_maps_where_the_variant_has_weights(attention: str) -> None:
+    model = build(make(attention, "learned" if attention == "torch_mha" else "rope"))
+    idx = torch.randint(0, 37, (1, 9))
+    if not model.blocks[0].attn.has_weights:
+        with pytest.raises(ValueError, match="has no maps to draw"):
+            model.attention_maps(idx)
+        return
+    for weights in model.attention_maps(idx):
+        assert weights.shape[-2:] == (9, 9)
+        torch.testing.assert_close(weights.sum(-1), torch.ones(weights.shape[:-1]))
+        assert torch.all(weights.triu(diagonal=1) == 0)
+        if attention == "sliding_window":
+            assert torch.all(weights.tril(diagonal=-BASE["window"]) == 0)
+
+
+@pytest.fixture(scope="module")
+def calculator() -> CalculatorData:
+    data = CalculatorData(batch_size=64)
+    data.setup("fit")
+    return data
+
+
+@pytest.mark.parametrize("attention", list(ATTENTION))
+def test_every_variant_learns_the_calculator(attention: str, calculator: CalculatorData) -> None:
+    """40 AdamW steps take the loss below the unigram entropy of the answers' words: the model uses context."""
+    torch.manual_seed(0)
+    cfg = make(attention, "learned" if attention == "torch_mha" else "rope", vocab_size=calculator.vocab_size,
+               block_size=calculator.max_tokens)
+    model = GPT(cfg).train()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
+    batches = iter(calculator.train_dataloader())
+    losses = []
+    for _ in range(40):
+        inputs, targets = next(batches)
+        loss = F.cross_entropy(model(inputs).flatten(0, 1), targets.flatten(), ignore_index=IGNORE_INDEX)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    targets = calculator.train_set.targets
+    counts = torch.bincount(targets[targets != IGNORE_INDEX], minlength=calculator.vocab_size).float()
+    p = counts[counts > 0] / counts.sum()
+    unigram = -(p * p.log()).sum().item()
+    assert losses[0] > math.log(calculator.vocab_size) - 0.5  # it starts near uniform guessing
+    assert sum(losses[-5:]) / 5 < unigram, (losses[-5:], unigram)

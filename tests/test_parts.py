@@ -1,0 +1,46 @@
+"""Block parts: norms and MLPs from their registries, and the shape trace."""
+from __future__ import annotations
+
+import pytest
+import torch
+from torch.nn import functional as F
+
+from gpt import ModelConfig
+from gpt.mlp import MLP
+from gpt.norm import NORM
+from tests.conftest import build
+
+
+def test_rmsnorm_scales_to_unit_root_mean_square() -> None:
+    torch.manual_seed(0)
+    x = torch.randn(3, 5, 16) * 7 + 2
+    y = NORM["rmsnorm"](16)(x)
+    torch.testing.assert_close(y.pow(2).mean(-1), torch.ones(3, 5), rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(NORM["layernorm"](16)(x), F.layer_norm(x, (16,)))
+
+
+@pytest.mark.parametrize("name", list(MLP))
+def test_every_mlp_keeps_the_shape_and_the_parameter_budget(name: str) -> None:
+    """SwiGLU's three matrices of width 2/3 * hidden cost what two matrices of width hidden cost."""
+    torch.manual_seed(0)
+    mlp = MLP[name](48, 192)
+    assert mlp(torch.randn(2, 7, 48)).shape == (2, 7, 48)
+    assert sum(p.numel() for p in mlp.parameters()) == 2 * 48 * 192
+
+
+def test_mlps_compute_their_activation() -> None:
+    torch.manual_seed(0)
+    x = torch.randn(4, 8)
+    relu2, swiglu = MLP["relu2"](8, 32), MLP["swiglu"](8, 48)
+    torch.testing.assert_close(relu2(x), relu2.proj(F.relu(relu2.fc(x)) ** 2))
+    torch.testing.assert_close(swiglu(x), swiglu.proj(F.silu(swiglu.gate(x)) * swiglu.fc(x)))
+
+
+def test_trace_shapes_prints_one_forward_pass(capsys: pytest.CaptureFixture) -> None:
+    model = build(ModelConfig(vocab_size=37, layers=2, heads=2, dim=32, block_size=16, trace_shapes=True))
+    idx = torch.zeros(3, 5, dtype=torch.long)
+    model(idx)
+    first = capsys.readouterr().out
+    assert "blocks.1.attn " in first and "-> (3, 5, 32)" in first and "head" in first and "-> (3, 5, 37)" in first
+    model(idx)
+    assert capsys.readouterr().out == ""

@@ -1,0 +1,59 @@
+"""Positional encodings: correct at cache offsets, and each one's defining property."""
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from gpt import ModelConfig
+from gpt.positional import POSITIONAL, AlibiPositional, RotaryPositional, SinusoidalPositional
+
+CFG = ModelConfig(vocab_size=37, layers=1, heads=4, dim=32, block_size=16)
+
+
+@pytest.mark.parametrize("name", list(POSITIONAL))
+def test_a_chunk_at_an_offset_matches_the_same_positions_of_the_whole(name: str) -> None:
+    """What a KV cache relies on: positions start..T-1 given alone equal those of the full sequence."""
+    torch.manual_seed(0)
+    pos = POSITIONAL[name].from_config(CFG)
+    x, q, k = torch.randn(2, 16, 32), torch.randn(2, 4, 16, 8), torch.randn(2, 4, 16, 8)
+    torch.testing.assert_close(pos.embed(x[:, 5:], 5), pos.embed(x, 0)[:, 5:])
+    rotated_q, rotated_k = pos.rotate(q[:, :, 5:], k[:, :, 5:], 5)
+    whole_q, whole_k = pos.rotate(q, k, 0)
+    torch.testing.assert_close((rotated_q, rotated_k), (whole_q[:, :, 5:], whole_k[:, :, 5:]))
+    bias = pos.score_bias(11, 16, 5, 4, torch.device("cpu"))
+    whole = pos.score_bias(16, 16, 0, 4, torch.device("cpu"))
+    assert (bias is None) == (whole is None)
+    if bias is not None:
+        torch.testing.assert_close(bias, whole[:, 5:])
+
+
+def test_rope_scores_depend_only_on_distance_and_keep_norms() -> None:
+    torch.manual_seed(0)
+    rope = RotaryPositional()
+    q, k = torch.randn(1, 1, 1, 8), torch.randn(1, 1, 1, 8)
+    def score(q_at: int, k_at: int) -> torch.Tensor:
+        return (rope.rotate(q, q, q_at)[0] * rope.rotate(k, k, k_at)[1]).sum()
+    torch.testing.assert_close(score(7, 3), score(12, 8))
+    assert not torch.allclose(score(7, 3), score(7, 4))
+    torch.testing.assert_close(rope.rotate(q, k, 9)[0].norm(), q.norm())
+
+
+def test_alibi_bias_is_slope_times_distance() -> None:
+    bias = AlibiPositional().score_bias(3, 5, 2, 4, torch.device("cpu"))  # queries at positions 2, 3, 4
+    slopes = torch.tensor([2 ** -2, 2 ** -4, 2 ** -6, 2 ** -8])
+    assert bias.shape == (4, 3, 5)
+    torch.testing.assert_close(bias[:, 2, 0], -4 * slopes)  # query 4 to key 0
+    torch.testing.assert_close(bias[:, 0, 2], torch.zeros(4))  # a query to itself
+
+
+def test_sinusoidal_table_is_sines_and_cosines() -> None:
+    table = SinusoidalPositional(16, 8).table
+    torch.testing.assert_close(table[5, 0:2], torch.tensor([math.sin(5), math.cos(5)]))
+    torch.testing.assert_close(table[5, 2:4], torch.tensor([math.sin(5 / 10), math.cos(5 / 10)]))  # 10000^(-2/8)
+
+
+def test_rope_needs_an_even_head_width() -> None:
+    with pytest.raises(ValueError, match="pos=rope needs an even head width"):
+        ModelConfig(vocab_size=10, heads=4, dim=36, pos="rope")
