@@ -1,0 +1,123 @@
+"""Generation speed: new tokens/s of greedy decoding, with and without the KV cache, for each attention
+variant, against Hugging Face `GPT2LMHeadModel.generate` at the same shape (random weights).
+
+    OMP_NUM_THREADS=1 python bench/generate_speed.py                       # every variant, batch 1 and 8
+    OMP_NUM_THREADS=1 python bench/generate_speed.py --attention mha sdpa --new-tokens 200 --batch 1
+"""
+from __future__ import annotations
+
+import argparse
+import shlex
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from anywhere without installing
+
+from gpt import GPT, ModelConfig, generate  # noqa: E402
+from gpt.attention import ATTENTION  # noqa: E402
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--attention", nargs="+", default=list(ATTENTION), choices=list(ATTENTION))
+    parser.add_argument("--uncached", nargs="*", default=["mha"],
+                        help="variants also timed without the cache (slow: a full forward per token); 'all' for every one")
+    parser.add_argument("--batch", nargs="+", type=int, default=[1, 8])
+    parser.add_argument("--new-tokens", type=int, default=500)
+    parser.add_argument("--prompt-len", type=int, default=1)
+    parser.add_argument("--layers", type=int, default=4)
+    parser.add_argument("--heads", type=int, default=4)
+    parser.add_argument("--dim", type=int, default=128)
+    parser.add_argument("--vocab", type=int, default=65, help="65: Tiny Shakespeare's characters")
+    parser.add_argument("--block-size", type=int, default=1024, help="GPT-2's; longer than prompt + new, so no window slides")
+    parser.add_argument("--pos", default="learned", help="learned, like GPT-2")
+    parser.add_argument("--repeats", type=int, default=3, help="timed runs per row; the median is reported")
+    parser.add_argument("--no-hf", action="store_true", help="skip the Hugging Face reference rows")
+    args = parser.parse_args(argv)
+    if args.prompt_len + args.new_tokens > args.block_size:
+        parser.error(f"--prompt-len + --new-tokens = {args.prompt_len + args.new_tokens} exceeds --block-size "
+                     f"{args.block_size}: the window would slide; raise --block-size")
+    return args
+
+
+def seconds(run: Callable[[], object], repeats: int) -> tuple[float, float]:
+    """Median wall time and median process CPU time of `repeats` runs after one untimed warm-up run.
+    On one thread, CPU time is what the run would take on an idle machine: a loaded one stretches
+    wall time by every slice the scheduler gives to others, but not CPU time."""
+    run()
+    walls, cpus = [], []
+    for _ in range(repeats):
+        wall, cpu = time.perf_counter(), time.process_time()
+        run()
+        walls.append(time.perf_counter() - wall)
+        cpus.append(time.process_time() - cpu)
+    return statistics.median(walls), statistics.median(cpus)
+
+
+def tinygpt_row(args: argparse.Namespace, attention: str, batch: int, cache: bool) -> tuple[float, float]:
+    cfg = ModelConfig(vocab_size=args.vocab, layers=args.layers, heads=args.heads, dim=args.dim,
+                      block_size=args.block_size, attention=attention, pos=args.pos)
+    torch.manual_seed(0)
+    model = GPT(cfg).eval()
+    idx = torch.randint(0, args.vocab, (batch, args.prompt_len))
+    return seconds(lambda: generate(model, idx, args.new_tokens, temperature=0, use_cache=cache), args.repeats)
+
+
+def hf_row(args: argparse.Namespace, batch: int, cache: bool) -> tuple[float, float] | None:
+    """(wall, CPU) seconds for GPT2LMHeadModel.generate at the same shape, or None when transformers is missing."""
+    try:
+        from transformers import GPT2Config, GPT2LMHeadModel
+    except ImportError:
+        return None
+    config = GPT2Config(vocab_size=args.vocab, n_positions=args.block_size, n_embd=args.dim, n_layer=args.layers,
+                        n_head=args.heads, bos_token_id=0, eos_token_id=None, pad_token_id=0)
+    torch.manual_seed(0)
+    model = GPT2LMHeadModel(config).eval()
+    idx = torch.randint(1, args.vocab, (batch, args.prompt_len))
+    mask = torch.ones_like(idx)
+
+    def run() -> torch.Tensor:
+        return model.generate(idx, attention_mask=mask, max_new_tokens=args.new_tokens,
+                              min_new_tokens=args.new_tokens, do_sample=False, use_cache=cache)
+    with torch.inference_mode():
+        return seconds(run, args.repeats)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    print(f"command: python {shlex.join(sys.argv)}")
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} thread(s); shape: {args.layers} layers, "
+          f"{args.heads} heads, {args.dim} dims, vocab {args.vocab}, block_size {args.block_size}, pos={args.pos}; "
+          f"{args.new_tokens} new tokens after a {args.prompt_len}-token prompt, greedy; median of {args.repeats}")
+    uncached = set(ATTENTION) if "all" in args.uncached else set(args.uncached)
+    rows: list[tuple[str, int, bool, tuple[float, float]]] = []  # (name, batch, cache, (wall s, CPU s))
+    for batch in args.batch:
+        hf: dict[bool, tuple[float, float]] = {}
+        for cache in () if args.no_hf else (True, False):
+            timing = hf_row(args, batch, cache)
+            if timing is None:
+                print("transformers is not installed: no Hugging Face rows (pip install -e '.[bench]')")
+                break
+            hf[cache] = timing
+            rows.append(("hf GPT2LMHeadModel.generate", batch, cache, timing))
+        for attention in args.attention:
+            for cache in (True, False) if attention in uncached else (True,):
+                rows.append((attention, batch, cache, tinygpt_row(args, attention, batch, cache)))
+        print(f"\nbatch {batch}: new tokens/s by wall time and by process CPU time (ratio: hf time / this time, "
+              "same cache setting)")
+        print(f"{'model':<28} {'cache':<5} {'wall tok/s':>10} {'x hf':>6} {'cpu tok/s':>10} {'x hf':>6} {'cpu ms/step':>11}")
+        for name, b, cache, (wall, cpu) in rows:
+            if b != batch:
+                continue
+            hf_wall, hf_cpu = hf.get(cache, (None, None))
+            print(f"{name:<28} {'yes' if cache else 'no':<5} {b * args.new_tokens / wall:>10.0f} "
+                  f"{f'{hf_wall / wall:.2f}' if hf_wall else '-':>6} {b * args.new_tokens / cpu:>10.0f} "
+                  f"{f'{hf_cpu / cpu:.2f}' if hf_cpu else '-':>6} {1000 * cpu / args.new_tokens:>11.3f}", flush=True)
+
+if __name__ == "__main__":
+    main()
