@@ -40,7 +40,7 @@ def sample_next(logits: torch.Tensor, temperature: float = 1.0, top_k: int | Non
     return torch.multinomial(probs, num_samples=1, generator=generator)
 
 
-@torch.no_grad()
+@torch.inference_mode()
 def stream(model: GPT, idx: torch.Tensor, max_new_tokens: int, temperature: float = 1.0,
            top_k: int | None = None, top_p: float | None = None, use_cache: bool = True,
            stop_token: int | None = None, generator: torch.Generator | None = None) -> Iterator[torch.Tensor]:
@@ -48,7 +48,8 @@ def stream(model: GPT, idx: torch.Tensor, max_new_tokens: int, temperature: floa
 
     The context is the last block_size tokens, so decoding runs past block_size. Once the cache is
     full the window slides: the cache is refilled from the cropped window, which is exactly what the
-    uncached model sees, so both paths choose the same tokens."""
+    uncached model sees, so both paths choose the same tokens. Until then a cached step feeds the
+    model only the new token: no copy of the context, and no host sync unless a stop token is set."""
     check_sampling(temperature, top_k, top_p, max_new_tokens)
     if max_new_tokens == 0:
         return
@@ -56,6 +57,7 @@ def stream(model: GPT, idx: torch.Tensor, max_new_tokens: int, temperature: floa
     context = idx[:, -block_size:]
     caches = model.new_caches(idx.shape[0]) if use_cache else None
     logits = model(context, caches)[:, -1]
+    unseen: list[torch.Tensor] = []  # tokens the cache holds but `context` does not yet: joined only if it slides
     finished = torch.zeros(idx.shape[0], dtype=torch.bool, device=idx.device)
     for step in range(max_new_tokens):
         token = sample_next(logits, temperature, top_k, top_p, generator)  # (B, 1)
@@ -66,15 +68,15 @@ def stream(model: GPT, idx: torch.Tensor, max_new_tokens: int, temperature: floa
                 return
         if step == max_new_tokens - 1:
             return
-        context = torch.cat([context, token], dim=1)[:, -block_size:]
-        if caches is None:
-            logits = model(context)[:, -1]
-        elif caches[0].length < block_size:
+        if caches is not None and caches[0].length < block_size:
+            unseen.append(token)
             logits = model(token, caches)[:, -1]
-        else:
-            for cache in caches:
-                cache.reset()
-            logits = model(context, caches)[:, -1]
+            continue
+        context = torch.cat([context, *unseen, token], dim=1)[:, -block_size:]  # (B, <= block_size)
+        unseen.clear()
+        for cache in caches or ():
+            cache.reset()
+        logits = model(context, caches)[:, -1]
 
 
 def generate(model: GPT, idx: torch.Tensor, max_new_tokens: int, temperature: float = 1.0,

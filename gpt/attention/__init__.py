@@ -90,6 +90,8 @@ class Attention(nn.Module):
     def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, pos: Positional) -> torch.Tensor:
         """softmax(q k^T / sqrt(D) + bias, causal) v for queries (B, H, T, D), keys/values (B, H_kv, S, D)."""
         T, S = q.shape[2], k.shape[2]
+        if T == 1 and self.decoding():
+            return self.attend_newest(q, k, v, pos)
         offset = S - T  # keys end where the queries end, so query i sits at key position offset + i
         if k.shape[1] != q.shape[1]:  # grouped keys/values: each serves heads // kv_heads query heads
             k = k.repeat_interleave(q.shape[1] // k.shape[1], dim=1)  # (B, H, S, D)
@@ -103,6 +105,25 @@ class Attention(nn.Module):
         if self.keep_weights:
             self.weights = weights.detach()
         return self.attn_dropout(weights) @ v  # (B, H, T, D)
+
+    def decoding(self) -> bool:
+        """True when no weights are kept and no dropout applies: the fused kernel may then stand in."""
+        return not self.keep_weights and not (self.training and self.attn_dropout.p > 0)
+
+    def attend_newest(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, pos: Positional) -> torch.Tensor:
+        """`attend` for one query (B, H, 1, D) at the newest position, the KV-cached decode step. Causality
+        hides no cached key from it, so torch's fused kernel needs a mask only for a score bias (ALiBi) or a
+        variant's own limit (a window); the maths is `attend`'s, in one call instead of ten."""
+        S = k.shape[2]
+        mask = self.newest_mask(S, q.device)  # (1, S) or None
+        bias = self.score_bias(pos, 1, S, S - 1, q.device)  # (H, 1, S) or None
+        if bias is not None:
+            mask = bias.to(q.dtype) if mask is None else bias.to(q.dtype).masked_fill(~mask, float("-inf"))
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=k.shape[1] != q.shape[1])
+
+    def newest_mask(self, k_len: int, device: torch.device) -> torch.Tensor | None:
+        """Which of k_len keys the newest position may see, or None for all of them (plain causality)."""
+        return None
 
     def score_bias(self, pos: Positional, q_len: int, k_len: int, offset: int,
                    device: torch.device) -> torch.Tensor | None:

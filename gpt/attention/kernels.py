@@ -38,6 +38,8 @@ class SDPAttention(MultiHeadAttention):
 
     def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, pos: Positional) -> torch.Tensor:
         T, S = q.shape[2], k.shape[2]
+        if T == 1 and self.decoding():
+            return self.attend_newest(q, k, v, pos)
         offset = S - T
         dropout = self.attn_dropout.p if self.training else 0.0
         bias = self.score_bias(pos, T, S, offset, q.device)

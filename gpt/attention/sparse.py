@@ -76,6 +76,10 @@ class SlidingWindowAttention(MultiHeadAttention):
     def new_cache(self, batch: int, max_len: int, device: torch.device, dtype: torch.dtype) -> WindowCache:
         return WindowCache(batch, self.kv_heads, self.window, self.head_dim, device, dtype)
 
+    def newest_mask(self, k_len: int, device: torch.device) -> torch.Tensor | None:
+        # The window cache keeps at most window keys, all visible; a longer key list needs the window cut.
+        return None if k_len <= self.window else self.mask(1, k_len, k_len - 1, device)
+
     def mask(self, q_len: int, k_len: int, offset: int, device: torch.device) -> torch.Tensor:
         # Causal, minus every key window or more positions back.
         return super().mask(q_len, k_len, offset, device) & ~super().mask(q_len, k_len, offset - self.window, device)
