@@ -98,7 +98,7 @@ def main(argv: list[str] | None = None) -> None:
     rows: list[tuple[str, int, bool, tuple[float, float]]] = []  # (name, batch, cache, (wall s, CPU s))
     for batch in args.batch:
         hf: dict[bool, tuple[float, float]] = {}
-        for cache in () if args.no_hf else (True, False):
+        for cache in () if args.no_hf else (True, False) if uncached else (True,):
             timing = hf_row(args, batch, cache)
             if timing is None:
                 print("transformers is not installed: no Hugging Face rows (pip install -e '.[bench]')")
