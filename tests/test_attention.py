@@ -11,7 +11,8 @@ import torch
 from torch.nn import functional as F
 
 from gpt import GPT, ModelConfig, generate
-from gpt.attention import ATTENTION
+from gpt.attention import ATTENTION, Attention
+from gpt.attention.kernels import TorchMultiheadAttention
 from gpt.attention.linear import LinearAttention
 from gpt.data import IGNORE_INDEX, CalculatorData
 from gpt.positional import POSITIONAL, Positional
@@ -139,6 +140,29 @@ def test_twins_of_mha_compute_the_same_function(twin: str, pos: str, qk_norm: bo
     model.load_state_dict(mha_state_as(twin, reference.state_dict(), heads=4))
     idx = torch.randint(0, 37, (3, 16))
     torch.testing.assert_close(model(idx), reference(idx), rtol=1e-4, atol=1e-5)
+
+
+# Variants whose forward goes through Attention.attend (linear and torch_mha attend their own way).
+SOFTMAX = [name for name, cls in ATTENTION.items()
+           if issubclass(cls, Attention) and cls not in (LinearAttention, TorchMultiheadAttention)]
+
+
+@pytest.mark.parametrize("attention", SOFTMAX)
+@pytest.mark.parametrize("pos", ["none", "alibi"])
+def test_newest_position_fast_path_is_the_maths(attention: str, pos: str) -> None:
+    """The decode step's fused-kernel call equals the written-out attention (kept weights force the latter),
+    with keys beyond the window too, where the sliding window must still mask."""
+    if not accepts(attention, pos):
+        pytest.skip(f"{attention} refuses pos={pos}")
+    cfg = make(attention, pos)
+    layer = ATTENTION[attention].from_config(cfg).eval()
+    positional = POSITIONAL[pos].from_config(cfg)
+    torch.manual_seed(0)
+    q = torch.randn(2, layer.heads, 1, 16)  # (B, H, 1, D): one new position
+    k, v = torch.randn(2, layer.kv_heads, 10, 16), torch.randn(2, layer.kv_heads, 10, 16)  # 10 keys > window=4
+    fast = layer.attend(q, k, v, positional)
+    layer.keep_weights = True
+    torch.testing.assert_close(fast, layer.attend(q, k, v, positional))
 
 
 def test_mqa_is_gqa_with_one_key_value_head() -> None:
