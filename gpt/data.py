@@ -16,10 +16,21 @@ from gpt.tokenizers import WordTokenizer
 IGNORE_INDEX = -100  # targets the loss skips: padding after a line ends
 
 
+def stream_position(trainer: L.Trainer | None) -> tuple[int, int, int]:
+    """(batches all ranks have consumed, this rank, number of ranks) for an endless training stream.
+    Derived from the restored global_step, so a resumed run reads exactly the batches an uninterrupted
+    one would; each optimizer step consumes accumulate_grad_batches batches on every rank."""
+    if trainer is None:
+        return 0, 0, 1
+    return (trainer.global_step * trainer.accumulate_grad_batches * trainer.world_size,
+            trainer.global_rank, trainer.world_size)
+
+
 class RowBatches(IterableDataset):
     """Endless batches of rows of one length each, reshuffled every pass with a seeded generator.
     Batching rows by length means no compute is spent on padding (a quarter of the calculator's
-    tokens otherwise), and indexing a whole batch at once avoids a per-row collate step."""
+    tokens otherwise), and indexing a whole batch at once avoids a per-row collate step.
+    The stream is one seeded sequence: rank r of `world` reads batches start+r, start+r+world, ..."""
 
     def __init__(self, inputs: torch.Tensor, targets: torch.Tensor, lengths: torch.Tensor,
                  batch_size: int, seed: int) -> None:
@@ -27,17 +38,21 @@ class RowBatches(IterableDataset):
             raise ValueError(f"data.batch_size={batch_size} exceeds the {len(inputs)} training rows")
         self.inputs, self.targets, self.batch_size, self.seed = inputs, targets, batch_size, seed
         self.buckets = {n: (lengths == n).nonzero().flatten() for n in lengths.unique().tolist()}
+        self.start, self.rank, self.world = 0, 0, 1
 
     def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         generator = torch.Generator().manual_seed(self.seed)
+        index = 0  # position in the global stream; batches before `start` are skipped without indexing
         while True:
             batches = []
             for length, rows in self.buckets.items():
                 rows = rows[torch.randperm(len(rows), generator=generator)]
                 batches += [(length, rows[i:i + self.batch_size]) for i in range(0, len(rows), self.batch_size)]
             for j in torch.randperm(len(batches), generator=generator).tolist():
-                length, rows = batches[j]
-                yield self.inputs[rows, :length], self.targets[rows, :length]
+                if index >= self.start and (index - self.start) % self.world == self.rank:
+                    length, rows = batches[j]
+                    yield self.inputs[rows, :length], self.targets[rows, :length]
+                index += 1
 
 
 class CalculatorData(L.LightningDataModule):
@@ -86,6 +101,7 @@ class CalculatorData(L.LightningDataModule):
         self.val_set = self._tensors(self.splits["val"])[:2]
 
     def train_dataloader(self) -> DataLoader:
+        self.train_set.start, self.train_set.rank, self.train_set.world = stream_position(self.trainer)
         return DataLoader(self.train_set, batch_size=None)
 
     def val_dataloader(self) -> DataLoader:
