@@ -3,7 +3,6 @@ and finding the newest run with the same config."""
 from __future__ import annotations
 
 import os
-import pickle
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +10,7 @@ import torch
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 from omegaconf import DictConfig, OmegaConf
 
-from gpt.checkpoint import CheckpointError
+from gpt.checkpoint import CheckpointError, safe_load
 
 # Keys that say how to start a run, not what the run is: two runs differing only here are the same run.
 NOT_IDENTITY = ("resume", "ckpt_path")
@@ -41,13 +40,7 @@ def load_resume_checkpoint(path: str | Path, map_location: Any = "cpu") -> dict[
     path = Path(path)
     if not path.is_file():
         raise CheckpointError(f"ckpt_path={path} does not exist: pass a checkpoints/last.ckpt or use resume=true")
-    try:
-        checkpoint = torch.load(path, map_location=map_location, weights_only=True)
-    except pickle.UnpicklingError:
-        raise CheckpointError(f"{path} holds objects outside plain tensors and containers; refusing to "
-                              "unpickle it (weights_only=True) because it could run code") from None
-    except Exception as err:  # a torn or foreign file raises many types; all mean "not loadable"
-        raise CheckpointError(f"{path} is not a readable torch file ({type(err).__name__})") from None
+    checkpoint = safe_load(path, map_location)
     if not isinstance(checkpoint, dict) or "loops" not in checkpoint or "optimizer_states" not in checkpoint:
         raise CheckpointError(f"{path} is not a Lightning training checkpoint (a model.pt cannot resume "
                               "training: its optimizer state is not saved)")
