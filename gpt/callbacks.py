@@ -100,11 +100,13 @@ class ResumeCheckpoint(Checkpoint):
                 torch.cuda.set_rng_state(self._restored_rng["cuda"])
             self._restored_rng = None
 
-    def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any,
-                           batch_idx: int) -> None:
-        loss = outputs["loss"] if isinstance(outputs, dict) else outputs
+    def on_before_backward(self, trainer: L.Trainer, pl_module: L.LightningModule, loss: torch.Tensor) -> None:
+        # Before backward, so the step named is the one whose loss it is and no NaN gradient is applied.
         if not torch.isfinite(loss):
             self._stop(f"loss is {loss.item()}", trainer.global_step)
+
+    def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any,
+                           batch_idx: int) -> None:
         step = trainer.global_step  # counts optimizer steps: equal to saved_step until an accumulation completes
         if step and step != self.saved_step and step % self.every_n_steps == 0:
             self.save(trainer)

@@ -1,6 +1,7 @@
 """Resume is exact and crash-safe: a run killed with SIGKILL and resumed logs the same loss at every step
 as an uninterrupted run; a kill during a checkpoint write leaves the previous checkpoint loadable;
-a resume checkpoint whose pickle would run code is refused."""
+a resume checkpoint whose pickle would run code is refused; a non-finite loss stops naming the last
+good checkpoint; Ctrl-C stops cleanly with last.ckpt and model.pt written."""
 from __future__ import annotations
 
 import csv
@@ -11,10 +12,15 @@ import sys
 import time
 from pathlib import Path
 
+import lightning as L
 import pytest
 import torch
+from torch.utils.data import DataLoader
 
+from gpt import ModelConfig, load_checkpoint
+from gpt.callbacks import ResumeCheckpoint, TrainingStopped
 from gpt.checkpoint import CheckpointError
+from gpt.lit import LitGPT
 from gpt.resume import AtomicCheckpointIO, load_resume_checkpoint
 from tests.conftest import ROOT, run_cli
 
@@ -91,3 +97,47 @@ def test_resume_checkpoint_with_code_in_its_pickle_is_refused(tmp_path: Path) ->
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert result.stderr.strip().splitlines()[-1].startswith("error: ") and "refusing to unpickle" in result.stderr
     assert not marker.exists()
+
+
+class PoisonAt(L.Callback):
+    """Turn one weight into NaN before the batch of `step`, as a diverging run would."""
+
+    def __init__(self, step: int) -> None:
+        self.step = step
+
+    def on_train_batch_start(self, trainer: L.Trainer, pl_module: L.LightningModule, batch: object,
+                             batch_idx: int) -> None:
+        if trainer.global_step == self.step:
+            with torch.no_grad():
+                next(pl_module.parameters())[0, 0] = float("nan")
+
+
+def test_non_finite_loss_stops_naming_the_step_and_last_good_checkpoint(tmp_path: Path,
+                                                                        tiny_cfg: ModelConfig) -> None:
+    generator = torch.Generator().manual_seed(0)
+    data = [(torch.randint(0, 37, (2, 8), generator=generator),) * 2 for _ in range(10)]
+    checkpoint = ResumeCheckpoint(tmp_path, every_n_steps=2)
+    trainer = L.Trainer(accelerator="cpu", max_steps=10, callbacks=[checkpoint, PoisonAt(5)], logger=False,
+                        plugins=[AtomicCheckpointIO()], enable_progress_bar=False, enable_model_summary=False)
+    with pytest.raises(TrainingStopped, match=rf"^loss is nan at step 5; last good checkpoint: "
+                                              rf"{tmp_path / 'last.ckpt'} \(step 4\)"):
+        trainer.fit(LitGPT(tiny_cfg), train_dataloaders=DataLoader(data, batch_size=None))
+    state = load_resume_checkpoint(tmp_path / "last.ckpt")
+    assert state["global_step"] == 4 and all(torch.isfinite(v).all() for v in state["state_dict"].values())
+
+
+def test_ctrl_c_stops_cleanly_with_checkpoint_and_model(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    proc = subprocess.Popen([sys.executable, str(ROOT / "train.py"), *RUN, "trainer.max_steps=100000",
+                             "hydra.run.dir=run"], cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT)},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not (run / "checkpoints/last.ckpt").exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err[-2000:]
+    step = load_resume_checkpoint(run / "checkpoints/last.ckpt")["global_step"]
+    assert f"stopped by Ctrl-C at step {step};" in out and 10 <= step < 100000
+    model, _ = load_checkpoint(run / "model.pt")
+    assert model.cfg.dropout == 0.1
