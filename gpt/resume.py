@@ -32,7 +32,8 @@ class AtomicCheckpointIO(TorchCheckpointIO):
         os.replace(tmp, path)
 
     def load_checkpoint(self, path: str | Path, map_location: Any = None, weights_only: bool | None = None) -> dict:
-        return load_resume_checkpoint(path, map_location)
+        # Always weights_only=True, whatever the caller asks: Lightning also loads ddp_spawn's weights here.
+        return safe_load(Path(path), map_location)
 
 
 def load_resume_checkpoint(path: str | Path, map_location: Any = "cpu") -> dict[str, Any]:
