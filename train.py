@@ -90,8 +90,10 @@ def train(cfg: DictConfig, run_dir: Path | None = None) -> Path:
         trainer.callbacks.append(HeldOutAccuracy(datamodule.eval_problems, datamodule.tokenizer))
     print(f"model: {lit.model.num_params():,} parameters; run folder: {run_dir}")
     trainer.fit(lit, datamodule=datamodule, ckpt_path=ckpt_path, weights_only=True)
-    finish(trainer.loggers)
     path = run_dir / "model.pt"
+    if not trainer.is_global_zero:  # under torchrun/SLURM every rank gets here; one writes the export
+        return path
+    finish(trainer.loggers)
     save_model(path, lit.model, datamodule.tokenizer, meta=datamodule.meta)
     print(f"saved {path}\ngenerate with: python generate.py --ckpt {path} --prompt \"two plus three equals\"")
     if stopper.requested:

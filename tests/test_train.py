@@ -69,12 +69,6 @@ def test_evaluate_cli_grades_the_test_split(trained: Path) -> None:
     assert 0.0 <= accuracy <= 100.0
 
 
-def one_line_error(result: object) -> str:
-    lines = result.stderr.strip().splitlines()
-    assert result.returncode != 0 and "Traceback" not in result.stderr, result.stderr
-    return lines[-1]
-
-
 @pytest.mark.parametrize("overrides, message", [
     (["model.heads=5", "model.dim=128"], "error: heads=5 does not divide dim=128"),
     (["model.layers=0"], "error: layers=0 must be a positive integer"),
@@ -121,5 +115,7 @@ def test_generate_user_errors_are_one_line(trained: Path, monkeypatch: pytest.Mo
 
 
 def test_generate_without_any_checkpoint_says_to_train_first(tmp_path: Path) -> None:
-    line = one_line_error(run_cli("generate.py", "--prompt", "two", cwd=tmp_path))
+    result = run_cli("generate.py", "--prompt", "two", cwd=tmp_path)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    line, = result.stderr.strip().splitlines()
     assert line.startswith("error: ") and "run `python train.py` first" in line
