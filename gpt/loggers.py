@@ -34,6 +34,7 @@ def make_logger(cfg: DictConfig | None) -> Logger | bool:
     values = OmegaConf.to_container(cfg, resolve=True)
     if values["_target_"].endswith(WandbLogger.__name__):
         values["mode"] = values.get("mode") or wandb_mode()
+        values["name"] = values.get("name") or None  # a run without overrides gets wandb's own name
     return instantiate(values)
 
 
