@@ -2,6 +2,7 @@
 
     python generate.py --prompt "two plus three equals"
     python generate.py --prompt "seven times six equals" --temperature 0.8 --top-k 5 --num-samples 3
+    python generate.py --prompt "seven times six equals" --attention-map maps.png
 """
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ import torch
 
 from gpt.checkpoint import CheckpointError, load_checkpoint, newest_checkpoint
 from gpt.generation import check_sampling, stream
+from gpt.model import GPT
+from gpt.tokenizers import Tokenizer
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -26,7 +29,28 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--num-samples", type=int, default=1)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--device", default="cpu")
+    parser.add_argument("--attention-map", metavar="PATH",
+                        help="draw every layer and head's attention over the prompt into this PNG (no generation)")
     return parser.parse_args(argv)
+
+
+def draw_attention_map(model: GPT, tokenizer: Tokenizer, ids: list[int], path: str) -> int:
+    """Save the layer x head grid of attention heatmaps over `ids` to `path`; the exit status."""
+    from gpt.plots import attention_map  # matplotlib only when a map is asked for
+
+    try:
+        if not ids:
+            raise ValueError("the prompt is empty: pass --prompt TEXT to draw attention over")
+        attention_map(model, ids, tokenizer).savefig(path)
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    except OSError as err:
+        print(f"error: cannot write {path} ({err.strerror}): pass --attention-map a path in an existing folder",
+              file=sys.stderr)
+        return 2
+    print(f"wrote {path}: attention of every layer (rows) and head (columns) over {len(ids)} tokens")
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -46,6 +70,9 @@ def main(argv: list[str] | None = None) -> int:
     # one: prompt the same way, and stop at the end of the line unless a length is asked for.
     newline = tokenizer.encode("\n")[0] if meta.get("one_example_per_line") else None
     stop = newline if args.max_new_tokens is None else None
+    if args.attention_map:
+        return draw_attention_map(model, tokenizer, prompt_ids if newline is None else [newline, *prompt_ids],
+                                  args.attention_map)
     generator = torch.Generator(device=args.device).manual_seed(args.seed)
     for sample in range(args.num_samples):
         ids = list(prompt_ids) if newline is None else [newline, *prompt_ids]

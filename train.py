@@ -15,6 +15,7 @@ from pathlib import Path
 import hydra
 import lightning as L
 from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
 from hydra.utils import instantiate
 from lightning.fabric.utilities.exceptions import MisconfigurationException
 from omegaconf import DictConfig, OmegaConf
@@ -24,7 +25,9 @@ from gpt.checkpoint import CheckpointError, save_model
 from gpt.config import ModelConfig
 from gpt.lit import LitGPT
 from gpt.loggers import finish, make_logger
+from gpt.report import record_failure
 from gpt.resume import AtomicCheckpointIO, find_resume_checkpoint, load_resume_checkpoint
+from gpt.run_record import RunRecord
 
 TRAINER_ARGS = set(inspect.signature(L.Trainer.__init__).parameters) - {"self"}
 SET_BY_TRAIN = {"callbacks", "logger", "plugins", "default_root_dir"}  # train() passes these itself
@@ -88,6 +91,7 @@ def train(cfg: DictConfig, run_dir: Path | None = None) -> Path:
                                         sample.prompt, sample.max_new_tokens, sample.temperature, cfg.seed))
     if hasattr(datamodule, "eval_problems"):
         trainer.callbacks.append(HeldOutAccuracy(datamodule.eval_problems, datamodule.tokenizer))
+    trainer.callbacks.append(RunRecord(run_dir))  # history.csv + summary.json for the sweep report (gpt/report.py)
     print(f"model: {lit.model.num_params():,} parameters; run folder: {run_dir}")
     trainer.fit(lit, datamodule=datamodule, ckpt_path=ckpt_path, weights_only=True)
     path = run_dir / "model.pt"
@@ -110,6 +114,9 @@ def main(cfg: DictConfig) -> None:
         if os.environ.get("HYDRA_FULL_ERROR") == "1":
             raise
         print(f"error: {str(err).strip().splitlines()[0]}", file=sys.stderr)
+        if HydraConfig.get().mode == RunMode.MULTIRUN:  # a failed row in the sweep report; the other jobs go on
+            record_failure(Path(HydraConfig.get().runtime.output_dir), err)
+            return
         sys.exit(1 if isinstance(err, TrainingStopped) else 2)
 
 

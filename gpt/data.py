@@ -10,7 +10,7 @@ import lightning as L
 import torch
 from torch.utils.data import DataLoader, IterableDataset
 
-from gpt.calculator import Problem, split_problems, vocabulary
+from gpt.calculator import OPERATIONS, Problem, split_problems, vocabulary
 from gpt.tokenizers import WordTokenizer
 
 IGNORE_INDEX = -100  # targets the loss skips: padding after a line ends
@@ -27,30 +27,28 @@ def stream_position(trainer: L.Trainer | None) -> tuple[int, int, int]:
 
 
 class RowBatches(IterableDataset):
-    """Endless batches of rows of one length each, reshuffled every pass with a seeded generator.
-    Batching rows by length means no compute is spent on padding (a quarter of the calculator's
-    tokens otherwise), and indexing a whole batch at once avoids a per-row collate step.
-    The stream is one seeded sequence: rank r of `world` reads batches start+r, start+r+world, ..."""
+    """Endless random batches of rows, reshuffled every pass with a seeded generator, each cut to its
+    longest row so no compute goes to columns that are padding in every row. Indexing a whole batch
+    at once avoids a per-row collate step. The stream is one seeded sequence: rank r of `world` reads
+    batches start+r, start+r+world, ... (see stream_position)."""
 
     def __init__(self, inputs: torch.Tensor, targets: torch.Tensor, lengths: torch.Tensor,
                  batch_size: int, seed: int) -> None:
         if batch_size > len(inputs):
             raise ValueError(f"data.batch_size={batch_size} exceeds the {len(inputs)} training rows")
-        self.inputs, self.targets, self.batch_size, self.seed = inputs, targets, batch_size, seed
-        self.buckets = {n: (lengths == n).nonzero().flatten() for n in lengths.unique().tolist()}
+        self.inputs, self.targets, self.lengths = inputs, targets, lengths
+        self.batch_size, self.seed = batch_size, seed
         self.start, self.rank, self.world = 0, 0, 1
 
     def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         generator = torch.Generator().manual_seed(self.seed)
         index = 0  # position in the global stream; batches before `start` are skipped without indexing
         while True:
-            batches = []
-            for length, rows in self.buckets.items():
-                rows = rows[torch.randperm(len(rows), generator=generator)]
-                batches += [(length, rows[i:i + self.batch_size]) for i in range(0, len(rows), self.batch_size)]
-            for j in torch.randperm(len(batches), generator=generator).tolist():
+            order = torch.randperm(len(self.inputs), generator=generator)
+            for i in range(0, len(order) - self.batch_size + 1, self.batch_size):
                 if index >= self.start and (index - self.start) % self.world == self.rank:
-                    length, rows = batches[j]
+                    rows = order[i:i + self.batch_size]
+                    length = int(self.lengths[rows].max())
                     yield self.inputs[rows, :length], self.targets[rows, :length]
                 index += 1
 
@@ -60,11 +58,16 @@ class CalculatorData(L.LightningDataModule):
     loss ignores, so every token trained on belongs to a whole problem."""
 
     def __init__(self, seed: int = 0, val_fraction: float = 0.1, test_fraction: float = 0.1,
-                 batch_size: int = 256, eval_problems: int = 500) -> None:
+                 batch_size: int = 256, eval_problems: int = 500, operations: list[str] | None = None) -> None:
         super().__init__()
         self.seed, self.batch_size, self.eval_problem_count = seed, batch_size, eval_problems
         self.fractions = (val_fraction, test_fraction)
-        self.splits = split_problems(seed, val_fraction, test_fraction)
+        self.operations = list(operations or OPERATIONS)
+        unknown = sorted(set(self.operations) - set(OPERATIONS))
+        if unknown:
+            raise ValueError(f"data.operations has unknown {unknown}; choose from {list(OPERATIONS)}")
+        self.splits = {name: [p for p in problems if p.op in self.operations]
+                       for name, problems in split_problems(seed, val_fraction, test_fraction).items()}
         self.tokenizer = WordTokenizer(vocabulary())
         self.vocab_size = self.tokenizer.vocab_size
         self.newline = self.tokenizer.encode("\n")[0]
@@ -73,7 +76,7 @@ class CalculatorData(L.LightningDataModule):
     @property
     def meta(self) -> dict[str, Any]:
         return {"corpus": "calculator", "one_example_per_line": True, "seed": self.seed, "val_fraction": self.fractions[0],
-                "test_fraction": self.fractions[1]}
+                "test_fraction": self.fractions[1], "operations": self.operations}
 
     @property
     def eval_problems(self) -> list[Problem]:

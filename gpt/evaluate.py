@@ -84,6 +84,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     seed = args.seed if args.seed is not None else data["seed"]
     problems = split_problems(seed, data.get("val_fraction", 0.1), data.get("test_fraction", 0.1))[args.split]
+    problems = [p for p in problems if p.op in data.get("operations", OPERATIONS)]
     accuracy = accuracy_by_operation(grade(model, tokenizer, problems))
     print(f"{path}: {len(problems)} {args.split} problems, data.seed={seed}")
     for op, value in accuracy.items():

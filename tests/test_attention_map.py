@@ -1,0 +1,74 @@
+"""The attention-map grid: one panel per layer x head holding exactly the model's causal weights, labelled with
+the tokens, and `generate.py --attention-map` writing it (or refusing in one line)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from matplotlib.image import imread
+
+import generate
+from gpt import ModelConfig
+from gpt.attention import MultiHeadAttention
+from gpt.calculator import vocabulary
+from gpt.checkpoint import save_model
+from gpt.plots import attention_map
+from gpt.tokenizers import WordTokenizer
+from tests.conftest import build
+
+PROMPT = "seven times six equals"
+
+
+@pytest.fixture
+def tokenizer() -> WordTokenizer:
+    return WordTokenizer(vocabulary())
+
+
+@pytest.fixture
+def cfg(tokenizer: WordTokenizer) -> ModelConfig:
+    return ModelConfig(vocab_size=tokenizer.vocab_size, layers=2, heads=2, dim=32, block_size=16)
+
+
+def test_grid_has_a_causal_panel_per_layer_and_head(cfg: ModelConfig, tokenizer: WordTokenizer) -> None:
+    model = build(cfg)
+    ids = tokenizer.encode("\n" + PROMPT)
+    fig = attention_map(model, ids, tokenizer)
+    panels = [ax for ax in fig.axes if ax.images]
+    assert len(panels) == 4
+    expected = model.attention_maps(torch.tensor([ids]))
+    for layer in range(2):
+        for head in range(2):
+            ax = panels[2 * layer + head]
+            drawn = np.asarray(ax.images[0].get_array())
+            assert ax.get_title() == f"layer {layer} head {head}"
+            assert np.all(np.triu(drawn, k=1) == 0)  # no query sees a later key
+            np.testing.assert_allclose(drawn, expected[layer][0, head].numpy())
+            np.testing.assert_allclose(drawn.sum(axis=1), 1.0, rtol=1e-5)
+            assert [t.get_text() for t in ax.get_xticklabels()] == ["\\n", *PROMPT.split()]
+
+
+def save(tmp_path: Path, cfg: ModelConfig, tokenizer: WordTokenizer) -> Path:
+    path = tmp_path / "model.pt"
+    save_model(path, build(cfg), tokenizer, meta={"one_example_per_line": True})
+    return path
+
+
+def test_cli_writes_a_readable_png(tmp_path: Path, cfg: ModelConfig, tokenizer: WordTokenizer) -> None:
+    out = tmp_path / "maps.png"
+    assert generate.main(["--ckpt", str(save(tmp_path, cfg, tokenizer)), "--prompt", PROMPT,
+                          "--attention-map", str(out)]) == 0
+    width, height = attention_map(build(cfg), tokenizer.encode("\n" + PROMPT), tokenizer).get_size_inches() * 100
+    assert imread(out).shape[:2] == (round(height), round(width))  # decodes, at the figure's size (100 dpi)
+
+
+def test_cli_refuses_variants_without_weights_in_one_line(tmp_path: Path, cfg: ModelConfig, tokenizer: WordTokenizer,
+                                                          monkeypatch: pytest.MonkeyPatch,
+                                                          capsys: pytest.CaptureFixture) -> None:
+    ckpt = save(tmp_path, cfg, tokenizer)
+    monkeypatch.setattr(MultiHeadAttention, "has_weights", False)
+    out = tmp_path / "maps.png"
+    assert generate.main(["--ckpt", str(ckpt), "--prompt", PROMPT, "--attention-map", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no maps to draw" in err and not out.exists()

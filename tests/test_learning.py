@@ -1,0 +1,58 @@
+"""The generation check: causal attention must let a model learn arithmetic it can answer by greedy
+decoding on problems it never saw, and the check must catch a broken (leaky) causal mask."""
+from __future__ import annotations
+
+from collections import Counter
+
+import lightning as L
+import pytest
+import torch
+
+import gpt.attention
+from gpt.calculator import Problem
+from gpt.config import ModelConfig
+from gpt.data import CalculatorData
+from gpt.evaluate import accuracy_by_operation, grade
+from gpt.lit import LitGPT
+
+OPERATIONS = ["plus", "minus"]
+STEPS = 1500
+
+
+def leaky_mask(q_len: int, k_len: int, start: int, device: torch.device) -> torch.Tensor:
+    """Every position sees every other, the future included: the bug the check must catch."""
+    return torch.ones(q_len, k_len, dtype=torch.bool, device=device)
+
+
+def majority_accuracy(train: list[Problem], held_out: list[Problem], op: str) -> float:
+    """Accuracy of always answering the commonest training answer: what a model that ignores the question gets."""
+    commonest = Counter(p.answer for p in train if p.op == op).most_common(1)[0][0]
+    mine = [p for p in held_out if p.op == op]
+    return sum(p.answer == commonest for p in mine) / len(mine)
+
+
+def train_and_grade(data: CalculatorData) -> tuple[float, dict[str, float]]:
+    L.seed_everything(0, verbose=False)
+    cfg = ModelConfig(vocab_size=data.vocab_size, layers=2, heads=4, dim=64, block_size=data.max_tokens)
+    lit = LitGPT(cfg, lr=3e-3, min_lr=3e-4, warmup_steps=50, max_steps=STEPS)
+    trainer = L.Trainer(max_steps=STEPS, logger=False, enable_checkpointing=False, enable_progress_bar=False,
+                        enable_model_summary=False, limit_val_batches=0, gradient_clip_val=1.0)
+    trainer.fit(lit, datamodule=data)
+    final_loss = float(trainer.callback_metrics["train/loss"])
+    return final_loss, accuracy_by_operation(grade(lit.model, data.tokenizer, data.splits["test"]))
+
+
+@pytest.mark.slow
+def test_causal_model_answers_unseen_problems_and_a_leaky_mask_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    data = CalculatorData(seed=0, batch_size=128, operations=OPERATIONS)
+    chance = {op: majority_accuracy(data.splits["train"], data.splits["test"], op) for op in OPERATIONS}
+    bar = {op: 20 * max(chance[op], 1 / len(data.splits["test"])) for op in OPERATIONS}  # "well above chance"
+
+    causal_loss, causal_accuracy = train_and_grade(data)
+    monkeypatch.setattr(gpt.attention, "causal_mask", leaky_mask)
+    leaky_loss, leaky_accuracy = train_and_grade(data)
+
+    for op in OPERATIONS:
+        assert causal_accuracy[op] > bar[op], (op, causal_accuracy, bar)
+        assert leaky_accuracy[op] < bar[op], (op, leaky_accuracy, bar)
+    assert leaky_loss < causal_loss

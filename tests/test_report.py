@@ -1,0 +1,141 @@
+"""A real multirun (two configurations x two seeds, plus a configuration that cannot build) writes report.md
+and loss.png itself; the rows match what the run folders' own Lightning metrics say."""
+from __future__ import annotations
+
+import csv
+import json
+import re
+import statistics
+from pathlib import Path
+
+import pytest
+from omegaconf import OmegaConf
+from matplotlib.image import imread
+
+from gpt.attention import ATTENTION
+from gpt.checkpoint import load_checkpoint
+from gpt.plots import LOSS_FIGSIZE
+from gpt.report import find_runs, main, markdown
+from tests.conftest import ROOT, run_cli
+from tests.test_configs import compose_with
+
+SWEEP = ["trainer=debug", "trainer.max_steps=6", "trainer.val_check_interval=3", "model.layers=1", "model.dim=32",
+         "trainer.limit_val_batches=4",
+         "data.eval_problems=10", "data.batch_size=64", "logger=csv", "pos=rope,learned", "model.heads=2,3",
+         "seed=0,1"]
+
+
+@pytest.fixture(scope="module")
+def sweep(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("sweep")
+    with pytest.MonkeyPatch.context() as env:
+        # One thread: a model this small gains nothing from more, and on a busy machine spinning
+        # OpenMP threads make each step many times slower.
+        env.setenv("OMP_NUM_THREADS", "1")
+        result = run_cli("train.py", "-m", f"hydra.sweep.dir={folder}", *SWEEP, cwd=folder)
+    assert result.returncode == 0, result.stderr[-2000:]
+    return folder
+
+
+def table(report: str) -> dict[str, list[str]]:
+    """report.md's table as {configuration label: cells}, the header row under the key "configuration"."""
+    rows = [[c.strip() for c in re.split(r"(?<!\\)\|", line.strip("|"))] for line in report.splitlines()
+            if line.startswith("| ")]
+    return {cells[0].strip("`"): cells for cells in rows}
+
+
+def lightning_metric(run_dir: Path, name: str) -> float:
+    """The last logged value of a metric in Lightning's own metrics.csv (independent of summary.json)."""
+    with open(run_dir / "csv" / "version_0" / "metrics.csv", newline="") as f:
+        return float([row[name] for row in csv.DictReader(f) if row[name]][-1])
+
+
+def overrides(run_dir: Path) -> set[str]:
+    return set((run_dir / ".hydra" / "overrides.yaml").read_text().replace("- ", "").split())
+
+
+@pytest.mark.parametrize("pos", ["rope", "learned"])
+def test_rows_pool_seeds_and_match_the_run_folders(sweep: Path, pos: str) -> None:
+    rows = table((sweep / "report.md").read_text())
+    header, row = rows["configuration"], rows[f"model.heads=2 pos={pos}"]
+    runs = [d for d in sweep.iterdir() if d.is_dir() and {f"pos={pos}", "model.heads=2"} <= overrides(d)]
+    assert len(runs) == 2 and row[header.index("seeds")] == "2" and row[header.index("status")] == "ok"
+    for column, metric, fmt in (("val loss", "val/loss", "{:.4f}"), ("ppl", "val/ppl", "{:.3f}")):
+        values = [lightning_metric(d, metric) for d in runs]
+        expected = f"{fmt.format(statistics.fmean(values))} ± {fmt.format(statistics.stdev(values))}"
+        assert row[header.index(column)].strip("*") == expected
+    accuracy = [100 * lightning_metric(d, "val/acc_all") for d in runs]
+    assert row[header.index("exact match %")].strip("*").startswith(f"{statistics.fmean(accuracy):.1f} ± ")
+    model, _ = load_checkpoint(runs[0] / "model.pt")
+    assert row[header.index("params")].strip("*") == f"{model.num_params():,}"
+    kv_bytes = 2 * model.cfg.layers * model.cfg.dim * 4  # keys and values of every layer, float32
+    assert row[header.index("KV bytes/token")].strip("*") == f"{kv_bytes:,}"
+
+
+def test_failed_configuration_is_a_row_with_its_reason(sweep: Path) -> None:
+    rows = table((sweep / "report.md").read_text())
+    header = rows["configuration"]
+    for pos in ("rope", "learned"):
+        row = rows[f"model.heads=3 pos={pos}"]
+        assert row[header.index("seeds")] == "0"
+        assert row[header.index("status")] == ("failed: heads=3 does not divide dim=32: pick heads from "
+                                                "[1, 2, 4, 8, 16, 32]")
+        assert row[header.index("val loss")] == "—"
+    assert len(rows) == 5  # header + four configurations
+
+
+def test_loss_plot_decodes_at_its_size(sweep: Path) -> None:
+    image = imread(sweep / "loss.png")
+    assert image.shape[:2] == (round(LOSS_FIGSIZE[1] * 100), round(LOSS_FIGSIZE[0] * 100))
+    assert image[..., :3].std() > 0  # something was drawn
+
+
+def test_report_command_rewrites_the_same_report(sweep: Path, capsys: pytest.CaptureFixture) -> None:
+    written = (sweep / "report.md").read_text()
+    (sweep / "report.md").unlink()
+    assert main([str(sweep)]) == 0
+    assert (sweep / "report.md").read_text() == written
+    assert main([str(sweep / "absent")]) == 2
+    assert capsys.readouterr().err.startswith("error: no run folders")
+
+
+def fake_run(folder: Path, overrides: list[str], summary: dict) -> None:
+    (folder / ".hydra").mkdir(parents=True)
+    (folder / ".hydra" / "overrides.yaml").write_text("".join(f"- {o}\n" for o in overrides))
+    (folder / "summary.json").write_text(json.dumps(summary))
+
+
+def test_best_value_of_each_column_is_bold_and_unfinished_jobs_fail(tmp_path: Path) -> None:
+    base = {"status": "ok", "params": 100, "val_ppl": 3.0, "wall_s": 5.0, "peak_memory_bytes": 2**20,
+            "kv_bytes_per_token": 64.0}
+    fake_run(tmp_path / "0", ["attention=a", "seed=0"], {**base, "val_loss": 1.0, "tokens_per_s": 50.0})
+    fake_run(tmp_path / "1", ["attention=a", "seed=1"], {**base, "val_loss": 1.2, "tokens_per_s": 70.0})
+    fake_run(tmp_path / "2", ["attention=b", "seed=0"], {**base, "val_loss": 0.9, "tokens_per_s": 40.0})
+    fake_run(tmp_path / "3", ["attention=b", "seed=1"], {"status": "failed", "reason": "val loss became nan at step 3"})
+    (tmp_path / "4" / ".hydra").mkdir(parents=True)
+    (tmp_path / "4" / ".hydra" / "overrides.yaml").write_text("- attention=c\n- seed=0\n")
+    rows = table(markdown(tmp_path, find_runs(tmp_path)))
+    header, a, b, c = rows["configuration"], rows["attention=a"], rows["attention=b"], rows["attention=c"]
+    assert a[header.index("val loss")] == "1.1000 ± 0.1414" and b[header.index("val loss")] == "**0.9000**"
+    assert a[header.index("train tok/s")] == "**60**" and b[header.index("train tok/s")] == "40"
+    assert a[header.index("params")] == b[header.index("params")] == "100"  # all equal: nothing to mark
+    assert b[header.index("status")] == "1 of 2 failed: val loss became nan at step 3"
+    assert c[header.index("status")] == "failed: no summary.json: the job stopped early or is still running"
+    assert "exact match %" not in header  # no run graded calculator problems
+
+
+def test_ablation_preset_sweeps_every_attention_variant_over_three_seeds() -> None:
+    cfg = compose_with("experiment=attention_ablation")  # composes into a valid run configuration
+    params = OmegaConf.load(ROOT / "configs" / "experiment" / "attention_ablation.yaml").hydra.sweeper.params
+    assert set(ATTENTION) <= set(params.attention.split(","))  # the issue-3 names; all 12 once registered
+    assert params.seed.split(",") == ["0", "1", "2"] and cfg.model.attention == "mha"
+
+
+def test_seed_noise_line_separates_differences_beyond_two_standard_errors(tmp_path: Path) -> None:
+    losses = {"a": [1.0, 1.2], "b": [0.9, 0.92], "c": [2.0, 2.1], "d": [0.5]}  # d: one seed, no std error
+    for i, (name, values) in enumerate((n, v) for n, vs in losses.items() for v in vs):
+        fake_run(tmp_path / str(i), [f"attention={name}", f"seed={i}"], {"status": "ok", "val_loss": values})
+    line = next(x for x in markdown(tmp_path, find_runs(tmp_path)).splitlines() if x.startswith("Final val loss"))
+    # a - b = 0.19 against 2 * sqrt(0.02/2 + 0.0002/2) = 0.201; c - b = 1.14 against 0.103
+    assert line.endswith("best (`attention=b`), beyond seed noise (difference > 2 standard errors): "
+                         "`attention=c`; within it: `attention=a`.")

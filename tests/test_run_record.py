@@ -1,0 +1,64 @@
+"""What a run leaves for the report: KV-cache bytes per token, a NaN run marked failed, a crashed job
+recorded by the Hydra callback."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import torch
+from hydra.core.utils import JobReturn, JobStatus
+from omegaconf import OmegaConf
+
+from gpt import ModelConfig
+from gpt.report import WriteReport
+from gpt.run_record import RunRecord, kv_cache_bytes_per_token, tensor_bytes
+from tests.conftest import build
+
+
+def test_kv_bytes_per_token_counts_keys_and_values_of_every_layer(tiny_cfg: ModelConfig) -> None:
+    model = build(tiny_cfg)
+    assert kv_cache_bytes_per_token(model) == tiny_cfg.layers * 2 * tiny_cfg.dim * 4  # float32 keys + values
+    assert kv_cache_bytes_per_token(model.to(torch.bfloat16)) == tiny_cfg.layers * 2 * tiny_cfg.dim * 2
+
+
+def test_tensor_bytes_counts_a_shared_tensor_once() -> None:
+    k = torch.zeros(2, 3)
+    cache = SimpleNamespace(k=k, v=k, rest=[torch.zeros(4, dtype=torch.float16)], length=0)
+    assert tensor_bytes(cache) == 6 * 4 + 4 * 2
+
+
+def test_nan_validation_loss_stops_training_and_marks_the_run_failed(tmp_path: Path) -> None:
+    record = RunRecord(tmp_path)
+    trainer = SimpleNamespace(sanity_checking=False, global_step=3, should_stop=False, is_global_zero=True,
+                              callback_metrics={"val/loss": torch.tensor(float("nan"))})
+    record.on_validation_start(trainer, None)
+    record.on_validation_end(trainer, None)
+    assert trainer.should_stop
+    record.on_train_end(trainer, None)
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary == {"status": "failed", "reason": "val loss became nan at step 3"}
+    history = (tmp_path / "history.csv").read_text().splitlines()
+    assert history == ["step,wall_s,val_loss", f"3,{record.history[0]['wall_s']},nan"]
+
+
+def test_a_job_that_raised_is_recorded_with_its_type_and_first_line(tmp_path: Path) -> None:
+    config = OmegaConf.create({"hydra": {"runtime": {"output_dir": str(tmp_path / "7")}}})
+    job = JobReturn(status=JobStatus.FAILED, _return_value=RuntimeError("CUDA out of memory.\nTried to allocate"))
+    WriteReport().on_job_end(config, job)
+    summary = json.loads((tmp_path / "7" / "summary.json").read_text())
+    assert summary == {"status": "failed", "reason": "RuntimeError: CUDA out of memory."}
+
+
+def test_a_resumed_run_continues_its_history_and_clock(tmp_path: Path) -> None:
+    (tmp_path / "history.csv").write_text("step,wall_s,val_loss\n3,1.5,2.0\n6,3.0,1.8\n")
+    record = RunRecord(tmp_path)
+    trainer = SimpleNamespace(sanity_checking=False, global_step=3, should_stop=False, is_global_zero=True,
+                              callback_metrics={"val/loss": torch.tensor(1.7)})
+    record.on_train_start(trainer, SimpleNamespace(device=torch.device("cpu")))  # resumed from step 3
+    trainer.global_step = 5
+    record.on_validation_start(trainer, None)
+    record.on_validation_end(trainer, None)
+    steps = [(row["step"], row["val_loss"]) for row in record.history]
+    assert steps == [(3, 2.0), (5, pytest.approx(1.7))] and record.history[-1]["wall_s"] >= 1.5
