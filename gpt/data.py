@@ -20,21 +20,27 @@ from gpt.tokenizers import Tokenizer, WordTokenizer
 IGNORE_INDEX = -100  # targets the loss skips: padding after a line ends
 
 
-def stream_position(trainer: L.Trainer | None) -> tuple[int, int, int]:
-    """(batches all ranks have consumed, this rank, number of ranks) for an endless training stream.
-    Derived from the restored global_step, so a resumed run reads exactly the batches an uninterrupted
-    one would; each optimizer step consumes accumulate_grad_batches batches on every rank."""
-    if trainer is None:
-        return 0, 0, 1
-    return (trainer.global_step * trainer.accumulate_grad_batches * trainer.world_size,
-            trainer.global_rank, trainer.world_size)
+class BatchStream(IterableDataset):
+    """An endless, seeded sequence of batches that a resumed run re-enters where it stopped and that
+    ranks share out: rank r of `world` reads batches start+r, start+r+world, ..."""
+
+    start, rank, world = 0, 0, 1
+
+    def place(self, trainer: L.Trainer | None) -> None:
+        """Position from the restored global_step: each optimizer step consumed accumulate_grad_batches
+        batches on every rank, so a resumed run reads exactly the batches an uninterrupted one would."""
+        if trainer is not None:
+            self.start = trainer.global_step * trainer.accumulate_grad_batches * trainer.world_size
+            self.rank, self.world = trainer.global_rank, trainer.world_size
+
+    def is_mine(self, index: int) -> bool:
+        return index >= self.start and (index - self.start) % self.world == self.rank
 
 
-class RowBatches(IterableDataset):
+class RowBatches(BatchStream):
     """Endless random batches of rows, reshuffled every pass with a seeded generator, each cut to its
     longest row so no compute goes to columns that are padding in every row. Indexing a whole batch
-    at once avoids a per-row collate step. The stream is one seeded sequence: rank r of `world` reads
-    batches start+r, start+r+world, ... (see stream_position)."""
+    at once avoids a per-row collate step."""
 
     def __init__(self, inputs: torch.Tensor, targets: torch.Tensor, lengths: torch.Tensor,
                  batch_size: int, seed: int) -> None:
@@ -42,15 +48,14 @@ class RowBatches(IterableDataset):
             raise ValueError(f"data.batch_size={batch_size} exceeds the {len(inputs)} training rows")
         self.inputs, self.targets, self.lengths = inputs, targets, lengths
         self.batch_size, self.seed = batch_size, seed
-        self.start, self.rank, self.world = 0, 0, 1
 
     def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         generator = torch.Generator().manual_seed(self.seed)
-        index = 0  # position in the global stream; batches before `start` are skipped without indexing
+        index = 0  # position in the global stream; batches not ours are skipped without indexing
         while True:
             order = torch.randperm(len(self.inputs), generator=generator)
             for i in range(0, len(order) - self.batch_size + 1, self.batch_size):
-                if index >= self.start and (index - self.start) % self.world == self.rank:
+                if self.is_mine(index):
                     rows = order[i:i + self.batch_size]
                     length = int(self.lengths[rows].max())
                     yield self.inputs[rows, :length], self.targets[rows, :length]
@@ -108,7 +113,7 @@ class CalculatorData(L.LightningDataModule):
         self.val_set = self._tensors(self.splits["val"])[:2]
 
     def train_dataloader(self) -> DataLoader:
-        self.train_set.start, self.train_set.rank, self.train_set.world = stream_position(self.trainer)
+        self.train_set.place(self.trainer)
         return DataLoader(self.train_set, batch_size=None)
 
     def val_dataloader(self) -> DataLoader:
@@ -126,7 +131,7 @@ def windows(tokens: np.ndarray, starts: np.ndarray, block_size: int) -> tuple[to
     return rows[:, :-1], rows[:, 1:]
 
 
-class RandomWindows(IterableDataset):
+class RandomWindows(BatchStream):
     """Endless batches of windows starting anywhere in the tokens, drawn by a seeded generator."""
 
     def __init__(self, tokens: np.ndarray, block_size: int, batch_size: int, seed: int) -> None:
@@ -134,9 +139,12 @@ class RandomWindows(IterableDataset):
 
     def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         generator = torch.Generator().manual_seed(self.seed)
+        index = 0
         while True:
             starts = torch.randint(len(self.tokens) - self.block_size, (self.batch_size,), generator=generator)
-            yield windows(self.tokens, starts.numpy(), self.block_size)
+            if self.is_mine(index):
+                yield windows(self.tokens, starts.numpy(), self.block_size)
+            index += 1
 
 
 class TextData(L.LightningDataModule):
@@ -198,6 +206,7 @@ class TextData(L.LightningDataModule):
         self.val_set = windows(self.corpus.val, starts.numpy(), self.block_size)
 
     def train_dataloader(self) -> DataLoader:
+        self.train_set.place(self.trainer)
         return DataLoader(self.train_set, batch_size=None)
 
     def val_dataloader(self) -> DataLoader:
