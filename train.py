@@ -74,8 +74,8 @@ def train(cfg: DictConfig, run_dir: Path | None = None) -> Path:
     run_dir = run_dir or Path(HydraConfig.get().runtime.output_dir)
     check_config(cfg)
     ckpt_path = resume_from(cfg, run_dir)
-    checkpoint, stopper = ResumeCheckpoint(run_dir / "checkpoints", cfg.callbacks.checkpoint.every_n_steps), \
-        StopOnInterrupt()
+    checkpoint = ResumeCheckpoint(run_dir / "checkpoints", cfg.callbacks.checkpoint.every_n_steps)
+    stopper = StopOnInterrupt()
     # The Trainer is built before the data so that its own argument checks also come before any work.
     trainer = L.Trainer(**cfg.trainer, callbacks=[checkpoint, stopper], logger=make_logger(cfg.get("logger")),
                         plugins=[AtomicCheckpointIO()], default_root_dir=run_dir)
@@ -99,7 +99,9 @@ def train(cfg: DictConfig, run_dir: Path | None = None) -> Path:
         return path
     finish(trainer.loggers)
     save_model(path, lit.model, datamodule.tokenizer, meta=datamodule.meta)
-    print(f"saved {path}\ngenerate with: python generate.py --ckpt {path} --prompt \"two plus three equals\"")
+    example = '--prompt "two plus three equals"' if datamodule.meta.get("one_example_per_line") else \
+        '--prompt "<text to continue>" --max-new-tokens 200 --temperature 0.8'
+    print(f"saved {path}\ngenerate with: python generate.py --ckpt {path} {example}")
     if stopper.requested:
         print(f"stopped by Ctrl-C at step {trainer.global_step}; continue with the same overrides plus "
               f"ckpt_path={checkpoint.path} (or resume=true)")
