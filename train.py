@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import inspect
+import logging
 import os
 import sys
 from pathlib import Path
@@ -28,6 +29,10 @@ from gpt.loggers import finish, make_logger
 from gpt.report import record_failure
 from gpt.resume import AtomicCheckpointIO, find_resume_checkpoint, load_resume_checkpoint
 from gpt.run_record import RunRecord
+
+# Lightning's start-up notes (GPU/TPU availability, a logger advertisement) would bury our own lines;
+# warnings still show.
+logging.getLogger("lightning.pytorch.utilities.rank_zero").setLevel(logging.WARNING)
 
 TRAINER_ARGS = set(inspect.signature(L.Trainer.__init__).parameters) - {"self"}
 SET_BY_TRAIN = {"callbacks", "logger", "plugins", "default_root_dir"}  # train() passes these itself

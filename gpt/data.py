@@ -62,7 +62,26 @@ class RowBatches(BatchStream):
                 index += 1
 
 
-class CalculatorData(L.LightningDataModule):
+class BatchedData(L.LightningDataModule):
+    """What every corpus shares once `setup` has made `train_set` (a BatchStream) and `val_set`
+    (inputs and targets, fixed): the endless training stream and validation in fixed batches."""
+
+    train_set: BatchStream
+    val_set: tuple[torch.Tensor, torch.Tensor]
+    batch_size: int
+
+    def train_dataloader(self) -> DataLoader:
+        self.train_set.place(self.trainer)
+        return DataLoader(self.train_set, batch_size=None)
+
+    def val_dataloader(self) -> DataLoader:
+        inputs, targets = self.val_set
+        batches = [(inputs[i:i + self.batch_size], targets[i:i + self.batch_size])
+                   for i in range(0, len(inputs), self.batch_size)]
+        return DataLoader(batches, batch_size=None)
+
+
+class CalculatorData(BatchedData):
     """One problem per row: newline, the problem's words, newline; padded rows whose padding the
     loss ignores, so every token trained on belongs to a whole problem."""
 
@@ -112,16 +131,6 @@ class CalculatorData(L.LightningDataModule):
         self.train_set = RowBatches(*self._tensors(self.splits["train"]), self.batch_size, self.seed)
         self.val_set = self._tensors(self.splits["val"])[:2]
 
-    def train_dataloader(self) -> DataLoader:
-        self.train_set.place(self.trainer)
-        return DataLoader(self.train_set, batch_size=None)
-
-    def val_dataloader(self) -> DataLoader:
-        inputs, targets = self.val_set
-        batches = [(inputs[i:i + self.batch_size], targets[i:i + self.batch_size])
-                   for i in range(0, len(inputs), self.batch_size)]
-        return DataLoader(batches, batch_size=None)
-
 
 def windows(tokens: np.ndarray, starts: np.ndarray, block_size: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Inputs and next-token targets (B, block_size) of the windows of block_size + 1 tokens at `starts`,
@@ -147,7 +156,7 @@ class RandomWindows(BatchStream):
             index += 1
 
 
-class TextData(L.LightningDataModule):
+class TextData(BatchedData):
     """Running text: a UTF-8 file, a folder of *.txt, or a corpus downloaded once from `url` (checked
     by `sha256`) into <root>/<name>/. Tokenized once into a cache under <root>/tokens/; a model sees
     random windows of block_size + 1 tokens, and validation a fixed, seeded set of windows.
@@ -204,13 +213,3 @@ class TextData(L.LightningDataModule):
         generator = torch.Generator().manual_seed(self.seed + 1)
         starts = torch.randint(len(self.corpus.val) - self.block_size, (self.val_windows,), generator=generator)
         self.val_set = windows(self.corpus.val, starts.numpy(), self.block_size)
-
-    def train_dataloader(self) -> DataLoader:
-        self.train_set.place(self.trainer)
-        return DataLoader(self.train_set, batch_size=None)
-
-    def val_dataloader(self) -> DataLoader:
-        inputs, targets = self.val_set
-        batches = [(inputs[i:i + self.batch_size], targets[i:i + self.batch_size])
-                   for i in range(0, len(inputs), self.batch_size)]
-        return DataLoader(batches, batch_size=None)
