@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -47,18 +48,26 @@ def save_model(path: str | Path, model: GPT, tokenizer: Tokenizer, meta: dict[st
     }, path)
 
 
+def safe_load(path: Path, map_location: Any = "cpu") -> Any:
+    """torch.load with weights_only=True: plain tensors and containers only, so a crafted pickle cannot
+    run code. Any failure is a CheckpointError of one line saying what is wrong with the file."""
+    if not zipfile.is_zipfile(path):  # torch.save writes a zip; anything else is not a checkpoint at all
+        raise CheckpointError(f"{path} is not a readable torch file (not written by torch.save)")
+    try:
+        return torch.load(path, map_location=map_location, weights_only=True)
+    except pickle.UnpicklingError:
+        raise CheckpointError(f"{path} holds objects outside plain tensors and containers; refusing to "
+                              "unpickle it (weights_only=True) because it could run code") from None
+    except Exception as err:  # a torn or corrupt file raises many types; all mean "not loadable"
+        raise CheckpointError(f"{path} is not a readable torch file ({type(err).__name__})") from None
+
+
 def read_checkpoint(path: str | Path) -> dict[str, Any]:
     """Load a model.pt's dict safely, or raise CheckpointError naming what is wrong with the file."""
     path = Path(path)
     if not path.is_file():
         raise CheckpointError(f"no checkpoint at {path}: train one with `python train.py` or pass --ckpt PATH")
-    try:
-        payload = torch.load(path, map_location="cpu", weights_only=True)
-    except pickle.UnpicklingError:
-        raise CheckpointError(f"{path} holds objects outside plain tensors and containers; refusing to "
-                              "unpickle it (weights_only=True) because it could run code") from None
-    except Exception as err:  # a corrupt or non-torch file raises many types; all mean "not loadable"
-        raise CheckpointError(f"{path} is not a readable torch file ({type(err).__name__})") from None
+    payload = safe_load(path)
     if not isinstance(payload, dict) or payload.get("format") != FORMAT:
         raise CheckpointError(f"{path} is not a tinygpt model.pt (a Lightning .ckpt is for resuming training; "
                               "generate from the model.pt next to it)")

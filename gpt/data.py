@@ -20,7 +20,24 @@ from gpt.tokenizers import Tokenizer, WordTokenizer
 IGNORE_INDEX = -100  # targets the loss skips: padding after a line ends
 
 
-class RowBatches(IterableDataset):
+class BatchStream(IterableDataset):
+    """An endless, seeded sequence of batches that a resumed run re-enters where it stopped and that
+    ranks share out: rank r of `world` reads batches start+r, start+r+world, ..."""
+
+    start, rank, world = 0, 0, 1
+
+    def place(self, trainer: L.Trainer | None) -> None:
+        """Position from the restored global_step: each optimizer step consumed accumulate_grad_batches
+        batches on every rank, so a resumed run reads exactly the batches an uninterrupted one would."""
+        if trainer is not None:
+            self.start = trainer.global_step * trainer.accumulate_grad_batches * trainer.world_size
+            self.rank, self.world = trainer.global_rank, trainer.world_size
+
+    def is_mine(self, index: int) -> bool:
+        return index >= self.start and (index - self.start) % self.world == self.rank
+
+
+class RowBatches(BatchStream):
     """Endless random batches of rows, reshuffled every pass with a seeded generator, each cut to its
     longest row so no compute goes to columns that are padding in every row. Indexing a whole batch
     at once avoids a per-row collate step."""
@@ -34,15 +51,37 @@ class RowBatches(IterableDataset):
 
     def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         generator = torch.Generator().manual_seed(self.seed)
+        index = 0  # position in the global stream; batches not ours are skipped without indexing
         while True:
             order = torch.randperm(len(self.inputs), generator=generator)
             for i in range(0, len(order) - self.batch_size + 1, self.batch_size):
-                rows = order[i:i + self.batch_size]
-                length = int(self.lengths[rows].max())
-                yield self.inputs[rows, :length], self.targets[rows, :length]
+                if self.is_mine(index):
+                    rows = order[i:i + self.batch_size]
+                    length = int(self.lengths[rows].max())
+                    yield self.inputs[rows, :length], self.targets[rows, :length]
+                index += 1
 
 
-class CalculatorData(L.LightningDataModule):
+class BatchedData(L.LightningDataModule):
+    """What every corpus shares once `setup` has made `train_set` (a BatchStream) and `val_set`
+    (inputs and targets, fixed): the endless training stream and validation in fixed batches."""
+
+    train_set: BatchStream
+    val_set: tuple[torch.Tensor, torch.Tensor]
+    batch_size: int
+
+    def train_dataloader(self) -> DataLoader:
+        self.train_set.place(self.trainer)
+        return DataLoader(self.train_set, batch_size=None)
+
+    def val_dataloader(self) -> DataLoader:
+        inputs, targets = self.val_set
+        batches = [(inputs[i:i + self.batch_size], targets[i:i + self.batch_size])
+                   for i in range(0, len(inputs), self.batch_size)]
+        return DataLoader(batches, batch_size=None)
+
+
+class CalculatorData(BatchedData):
     """One problem per row: newline, the problem's words, newline; padded rows whose padding the
     loss ignores, so every token trained on belongs to a whole problem."""
 
@@ -92,15 +131,6 @@ class CalculatorData(L.LightningDataModule):
         self.train_set = RowBatches(*self._tensors(self.splits["train"]), self.batch_size, self.seed)
         self.val_set = self._tensors(self.splits["val"])[:2]
 
-    def train_dataloader(self) -> DataLoader:
-        return DataLoader(self.train_set, batch_size=None)
-
-    def val_dataloader(self) -> DataLoader:
-        inputs, targets = self.val_set
-        batches = [(inputs[i:i + self.batch_size], targets[i:i + self.batch_size])
-                   for i in range(0, len(inputs), self.batch_size)]
-        return DataLoader(batches, batch_size=None)
-
 
 def windows(tokens: np.ndarray, starts: np.ndarray, block_size: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Inputs and next-token targets (B, block_size) of the windows of block_size + 1 tokens at `starts`,
@@ -110,7 +140,7 @@ def windows(tokens: np.ndarray, starts: np.ndarray, block_size: int) -> tuple[to
     return rows[:, :-1], rows[:, 1:]
 
 
-class RandomWindows(IterableDataset):
+class RandomWindows(BatchStream):
     """Endless batches of windows starting anywhere in the tokens, drawn by a seeded generator."""
 
     def __init__(self, tokens: np.ndarray, block_size: int, batch_size: int, seed: int) -> None:
@@ -118,12 +148,15 @@ class RandomWindows(IterableDataset):
 
     def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         generator = torch.Generator().manual_seed(self.seed)
+        index = 0
         while True:
             starts = torch.randint(len(self.tokens) - self.block_size, (self.batch_size,), generator=generator)
-            yield windows(self.tokens, starts.numpy(), self.block_size)
+            if self.is_mine(index):
+                yield windows(self.tokens, starts.numpy(), self.block_size)
+            index += 1
 
 
-class TextData(L.LightningDataModule):
+class TextData(BatchedData):
     """Running text: a UTF-8 file, a folder of *.txt, or a corpus downloaded once from `url` (checked
     by `sha256`) into <root>/<name>/. Tokenized once into a cache under <root>/tokens/; a model sees
     random windows of block_size + 1 tokens, and validation a fixed, seeded set of windows.
@@ -180,12 +213,3 @@ class TextData(L.LightningDataModule):
         generator = torch.Generator().manual_seed(self.seed + 1)
         starts = torch.randint(len(self.corpus.val) - self.block_size, (self.val_windows,), generator=generator)
         self.val_set = windows(self.corpus.val, starts.numpy(), self.block_size)
-
-    def train_dataloader(self) -> DataLoader:
-        return DataLoader(self.train_set, batch_size=None)
-
-    def val_dataloader(self) -> DataLoader:
-        inputs, targets = self.val_set
-        batches = [(inputs[i:i + self.batch_size], targets[i:i + self.batch_size])
-                   for i in range(0, len(inputs), self.batch_size)]
-        return DataLoader(batches, batch_size=None)

@@ -78,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     except CheckpointError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    data = meta.get("data", {})
+    data = meta  # model.pt records the DataModule's meta: seed and split fractions
     if args.seed is None and "seed" not in data:
         print("error: model.pt does not say which data.seed it was trained with; pass --seed", file=sys.stderr)
         return 2

@@ -24,12 +24,20 @@ def lr_at(step: int, warmup_steps: int, max_steps: int, min_ratio: float) -> flo
 
 class LitGPT(L.LightningModule):
     def __init__(self, model_cfg: ModelConfig, lr: float = 1e-3, min_lr: float = 1e-4, weight_decay: float = 0.1,
-                 betas: tuple[float, float] = (0.9, 0.95), warmup_steps: int = 100, max_steps: int = 1000) -> None:
+                 betas: tuple[float, float] = (0.9, 0.95), warmup_steps: int = 100, max_steps: int = 1000,
+                 compile: bool = False) -> None:
         super().__init__()
         self.model = GPT(model_cfg)
         self.lr, self.min_lr, self.weight_decay, self.betas = lr, min_lr, weight_decay, tuple(betas)
-        self.warmup_steps, self.max_steps = warmup_steps, max_steps
+        self.warmup_steps, self.max_steps, self.compile_model = warmup_steps, max_steps, compile
         self._last_step_time: float | None = None
+
+    def configure_model(self) -> None:
+        # Module.compile() compiles forward in place: parameter names keep no `_orig_mod.` prefix, so
+        # last.ckpt and model.pt from a compiled run load into an uncompiled model. Done here, in each
+        # worker process, because a compiled module does not pickle for ddp_spawn.
+        if self.compile_model:
+            self.model.compile()
 
     def loss(self, batch: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
         inputs, targets = batch
@@ -47,7 +55,7 @@ class LitGPT(L.LightningModule):
         return loss
 
     def validation_step(self, batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int) -> None:
-        self.log("val/loss", self.loss(batch), prog_bar=True, batch_size=batch[0].shape[0])
+        self.log("val/loss", self.loss(batch), prog_bar=True, batch_size=batch[0].shape[0], sync_dist=True)
 
     def on_validation_epoch_end(self) -> None:
         val_loss = self.trainer.callback_metrics.get("val/loss")

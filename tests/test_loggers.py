@@ -1,0 +1,70 @@
+"""Loggers: csv (in test_train), tensorboard and wandb log the metrics and the sample text; wandb's mode
+is decided before it starts (offline without an API key), lands in the run folder, and each multirun
+job is its own wandb run."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gpt.loggers import wandb_mode
+from tests.conftest import ROOT, run_cli
+
+TINY = ["trainer=debug", "model.layers=1", "model.dim=32", "model.heads=2", "data.batch_size=32",
+        "data.eval_problems=10"]
+METRICS = {"train/loss", "train/lr", "train/tok_per_s", "val/loss", "val/ppl", "val/acc_all"}
+
+
+@pytest.fixture
+def no_wandb_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    for name in ("WANDB_MODE", "WANDB_API_KEY", "WANDB_BASE_URL", "NETRC"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    return tmp_path
+
+
+def test_wandb_mode_is_online_only_with_an_api_key(no_wandb_env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert wandb_mode() == "offline"
+    netrc = no_wandb_env / ".netrc"
+    netrc.write_text("machine api.wandb.ai\n  login user\n  password 0123456789abcdef\n")
+    netrc.chmod(0o600)
+    assert wandb_mode() == "online"  # what `wandb login` leaves behind
+    netrc.unlink()
+    monkeypatch.setenv("WANDB_API_KEY", "0123456789abcdef")
+    assert wandb_mode() == "online"
+    monkeypatch.setenv("WANDB_MODE", "disabled")
+    assert wandb_mode() == "disabled"  # the user's explicit choice wins
+
+
+def test_tensorboard_logs_metrics_and_sample_text(tmp_path: Path) -> None:
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    result = run_cli("train.py", *TINY, "logger=tensorboard", "hydra.run.dir=run", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    events = EventAccumulator(str(tmp_path / "run/tensorboard/version_0")).Reload()
+    assert METRICS <= set(events.Tags()["scalars"])
+    samples = events.Tensors("val/sample/text_summary")
+    assert [s.step for s in samples] == [10, 20] and all(s.tensor_proto.string_val[0] for s in samples)
+
+
+def test_wandb_offline_multirun_gives_each_job_its_own_run_in_its_folder(no_wandb_env: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "HYDRA_FULL_ERROR": "0"}  # no key, no WANDB_MODE
+    result = subprocess.run([sys.executable, str(ROOT / "train.py"), "-m", *TINY, "logger=wandb", "seed=1,2",
+                             "hydra.sweep.dir=sweep"], cwd=no_wandb_env, env=env, capture_output=True, text=True,
+                            timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    synced = re.findall(r"upload with: wandb sync (\S+)", result.stdout)
+    runs = [sorted((no_wandb_env / f"sweep/{job}/wandb").glob("offline-run-*")) for job in (0, 1)]
+    assert [len(r) for r in runs] == [1, 1] and synced == [str(r[0]) for r in runs]
+    assert runs[0][0].name.split("-")[-1] != runs[1][0].name.split("-")[-1]  # two wandb run ids
+    for (run,) in runs:
+        records = next(run.glob("run-*.wandb")).read_bytes()  # offline: metrics are records in this file
+        assert all(name.encode() in records for name in METRICS)
+        tables = sorted((run / "files/media/table/val").glob("sample_*.table.json"))
+        rows = [json.loads(t.read_text())["data"][0] for t in tables]  # [step, sampled text (may be an empty line)]
+        assert sorted(step for step, _ in rows) == [10, 20] and all(isinstance(text, str) for _, text in rows)

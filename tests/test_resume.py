@@ -1,0 +1,143 @@
+"""Resume is exact and crash-safe: a run killed with SIGKILL and resumed logs the same loss at every step
+as an uninterrupted run; a kill during a checkpoint write leaves the previous checkpoint loadable;
+a resume checkpoint whose pickle would run code is refused; a non-finite loss stops naming the last
+good checkpoint; Ctrl-C stops cleanly with last.ckpt and model.pt written."""
+from __future__ import annotations
+
+import csv
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import lightning as L
+import pytest
+import torch
+from torch.utils.data import DataLoader
+
+from gpt import ModelConfig, load_checkpoint
+from gpt.callbacks import ResumeCheckpoint, TrainingStopped
+from gpt.checkpoint import CheckpointError
+from gpt.lit import LitGPT
+from gpt.resume import AtomicCheckpointIO, load_resume_checkpoint
+from tests.conftest import ROOT, run_cli
+
+# Dropout on, so the restored RNG matters; a checkpoint every 10 steps; the loss logged at every step.
+RUN = ["model.layers=1", "model.dim=32", "model.heads=2", "model.dropout=0.1", "data.batch_size=16",
+       "data.eval_problems=10", "trainer=debug", "trainer.max_steps=40", "trainer.val_check_interval=20",
+       "trainer.log_every_n_steps=1", "callbacks.checkpoint.every_n_steps=10", "optim.warmup_steps=5"]
+
+
+def losses(run_dir: Path) -> dict[int, str]:
+    """step -> train/loss exactly as written (a float's repr), from Lightning's metrics.csv."""
+    with open(run_dir / "csv/version_0/metrics.csv") as f:
+        return {int(row["step"]): row["train/loss"] for row in csv.DictReader(f) if row.get("train/loss")}
+
+
+def test_killed_run_resumes_with_identical_losses(tmp_path: Path) -> None:
+    straight = run_cli("train.py", *RUN, "hydra.run.dir=runs/straight", cwd=tmp_path)
+    assert straight.returncode == 0, straight.stderr[-2000:]
+    killed_dir = tmp_path / "runs/killed"
+    proc = subprocess.Popen([sys.executable, str(ROOT / "train.py"), *RUN, "hydra.run.dir=runs/killed"],
+                            cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT)},
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    while not (killed_dir / "checkpoints/last.ckpt").exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.005)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert proc.returncode == -signal.SIGKILL and not (killed_dir / "model.pt").exists(), "run ended before the kill"
+    saved_step = load_resume_checkpoint(killed_dir / "checkpoints/last.ckpt")["global_step"]
+
+    resumed = run_cli("train.py", *RUN, "resume=true", "hydra.run.dir=runs/resumed", cwd=tmp_path)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert f"resuming from {Path('runs/killed/checkpoints/last.ckpt')}" in resumed.stdout.replace(str(tmp_path) + "/", "")
+    expected, got = losses(tmp_path / "runs/straight"), losses(tmp_path / "runs/resumed")
+    assert sorted(got) == [s for s in sorted(expected) if s >= saved_step]
+    assert {s: expected[s] for s in got} == got  # bitwise: the same float at every step
+
+
+def test_sigkill_during_checkpoint_write_keeps_previous(tmp_path: Path) -> None:
+    path = tmp_path / "last.ckpt"
+    script = f"""
+import os, signal, torch
+from gpt.resume import AtomicCheckpointIO
+io = AtomicCheckpointIO()
+io.save_checkpoint({{"loops": {{}}, "optimizer_states": [], "step": 1}}, {str(path)!r})
+def torn_save(obj, f):  # half a file written, then the process dies mid-write
+    f.write(b"PK\\x03\\x04 half a checkpoint"); f.flush(); os.kill(os.getpid(), signal.SIGKILL)
+torch.save = torn_save
+io.save_checkpoint({{"loops": {{}}, "optimizer_states": [], "step": 2}}, {str(path)!r})
+"""
+    proc = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True)
+    assert proc.returncode == -signal.SIGKILL
+    assert (tmp_path / ".last.ckpt.tmp").exists()  # the torn write happened, beside the real file
+    assert load_resume_checkpoint(path)["step"] == 1
+
+
+class _Payload:
+    """Unpickling this would create a file: proof that code ran."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self) -> tuple:
+        return (Path.touch, (self.marker,))
+
+
+def test_resume_checkpoint_with_code_in_its_pickle_is_refused(tmp_path: Path) -> None:
+    marker = tmp_path / "pwned"
+    torch.save({"loops": {}, "optimizer_states": [], "evil": _Payload(marker)}, tmp_path / "evil.ckpt")
+    with pytest.raises(CheckpointError, match="refusing to unpickle"):
+        AtomicCheckpointIO().load_checkpoint(tmp_path / "evil.ckpt")
+    result = run_cli("train.py", f"ckpt_path={tmp_path / 'evil.ckpt'}", f"hydra.run.dir={tmp_path / 'run'}",
+                     cwd=tmp_path)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert result.stderr.strip().splitlines()[-1].startswith("error: ") and "refusing to unpickle" in result.stderr
+    assert not marker.exists()
+
+
+class PoisonAt(L.Callback):
+    """Turn one weight into NaN before the batch of `step`, as a diverging run would."""
+
+    def __init__(self, step: int) -> None:
+        self.step = step
+
+    def on_train_batch_start(self, trainer: L.Trainer, pl_module: L.LightningModule, batch: object,
+                             batch_idx: int) -> None:
+        if trainer.global_step == self.step:
+            with torch.no_grad():
+                next(pl_module.parameters())[0, 0] = float("nan")
+
+
+def test_non_finite_loss_stops_naming_the_step_and_last_good_checkpoint(tmp_path: Path,
+                                                                        tiny_cfg: ModelConfig) -> None:
+    generator = torch.Generator().manual_seed(0)
+    data = [(torch.randint(0, 37, (2, 8), generator=generator),) * 2 for _ in range(10)]
+    checkpoint = ResumeCheckpoint(tmp_path, every_n_steps=2)
+    trainer = L.Trainer(accelerator="cpu", max_steps=10, callbacks=[checkpoint, PoisonAt(5)], logger=False,
+                        plugins=[AtomicCheckpointIO()], enable_progress_bar=False, enable_model_summary=False)
+    with pytest.raises(TrainingStopped, match=rf"^loss is nan at step 5; last good checkpoint: "
+                                              rf"{tmp_path / 'last.ckpt'} \(step 4\)"):
+        trainer.fit(LitGPT(tiny_cfg), train_dataloaders=DataLoader(data, batch_size=None))
+    state = load_resume_checkpoint(tmp_path / "last.ckpt")
+    assert state["global_step"] == 4 and all(torch.isfinite(v).all() for v in state["state_dict"].values())
+
+
+def test_ctrl_c_stops_cleanly_with_checkpoint_and_model(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    proc = subprocess.Popen([sys.executable, str(ROOT / "train.py"), *RUN, "trainer.max_steps=100000",
+                             "hydra.run.dir=run"], cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT)},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not (run / "checkpoints/last.ckpt").exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err[-2000:]
+    step = load_resume_checkpoint(run / "checkpoints/last.ckpt")["global_step"]
+    assert f"stopped by Ctrl-C at step {step};" in out and 10 <= step < 100000
+    model, _ = load_checkpoint(run / "model.pt")
+    assert model.cfg.dropout == 0.1
