@@ -30,3 +30,13 @@ def run_cli(*args: str, cwd: Path, timeout: int = 300) -> subprocess.CompletedPr
     command = [sys.executable, *script, *args[1:]] if args[0] != "-m" else [sys.executable, *args]
     env = {**os.environ, "PYTHONPATH": str(ROOT), "WANDB_MODE": "offline", "HYDRA_FULL_ERROR": "0"}
     return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+class CodeRunningPickle:
+    """Unpickling this would create `marker`: a checkpoint payload that proves whether loading ran code."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self) -> tuple:
+        return (Path.touch, (self.marker,))

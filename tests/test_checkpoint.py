@@ -6,7 +6,7 @@ import torch
 from gpt import ModelConfig, load_checkpoint
 from gpt.checkpoint import CheckpointError, newest_checkpoint, save_model
 from gpt.tokenizers import WordTokenizer
-from tests.conftest import build
+from tests.conftest import CodeRunningPickle, build
 
 
 def test_model_pt_round_trips_weights_config_and_tokenizer(tmp_path: Path, tiny_cfg: ModelConfig) -> None:
@@ -33,19 +33,9 @@ def test_missing_and_foreign_files_fail_with_one_line(tmp_path: Path) -> None:
         load_checkpoint(tmp_path / "other.pt")
 
 
-class _Payload:
-    """Unpickling this would create a file: proof that code ran."""
-
-    def __init__(self, marker: Path) -> None:
-        self.marker = marker
-
-    def __reduce__(self) -> tuple:
-        return (Path.touch, (self.marker,))
-
-
 def test_pickle_that_would_run_code_is_refused(tmp_path: Path) -> None:
     marker = tmp_path / "pwned"
-    torch.save({"format": "tinygpt", "version": 1, "evil": _Payload(marker)}, tmp_path / "model.pt")
+    torch.save({"format": "tinygpt", "version": 1, "evil": CodeRunningPickle(marker)}, tmp_path / "model.pt")
     with pytest.raises(CheckpointError, match="refusing to unpickle"):
         load_checkpoint(tmp_path / "model.pt")
     assert not marker.exists()

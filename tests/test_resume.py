@@ -22,7 +22,7 @@ from gpt.callbacks import ResumeCheckpoint, TrainingStopped
 from gpt.checkpoint import CheckpointError
 from gpt.lit import LitGPT
 from gpt.resume import AtomicCheckpointIO, load_resume_checkpoint
-from tests.conftest import ROOT, run_cli
+from tests.conftest import CodeRunningPickle, ROOT, run_cli
 
 # Dropout on, so the restored RNG matters; a checkpoint every 10 steps; the loss logged at every step.
 RUN = ["model.layers=1", "model.dim=32", "model.heads=2", "model.dropout=0.1", "data.batch_size=16",
@@ -77,19 +77,9 @@ io.save_checkpoint({{"loops": {{}}, "optimizer_states": [], "step": 2}}, {str(pa
     assert load_resume_checkpoint(path)["step"] == 1
 
 
-class _Payload:
-    """Unpickling this would create a file: proof that code ran."""
-
-    def __init__(self, marker: Path) -> None:
-        self.marker = marker
-
-    def __reduce__(self) -> tuple:
-        return (Path.touch, (self.marker,))
-
-
 def test_resume_checkpoint_with_code_in_its_pickle_is_refused(tmp_path: Path) -> None:
     marker = tmp_path / "pwned"
-    torch.save({"loops": {}, "optimizer_states": [], "evil": _Payload(marker)}, tmp_path / "evil.ckpt")
+    torch.save({"loops": {}, "optimizer_states": [], "evil": CodeRunningPickle(marker)}, tmp_path / "evil.ckpt")
     with pytest.raises(CheckpointError, match="refusing to unpickle"):
         AtomicCheckpointIO().load_checkpoint(tmp_path / "evil.ckpt")
     result = run_cli("train.py", f"ckpt_path={tmp_path / 'evil.ckpt'}", f"hydra.run.dir={tmp_path / 'run'}",
