@@ -3,6 +3,7 @@ variant, against Hugging Face `GPT2LMHeadModel.generate` at the same shape (rand
 
     OMP_NUM_THREADS=1 python bench/generate_speed.py                       # every variant, batch 1 and 8
     OMP_NUM_THREADS=1 python bench/generate_speed.py --attention mha sdpa --new-tokens 200 --batch 1
+    python bench/generate_speed.py --attention mha mha_fused --compiled mha mha_fused
 """
 from __future__ import annotations
 
@@ -27,6 +28,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--attention", nargs="+", default=list(ATTENTION), choices=list(ATTENTION))
     parser.add_argument("--uncached", nargs="*", default=["mha"],
                         help="variants also timed without the cache (slow: a full forward per token); 'all' for every one")
+    parser.add_argument("--compiled", nargs="*", default=["mha"],
+                        help="variants also timed through torch.compile (dynamic shapes; compiled once, in the warm-up run)")
     parser.add_argument("--batch", nargs="+", type=int, default=[1, 8])
     parser.add_argument("--new-tokens", type=int, default=500)
     parser.add_argument("--prompt-len", type=int, default=1)
@@ -59,11 +62,14 @@ def seconds(run: Callable[[], object], repeats: int) -> tuple[float, float]:
     return statistics.median(walls), statistics.median(cpus)
 
 
-def tinygpt_row(args: argparse.Namespace, attention: str, batch: int, cache: bool) -> tuple[float, float]:
+def tinygpt_row(args: argparse.Namespace, attention: str, batch: int, cache: bool,
+                compiled: bool = False) -> tuple[float, float]:
     cfg = ModelConfig(vocab_size=args.vocab, layers=args.layers, heads=args.heads, dim=args.dim,
                       block_size=args.block_size, attention=attention, pos=args.pos)
     torch.manual_seed(0)
     model = GPT(cfg).eval()
+    if compiled:
+        model = torch.compile(model, dynamic=True)  # as generate.py --compile
     idx = torch.randint(0, args.vocab, (batch, args.prompt_len))
     return seconds(lambda: generate(model, idx, args.new_tokens, temperature=0, use_cache=cache), args.repeats)
 
@@ -108,6 +114,8 @@ def main(argv: list[str] | None = None) -> None:
         for attention in args.attention:
             for cache in (True, False) if attention in uncached else (True,):
                 rows.append((attention, batch, cache, tinygpt_row(args, attention, batch, cache)))
+            if attention in args.compiled:
+                rows.append((f"{attention} compiled", batch, True, tinygpt_row(args, attention, batch, True, True)))
         print(f"\nbatch {batch}: new tokens/s by wall time and by process CPU time (ratio: hf time / this time, "
               "same cache setting)")
         print(f"{'model':<28} {'cache':<5} {'wall tok/s':>10} {'x hf':>6} {'cpu tok/s':>10} {'x hf':>6} {'cpu ms/step':>11}")

@@ -1,10 +1,13 @@
 """Training speed: tokens/s, median ms per step, peak memory and model FLOPs utilisation (against a
-matrix-multiply peak measured in the same run), for LitGPT under Lightning and for the same model in a
-plain PyTorch loop, so Lightning's overhead shows as a ratio. Defaults: nanoGPT's shakespeare_char CPU
-recipe shapes (4 layers, 4 heads, 128 dims, context 64, batch 12, 65 characters).
+matrix-multiply peak measured in the same run) for LitGPT under Lightning and for the same model in a
+plain PyTorch loop, so Lightning's overhead shows as a ratio; and, as the outside reference, nanoGPT's
+model (LayerNorm, fused SDPA attention, GELU MLP, learned positions, fp32, per-tensor AdamW as nanoGPT uses
+on a CPU) in the same plain loop. Rounds alternate reference, plain, Lightning (A B C A B C) and the ratios
+are medians over rounds, so a machine that speeds up or slows down mid-run does not bias them. Defaults:
+nanoGPT's shakespeare_char CPU recipe shapes (4 layers, 4 heads, 128 dims, context 64, batch 12).
 
-    OMP_NUM_THREADS=1 python bench/train_speed.py
-    OMP_NUM_THREADS=1 python bench/train_speed.py --corpus data/shakespeare/input.txt mlp=swiglu pos=rope
+    python bench/train_speed.py --corpus ../shared/data/tinyshakespeare.txt
+    python bench/train_speed.py --corpus input.txt --precision bf16-mixed --compile attention=mha_fused
 """
 from __future__ import annotations
 
@@ -13,6 +16,7 @@ import resource
 import shlex
 import statistics
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -20,35 +24,45 @@ import lightning as L
 import numpy as np
 import torch
 import yaml
+from lightning.pytorch.loggers import CSVLogger
 from torch.nn import functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from anywhere without installing
 
 from gpt import GPT, ModelConfig  # noqa: E402
 from gpt.data import RandomWindows  # noqa: E402
-from gpt.lit import LitGPT  # noqa: E402
+from gpt.lit import LitGPT, lr_at  # noqa: E402
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("overrides", nargs="*", help="ModelConfig fields as Hydra-style field=value (model. prefix optional)")
     parser.add_argument("--batch", type=int, default=12)
-    parser.add_argument("--steps", type=int, default=60, help="timed steps per loop, after --warmup")
+    parser.add_argument("--steps", type=int, default=60, help="timed steps per loop and round, after --warmup")
     parser.add_argument("--warmup", type=int, default=10)
+    parser.add_argument("--rounds", type=int, default=2, help="reference, plain, Lightning: alternated this many times")
     parser.add_argument("--corpus", help="a UTF-8 text file trained on character by character (default: random tokens)")
+    parser.add_argument("--precision", default="32-true", choices=["32-true", "bf16-mixed"],
+                        help="bf16-mixed: matrix multiplies in bfloat16 under autocast (CPUs with AVX512-BF16 or AMX)")
+    parser.add_argument("--compile", action="store_true", help="torch.compile the model (train.py's compile=true)")
     parser.add_argument("--matmul-size", type=int, default=1024, help="n of the n x n fp32 matmul timed as the peak")
     return parser.parse_args(argv)
 
 
-def model_config(args: argparse.Namespace, vocab_size: int) -> ModelConfig:
+def model_config(overrides: list[str], vocab_size: int) -> ModelConfig:
     values = dict(layers=4, heads=4, dim=128, block_size=64, attention="mha", pos="learned", dropout=0.0)
-    for override in args.overrides:
+    for override in overrides:
         key, _, value = override.partition("=")
         values[key.removeprefix("model.")] = yaml.safe_load(value)
     return ModelConfig.from_dict({**values, "vocab_size": vocab_size})
 
 
-def tokens(args: argparse.Namespace) -> tuple[np.ndarray, int]:
+# nanoGPT's GPT in tinygpt's parts: the same arithmetic (its attention is one fused kernel call, its MLP GELU).
+NANOGPT = ["norm=layernorm", "attention=sdpa", "mlp=gelu", "pos=learned", "bias=false"]
+NANOGPT_BATCH = 12  # with model_config's context 64: its CPU recipe
+
+
+def corpus_ids(args: argparse.Namespace) -> tuple[np.ndarray, int]:
     if args.corpus:
         text = Path(args.corpus).read_text(encoding="utf-8")
         chars = sorted(set(text))
@@ -86,69 +100,97 @@ class StepClock(L.Callback):
         self.marks.append((time.perf_counter(), time.process_time()))
 
 
-def plain_loop(cfg: ModelConfig, data: RandomWindows, steps: int) -> list[tuple[float, float]]:
-    """The same model, optimizer groups and clipping as LitGPT, with nothing around them."""
+def plain_loop(cfg: ModelConfig, data: RandomWindows, steps: int, precision: str, compile: bool,
+               fused: bool = True) -> list[tuple[float, float]]:
+    """The same model, optimizer groups, LR schedule and clipping as LitGPT, with nothing around them."""
     torch.manual_seed(0)
     model = GPT(cfg).train()
+    if compile:
+        model.compile()
     params = list(model.parameters())
     optimizer = torch.optim.AdamW([{"params": [p for p in params if p.dim() >= 2], "weight_decay": 0.1},
                                    {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}],
-                                  lr=1e-3, betas=(0.9, 0.95))
+                                  lr=1e-3, betas=(0.9, 0.95), fused=fused)
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: lr_at(step, 100, steps, 0.1))
     marks, batches = [], iter(data)
     for _ in range(steps):
         inputs, targets = next(batches)
-        loss = F.cross_entropy(model(inputs).flatten(0, 1), targets.flatten())
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16-mixed"):
+            loss = F.cross_entropy(model(inputs).flatten(0, 1), targets.flatten())
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
+        schedule.step()
         marks.append((time.perf_counter(), time.process_time()))
     return marks
 
 
-def lightning_loop(cfg: ModelConfig, data: RandomWindows, steps: int) -> list[tuple[float, float]]:
+def lightning_loop(cfg: ModelConfig, data: RandomWindows, steps: int, precision: str,
+                   compile: bool) -> list[tuple[float, float]]:
     torch.manual_seed(0)
     clock = StepClock()
-    trainer = L.Trainer(accelerator="cpu", devices=1, max_steps=steps, logger=False, enable_checkpointing=False,
-                        enable_progress_bar=False, enable_model_summary=False, limit_val_batches=0,
-                        gradient_clip_val=1.0, callbacks=[clock])
-    trainer.fit(LitGPT(cfg, lr=1e-3, max_steps=steps),
-                train_dataloaders=torch.utils.data.DataLoader(data, batch_size=None))
+    with tempfile.TemporaryDirectory() as logs:  # a CSV logger writing every 25 steps, as train.py's default
+        trainer = L.Trainer(accelerator="cpu", devices=1, max_steps=steps, logger=CSVLogger(logs),
+                            log_every_n_steps=25, enable_checkpointing=False, enable_progress_bar=False,
+                            enable_model_summary=False, limit_val_batches=0, gradient_clip_val=1.0,
+                            callbacks=[clock], precision=precision)
+        trainer.fit(LitGPT(cfg, lr=1e-3, min_lr=1e-4, warmup_steps=100, max_steps=steps, compile=compile),
+                    train_dataloaders=torch.utils.data.DataLoader(data, batch_size=None))
     return clock.marks
 
 
-def report(name: str, marks: list[tuple[float, float]], warmup: int, tokens_per_step: int,
-           flops_per_step: float, peak: float) -> float:
-    """Print one row; return the median CPU seconds per step."""
-    walls = [b[0] - a[0] for a, b in zip(marks[warmup:], marks[warmup + 1:])]
-    cpus = [(b[1] - a[1]) / torch.get_num_threads() for a, b in zip(marks[warmup:], marks[warmup + 1:])]
-    wall, cpu = statistics.median(walls), statistics.median(cpus)
-    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
-    print(f"{name:<12} {1000 * wall:>10.1f} {tokens_per_step / wall:>11.0f} {1000 * cpu:>10.1f} "
-          f"{tokens_per_step / cpu:>11.0f} {100 * flops_per_step / cpu / peak:>7.1f} {rss:>14.0f}", flush=True)
-    return cpu
+def step_seconds(marks: list[tuple[float, float]], warmup: int) -> tuple[float, float]:
+    """Median (wall, CPU-per-thread) seconds per step after `warmup` steps."""
+    pairs = list(zip(marks[warmup:], marks[warmup + 1:]))
+    return (statistics.median(b[0] - a[0] for a, b in pairs),
+            statistics.median((b[1] - a[1]) / torch.get_num_threads() for a, b in pairs))
 
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     print(f"command: python {shlex.join(sys.argv)}")
-    ids, vocab_size = tokens(args)
-    cfg = model_config(args, vocab_size)
-    data = RandomWindows(ids, cfg.block_size, args.batch, seed=0)
+    ids, vocab_size = corpus_ids(args)
+    cfg, reference_cfg = model_config(args.overrides, vocab_size), model_config(NANOGPT, vocab_size)
     peak = matmul_peak(args.matmul_size)
     tokens_per_step = args.batch * cfg.block_size
-    flops_per_step = flops_per_token(cfg, GPT(cfg)) * tokens_per_step
     print(f"torch {torch.__version__}, {torch.get_num_threads()} thread(s); {cfg.layers} layers, {cfg.heads} heads, "
-          f"{cfg.dim} dims, context {cfg.block_size}, batch {args.batch}, vocab {vocab_size}, attention={cfg.attention}, "
-          f"pos={cfg.pos}, mlp={cfg.mlp}; matmul peak {peak / 1e9:.1f} GFLOP/s on the threads "
-          f"({args.matmul_size}^3 fp32); medians over {args.steps} steps after {args.warmup} warm-up steps")
-    print("wall: elapsed time (stretched on a loaded machine); cpu: this process's CPU time per thread")
-    print(f"{'loop':<12} {'wall ms':>10} {'wall tok/s':>11} {'cpu ms':>10} {'cpu tok/s':>11} {'MFU %':>7} "
-          f"{'peak RSS MiB':>14}")
+          f"{cfg.dim} dims, context {cfg.block_size}, batch {args.batch}, vocab {vocab_size}; matmul peak "
+          f"{peak / 1e9:.1f} GFLOP/s on the threads ({args.matmul_size}^3 fp32); medians over {args.steps} steps "
+          f"after {args.warmup} warm-up steps, {args.rounds} alternated rounds")
+    print(f"tinygpt: attention={cfg.attention}, pos={cfg.pos}, norm={cfg.norm}, mlp={cfg.mlp}, qk_norm={cfg.qk_norm}, "
+          f"precision {args.precision}{', compiled' if args.compile else ''}, fused AdamW")
+    print(f"nanoGPT reference: {' '.join(NANOGPT)}, fp32, per-tensor AdamW, plain loop")
     steps = args.warmup + args.steps + 1
-    plain = report("plain torch", plain_loop(cfg, data, steps), args.warmup, tokens_per_step, flops_per_step, peak)
-    lit = report("lightning", lightning_loop(cfg, data, steps), args.warmup, tokens_per_step, flops_per_step, peak)
-    print(f"lightning / plain time per step (cpu): {lit / plain:.3f}")
+    reference_data = RandomWindows(ids, reference_cfg.block_size, NANOGPT_BATCH, seed=0)
+    data = RandomWindows(ids, cfg.block_size, args.batch, seed=0)
+    loops = {"nanoGPT ref": lambda: plain_loop(reference_cfg, reference_data, steps, "32-true", False, fused=False),
+             "plain torch": lambda: plain_loop(cfg, data, steps, args.precision, args.compile),
+             "lightning": lambda: lightning_loop(cfg, data, steps, args.precision, args.compile)}
+    timings: dict[str, list[tuple[float, float]]] = {name: [] for name in loops}
+    for _ in range(args.rounds):
+        for name, loop in loops.items():
+            timings[name].append(step_seconds(loop(), args.warmup))
+    tokens = {"nanoGPT ref": NANOGPT_BATCH * reference_cfg.block_size, "plain torch": tokens_per_step,
+              "lightning": tokens_per_step}
+    flops = {name: n * flops_per_token(c, GPT(c)) for (name, n), c in zip(tokens.items(), (reference_cfg, cfg, cfg))}
+    print("wall: elapsed time (stretched on a loaded machine); cpu: this process's CPU time per thread; "
+          "MFU against the fp32 peak; each figure the median over rounds")
+    print(f"{'loop':<12} {'wall ms':>10} {'wall tok/s':>11} {'cpu ms':>10} {'cpu tok/s':>11} {'MFU %':>7}")
+    for name, rounds in timings.items():
+        wall, cpu = statistics.median(r[0] for r in rounds), statistics.median(r[1] for r in rounds)
+        print(f"{name:<12} {1000 * wall:>10.1f} {tokens[name] / wall:>11.0f} {1000 * cpu:>10.1f} "
+              f"{tokens[name] / cpu:>11.0f} {100 * flops[name] / cpu / peak:>7.1f}")
+
+    def ratio(a: str, b: str, i: int) -> float:
+        """Median over rounds of b's tokens/s over a's (index 0: wall time, 1: CPU time)."""
+        return statistics.median((tokens[b] / y[i]) / (tokens[a] / x[i]) for x, y in zip(timings[a], timings[b]))
+
+    print(f"peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")
+    print(f"lightning / plain time per step: {ratio('lightning', 'plain torch', 1):.3f} (cpu), "
+          f"{ratio('lightning', 'plain torch', 0):.3f} (wall)")  # equal tokens per step: the time ratio
+    print(f"tokens/s vs the nanoGPT reference: lightning {ratio('nanoGPT ref', 'lightning', 1):.2f}x (cpu), "
+          f"{ratio('nanoGPT ref', 'lightning', 0):.2f}x (wall); plain {ratio('nanoGPT ref', 'plain torch', 1):.2f}x (cpu)")
 
 
 if __name__ == "__main__":

@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import hashlib
+import json
+import math
 import random
 import urllib.error
 from pathlib import Path
@@ -279,3 +281,15 @@ def test_window_stream_resumes_mid_way_and_shares_out_among_ranks() -> None:
     rank1 = RandomWindows(tokens, 8, 4, seed=3)
     rank1.start, rank1.rank, rank1.world = 2, 1, 2
     assert all(torch.equal(a, b) for (a, _), b in zip(islice(iter(rank1), 4), whole[3::2]))
+
+
+@pytest.mark.parametrize("preset", ["shakespeare_char_cpu", "shakespeare_char_fast", "shakespeare_gpt2"])
+def test_shakespeare_presets_train_on_a_local_text(tmp_path: Path, text_file: Path, preset: str,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each preset's own parts (bf16 autocast, RoPE, fused QKV in the fast one) train; only the length is cut."""
+    monkeypatch.chdir(tmp_path)
+    ckpt = train_in_process(tmp_path / "run", f"experiment={preset}", f"data.path={text_file}", "model.layers=1",
+                            "trainer.max_steps=4", "trainer.val_check_interval=4", "data.val_windows=4",
+                            "trainer.enable_progress_bar=false", "logger=none", "callbacks.sample.max_new_tokens=4")
+    summary = json.loads((ckpt.parent / "summary.json").read_text())
+    assert summary["status"] == "ok" and summary["steps"] == 4 and math.isfinite(summary["val_loss"])

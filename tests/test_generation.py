@@ -17,6 +17,16 @@ def test_cached_and_uncached_greedy_tokens_are_identical(tiny_cfg: ModelConfig, 
     assert torch.equal(cached, uncached)
 
 
+def test_compiled_decoding_chooses_the_eager_tokens(tiny_cfg: ModelConfig) -> None:
+    """generate.py --compile: the compiled model (dynamic shapes) decodes token for token as the eager one,
+    through the single-token steps and the cache refill once the window slides past block_size."""
+    model = build(tiny_cfg).eval()
+    idx = torch.randint(0, tiny_cfg.vocab_size, (2, 3))
+    eager = generate(model, idx, tiny_cfg.block_size + 4, temperature=0)
+    compiled = generate(torch.compile(model, dynamic=True), idx, tiny_cfg.block_size + 4, temperature=0)
+    assert torch.equal(compiled, eager)
+
+
 def test_cached_logits_match_full_forward(tiny_cfg: ModelConfig) -> None:
     model = build(tiny_cfg)
     idx = torch.randint(0, tiny_cfg.vocab_size, (2, 12))

@@ -1,0 +1,102 @@
+"""Quality per time: Tiny Shakespeare (char) validation loss against wall time, so configurations are
+compared by what they reach in the same minutes. Each configuration is one string of train.py overrides;
+they run one after another (never side by side: they would slow each other), alternated when repeated,
+and the table gives medians over the repeats.
+
+    python bench/quality_per_time.py --corpus ../shared/data/tinyshakespeare.txt \
+        experiment=shakespeare_char_cpu experiment=shakespeare_char_fast
+    python bench/quality_per_time.py --corpus input.txt --repeats 2 --budget 117 \
+        "experiment=shakespeare_char_fast" "experiment=shakespeare_char_fast optim.name=adamw"
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import shlex
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # run from anywhere without installing
+
+from gpt.plots import loss_figure  # noqa: E402
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("configs", nargs="+", help='one quoted string of train.py overrides per configuration')
+    parser.add_argument("--corpus", required=True, help="Tiny Shakespeare's input.txt (or any text file)")
+    parser.add_argument("--budget", type=float, default=None,
+                        help="seconds of training wall time to compare at (default: the first configuration's own "
+                             "training time in the same round, so a machine that slows down mid-run shifts both)")
+    parser.add_argument("--target", type=float, default=1.70, help="val loss whose first crossing time is reported")
+    parser.add_argument("--repeats", type=int, default=1, help="runs per configuration, alternated A B A B")
+    parser.add_argument("--out", default="bench_runs/quality_per_time", help="run folders, table and plot go here")
+    return parser.parse_args(argv)
+
+
+def run(overrides: list[str], corpus: str, run_dir: Path) -> dict:
+    """Train one configuration; return its validation history and figures."""
+    command = [sys.executable, str(ROOT / "train.py"), *overrides, f"data.path={Path(corpus).resolve()}",
+               "trainer.enable_progress_bar=false", "logger=none", f"hydra.run.dir={run_dir.resolve()}"]
+    start = time.perf_counter()
+    subprocess.run(command, check=True, cwd=ROOT, stdout=subprocess.DEVNULL)
+    process_s = time.perf_counter() - start
+    with open(run_dir / "history.csv") as f:
+        history = [{k: float(v) for k, v in row.items() if v} for row in csv.DictReader(f)]
+    summary = json.loads((run_dir / "summary.json").read_text())
+    return {"history": history, "process_s": process_s, **summary}
+
+
+def at_budget(history: list[dict], budget: float) -> float:
+    """The val loss of the last evaluation finished within `budget` seconds (inf when none was)."""
+    within = [row["val_loss"] for row in history if row["wall_s"] <= budget]
+    return within[-1] if within else float("inf")
+
+
+def crossing(history: list[dict], target: float) -> float:
+    """Seconds until val loss first reached `target` (inf when it never did)."""
+    return next((row["wall_s"] for row in history if row["val_loss"] <= target), float("inf"))
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    out = Path(args.out)
+    print(f"command: python {shlex.join(sys.argv)}", flush=True)
+    results: dict[str, list[dict]] = {config: [] for config in args.configs}
+    for repeat in range(args.repeats):
+        for index, config in enumerate(args.configs):
+            result = run(shlex.split(config), args.corpus, out / f"{index}-{repeat}")
+            results[config].append(result)
+            print(f"  {config} (run {repeat + 1}): val loss {result['val_loss']:.4f} after {result['steps']} steps, "
+                  f"{result['wall_s']:.1f} s training, {result['process_s']:.1f} s in all", flush=True)
+
+    def median(config: str, key: object) -> float:
+        return statistics.median(key(r) if callable(key) else r[key] for r in results[config])
+
+    first = results[args.configs[0]]
+    budgets = [args.budget or run["wall_s"] for run in first]  # one per round
+    budget_note = f"{args.budget:.0f} s" if args.budget else \
+        f"the first configuration's training time in the same round ({', '.join(f'{b:.1f}' for b in budgets)} s)"
+    print(f"\nmedians over {args.repeats} run(s); 'at budget': the last evaluation within {budget_note}")
+    print(f"{'configuration':<52} {'params':>9} {'steps':>6} {'tok/s':>7} {'train s':>8} {'all s':>6} "
+          f"{'val loss':>8} {'at budget':>9} {f'to {args.target}':>8}")
+    for config, runs in results.items():
+        print(f"{config:<52} {runs[0]['params']:>9,} {runs[0]['steps']:>6} {median(config, 'tokens_per_s'):>7.0f} "
+              f"{median(config, 'wall_s'):>8.1f} {median(config, 'process_s'):>6.1f} {median(config, 'val_loss'):>8.4f} "
+              f"{statistics.median(at_budget(r['history'], b) for r, b in zip(runs, budgets)):>9.4f} "
+              f"{median(config, lambda r: crossing(r['history'], args.target)):>7.1f}s")
+    curves = {config: {"step": [row["step"] for row in runs[0]["history"]],
+                       "wall_s": [row["wall_s"] for row in runs[0]["history"]],
+                       "mean": [row["val_loss"] for row in runs[0]["history"]],
+                       "std": [0.0] * len(runs[0]["history"])} for config, runs in results.items()}
+    loss_figure(curves).savefig(out / "quality_per_time.png")
+    print(f"plot (first run of each): {out / 'quality_per_time.png'}")
+
+
+if __name__ == "__main__":
+    main()
