@@ -20,6 +20,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from anywhere without installing
 
 from gpt import GPT, ModelConfig, generate  # noqa: E402
+from gpt.generation import compile_for_decoding  # noqa: E402
 from gpt.attention import ATTENTION  # noqa: E402
 
 
@@ -29,7 +30,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--uncached", nargs="*", default=["mha"],
                         help="variants also timed without the cache (slow: a full forward per token); 'all' for every one")
     parser.add_argument("--compiled", nargs="*", default=["mha"],
-                        help="variants also timed through torch.compile (dynamic shapes; compiled once, in the warm-up run)")
+                        help="variants also timed through gpt.generation.compile_for_decoding (compiled in the untimed warm-up run)")
     parser.add_argument("--batch", nargs="+", type=int, default=[1, 8])
     parser.add_argument("--new-tokens", type=int, default=500)
     parser.add_argument("--prompt-len", type=int, default=1)
@@ -39,7 +40,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--vocab", type=int, default=65, help="65: Tiny Shakespeare's characters")
     parser.add_argument("--block-size", type=int, default=1024, help="GPT-2's; longer than prompt + new, so no window slides")
     parser.add_argument("--pos", default="learned", help="learned, like GPT-2")
-    parser.add_argument("--repeats", type=int, default=3, help="timed runs per row; the median is reported")
+    parser.add_argument("--repeats", type=int, default=5, help="timed rounds over all rows; medians are reported")
     parser.add_argument("--no-hf", action="store_true", help="skip the Hugging Face reference rows")
     args = parser.parse_args(argv)
     if args.prompt_len + args.new_tokens > args.block_size:
@@ -48,34 +49,27 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def seconds(run: Callable[[], object], repeats: int) -> tuple[float, float]:
-    """Median wall time and median process CPU time of `repeats` runs after one untimed warm-up run.
-    On one thread, CPU time is what the run would take on an idle machine: a loaded one stretches
-    wall time by every slice the scheduler gives to others, but not CPU time."""
+def timed(run: Callable[[], object]) -> tuple[float, float]:
+    """(wall, process CPU) seconds of one run."""
+    wall, cpu = time.perf_counter(), time.process_time()
     run()
-    walls, cpus = [], []
-    for _ in range(repeats):
-        wall, cpu = time.perf_counter(), time.process_time()
-        run()
-        walls.append(time.perf_counter() - wall)
-        cpus.append(time.process_time() - cpu)
-    return statistics.median(walls), statistics.median(cpus)
+    return time.perf_counter() - wall, time.process_time() - cpu
 
 
-def tinygpt_row(args: argparse.Namespace, attention: str, batch: int, cache: bool,
-                compiled: bool = False) -> tuple[float, float]:
+def tinygpt_runner(args: argparse.Namespace, attention: str, batch: int, cache: bool,
+                   compiled: bool = False) -> Callable[[], object]:
     cfg = ModelConfig(vocab_size=args.vocab, layers=args.layers, heads=args.heads, dim=args.dim,
                       block_size=args.block_size, attention=attention, pos=args.pos)
     torch.manual_seed(0)
     model = GPT(cfg).eval()
     if compiled:
-        model = torch.compile(model, dynamic=True)  # as generate.py --compile
+        model = compile_for_decoding(model)  # as generate.py --compile
     idx = torch.randint(0, args.vocab, (batch, args.prompt_len))
-    return seconds(lambda: generate(model, idx, args.new_tokens, temperature=0, use_cache=cache), args.repeats)
+    return lambda: generate(model, idx, args.new_tokens, temperature=0, use_cache=cache)
 
 
-def hf_row(args: argparse.Namespace, batch: int, cache: bool) -> tuple[float, float] | None:
-    """(wall, CPU) seconds for GPT2LMHeadModel.generate at the same shape, or None when transformers is missing."""
+def hf_runner(args: argparse.Namespace, batch: int, cache: bool) -> Callable[[], object] | None:
+    """GPT2LMHeadModel.generate at the same shape, or None when transformers is missing."""
     try:
         from transformers import GPT2Config, GPT2LMHeadModel
     except ImportError:
@@ -87,11 +81,14 @@ def hf_row(args: argparse.Namespace, batch: int, cache: bool) -> tuple[float, fl
     idx = torch.randint(1, args.vocab, (batch, args.prompt_len))
     mask = torch.ones_like(idx)
 
+    @torch.inference_mode()
     def run() -> torch.Tensor:
         return model.generate(idx, attention_mask=mask, max_new_tokens=args.new_tokens,
                               min_new_tokens=args.new_tokens, do_sample=False, use_cache=cache)
-    with torch.inference_mode():
-        return seconds(run, args.repeats)
+    return run
+
+
+HF = "hf GPT2LMHeadModel.generate"
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -99,33 +96,41 @@ def main(argv: list[str] | None = None) -> None:
     print(f"command: python {shlex.join(sys.argv)}")
     print(f"torch {torch.__version__}, {torch.get_num_threads()} thread(s); shape: {args.layers} layers, "
           f"{args.heads} heads, {args.dim} dims, vocab {args.vocab}, block_size {args.block_size}, pos={args.pos}; "
-          f"{args.new_tokens} new tokens after a {args.prompt_len}-token prompt, greedy; median of {args.repeats}")
+          f"{args.new_tokens} new tokens after a {args.prompt_len}-token prompt, greedy; rows timed round-robin "
+          f"{args.repeats} times after one untimed warm-up run each (which compiles the compiled rows); medians")
     uncached = set(ATTENTION) if "all" in args.uncached else set(args.uncached)
-    rows: list[tuple[str, int, bool, tuple[float, float]]] = []  # (name, batch, cache, (wall s, CPU s))
     for batch in args.batch:
-        hf: dict[bool, tuple[float, float]] = {}
+        runners: dict[tuple[str, bool], Callable[[], object]] = {}  # (name, cache) -> run
         for cache in () if args.no_hf else (True, False) if uncached else (True,):
-            timing = hf_row(args, batch, cache)
-            if timing is None:
+            run = hf_runner(args, batch, cache)
+            if run is None:
                 print("transformers is not installed: no Hugging Face rows (pip install -e '.[bench]')")
                 break
-            hf[cache] = timing
-            rows.append(("hf GPT2LMHeadModel.generate", batch, cache, timing))
+            runners[(HF, cache)] = run
         for attention in args.attention:
             for cache in (True, False) if attention in uncached else (True,):
-                rows.append((attention, batch, cache, tinygpt_row(args, attention, batch, cache)))
+                runners[(attention, cache)] = tinygpt_runner(args, attention, batch, cache)
             if attention in args.compiled:
-                rows.append((f"{attention} compiled", batch, True, tinygpt_row(args, attention, batch, True, True)))
-        print(f"\nbatch {batch}: new tokens/s by wall time and by process CPU time (ratio: hf time / this time, "
-              "same cache setting)")
+                runners[(f"{attention} compiled", True)] = tinygpt_runner(args, attention, batch, True, True)
+        for run in runners.values():
+            run()
+        # Round-robin, so a machine that speeds up or slows down over the minutes this takes shifts every row
+        # alike, and ratios to Hugging Face are taken within a round.
+        times: dict[tuple[str, bool], list[tuple[float, float]]] = {key: [] for key in runners}
+        for _ in range(args.repeats):
+            for key, run in runners.items():
+                times[key].append(timed(run))
+        print(f"\nbatch {batch}: new tokens/s by wall time and by process CPU time (x hf: median over rounds of "
+              "hf time / this time, same cache setting)")
         print(f"{'model':<28} {'cache':<5} {'wall tok/s':>10} {'x hf':>6} {'cpu tok/s':>10} {'x hf':>6} {'cpu ms/step':>11}")
-        for name, b, cache, (wall, cpu) in rows:
-            if b != batch:
-                continue
-            hf_wall, hf_cpu = hf.get(cache, (None, None))
-            print(f"{name:<28} {'yes' if cache else 'no':<5} {b * args.new_tokens / wall:>10.0f} "
-                  f"{f'{hf_wall / wall:.2f}' if hf_wall else '-':>6} {b * args.new_tokens / cpu:>10.0f} "
-                  f"{f'{hf_cpu / cpu:.2f}' if hf_cpu else '-':>6} {1000 * cpu / args.new_tokens:>11.3f}", flush=True)
+        for (name, cache), rounds in times.items():
+            wall, cpu = (statistics.median(r[i] for r in rounds) for i in (0, 1))
+            hf = times.get((HF, cache))
+            ratio = [f"{statistics.median(h[i] / r[i] for h, r in zip(hf, rounds)):.2f}" if hf else "-" for i in (0, 1)]
+            print(f"{name:<28} {'yes' if cache else 'no':<5} {batch * args.new_tokens / wall:>10.0f} {ratio[0]:>6} "
+                  f"{batch * args.new_tokens / cpu:>10.0f} {ratio[1]:>6} {1000 * cpu / args.new_tokens:>11.3f}",
+                  flush=True)
+
 
 if __name__ == "__main__":
     main()

@@ -2,7 +2,7 @@ import pytest
 import torch
 
 from gpt import ModelConfig, generate
-from gpt.generation import sample_next, stream
+from gpt.generation import compile_for_decoding, sample_next, stream
 from tests.conftest import build
 
 
@@ -18,12 +18,12 @@ def test_cached_and_uncached_greedy_tokens_are_identical(tiny_cfg: ModelConfig, 
 
 
 def test_compiled_decoding_chooses_the_eager_tokens(tiny_cfg: ModelConfig) -> None:
-    """generate.py --compile: the compiled model (dynamic shapes) decodes token for token as the eager one,
+    """generate.py --compile: the compiled, frozen model decodes token for token as the eager one,
     through the single-token steps and the cache refill once the window slides past block_size."""
     model = build(tiny_cfg).eval()
     idx = torch.randint(0, tiny_cfg.vocab_size, (2, 3))
     eager = generate(model, idx, tiny_cfg.block_size + 4, temperature=0)
-    compiled = generate(torch.compile(model, dynamic=True), idx, tiny_cfg.block_size + 4, temperature=0)
+    compiled = generate(compile_for_decoding(model), idx, tiny_cfg.block_size + 4, temperature=0)
     assert torch.equal(compiled, eager)
 
 
