@@ -24,7 +24,9 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # run from anywhere without installing
 
+from bench.train_speed import flops_per_token  # noqa: E402
 from gpt.calculator import all_problems  # noqa: E402
+from gpt.checkpoint import load_checkpoint  # noqa: E402
 
 SHAPE = ["model.layers=12", "model.heads=12", "model.dim=768", "model.block_size=1024", "attention=sdpa"]
 
@@ -61,12 +63,6 @@ def bf16_matmul_peak(n: int = 8192, repeats: int = 10) -> float:
     return 2 * n ** 3 * repeats / (start.elapsed_time(end) / 1000)
 
 
-def flops_per_token(params: int, layers: int, dim: int, context: int) -> float:
-    """PaLM's estimate: 6 per parameter (forward + backward) plus attention's 12 * layers * dim * context.
-    `params` excludes the position table, a lookup rather than a multiply."""
-    return 6 * params + 12 * layers * dim * context
-
-
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     print(f"command: python {shlex.join(sys.argv)}")
@@ -83,19 +79,17 @@ def main(argv: list[str] | None = None) -> None:
                      f"hydra.run.dir={run}", *args.overrides]
         print("train.py " + " ".join(overrides), flush=True)
         subprocess.run([sys.executable, str(ROOT / "train.py"), *overrides], check=True, cwd=tmp)
-        rows = list(csv.DictReader(open(next(run.glob("csv/*/metrics.csv")))))
+        rows = list(csv.DictReader(next(run.glob("csv/*/metrics.csv")).read_text().splitlines()))
         rates = [float(r["train/tok_per_s"]) for r in rows
                  if r.get("train/tok_per_s") and int(r["step"]) >= args.warmup]
-        model = torch.load(run / "model.pt", weights_only=True, map_location="cpu")
+        model, _ = load_checkpoint(run / "model.pt")
         peak_memory = json.loads((run / "summary.json").read_text())["peak_memory_bytes"]
-    cfg = model["model_config"]
-    params = sum(t.numel() for name, t in model["state_dict"].items()
-                 if not name.startswith("pos.") and name != "head.weight")  # the head is tied to tok_emb
-    per_token = flops_per_token(params, cfg["layers"], cfg["dim"], cfg["block_size"])
+    cfg = model.cfg
+    per_token = flops_per_token(cfg, model)
     tokens_per_s = statistics.median(rates)
     peak = bf16_matmul_peak()
-    print(f"\n{torch.cuda.get_device_name()}; torch {torch.__version__}; {params:,} parameters; "
-          f"{per_token / 1e9:.3f} GFLOP per token; batch {args.batch} x {cfg['block_size']}")
+    print(f"\n{torch.cuda.get_device_name()}; torch {torch.__version__}; {model.num_params():,} parameters; "
+          f"{per_token / 1e9:.3f} GFLOP per token; batch {args.batch} x {cfg.block_size}")
     print(f"tokens/s (median of steps {args.warmup}..{args.steps}): {tokens_per_s:,.0f}")
     print(f"bf16 matmul peak measured here: {peak / 1e12:.0f} TFLOP/s; datasheet: {args.spec_peak / 1e12:.0f}")
     print(f"MFU: {100 * tokens_per_s * per_token / peak:.1f}% of the measured peak, "
