@@ -111,15 +111,17 @@ class RotaryPositional(Positional):
             cos, sin = self._tables[(width, device)] = angles.cos(), angles.sin()
         return cos, sin
 
-    def _rotate(self, x: torch.Tensor, start: int) -> torch.Tensor:
-        T, D = x.shape[-2:]
-        cos, sin = self._angles(D, start + T, x.device)
-        first, second = x.chunk(2, dim=-1)
-        rotated = torch.cat([-second, first], dim=-1)
-        return x * cos[start:start + T].to(x.dtype) + rotated * sin[start:start + T].to(x.dtype)
-
     def rotate(self, q: torch.Tensor, k: torch.Tensor, start: int) -> tuple[torch.Tensor, torch.Tensor]:
-        return self._rotate(q, start), self._rotate(k, start)
+        T, D = q.shape[-2:]
+        cos, sin = self._angles(D, start + T, q.device)
+        cos, sin = cos[start:start + T].to(q.dtype), sin[start:start + T].to(q.dtype)  # (T, D), shared by q and k
+        return _turn(q, cos, sin), _turn(k, cos, sin)
+
+
+def _turn(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Rotate each feature pair (i, i + D/2) of x (..., T, D) by the angles whose cos/sin are (T, D)."""
+    first, second = x.chunk(2, dim=-1)
+    return x * cos + torch.cat([-second, first], dim=-1) * sin
 
 
 class AlibiPositional(Positional):
