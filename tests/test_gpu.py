@@ -12,9 +12,9 @@ from gpt import GPT, ModelConfig, generate
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")]
 
 
-def pair(**overrides: object) -> tuple[GPT, GPT]:
+def pair() -> tuple[GPT, GPT]:
     """`mha` and `sdpa` GPTs on the GPU with identical weights (sdpa keeps mha's parameter names)."""
-    cfg = dict(vocab_size=97, layers=2, heads=4, dim=128, block_size=64, pos="rope", **overrides)
+    cfg = dict(vocab_size=97, layers=2, heads=4, dim=128, block_size=64, pos="rope")
     torch.manual_seed(0)
     reference = GPT(ModelConfig(attention="mha", **cfg)).cuda()
     fused = GPT(ModelConfig(attention="sdpa", **cfg)).cuda()
