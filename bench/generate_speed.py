@@ -100,6 +100,9 @@ def main(argv: list[str] | None = None) -> None:
           f"{args.repeats} times after one untimed warm-up run each (which compiles the compiled rows); medians")
     uncached = set(ATTENTION) if "all" in args.uncached else set(args.uncached)
     for batch in args.batch:
+        # Compiled rows start afresh at each batch, as in their own generate.py process: graphs kept from another
+        # batch size would make torch.compile treat the batch as dynamic, and no longer specialise for it.
+        torch._dynamo.reset()
         runners: dict[tuple[str, bool], Callable[[], object]] = {}  # (name, cache) -> run
         for cache in () if args.no_hf else (True, False) if uncached else (True,):
             run = hf_runner(args, batch, cache)

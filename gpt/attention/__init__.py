@@ -90,7 +90,9 @@ class Attention(nn.Module):
     def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, pos: Positional) -> torch.Tensor:
         """softmax(q k^T / sqrt(D) + bias, causal) v for queries (B, H, T, D), keys/values (B, H_kv, S, D)."""
         T, S = q.shape[2], k.shape[2]
-        if T == 1 and self.decoding():
+        # Compiled, the maths below fuses with the layers around it into a few loops: a decode step of the
+        # 4x4x128 model took 1.2-1.3x less time so than through torch's fused kernel for one query.
+        if T == 1 and self.decoding() and not torch.compiler.is_compiling():
             return self.attend_newest(q, k, v, pos)
         offset = S - T  # keys end where the queries end, so query i sits at key position offset + i
         if k.shape[1] != q.shape[1]:  # grouped keys/values: each serves heads // kv_heads query heads
