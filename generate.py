@@ -75,7 +75,6 @@ def main(argv: list[str] | None = None) -> int:
             raise ValueError(f"--num-samples={args.num_samples} must be at least 1")
         path = model_file(args.ckpt or newest_checkpoint())
         text_model = load(path, device=args.device)
-        print(describe(path, text_model.meta), file=sys.stderr)  # which model answers: stdout stays the text
         if args.attention_map:
             return draw_attention_map(text_model, args.prompt, args.attention_map)
         if args.compile:
@@ -86,6 +85,8 @@ def main(argv: list[str] | None = None) -> int:
             first = next(pieces, "")  # the prompt's encoding and the settings are checked by here
             if sample:
                 print(SEPARATOR)
+            else:  # which model answers, on stderr so stdout stays exactly the text
+                print(describe(path, text_model.meta), file=sys.stderr)
             print(args.prompt + first, end="", flush=True)
             for piece in pieces:
                 print(piece, end="", flush=True)

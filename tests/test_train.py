@@ -1,5 +1,6 @@
 """The CLIs end to end as a user runs them: train.py with trainer=debug writes model.pt, last.ckpt,
-metrics and samples; generate.py and gpt.evaluate use that model.pt; user mistakes are one line each."""
+metrics and samples (the `trained` run of tests/conftest.py); generate.py and gpt.evaluate use that model.pt;
+user mistakes are one line each (train.py's command line: tests/test_first_hour.py)."""
 from __future__ import annotations
 
 import csv
@@ -18,21 +19,6 @@ from gpt.generation import generate as generate_ids
 from gpt.resume import load_resume_checkpoint
 from tests.conftest import ROOT, run_cli
 from train import check_config
-
-# 30 steps validated every 20: the last step falls between two intervals and must still validate.
-TINY = ["trainer=debug", "trainer.max_steps=30", "trainer.val_check_interval=20", "model.layers=1", "model.dim=32",
-        "model.heads=2", "data.batch_size=32", "data.eval_problems=10"]
-
-
-@pytest.fixture(scope="module")
-def trained(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A run folder under <tmp>/outputs, trained once for every test here; its stdout is saved beside it."""
-    cwd = tmp_path_factory.mktemp("cli")
-    result = run_cli("train.py", *TINY, "hydra.run.dir=outputs/run", cwd=cwd)
-    assert result.returncode == 0, result.stderr[-3000:]
-    (cwd / "stdout.txt").write_text(result.stdout)
-    return cwd / "outputs/run"
-
 
 def test_train_writes_model_checkpoint_metrics_and_samples(trained: Path) -> None:
     model, tokenizer = load_checkpoint(trained / "model.pt")
@@ -79,20 +65,6 @@ def test_evaluate_cli_grades_the_test_split(trained: Path) -> None:
     assert f"{len(split_problems(0, 0.1, 0.1)['test'])} test examples, data.seed=0" in result.stdout
     accuracy = float(result.stdout.split("all:")[1].split("%")[0])
     assert 0.0 <= accuracy <= 100.0
-
-
-@pytest.mark.parametrize("overrides, message", [
-    (["model.heads=5", "model.dim=128"], "error: heads=5 does not divide dim=128"),
-    (["model.layers=0"], "error: layers=0 must be a positive integer"),
-    (["model.heads=four"], "error: heads='four' must be a positive integer"),
-    (["attention=nope"], "Could not find 'attention/nope'"),
-    (["model.nope=1"], "Key 'nope' is not in struct"),
-])
-def test_train_cli_user_errors_are_one_line_before_any_work(tmp_path: Path, overrides: list[str],
-                                                            message: str) -> None:
-    result = run_cli("train.py", *overrides, "hydra.run.dir=run", cwd=tmp_path)
-    assert message in result.stderr and "Traceback" not in result.stderr and result.returncode != 0, result.stderr
-    assert not (tmp_path / "run/checkpoints").exists() and not (tmp_path / "data").exists()
 
 
 @pytest.mark.parametrize("overrides, message", [
