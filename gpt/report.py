@@ -230,6 +230,7 @@ def curves(runs: list[Run]) -> dict[str, dict[str, list[float]]]:
     result = {}
     for key, group_runs in groups.items():
         histories = [{row["step"]: row for row in r.history if "val_loss" in row} for r in group_runs if r.ok]
+        histories = [h for h in histories if h]  # a run that never validated has no curve to draw
         if not histories:
             continue
         steps = sorted(set.intersection(*(set(h) for h in histories)))

@@ -3,10 +3,12 @@ is one line before any work and leaves no run folder; generate.py says which mod
 the text API returns; gpt.evaluate refuses what it cannot grade honestly; a debugging switch does not travel."""
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 import torch
+from omegaconf import OmegaConf
 
 import generate
 from gpt import ModelConfig, load
@@ -14,8 +16,43 @@ from gpt.checkpoint import load_checkpoint, save_model
 from gpt.evaluate import main as evaluate
 from gpt.preflight import preflight
 from gpt.tokenizers import CharTokenizer, WordTokenizer
-from tests.conftest import build, run_cli
-from train import CONFIGS, check_config
+from gpt.calculator import split_problems
+from tests.conftest import ROOT, build, run_cli
+from tests.test_configs import compose_with
+from train import CONFIGS, check_config, resume_from, train
+
+# The cheapest run found to learn plus well enough to answer held-out sums (none of the suite's other models do).
+PLUS_ONLY = ["data.operations=[plus]", "trainer.max_steps=500", "trainer.val_check_interval=1000",
+             "trainer.enable_progress_bar=false", "data.eval_problems=200", "optim.warmup_steps=50", "logger=none"]
+
+
+@pytest.fixture(scope="session")
+def plus_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A run folder of a calculator model trained on plus alone, through train.train as train.py runs it."""
+    run_dir = tmp_path_factory.mktemp("plus")
+    train(compose_with(*PLUS_ONLY), run_dir)
+    return run_dir
+
+
+def readme_python_snippet() -> str:
+    """The Quick start's Python block: the one that calls gpt.load."""
+    return next(b for b in re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(), re.S) if "gpt.load(" in b)
+
+
+def test_readme_python_snippet_run_as_written_answers_its_held_out_problem(
+        plus_model: Path, capsys: pytest.CaptureFixture) -> None:
+    snippet = readme_python_snippet()
+    path = re.search(r'gpt\.load\("([^"]+)"\)', snippet).group(1)
+    prompt = re.search(r'complete\("([^"]+)"\)', snippet).group(1)
+    promised = re.search(r"complete\([^)]*\)\)\s*# (.+)", snippet).group(1).strip()
+    seed = OmegaConf.load(CONFIGS / "data" / "calculator.yaml").seed
+    problem = next(p for p in split_problems(seed, 0.1, 0.1)["test"] if p.prompt == prompt)  # held out by default
+    assert promised == problem.target  # the README's answer is the true one
+    exec(compile(snippet.replace(path, str(plus_model)), "README.md", "exec"), {})
+    assert capsys.readouterr().out == f"{problem.target}\n"
+    assert f'python generate.py --prompt "{prompt}"' in (ROOT / "README.md").read_text()
+    assert generate.main(["--ckpt", str(plus_model), "--prompt", prompt]) == 0
+    assert capsys.readouterr().out == f"{prompt} {problem.target}\n"  # the CLI prints the same answer
 
 BAD = [  # (command line, what the one line must say)
     (["model.bias=no"], "model.bias='no' must be true or false"),
@@ -135,9 +172,6 @@ def test_unknown_pieces_are_listed_together_with_a_lowercase_hint(tokenizer: Wor
 
 
 def test_resume_of_a_finished_run_says_it_is_finished(trained: Path) -> None:
-    from train import resume_from
-    from tests.test_configs import compose_with
-
     ckpt = trained / "checkpoints/last.ckpt"
     cfg = compose_with("trainer.max_steps=30", f"ckpt_path={ckpt}")
     with pytest.raises(ValueError, match=rf"^{ckpt} has finished: it is at step 30 of trainer.max_steps=30"):
