@@ -53,7 +53,7 @@ def model_config(cfg: DictConfig, vocab_size: int) -> ModelConfig:
 
 def user_values(node: DictConfig) -> dict[str, Any]:
     """A section's values as plain Python, less those interpolated from elsewhere (checked where they are set)."""
-    values = OmegaConf.to_container(node, resolve=True)
+    values = OmegaConf.to_container(node, resolve=False)
     return {k: values[k] for k in node if k != "_target_" and not OmegaConf.is_interpolation(node, k)}
 
 
@@ -68,6 +68,8 @@ def check_config(cfg: DictConfig) -> None:
     check_section("callbacks.checkpoint", user_values(cfg.callbacks.checkpoint), ResumeCheckpoint, ["dirpath"])
     check_section("callbacks.sample", user_values(cfg.callbacks.sample), SampleText,
                   not_settable=["tokenizer", "one_example_per_line", "seed"])
+    if cfg.get("logger"):
+        check_section("logger", user_values(cfg.logger), get_class(cfg.logger._target_))
     for key, default in OmegaConf.load(CONFIGS / "train.yaml").items():
         if default is not None and not isinstance(default, (DictConfig, list)) and key in cfg:
             check_value(str(key), cfg[key], type(default))

@@ -3,6 +3,7 @@ is always good (atomic, finite, with RNG state), and a clean stop on Ctrl-C."""
 from __future__ import annotations
 
 import signal
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -77,7 +78,8 @@ class HeldOutAccuracy(L.Callback):
         graded = grade(TextModel(pl_module.model, self.tokenizer, self.meta), self.examples)
         accuracy = accuracy_by_group(graded, self.order)
         pl_module.log_dict({f"val/acc_{group.replace(' ', '_')}": value for group, value in accuracy.items()})
-        summary = "  ".join(f"{group} {100 * value:.1f}%" for group, value in accuracy.items())
+        counts = Counter(g.example.group for g in graded) + Counter(all=len(graded))
+        summary = "  ".join(f"{group} {100 * value:.1f}% of {counts[group]}" for group, value in accuracy.items())
         pl_module.print(f"\nstep {trainer.global_step}: held-out exact match: {summary}")
         for g in graded[:self.show]:
             mark = "ok" if g.correct else "WRONG"

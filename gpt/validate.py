@@ -137,7 +137,11 @@ def check_section(prefix: str, values: Mapping[str, Any], consumer: Callable | t
     declared = declared_types(consumer)
     for name in not_settable:
         declared.pop(name, None)
+    target = consumer.__init__ if isinstance(consumer, type) else consumer
+    open_ended = any(p.kind == p.VAR_KEYWORD for p in inspect.signature(target).parameters.values())
     for key, value in values.items():
+        if key not in declared and open_ended:  # passed on to something else (wandb.init): not checkable here
+            continue
         if key not in declared:
             raise ValueError(f"{prefix}.{key} is not a setting of {prefix}{did_you_mean(key, declared, prefix + '.')}"
                              f" (settings: {', '.join(declared)})")
