@@ -21,9 +21,11 @@ from tests.conftest import ROOT, build, run_cli
 from tests.test_configs import compose_with
 from train import CONFIGS, check_config, resume_from, train
 
-# The cheapest run found to learn plus well enough to answer held-out sums (none of the suite's other models do).
-PLUS_ONLY = ["data.operations=[plus]", "trainer.max_steps=500", "trainer.val_check_interval=1000",
-             "trainer.enable_progress_bar=false", "data.eval_problems=200", "optim.warmup_steps=50", "logger=none"]
+# The cheapest run found that learns plus well enough to answer held-out sums (99.5% of the test split; none of
+# the suite's other models do): the default model on plus alone with a higher peak LR. 500 steps reach only 72%.
+PLUS_ONLY = ["data.operations=[plus]", "trainer.max_steps=650", "optim.lr=6e-3", "optim.min_lr=6e-4",
+             "optim.warmup_steps=50", "trainer.val_check_interval=1000", "data.eval_problems=100",
+             "trainer.enable_progress_bar=false", "logger=none"]
 
 
 @pytest.fixture(scope="session")
