@@ -59,7 +59,8 @@ class Llama(Family):
     def hf_config(self, model: GPT) -> dict[str, Any]:
         cfg = model.cfg
         return dict(vocab_size=cfg.vocab_size, hidden_size=cfg.dim,
-                    intermediate_size=model.blocks[0].mlp.fc.out_features, num_hidden_layers=cfg.layers, num_attention_heads=cfg.heads,
+                    intermediate_size=model.blocks[0].mlp.fc.out_features, num_hidden_layers=cfg.layers,
+                    num_attention_heads=cfg.heads,
                     num_key_value_heads=model.blocks[0].attn.kv_heads, head_dim=cfg.head_dim, hidden_act="silu",
                     max_position_embeddings=cfg.block_size, rms_norm_eps=cfg.norm_eps,
                     rope_parameters={"rope_type": "default", "rope_theta": cfg.rope_base},
