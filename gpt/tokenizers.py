@@ -4,6 +4,7 @@ offline from local files."""
 from __future__ import annotations
 
 import functools
+import hashlib
 import importlib.util
 import re
 from pathlib import Path
@@ -156,7 +157,71 @@ class GPT2Tokenizer:
         return {"kind": self.kind, "vocab": self.vocab}
 
 
-TOKENIZERS: dict[str, Any] = {"char": CharTokenizer, "word": WordTokenizer, "gpt2": GPT2Tokenizer}
+class HFTokenizer:
+    """A Hugging Face folder's own tokenizer (its tokenizer.json, computed by the `tokenizers` library that
+    transformers brings); the JSON travels in model.pt. Special tokens (BOS, EOS) are not added: tinygpt trains
+    on running text, as with GPT-2's BPE."""
+
+    kind = "hf"
+
+    def __init__(self, spec: str) -> None:
+        from tokenizers import Tokenizer as Backend  # optional, with transformers: only these models need it
+
+        self.spec = spec
+        self.backend = Backend.from_str(spec)
+        self.vocab_size = self.backend.get_vocab_size(with_added_tokens=True)
+
+    @classmethod
+    def fit(cls, text: str) -> HFTokenizer:
+        raise ValueError("data.tokenizer=hf needs the folder it comes from: set data.tokenizer=<Hugging Face folder>")
+
+    @classmethod
+    def from_folder(cls, folder: Path) -> HFTokenizer:
+        """The folder's tokenizer.json, or the one transformers builds from its other tokenizer files."""
+        file = Path(folder) / "tokenizer.json"
+        if file.is_file():
+            return cls(file.read_text(encoding="utf-8"))
+        try:
+            import transformers
+
+            built = transformers.AutoTokenizer.from_pretrained(str(folder), local_files_only=True)
+            return cls(built.backend_tokenizer.to_str())
+        except (ImportError, OSError, ValueError, AttributeError):
+            raise ValueError(f"{folder} has no tokenizer.json and transformers could not build one from its files: "
+                             f"data.tokenizer takes {', '.join(TOKENIZERS)} or a Hugging Face model folder") from None
+
+    def encode(self, text: str) -> list[int]:
+        return self.backend.encode(text, add_special_tokens=False).ids
+
+    def decode(self, ids: list[int]) -> str:
+        return self.backend.decode(list(ids), skip_special_tokens=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "vocab": self.spec}
+
+
+TOKENIZERS: dict[str, Any] = {"char": CharTokenizer, "word": WordTokenizer, "gpt2": GPT2Tokenizer,
+                             "hf": HFTokenizer}
+
+
+def fit_tokenizer(name: str, text: str) -> Tokenizer:
+    """What data.tokenizer=<name> gives: a kind fitted to the text, or a Hugging Face folder's own tokenizer."""
+    return TOKENIZERS[name].fit(text) if name in TOKENIZERS else folder_tokenizer(name)
+
+
+def folder_tokenizer(name: str) -> HFTokenizer:
+    if not Path(name).is_dir():
+        raise ValueError(f"data.tokenizer={name} is unknown; choose one of {', '.join(TOKENIZERS)} "
+                         "or a Hugging Face model folder")
+    return HFTokenizer.from_folder(Path(name))
+
+
+def tokenizer_label(name: str) -> str:
+    """A file-name-safe label of data.tokenizer=<name> for the token cache: the kind, or `hf-` and a hash of a
+    folder's tokenizer (so a changed tokenizer is never read from a stale cache)."""
+    if name in TOKENIZERS:
+        return name
+    return f"hf-{hashlib.sha256(folder_tokenizer(name).spec.encode()).hexdigest()[:12]}"
 
 
 def tokenizer_from_dict(state: dict[str, Any]) -> Tokenizer:

@@ -15,6 +15,7 @@ from gpt.hf.llama import Llama
 from gpt.hf.mistral import Mistral
 from gpt.hf.qwen3 import Qwen3
 from gpt.model import GPT
+from gpt.tokenizers import Tokenizer
 
 FAMILIES: dict[str, Family] = {family.model_type: family for family in (GPT2(), Llama(), Mistral(), Qwen3())}
 
@@ -46,6 +47,12 @@ def family_for(cfg: ModelConfig) -> Family:
         needs = "; ".join(f"{name} needs {', '.join(misses[name])}" for name in nearest)
         raise ValueError(f"no Hugging Face family has this model's parts: {needs}")
     return FAMILIES[nearest[0]]
+
+
+def folder_tokenizer(folder: Path) -> Tokenizer:
+    """The tokenizer that comes with a Hugging Face folder, as its family reads it."""
+    config = transformers_module().AutoConfig.from_pretrained(folder, local_files_only=True)
+    return family_of(config).tokenizer(folder)
 
 
 def from_hf(model_or_folder: Any) -> GPT:

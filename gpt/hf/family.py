@@ -3,10 +3,12 @@ ModelConfig, and which of its tensors is which of ours."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 from gpt.config import ModelConfig
 from gpt.model import GPT
+from gpt.tokenizers import HFTokenizer, Tokenizer
 
 
 class Family:
@@ -33,6 +35,10 @@ class Family:
     def names(self, cfg: ModelConfig) -> Iterator[tuple[str, str, bool]]:
         """(tinygpt name, Hugging Face name, stored transposed?) for every tensor of the model."""
         raise NotImplementedError
+
+    def tokenizer(self, folder: Path) -> Tokenizer:
+        """The tokenizer a folder of this family is read with: by default its own (tokenizer.json)."""
+        return HFTokenizer.from_folder(folder)
 
 
 def refuse(field: str, value: Any, why: str) -> None:

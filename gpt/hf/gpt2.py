@@ -3,11 +3,13 @@ and biases, tinygpt *is* GPT-2's architecture. GPT-2 stores its linear layers (i
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 from gpt.config import ModelConfig
 from gpt.hf.family import Family, mlp_ratio_for, refuse
 from gpt.model import GPT
+from gpt.tokenizers import GPT2Tokenizer, Tokenizer
 
 # (tinygpt name, GPT-2 name, a Conv1D stored transposed?) inside block i
 _BLOCK = [("attn_norm", "ln_1", False), ("attn.qkv", "attn.c_attn", True), ("attn.proj", "attn.c_proj", True),
@@ -42,6 +44,9 @@ class GPT2(Family):
                     layer_norm_epsilon=cfg.norm_eps, resid_pdrop=cfg.dropout, embd_pdrop=cfg.dropout,
                     attn_pdrop=cfg.dropout, tie_word_embeddings=cfg.tie_embeddings,
                     bos_token_id=None, eos_token_id=None, pad_token_id=None)
+
+    def tokenizer(self, folder: Path) -> Tokenizer:
+        return GPT2Tokenizer()  # built from this project's offline copy of GPT-2's BPE files
 
     def names(self, cfg: ModelConfig) -> Iterator[tuple[str, str, bool]]:
         yield "tok_emb.weight", "transformer.wte.weight", False
