@@ -172,10 +172,6 @@ class HFTokenizer:
         self.vocab_size = self.backend.get_vocab_size(with_added_tokens=True)
 
     @classmethod
-    def fit(cls, text: str) -> HFTokenizer:
-        raise ValueError("data.tokenizer=hf needs the folder it comes from: set data.tokenizer=<Hugging Face folder>")
-
-    @classmethod
     def from_folder(cls, folder: Path) -> HFTokenizer:
         """The folder's tokenizer.json, or the one transformers builds from its other tokenizer files."""
         file = Path(folder) / "tokenizer.json"
@@ -200,8 +196,9 @@ class HFTokenizer:
         return {"kind": self.kind, "vocab": self.spec}
 
 
-TOKENIZERS: dict[str, Any] = {"char": CharTokenizer, "word": WordTokenizer, "gpt2": GPT2Tokenizer,
-                             "hf": HFTokenizer}
+# data.tokenizer=<name> fits one of these to the corpus; data.tokenizer=<folder> takes a folder's HFTokenizer.
+TOKENIZERS: dict[str, Any] = {"char": CharTokenizer, "word": WordTokenizer, "gpt2": GPT2Tokenizer}
+KINDS: dict[str, Any] = {**TOKENIZERS, HFTokenizer.kind: HFTokenizer}  # what a model.pt's tokenizer may be
 
 
 def fit_tokenizer(name: str, text: str) -> Tokenizer:
@@ -226,6 +223,6 @@ def tokenizer_label(name: str) -> str:
 
 def tokenizer_from_dict(state: dict[str, Any]) -> Tokenizer:
     kind = state.get("kind")
-    if kind not in TOKENIZERS:
-        raise ValueError(f"unknown tokenizer kind {kind!r}; known: {', '.join(sorted(TOKENIZERS))}")
-    return TOKENIZERS[kind](state["vocab"])
+    if kind not in KINDS:
+        raise ValueError(f"unknown tokenizer kind {kind!r}; known: {', '.join(sorted(KINDS))}")
+    return KINDS[kind](state["vocab"])
