@@ -15,14 +15,15 @@ from gpt.positional import POSITIONAL, Positional
 class FusedMultiHeadAttention(Attention):
     """One (C -> 3C) matrix multiply gives queries, keys and values at once, then a view into heads."""
 
-    def __init__(self, dim: int, heads: int, dropout: float = 0.0, bias: bool = False, qk_norm: bool = False) -> None:
-        super().__init__(heads, heads, dim // heads, dropout, qk_norm)
+    def __init__(self, dim: int, heads: int, dropout: float = 0.0, bias: bool = False, qk_norm: bool = False,
+                 norm_eps: float = 1e-5) -> None:
+        super().__init__(heads, heads, dim // heads, dropout, qk_norm, norm_eps)
         self.qkv = nn.Linear(dim, 3 * dim, bias=bias)
         self.proj = nn.Linear(dim, dim, bias=bias)
 
     @classmethod
     def from_config(cls, cfg: ModelConfig) -> FusedMultiHeadAttention:
-        return cls(cfg.dim, cfg.heads, cfg.dropout, cfg.bias, cfg.qk_norm)
+        return cls(cfg.dim, cfg.heads, cfg.dropout, cfg.bias, cfg.qk_norm, cfg.norm_eps)
 
     def project(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         B, T, _ = x.shape

@@ -35,7 +35,7 @@ class LinearAttention(MultiHeadAttention):
 
     @classmethod
     def from_config(cls, cfg: ModelConfig) -> LinearAttention:
-        return cls(cfg.dim, cfg.heads, cfg.dropout, cfg.bias, cfg.qk_norm)
+        return cls(cfg.dim, cfg.heads, cfg.dropout, cfg.bias, cfg.qk_norm, norm_eps=cfg.norm_eps)
 
     @classmethod
     def validate(cls, cfg: ModelConfig) -> None:
