@@ -83,12 +83,12 @@ def main(argv: list[str] | None = None) -> int:
         return draw_attention_map(model, tokenizer, prompt_ids if newline is None else [newline, *prompt_ids],
                                   args.attention_map)
     if args.attention_html:
+        from gpt.text import TextModel
         from gpt.viewer import write_for_cli
 
-        return write_for_cli(args.attention_html, model, tokenizer,
-                             prompt_ids if newline is None else [newline, *prompt_ids], max_new_tokens=max_new_tokens,
-                             stop_token=stop, temperature=args.temperature,
-                             top_k=args.top_k, top_p=args.top_p, seed=args.seed)
+        return write_for_cli(args.attention_html, TextModel(model, tokenizer, meta), args.prompt,
+                             max_new_tokens=args.max_new_tokens, temperature=args.temperature, top_k=args.top_k,
+                             top_p=args.top_p, seed=args.seed)
     if args.compile:
         model = compile_for_decoding(model)
     generator = torch.Generator(device=args.device).manual_seed(args.seed)

@@ -17,6 +17,7 @@ from gpt.generation import check_sampling, generate
 from gpt.model import GPT
 from gpt.plots import token_label
 from gpt.positional import POSITIONAL
+from gpt.text import TextModel
 from gpt.tokenizers import Tokenizer
 
 DECIMALS = 4  # weights as embedded: rows still sum to 1 within T * 5e-5
@@ -100,28 +101,32 @@ def render_html(view: dict[str, Any]) -> str:
 
 
 @torch.no_grad()
-def write_attention_html(path: str | Path, model: GPT, tokenizer: Tokenizer, prompt_ids: list[int],
-                         max_new_tokens: int = 0, stop_token: int | None = None, temperature: float = 0.0,
-                         top_k: int | None = None, top_p: float | None = None, seed: int = 0) -> dict[str, Any]:
-    """Generate after prompt_ids as generate.py would, then write the viewer of prompt plus new tokens (the last
-    block_size of them) to `path`; returns the embedded data. A stop token ends generation and is not shown."""
+def write_attention_html(path: str | Path, text_model: TextModel, prompt: str, max_new_tokens: int | None = None,
+                         temperature: float | None = None, top_k: int | None = None, top_p: float | None = None,
+                         seed: int = 0) -> dict[str, Any]:
+    """Continue `prompt` as text_model.complete would (same defaults: a line-based model answers greedily to the
+    end of its line), then write the viewer of the prompt's tokens and the new ones (the last block_size of
+    them) to `path`; returns the embedded data. The end-of-line token that stops an answer is not shown."""
+    max_new_tokens, temperature, stop = text_model.defaults(max_new_tokens, temperature)
     check_sampling(temperature, top_k, top_p, max_new_tokens)
-    idx = torch.tensor([prompt_ids], device=model.tok_emb.weight.device)
+    prompt_ids = text_model.prompt_ids(prompt)
+    idx = torch.tensor([prompt_ids], device=text_model.device)
     generator = torch.Generator(device=idx.device).manual_seed(seed)
-    ids = generate(model, idx, max_new_tokens, temperature, top_k, top_p, stop_token=stop_token,
+    ids = generate(text_model.model, idx, max_new_tokens, temperature, top_k, top_p, stop_token=stop,
                    generator=generator)[0].tolist()
-    if stop_token is not None and len(ids) > len(prompt_ids) and ids[-1] == stop_token:
+    if stop is not None and len(ids) > len(prompt_ids) and ids[-1] == stop:
         ids.pop()
-    shown = ids[-model.cfg.block_size:]
-    view = attention_view(model, tokenizer, shown, max(0, len(prompt_ids) - (len(ids) - len(shown))))
+    shown = ids[-text_model.model.cfg.block_size:]
+    view = attention_view(text_model.model, text_model.tokenizer, shown,
+                          max(0, len(prompt_ids) - (len(ids) - len(shown))))
     Path(path).write_text(render_html(view), encoding="utf-8")
     return view
 
 
-def write_for_cli(path: str, model: GPT, tokenizer: Tokenizer, prompt_ids: list[int], **settings: Any) -> int:
+def write_for_cli(path: str, text_model: TextModel, prompt: str, **settings: Any) -> int:
     """write_attention_html for generate.py: one line saying what was written, or what to fix; the exit status."""
     try:
-        view = write_attention_html(path, model, tokenizer, prompt_ids, **settings)
+        view = write_attention_html(path, text_model, prompt, **settings)
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

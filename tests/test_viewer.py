@@ -18,14 +18,16 @@ from gpt.attention import ATTENTION
 from gpt.calculator import vocabulary
 from gpt.checkpoint import save_model
 from gpt.generation import generate as generate_ids
+from gpt.text import TextModel
 from gpt.tokenizers import WordTokenizer
-from gpt.viewer import attention_view, head_stats, induction_scores, write_attention_html
+from gpt.viewer import attention_view, head_stats, induction_scores, render_html, write_attention_html
 from tests.conftest import build
 
 TOKENIZER = WordTokenizer(vocabulary())
 NEWLINE = TOKENIZER.encode("\n")[0]
 PROMPT = [NEWLINE, *TOKENIZER.encode("two plus three equals")]
 WINDOW = 3
+LINES = {"one_example_per_line": True}  # the calculator's convention: a prompt starts a line
 
 
 def make(attention: str, pos: str = "learned") -> ModelConfig:
@@ -48,7 +50,8 @@ CASES = [(name, "learned") for name in ATTENTION] + [("sliding_window", "alibi")
 def test_page_embeds_every_heads_weights_with_the_mask_applied(attention: str, pos: str, tmp_path: Path) -> None:
     model = build(make(attention, pos))
     path = tmp_path / "view.html"
-    returned = write_attention_html(path, model, TOKENIZER, PROMPT, max_new_tokens=6)
+    returned = write_attention_html(path, TextModel(model, TOKENIZER, LINES), "two plus three equals",
+                                    max_new_tokens=6)
     view = embedded(path.read_text())
     assert view == json.loads(json.dumps(returned))
     T, heads = len(PROMPT) + 6, len(view["weights"][0])
@@ -76,19 +79,28 @@ def test_page_embeds_every_heads_weights_with_the_mask_applied(attention: str, p
 
 def test_page_loads_nothing_from_anywhere(tmp_path: Path) -> None:
     path = tmp_path / "view.html"
-    write_attention_html(path, build(make("mha")), TOKENIZER, PROMPT, max_new_tokens=2)
+    write_attention_html(path, TextModel(build(make("mha")), TOKENIZER, LINES), "two", max_new_tokens=2)
     html = path.read_text()
     assert not re.search(r"https?://|//cdn|<link|@import|url\(", html, re.I)
     assert not re.search(r"<script[^>]*\bsrc=", html, re.I)
     assert html.count("<script") == 2  # the data and the inlined script
 
 
-def test_a_token_cannot_close_the_data_script(tmp_path: Path) -> None:
+def test_a_token_cannot_close_the_data_script() -> None:
     tokenizer = WordTokenizer(["\n", "</script>", "a"])
     model = build(ModelConfig(vocab_size=3, layers=1, heads=1, dim=8, block_size=8))
-    path = tmp_path / "view.html"
-    write_attention_html(path, model, tokenizer, [0, 1, 2])
-    assert embedded(path.read_text())["tokens"] == ["\\n", "</script>", "a"]
+    html = render_html(attention_view(model, tokenizer, [0, 1, 2], 3))
+    assert embedded(html)["tokens"] == ["\\n", "</script>", "a"]
+
+
+def test_python_api_shows_what_complete_answers(tmp_path: Path) -> None:
+    """With the text API's defaults (greedy, to the end of the line) the page holds the prompt and the answer;
+    an untrained model's answer runs on, so the page keeps the last block_size tokens and counts the prompt's."""
+    text_model = TextModel(build(make("mha")), TOKENIZER, LINES)
+    view = write_attention_html(tmp_path / "view.html", text_model, "two plus three equals")
+    tokens = ["\\n", "two", "plus", "three", "equals", *text_model.complete("two plus three equals").split()]
+    assert len(tokens) > 12 and view["tokens"] == tokens[-12:]
+    assert view["prompt_len"] == max(0, 5 - (len(tokens) - 12))
 
 
 def test_head_numbers_mean_what_they_say() -> None:
@@ -135,7 +147,7 @@ def test_view_refuses_more_tokens_than_the_model_sees() -> None:
 
 def save(tmp_path: Path, cfg: ModelConfig) -> Path:
     path = tmp_path / "model.pt"
-    save_model(path, build(cfg), TOKENIZER, meta={"one_example_per_line": True})
+    save_model(path, build(cfg), TOKENIZER, meta=LINES)
     return path
 
 
@@ -161,7 +173,8 @@ def test_generate_names_the_fix_for_an_unwritable_path(tmp_path: Path, capsys: p
 @pytest.mark.skipif(shutil.which("chromium") is None, reason="no chromium to render the page")
 def test_a_headless_browser_renders_the_grid_and_the_zoom(tmp_path: Path) -> None:
     path = tmp_path / "view.html"
-    write_attention_html(path, build(make("sliding_window", "alibi")), TOKENIZER, PROMPT, max_new_tokens=2)
+    write_attention_html(path, TextModel(build(make("sliding_window", "alibi")), TOKENIZER, LINES),
+                         "two plus three equals", max_new_tokens=2)
     dom = subprocess.run(["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                           "--disable-component-update", "--disable-sync", "--no-first-run",
                           f"--user-data-dir={tmp_path / 'profile'}", "--dump-dom", f"{path.as_uri()}#layer=1&head=1"],
