@@ -177,9 +177,9 @@ def test_a_headless_browser_renders_the_grid_and_the_zoom(tmp_path: Path) -> Non
                          "two plus three equals", max_new_tokens=2)
     dom = subprocess.run(["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                           "--disable-component-update", "--disable-sync", "--no-first-run",
-                          f"--user-data-dir={tmp_path / 'profile'}", "--dump-dom", f"{path.as_uri()}#layer=1&head=1"],
+                          f"--user-data-dir={tmp_path / 'profile'}", "--dump-dom", f"{path.as_uri()}#layer=1&head=7"],
                          capture_output=True, text=True, timeout=60).stdout
     assert all(f'id="cell-{layer}-{head}"' in dom for layer in range(2) for head in range(2))
-    assert re.search(r'class="cell selected" id="cell-1-1"', dom)
+    assert re.search(r'class="cell selected" id="cell-1-1"', dom)  # head 7 of 2 is clamped to the last head
     assert "attention=sliding_window, pos=alibi, 2 layers x 2 heads, 7 tokens (5 prompt, 2 generated)" in dom
     assert 'query 6 "' in dom  # the last token is the query row until one is picked
