@@ -3,6 +3,7 @@ the committed copy shows the outputs of one such run, so it reads well on a repo
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import nbformat
 import pytest
@@ -25,9 +26,10 @@ def test_committed_notebook_shows_one_clean_run() -> None:
     assert len([out for out in outputs_of(nb, "display_data") if "image/png" in out.data]) >= 3
 
 
-def test_notebook_runs_top_to_bottom(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_notebook_runs_top_to_bottom(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A few training steps only: this checks that every cell runs and every claim in it holds, not accuracy."""
     monkeypatch.setenv("TINYGPT_NOTEBOOK_STEPS", "40")
+    monkeypatch.setenv("TMPDIR", str(tmp_path))  # the notebook's files (its sweep's runs) land in pytest's tmp_path
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
     monkeypatch.setenv("OMP_NUM_THREADS", "1")  # tiny models run fastest on one thread; the cores are shared
     nb = nbformat.read(NOTEBOOK, as_version=4)
@@ -38,3 +40,4 @@ def test_notebook_runs_top_to_bottom(monkeypatch: pytest.MonkeyPatch) -> None:
     for variant in ("mha", "linear", "weightless"):  # the sweep report was read back, one row per variant
         assert f"attention={variant}" in text
     assert len([out for out in outputs_of(nb, "display_data") if "image/png" in out.data]) >= 3
+    assert len(list(tmp_path.glob("tinygpt-notebook-*/sweep/*/model.pt"))) == 3
