@@ -58,7 +58,8 @@ def induction_scores(model: GPT, vocab_size: int, seed: int = 0) -> list[list[fl
     half = torch.randint(vocab_size, (n,), generator=torch.Generator().manual_seed(seed))
     idx = torch.cat([half, half]).unsqueeze(0).to(model.tok_emb.weight.device)  # (1, 2n)
     queries = torch.arange(n + 1, 2 * n)  # second copy, after its first token
-    return [w[0][:, queries, queries - n + 1].mean(-1).tolist() for w in model.attention_maps(idx)]
+    count = max(1, len(queries))  # a model too short to repeat a sequence scores 0
+    return [(w[0][:, queries, queries - n + 1].sum(-1) / count).tolist() for w in model.attention_maps(idx)]
 
 
 def rounded(t: torch.Tensor) -> list:

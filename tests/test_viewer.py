@@ -135,9 +135,12 @@ def test_induction_score_is_the_weight_on_the_token_after_the_earlier_copy(monke
     assert induction_scores(model, TOKENIZER.vocab_size) == [[1.0, 0.0]]
 
 
-def test_a_single_token_view_has_finite_numbers() -> None:
-    view = attention_view(build(make("mha")), TOKENIZER, [NEWLINE], 1)
+def test_a_single_token_view_of_a_tiny_model_has_finite_numbers() -> None:
+    model = build(ModelConfig(vocab_size=TOKENIZER.vocab_size, layers=1, heads=2, dim=16, block_size=3))
+    view = attention_view(model, TOKENIZER, [NEWLINE], 1)
+    assert embedded(render_html(view)) == view  # the page refuses NaN (json.dumps(allow_nan=False))
     assert view["weights"][0][0] == [[1.0]] and view["stats"]["previous"][0] == [0.0, 0.0]
+    assert view["stats"]["induction"] == [[0.0, 0.0]]
 
 
 def test_view_refuses_more_tokens_than_the_model_sees() -> None:
