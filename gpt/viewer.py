@@ -63,7 +63,7 @@ def induction_scores(model: GPT, vocab_size: int, seed: int = 0) -> list[list[fl
 
 
 def rounded(t: torch.Tensor) -> list:
-    return torch.round(t.float().cpu(), decimals=DECIMALS).tolist()
+    return torch.round(t.double().cpu(), decimals=DECIMALS).tolist()  # in double, 0.4235 prints as 0.4235
 
 
 def attention_view(model: GPT, tokenizer: Tokenizer, ids: list[int], prompt_len: int) -> dict[str, Any]:

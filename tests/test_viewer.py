@@ -173,11 +173,27 @@ def test_generate_names_the_fix_for_an_unwritable_path(tmp_path: Path, capsys: p
     assert err.count("\n") == 1 and "--attention-html" in err
 
 
+# Appended to the page by the browser test: hover a cell, click a row and press a key, as a reader would, and
+# record what the page then says where --dump-dom can read it.
+READER = """<script>
+const c = document.getElementById("zoom"), r = c.getBoundingClientRect();
+const at = (i, j) => ({clientX: r.left + margin + (j + 0.5) * zoomCell, clientY: r.top + margin + (i + 0.5) * zoomCell});
+c.dispatchEvent(new MouseEvent("mousemove", at(5, 3)));
+document.body.dataset.hover = document.getElementById("readout").textContent;
+c.dispatchEvent(new MouseEvent("click", at(2, 1)));
+document.body.dataset.click = document.getElementById("row-title").textContent;
+document.dispatchEvent(new KeyboardEvent("keydown", {key: "ArrowDown"}));
+document.body.dataset.key = document.getElementById("row-title").textContent;
+</script>
+</body>"""
+
+
 @pytest.mark.skipif(shutil.which("chromium") is None, reason="no chromium to render the page")
-def test_a_headless_browser_renders_the_grid_and_the_zoom(tmp_path: Path) -> None:
+def test_a_headless_browser_renders_the_page_and_answers_the_reader(tmp_path: Path) -> None:
     path = tmp_path / "view.html"
-    write_attention_html(path, TextModel(build(make("sliding_window", "alibi")), TOKENIZER, LINES),
-                         "two plus three equals", max_new_tokens=2)
+    view = write_attention_html(path, TextModel(build(make("sliding_window", "alibi")), TOKENIZER, LINES),
+                                "two plus three equals", max_new_tokens=2)
+    path.write_text(path.read_text().replace("</body>", READER))
     dom = subprocess.run(["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                           "--disable-component-update", "--disable-sync", "--no-first-run",
                           f"--user-data-dir={tmp_path / 'profile'}", "--dump-dom", f"{path.as_uri()}#layer=1&head=7"],
@@ -185,4 +201,8 @@ def test_a_headless_browser_renders_the_grid_and_the_zoom(tmp_path: Path) -> Non
     assert all(f'id="cell-{layer}-{head}"' in dom for layer in range(2) for head in range(2))
     assert re.search(r'class="cell selected" id="cell-1-1"', dom)  # head 7 of 2 is clamped to the last head
     assert "attention=sliding_window, pos=alibi, 2 layers x 2 heads, 7 tokens (5 prompt, 2 generated)" in dom
-    assert 'query 6 "' in dom  # the last token is the query row until one is picked
+    tokens, weight, bias = view["tokens"], view["weights"][1][1][5][3], view["bias"][1][5][3]
+    assert (f'data-hover="query 5 &quot;{tokens[5]}&quot; -&gt; key 3 &quot;{tokens[3]}&quot;: weight {weight} '
+            f'(visible, score bias {bias})"') in dom
+    assert f'data-click="query 2 &quot;{tokens[2]}&quot;: its weights' in dom
+    assert f'data-key="query 3 &quot;{tokens[3]}&quot;: its weights' in dom  # ArrowDown: the next query
