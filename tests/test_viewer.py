@@ -177,7 +177,8 @@ def test_generate_names_the_fix_for_an_unwritable_path(tmp_path: Path, capsys: p
 # record what the page then says where --dump-dom can read it.
 READER = """<script>
 const c = document.getElementById("zoom"), r = c.getBoundingClientRect();
-const at = (i, j) => ({clientX: r.left + margin + (j + 0.5) * zoomCell, clientY: r.top + margin + (i + 0.5) * zoomCell});
+const at = (i, j) => ({clientX: r.left + margin + (j + 0.5) * zoomCell,
+                       clientY: r.top + margin + (i + 0.5) * zoomCell});  // the middle of cell (i, j)
 c.dispatchEvent(new MouseEvent("mousemove", at(5, 3)));
 document.body.dataset.hover = document.getElementById("readout").textContent;
 c.dispatchEvent(new MouseEvent("click", at(2, 1)));
