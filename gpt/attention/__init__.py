@@ -51,7 +51,9 @@ class Attention(nn.Module):
     """What the softmax variants share: project, rotate, cache, attend, project back. A variant
     supplies `project` (and a `proj`); `attend` below is the maths they all compute."""
 
-    has_weights = True  # variants that never form the (T, S) weight matrix set this False
+    # False for variants whose ordinary forward never forms the (T, S) weight matrix; with keep_weights
+    # every variant computes it (or, for linear attention, its implied weights) the explicit way.
+    has_weights = True
 
     def __init__(self, heads: int, kv_heads: int, head_dim: int, dropout: float = 0.0,
                  qk_norm: bool = False, norm_eps: float = 1e-5) -> None:
