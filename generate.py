@@ -4,6 +4,7 @@ as `gpt.load(path).complete(prompt, ...)` returns it, after the prompt.
     python generate.py --prompt "ninety nine plus ninety nine equals"
     python generate.py --prompt "seven times six equals" --temperature 0.8 --top-k 5 --num-samples 3
     python generate.py --prompt "seven times six equals" --attention-map maps.png
+    python generate.py --prompt "seven times six equals" --attention-html view.html
 """
 from __future__ import annotations
 
@@ -43,6 +44,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                              "several times faster per token; worth it for long generations")
     parser.add_argument("--attention-map", metavar="PATH",
                         help="draw every layer and head's attention over the prompt into this PNG (no generation)")
+    parser.add_argument("--attention-html", metavar="PATH",
+                        help="generate with the settings above, then write an interactive, offline viewer of every "
+                             "layer and head's attention over the prompt and the new tokens into this HTML file")
     return parser.parse_args(argv)
 
 
@@ -77,6 +81,10 @@ def main(argv: list[str] | None = None) -> int:
         text_model = load(path, device=args.device)
         if args.attention_map:
             return draw_attention_map(text_model, args.prompt, args.attention_map)
+        if args.attention_html:
+            from gpt.viewer import write_for_cli  # the viewer's template only when a viewer is asked for
+
+            return write_for_cli(args.attention_html, text_model, args.prompt, **settings, seed=args.seed)
         if args.compile:
             text_model.model = compile_for_decoding(text_model.model)
         generator = torch.Generator(device=args.device).manual_seed(args.seed)
