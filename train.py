@@ -171,10 +171,10 @@ def train(cfg: DictConfig, run_dir: Path | None = None) -> Path:
         return path
     finish(trainer.loggers)
     save_model(path, lit.model, datamodule.tokenizer, meta=datamodule.meta)
-    example = '--prompt "two plus three equals"' if datamodule.meta.get("one_example_per_line") else \
-        '--prompt "<text to continue>" --max-new-tokens 200 --temperature 0.8'
+    line_based = datamodule.meta.get("one_example_per_line")
+    example = "ninety nine plus ninety nine equals" if line_based else "<text to continue>"
     print(summary_line(record.history, trainer.global_step, time.perf_counter() - start, path))
-    print(f"generate with: python generate.py --ckpt {path} {example}")
+    print(f'generate with: python generate.py --ckpt {path} --prompt "{example}"')
     if stopper.requested:
         raise Interrupted(f"stopped by Ctrl-C at step {trainer.global_step}; continue with the same overrides "
                           f"plus ckpt_path={checkpoint.path} (or resume=true)")

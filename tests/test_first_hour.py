@@ -38,7 +38,8 @@ def plus_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def readme_python_snippet() -> str:
     """The Quick start's Python block: the one that calls gpt.load."""
-    return next(b for b in re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(), re.S) if "gpt.load(" in b)
+    blocks = re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(), re.S)
+    return next(b for b in blocks if "gpt.load(" in b)
 
 
 def test_readme_python_snippet_run_as_written_answers_its_held_out_problem(
