@@ -104,13 +104,17 @@ def describe(hint: Any) -> str:
     return ""  # objects no command line can write (a Strategy instance): not worth naming
 
 
+def signature_of(consumer: Callable | type) -> Callable:
+    """What a section's values are passed to: a class's __init__, or the callable itself."""
+    return consumer.__init__ if isinstance(consumer, type) and not dataclasses.is_dataclass(consumer) else consumer
+
+
 def declared_types(consumer: Callable | type) -> dict[str, Any]:
     """The parameters `consumer` takes and their type hints (Any where a hint does not resolve)."""
+    target = signature_of(consumer)
     if dataclasses.is_dataclass(consumer):
         names = [f.name for f in dataclasses.fields(consumer)]
-        target = consumer
     else:
-        target = consumer.__init__ if isinstance(consumer, type) else consumer
         names = [n for n, p in inspect.signature(target).parameters.items()
                  if n != "self" and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
     try:
@@ -137,8 +141,7 @@ def check_section(prefix: str, values: Mapping[str, Any], consumer: Callable | t
     declared = declared_types(consumer)
     for name in not_settable:
         declared.pop(name, None)
-    target = consumer.__init__ if isinstance(consumer, type) else consumer
-    open_ended = any(p.kind == p.VAR_KEYWORD for p in inspect.signature(target).parameters.values())
+    open_ended = any(p.kind == p.VAR_KEYWORD for p in inspect.signature(signature_of(consumer)).parameters.values())
     for key, value in values.items():
         if key not in declared and open_ended:  # passed on to something else (wandb.init): not checkable here
             continue
