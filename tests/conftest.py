@@ -40,6 +40,22 @@ def trained(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return cwd / "outputs/run"
 
 
+@pytest.fixture(scope="session")
+def learned_calculator(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, float, dict[str, float]]:
+    """The causal model of tests/test_learning.py (plus and minus, trained once per session; a minute or more):
+    (its run folder holding model.pt, its final training loss, its held-out accuracy per operation). The README's
+    Python snippet is run on it as well, since it answers held-out problems as the default run's model does."""
+    from gpt.checkpoint import save_model
+    from gpt.data import CalculatorData
+    from tests.test_learning import OPERATIONS, train_and_grade
+
+    data = CalculatorData(seed=0, batch_size=128, operations=OPERATIONS)
+    loss, accuracy, text_model = train_and_grade(data)
+    run_dir = tmp_path_factory.mktemp("learned")
+    save_model(run_dir / "model.pt", text_model.model, text_model.tokenizer, text_model.meta)
+    return run_dir, loss, accuracy
+
+
 def run_cli(*args: str, cwd: Path, timeout: int = 300) -> subprocess.CompletedProcess:
     """Run a repository script (train.py, generate.py, -m module) in `cwd`, offline, capturing output."""
     script = [args[0]] if args[0] == "-m" else [str(ROOT / args[0])]

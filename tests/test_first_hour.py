@@ -1,6 +1,7 @@
 """A new user's first hour, each trap that once gave a wrong result or a wall of text: every bad value or typo'd key
 is one line before any work and leaves no run folder; generate.py says which model answers and prints exactly what
-the text API returns; gpt.evaluate refuses what it cannot grade honestly; a debugging switch does not travel."""
+the text API returns; gpt.evaluate refuses what it cannot grade honestly; a debugging switch does not travel; the
+README's Python snippet, run as written, answers its held-out problem."""
 from __future__ import annotations
 
 import re
@@ -12,50 +13,15 @@ from omegaconf import OmegaConf
 
 import generate
 from gpt import ModelConfig, load
+from gpt.calculator import split_problems
 from gpt.checkpoint import load_checkpoint, save_model
 from gpt.evaluate import main as evaluate
 from gpt.preflight import preflight
 from gpt.tokenizers import CharTokenizer, WordTokenizer
-from gpt.calculator import split_problems
 from tests.conftest import ROOT, build, run_cli
 from tests.test_configs import compose_with
-from train import CONFIGS, check_config, resume_from, train
+from train import CONFIGS, check_config, resume_from
 
-# The cheapest run found that learns plus well enough to answer held-out sums (99.5% of the test split; none of
-# the suite's other models do): the default model on plus alone with a higher peak LR. 500 steps reach only 72%.
-PLUS_ONLY = ["data.operations=[plus]", "trainer.max_steps=650", "optim.lr=6e-3", "optim.min_lr=6e-4",
-             "optim.warmup_steps=50", "trainer.val_check_interval=1000", "data.eval_problems=100",
-             "trainer.enable_progress_bar=false", "logger=none"]
-
-
-@pytest.fixture(scope="session")
-def plus_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A run folder of a calculator model trained on plus alone, through train.train as train.py runs it."""
-    run_dir = tmp_path_factory.mktemp("plus")
-    train(compose_with(*PLUS_ONLY), run_dir)
-    return run_dir
-
-
-def readme_python_snippet() -> str:
-    """The Quick start's Python block: the one that calls gpt.load."""
-    blocks = re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(), re.S)
-    return next(b for b in blocks if "gpt.load(" in b)
-
-
-def test_readme_python_snippet_run_as_written_answers_its_held_out_problem(
-        plus_model: Path, capsys: pytest.CaptureFixture) -> None:
-    snippet = readme_python_snippet()
-    path = re.search(r'gpt\.load\("([^"]+)"\)', snippet).group(1)
-    prompt = re.search(r'complete\("([^"]+)"\)', snippet).group(1)
-    promised = re.search(r"complete\([^)]*\)\)\s*# (.+)", snippet).group(1).strip()
-    seed = OmegaConf.load(CONFIGS / "data" / "calculator.yaml").seed
-    problem = next(p for p in split_problems(seed, 0.1, 0.1)["test"] if p.prompt == prompt)  # held out by default
-    assert promised == problem.target  # the README's answer is the true one
-    exec(compile(snippet.replace(path, str(plus_model)), "README.md", "exec"), {})
-    assert capsys.readouterr().out == f"{problem.target}\n"
-    assert f'python generate.py --prompt "{prompt}"' in (ROOT / "README.md").read_text()
-    assert generate.main(["--ckpt", str(plus_model), "--prompt", prompt]) == 0
-    assert capsys.readouterr().out == f"{prompt} {problem.target}\n"  # the CLI prints the same answer
 
 BAD = [  # (command line, what the one line must say)
     (["model.bias=no"], "model.bias='no' must be true or false"),
@@ -180,3 +146,26 @@ def test_resume_of_a_finished_run_says_it_is_finished(trained: Path) -> None:
     with pytest.raises(ValueError, match=rf"^{ckpt} has finished: it is at step 30 of trainer.max_steps=30"):
         resume_from(cfg, trained)
 
+
+def readme_python_snippet() -> str:
+    """The Quick start's Python block: the one that calls gpt.load."""
+    blocks = re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(), re.S)
+    return next(b for b in blocks if "gpt.load(" in b)
+
+
+@pytest.mark.slow  # through the learned_calculator fixture, shared with tests/test_learning.py
+def test_readme_python_snippet_run_as_written_answers_its_held_out_problem(
+        learned_calculator: tuple[Path, float, dict[str, float]], capsys: pytest.CaptureFixture) -> None:
+    run_dir = learned_calculator[0]
+    snippet = readme_python_snippet()
+    path = re.search(r'gpt\.load\("([^"]+)"\)', snippet).group(1)
+    prompt = re.search(r'complete\("([^"]+)"\)', snippet).group(1)
+    promised = re.search(r"complete\([^)]*\)\)\s*# (.+)", snippet).group(1).strip()
+    seed = OmegaConf.load(CONFIGS / "data" / "calculator.yaml").seed
+    problem = next(p for p in split_problems(seed, 0.1, 0.1)["test"] if p.prompt == prompt)  # held out by default
+    assert promised == problem.target  # the README's answer is the true one
+    exec(compile(snippet.replace(path, str(run_dir)), "README.md", "exec"), {})
+    assert capsys.readouterr().out == f"{problem.target}\n"
+    assert f'python generate.py --prompt "{prompt}"' in (ROOT / "README.md").read_text()
+    assert generate.main(["--ckpt", str(run_dir), "--prompt", prompt]) == 0
+    assert capsys.readouterr().out == f"{prompt} {problem.target}\n"  # the CLI prints the same answer
