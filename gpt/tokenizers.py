@@ -1,21 +1,38 @@
-"""Tokenizers behind one interface: encode(text) -> ids, decode(ids) -> text, vocab_size, and a
-plain dict form that travels inside model.pt. `gpt2` is tiktoken's GPT-2 BPE (Radford et al. 2019), built
-offline from local files."""
+"""Tokenizers behind one interface: encode(text) -> ids, decode(ids) -> text, vocab_size, the end-of-text id,
+and a plain dict form that travels inside model.pt. `gpt2` is tiktoken's GPT-2 BPE (Radford et al. 2019), built
+offline from local files; `bpe` is a byte-level BPE trained on the user's corpus with Hugging Face `tokenizers`."""
 from __future__ import annotations
 
 import functools
 import importlib.util
 import re
 from pathlib import Path
-from typing import Any, Protocol
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, Protocol, TypeVar
 
 import tiktoken
+import tokenizers
 from tiktoken.load import data_gym_to_mergeable_bpe_ranks
 from tiktoken_ext.openai_public import ENDOFTEXT, r50k_pat_str
 
 
+EOT = "<|endoftext|>"  # the token between documents; GPT-2's name for it
+T = TypeVar("T")
+
+
+class Corpus(Protocol):
+    """What a tokenizer learns its vocabulary from (gpt/prepare.py gives one)."""
+
+    def map(self, fn: Callable[[Iterator[str]], T]) -> Iterator[T]:
+        """fn applied to the texts of each work unit, in parallel processes: fn must be a module-level function."""
+
+    def texts(self, max_bytes: int) -> Iterator[str]:
+        """The corpus's texts in order, up to about max_bytes of UTF-8."""
+
+
 class Tokenizer(Protocol):
     vocab_size: int
+    eot_id: int | None  # the end-of-text id, None in vocabularies learned without one (the calculator's)
 
     def encode(self, text: str) -> list[int]: ...
 
@@ -33,10 +50,16 @@ class CharTokenizer:
         self.chars = list(chars)
         self.ids = {c: i for i, c in enumerate(self.chars)}
         self.vocab_size = len(self.chars)
+        self.eot_id = self.ids.get(EOT)  # EOT is one entry, never matched by a single character of text
 
     @classmethod
     def fit(cls, text: str) -> CharTokenizer:
         return cls(sorted(set(text)))
+
+    @classmethod
+    def learn(cls, corpus: Corpus, vocab_size: int) -> CharTokenizer:
+        """Every character of the corpus (all of it, so no text is unknown), then EOT."""
+        return cls([*sorted(set().union(*corpus.map(_chars))), EOT])
 
     def encode(self, text: str) -> list[int]:
         try:
@@ -64,10 +87,16 @@ class WordTokenizer:
         self.words = list(words)
         self.ids = {w: i for i, w in enumerate(self.words)}
         self.vocab_size = len(self.words)
+        self.eot_id = self.ids.get(EOT)  # "<|endoftext|>" in text splits into punctuation and a word: never EOT
 
     @classmethod
     def fit(cls, text: str) -> WordTokenizer:
         return cls(sorted(set(cls._pieces.findall(text)) | {cls.NEWLINE}))
+
+    @classmethod
+    def learn(cls, corpus: Corpus, vocab_size: int) -> WordTokenizer:
+        """Every word of the corpus, then EOT."""
+        return cls([*sorted(set().union({cls.NEWLINE}, *corpus.map(_words))), EOT])
 
     def encode(self, text: str) -> list[int]:
         pieces = self._pieces.findall(text)
@@ -121,10 +150,15 @@ class GPT2Tokenizer:
         self.vocab = None if vocab is None else [int(i) for i in vocab]
         self.ids = None if self.vocab is None else {b: i for i, b in enumerate(self.vocab)}
         self.vocab_size = self.enc.n_vocab if self.vocab is None else len(self.vocab)
+        self.eot_id = self.enc.eot_token if self.ids is None else self.ids.get(self.enc.eot_token)
 
     @classmethod
     def fit(cls, text: str) -> GPT2Tokenizer:
         """The full BPE: it needs no fitting; `compact` narrows it once a corpus is encoded."""
+        return cls()
+
+    @classmethod
+    def learn(cls, corpus: Corpus, vocab_size: int) -> GPT2Tokenizer:
         return cls()
 
     def compact(self, used: list[int]) -> GPT2Tokenizer:
@@ -150,7 +184,59 @@ class GPT2Tokenizer:
         return {"kind": self.kind, "vocab": self.vocab}
 
 
-TOKENIZERS: dict[str, Any] = {"char": CharTokenizer, "word": WordTokenizer, "gpt2": GPT2Tokenizer}
+class BPETokenizer:
+    """A byte-level BPE (Sennrich et al. 2016, on bytes as GPT-2 does) trained on the user's corpus by Hugging
+    Face `tokenizers`: any text encodes, and decoding gives it back exactly. Id 0 is EOT, then the 256 bytes."""
+
+    kind = "bpe"
+    SAMPLE_BYTES = 256 << 20  # the text it learns merges from: plenty for a few thousand merges, minutes at most
+
+    def __init__(self, vocab: str) -> None:
+        self.tok = tokenizers.Tokenizer.from_str(vocab)
+        self.tok.encode_special_tokens = True  # "<|endoftext|>" in user text is text, not the control token
+        self.vocab_size = self.tok.get_vocab_size()
+        self.eot_id = self.tok.token_to_id(EOT)
+
+    @classmethod
+    def learn(cls, corpus: Corpus, vocab_size: int) -> BPETokenizer:
+        alphabet = tokenizers.pre_tokenizers.ByteLevel.alphabet()
+        if not isinstance(vocab_size, int) or vocab_size <= len(alphabet) + 1:
+            raise ValueError(f"data.vocab_size={vocab_size} is too small for a byte-level BPE: it needs more than "
+                             f"{len(alphabet) + 1} (256 bytes and end-of-text), e.g. data.vocab_size=4096")
+        tok = tokenizers.Tokenizer(tokenizers.models.BPE())
+        tok.pre_tokenizer = tokenizers.pre_tokenizers.ByteLevel(add_prefix_space=False)
+        tok.decoder = tokenizers.decoders.ByteLevel()
+        trainer = tokenizers.trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=[EOT],
+                                                 initial_alphabet=alphabet, show_progress=False)
+        tok.train_from_iterator(corpus.texts(cls.SAMPLE_BYTES), trainer=trainer)
+        return cls(tok.to_str())
+
+    def encode(self, text: str) -> list[int]:
+        return self.tok.encode(text, add_special_tokens=False).ids
+
+    def decode(self, ids: list[int]) -> str:
+        return self.tok.decode(list(ids), skip_special_tokens=False)  # a cut mid-character decodes to U+FFFD
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "vocab": self.tok.to_str()}
+
+
+def _chars(texts: Iterable[str]) -> set[str]:
+    chars: set[str] = set()
+    for text in texts:
+        chars.update(text)
+    return chars
+
+
+def _words(texts: Iterable[str]) -> set[str]:
+    words: set[str] = set()
+    for text in texts:
+        words.update(WordTokenizer._pieces.findall(text))
+    return words
+
+
+TOKENIZERS: dict[str, Any] = {"char": CharTokenizer, "word": WordTokenizer, "gpt2": GPT2Tokenizer,
+                              "bpe": BPETokenizer}
 
 
 def tokenizer_from_dict(state: dict[str, Any]) -> Tokenizer:
