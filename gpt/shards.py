@@ -69,13 +69,16 @@ def check_shard(folder: Path, entry: dict[str, Any], itemsize: int) -> None:
     fix = f"delete {folder} and run again to prepare the corpus afresh"
     if not path.is_file() or path.stat().st_size != entry["tokens"] * itemsize:
         raise ValueError(f"shard {path} is missing or not the size its manifest records: {fix}")
-    if path.stat().st_mtime_ns != entry["mtime_ns"]:
-        digest = hashlib.sha256()
-        with open(path, "rb") as f:
-            while chunk := f.read(1 << 24):
-                digest.update(chunk)
-        if digest.hexdigest() != entry["sha256"]:
-            raise ValueError(f"shard {path} does not match the checksum in its manifest: {fix}")
+    if path.stat().st_mtime_ns != entry["mtime_ns"] and file_sha256(path) != entry["sha256"]:
+        raise ValueError(f"shard {path} does not match the checksum in its manifest: {fix}")
+
+
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 24):
+            digest.update(chunk)
+    return digest.hexdigest()
 
 
 class TokenShards:

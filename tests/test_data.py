@@ -257,6 +257,23 @@ def test_window_stream_resumes_mid_way_and_shares_out_among_ranks_across_shards(
     assert all(torch.equal(a, b) for (a, _), b in zip(islice(iter(rank1), 4), whole[3::2]))
 
 
+def test_row_stream_resumes_mid_way_and_shares_out_among_ranks() -> None:
+    """The calculator's rows follow the same rule as text windows (its end-to-end resume and DDP runs moved to
+    sharded text): skipping `start` batches, and rank r reading every world-th batch."""
+    from itertools import islice
+
+    from gpt.data import RowBatches
+
+    rows = torch.arange(40 * 6).reshape(40, 6)
+    stream = lambda: RowBatches(rows, rows + 1, torch.full((40,), 6), batch_size=4, seed=3)  # noqa: E731
+    whole = [x for x, _ in islice(iter(stream()), 24)]  # more than one pass over the rows
+    resumed, rank1 = stream(), stream()
+    resumed.start = 13
+    rank1.start, rank1.rank, rank1.world = 2, 1, 2
+    assert all(torch.equal(a, b) for (a, _), b in zip(islice(iter(resumed), 11), whole[13:]))
+    assert all(torch.equal(a, b) for (a, _), b in zip(islice(iter(rank1), 10), whole[3::2]))
+
+
 @pytest.mark.parametrize("preset", ["shakespeare_char_cpu", "shakespeare_char_fast", "shakespeare_gpt2"])
 def test_shakespeare_presets_train_on_a_local_text(tmp_path: Path, text_file: Path, preset: str,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
@@ -268,3 +285,18 @@ def test_shakespeare_presets_train_on_a_local_text(tmp_path: Path, text_file: Pa
                             "data.doc_bytes=256", "data.num_proc=1")
     summary = json.loads((ckpt.parent / "summary.json").read_text())
     assert summary["status"] == "ok" and summary["steps"] == 4 and math.isfinite(summary["val_loss"])
+
+
+def test_tinystories_preset_trains_on_generated_stories(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Its own parts (GQA, RoPE, SwiGLU, a trained 512-id BPE, stories split at <|endoftext|>) train; length cut."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "stories.txt").write_text("".join(play(6, seed=i) + EOT + "\n" for i in range(400)))
+    ckpt = train_in_process(tmp_path / "run", "experiment=tinystories", "data.path=stories.txt", "data.num_proc=1",
+                            "trainer.max_steps=2", "trainer.val_check_interval=2", "data.val_windows=4",
+                            "data.batch_size=4", "trainer.enable_progress_bar=false", "logger=none",
+                            "callbacks.sample.max_new_tokens=4")
+    summary = json.loads((ckpt.parent / "summary.json").read_text())
+    model, tokenizer, meta = load_checkpoint(ckpt, with_meta=True)
+    assert summary["status"] == "ok" and math.isfinite(summary["val_loss"]) and meta["corpus"] == "tinystories"
+    assert (model.cfg.attention, model.cfg.pos, model.cfg.kv_heads) == ("gqa", "rope", 4)
+    assert tokenizer.kind == "bpe" and tokenizer.eot_id == 0 and meta["train_tokens"] > meta["val_tokens"] > 0
