@@ -14,10 +14,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from omegaconf import OmegaConf
 
 import gpt.formats as formats
 import gpt.shards as shards
 from gpt.data import TextData
+import gpt.prepare
 from gpt.prepare import Prepared, Recipe, load, open_prepared, prepare
 from gpt.tokenizers import EOT
 from tests.conftest import ROOT, play, run_cli
@@ -116,6 +118,19 @@ def test_prepared_corpus_starts_without_reading_text_or_hashing_shards(tmp_path:
     assert again.folder == first.folder and shard_bytes(again) == shard_bytes(first)
     sent = pickle.dumps(again.train)  # what ddp_spawn sends each rank: the paths, not the ids
     assert len(sent) < 2000 < sum(a.nbytes for a in again.train.arrays) and isinstance(pickle.loads(sent).arrays[0], np.memmap)
+
+
+def test_command_line_prepares_what_training_then_finds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                       capsys: pytest.CaptureFixture) -> None:
+    corpus, root = write(tmp_path / "a.jsonl", stories(60, seed=12)), tmp_path / "data"
+    assert gpt.prepare.main([str(corpus), "--root", str(root), "--doc-bytes", "256", "--num-proc", "1"]) == 0
+    assert f"train with: python train.py data=text data.path={corpus} data.tokenizer=char" in capsys.readouterr().out
+    monkeypatch.setattr(gpt.prepare, "build", lambda *args: pytest.fail("prepared a second time"))
+    data = TextData(block_size=8, path=str(corpus), root=str(root), doc_bytes=256, num_proc=1)
+    assert sorted(sum(split_documents(data.corpus).values(), [])) == sorted(stories(60, seed=12))
+    yaml = OmegaConf.load(ROOT / "configs" / "data" / "text.yaml")  # train.py's defaults are the command's
+    defaults = {name: value for name, value in vars(Recipe()).items() if name != "inputs"}
+    assert {name: yaml[name] for name in defaults} == defaults
 
 
 KILL = """
