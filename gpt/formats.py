@@ -7,6 +7,7 @@ import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 UNIT_BYTES = 4 << 20  # one task of a worker: big enough to amortize dispatch, small enough to bound memory
 MARKER = b"<|endoftext|>"  # separates documents in a text file (TinyStories' convention)
@@ -178,7 +179,7 @@ class DatasetFormat:
     """A Hugging Face dataset saved with `save_to_disk` (the optional `datasets` package reads it)."""
 
     @staticmethod
-    def _load(path: Path | str, text_field: str):  # noqa: ANN205 (datasets is optional: no import for a hint)
+    def _load(path: Path | str, text_field: str) -> Any:  # a datasets.Dataset (an optional package)
         try:
             import datasets
         except ImportError:

@@ -70,10 +70,6 @@ def _parts(unit: Unit) -> Iterator[Part]:
     return FORMATS[unit.format].parts(unit, recipe.doc_bytes, recipe.text_field)
 
 
-def _apply(fn: Callable[[Iterator[str]], T], unit: Unit) -> T:
-    return fn(part.text for part in _parts(unit))
-
-
 def _encode(unit: Unit) -> tuple[np.ndarray, np.ndarray, int]:
     """(train ids, val ids, documents) of one unit; each part goes to the split its content hashes to."""
     tokenizer, recipe = _WORKER["tokenizer"], _WORKER["recipe"]
@@ -141,7 +137,7 @@ class _Apply:
         self.fn = fn
 
     def __call__(self, unit: Unit) -> T:
-        return _apply(self.fn, unit)
+        return self.fn(part.text for part in _parts(unit))
 
 
 def build(recipe: Recipe, folder: Path, num_proc: int, progress: bool | None = None) -> dict[str, Any]:
@@ -176,7 +172,7 @@ def build(recipe: Recipe, folder: Path, num_proc: int, progress: bool | None = N
         raise ValueError(f"no text in {', '.join(recipe.inputs)}: the corpus is empty")
     manifest = {"version": VERSION, "recipe": asdict(recipe), "tokenizer": tokenizer.to_dict(),
                 "dtype": dtype.name, "eot_id": tokenizer.eot_id, "documents": documents,
-                "inputs": [row for path in files for row in fingerprint(path)], "validation": VALIDATION_RULE,
+                "inputs": _fingerprints(recipe), "validation": VALIDATION_RULE,
                 "splits": splits}
     write_file(folder / "manifest.json", json.dumps(manifest, indent=1).encode())
     return manifest
@@ -196,7 +192,13 @@ def prepare(recipe: Recipe, out: Path, num_proc: int | None = None, progress: bo
     a killed or failed run leaves nothing at `out`, and its leftovers are removed by the next one."""
     with _locked(out):
         if (out / "manifest.json").is_file():
+            manifest = json.loads((out / "manifest.json").read_text())
+            if manifest.get("recipe") != asdict(recipe) or manifest.get("inputs") != _fingerprints(recipe):
+                raise ValueError(f"{out} holds a corpus prepared from other inputs or settings: delete it or "
+                                 "choose another --out")
             return out
+        if out.exists():
+            raise ValueError(f"{out} exists and is not a prepared corpus: delete it or choose another --out")
         for stale in out.parent.glob(f".{out.name}.tmp-*"):
             shutil.rmtree(stale, ignore_errors=True)  # from a preparer that died (we hold the lock)
         tmp = out.parent / f".{out.name}.tmp-{os.getpid()}"
@@ -209,12 +211,15 @@ def prepare(recipe: Recipe, out: Path, num_proc: int | None = None, progress: bo
     return out
 
 
+def _fingerprints(recipe: Recipe) -> list[list]:
+    return [row for path in input_files(recipe.inputs) for row in fingerprint(path)]
+
+
 def cache_folder(recipe: Recipe, root: Path) -> Path:
     """Where training keeps a recipe's shards: keyed by the inputs' paths, sizes and mtimes, so finding a
     prepared corpus reads none of its text, whatever its size."""
     recipe.check()
-    inputs = [row for path in input_files(recipe.inputs) for row in fingerprint(path)]
-    key = json.dumps({"version": VERSION, "recipe": asdict(recipe), "inputs": inputs}, sort_keys=True)
+    key = json.dumps({"version": VERSION, "recipe": asdict(recipe), "inputs": _fingerprints(recipe)}, sort_keys=True)
     return root / "shards" / f"{recipe.tokenizer}-{hashlib.sha256(key.encode()).hexdigest()[:16]}"
 
 

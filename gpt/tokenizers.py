@@ -153,12 +153,8 @@ class GPT2Tokenizer:
         self.eot_id = self.enc.eot_token if self.ids is None else self.ids.get(self.enc.eot_token)
 
     @classmethod
-    def fit(cls, text: str) -> GPT2Tokenizer:
-        """The full BPE: it needs no fitting; `compact` narrows it once a corpus is encoded."""
-        return cls()
-
-    @classmethod
     def learn(cls, corpus: Corpus, vocab_size: int) -> GPT2Tokenizer:
+        """The full BPE: it learns nothing; `compact` narrows it once a corpus is encoded."""
         return cls()
 
     def compact(self, used: list[int]) -> GPT2Tokenizer:

@@ -21,7 +21,7 @@ import train
 from gpt.data import TextData
 from gpt.checkpoint import load_checkpoint
 from gpt.shards import TokenShards
-from gpt.tokenizers import EOT, GPT2Tokenizer
+from gpt.tokenizers import EOT
 from tests.conftest import ROOT, play, run_cli
 
 

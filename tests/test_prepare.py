@@ -131,6 +131,16 @@ def test_command_line_prepares_what_training_then_finds(tmp_path: Path, monkeypa
     yaml = OmegaConf.load(ROOT / "configs" / "data" / "text.yaml")  # train.py's defaults are the command's
     defaults = {name: value for name, value in vars(Recipe()).items() if name != "inputs"}
     assert {name: yaml[name] for name in defaults} == defaults
+    monkeypatch.undo()
+    out = tmp_path / "out"
+    assert gpt.prepare.main([str(corpus), "--out", str(out), "--doc-bytes", "256", "--num-proc", "1"]) == 0
+    capsys.readouterr()
+    write(corpus, stories(61, seed=12))  # the input changed since
+    assert gpt.prepare.main([str(corpus), "--out", str(out), "--doc-bytes", "256", "--num-proc", "1"]) == 2
+    assert capsys.readouterr().err == f"error: {out} holds a corpus prepared from other inputs or settings: delete " \
+                                      "it or choose another --out\n"
+    assert gpt.prepare.main([str(corpus), "--out", str(tmp_path), "--num-proc", "1"]) == 2
+    assert "exists and is not a prepared corpus" in capsys.readouterr().err
 
 
 KILL = """
