@@ -121,13 +121,15 @@ class Source:
 
     def texts(self, max_bytes: int) -> Iterator[str]:
         _WORKER.update(recipe=self.recipe)
-        seen = 0
-        for unit in self.units:
-            for part in _parts(unit):
-                yield part.text
-                seen += len(part.text)
-                if seen >= max_bytes:
-                    return
+        total = min(max_bytes, sum(unit.nbytes for unit in self.units))
+        with tqdm(total=total, unit="B", unit_scale=True, desc="reading for the tokenizer", file=sys.stderr,
+                  disable=None if self.progress is None else not self.progress) as bar:
+            for unit in self.units:
+                for part in _parts(unit):
+                    yield part.text
+                    bar.update(len(part.text))
+                    if bar.n >= max_bytes:
+                        return
 
 
 class _Apply:
