@@ -80,6 +80,7 @@ def test_shards_are_byte_identical_whatever_the_processes_and_work_units(tmp_pat
     write(corpus / "a.jsonl", stories(30, seed=3))
     write(corpus / "c.parquet", stories(30, seed=4))
     (corpus / "b" / "long.txt").write_text(play(400, seed=5) + "no newline at the end")  # cut into parts
+    (corpus / "b" / "wide.txt").write_text("\n" + "é" * 3000)  # a long line, cut between characters
     (corpus / "notes.md").write_text("not part of the corpus")
     one_unit = build([corpus], tmp_path / "one")
     monkeypatch.setattr(formats, "UNIT_BYTES", 1000)
@@ -90,7 +91,8 @@ def test_shards_are_byte_identical_whatever_the_processes_and_work_units(tmp_pat
     assert [e["tokens"] for e in serial.manifest["splits"]["train"]][:-1] == [500] * (len(serial.train.arrays) - 1)
     assert len(serial.train.arrays) > 3
     text = "".join(serial.tokenizer.decode(s.to_array().tolist()) for s in (serial.train, serial.val))
-    assert sorted(line for line in text.replace(EOT, "\n").splitlines() if line) == sorted(
+    assert text.count("é") == 3000 and "\ufffd" not in text
+    assert sorted(line for line in text.replace(EOT, "\n").replace("é", "").splitlines() if line) == sorted(
         "".join(stories(30, 3) + stories(40, 2) + stories(30, 4) + [play(400, seed=5), "no newline at the end"])
         .splitlines())
 
