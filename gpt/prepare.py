@@ -103,15 +103,15 @@ class Source:
             yield lambda fn, units: pool.imap(fn, units, chunksize=1)
 
     def run(self, fn: Callable[[Unit], T], desc: str, tokenizer: Tokenizer | None = None,
-            counts: Callable[[T], dict[str, int]] | None = None) -> Iterator[T]:
-        """fn of each unit, in unit order; `counts` of each result are summed into the progress bar."""
+            tally: Callable[[T], dict[str, int]] | None = None) -> Iterator[T]:
+        """fn of each unit, in unit order; the `tally` of each result is summed into the progress bar."""
         total, totals = sum(unit.nbytes for unit in self.units), {}
         with self._pool(tokenizer) as mapper, tqdm(total=total, unit="B", unit_scale=True, desc=desc,
                                                    disable=None if self.progress is None else not self.progress,
                                                    file=sys.stderr) as bar:
             for unit, result in zip(self.units, mapper(fn, self.units)):
                 yield result
-                for key, value in (counts(result) if counts else {}).items():
+                for key, value in (tally(result) if tally else {}).items():
                     totals[key] = totals.get(key, 0) + value
                 bar.set_postfix(totals, refresh=False)
                 bar.update(unit.nbytes)
@@ -162,14 +162,11 @@ def build(recipe: Recipe, folder: Path, num_proc: int, progress: bool | None = N
         if narrow is not None:
             counts += np.bincount(train, minlength=len(counts)) + np.bincount(val, minlength=len(counts))
     splits = {split: writer.close() for split, writer in writers.items()}
-    if narrow is not None:
-        used = np.flatnonzero(counts)
-        if recipe.compact_vocab or (recipe.compact_vocab is None and len(used) < tokenizer.vocab_size // 2):
-            tokenizer, lookup = narrow(used.tolist()), np.zeros(len(counts), dtype)
-            lookup[used] = np.arange(len(used))  # BPE id -> its rank among the used ids = its compact id
-            for entries in splits.values():
-                for entry in entries:
-                    entry.update(save_shard(folder / entry["file"], lookup[np.fromfile(folder / entry["file"], dtype)]))
+    used = np.flatnonzero(counts)
+    if narrow is not None and (recipe.compact_vocab or (recipe.compact_vocab is None
+                                                        and len(used) < tokenizer.vocab_size // 2)):
+        tokenizer = narrow(used.tolist())
+        _renumber(folder, splits, used, len(counts), dtype)
     if not any(entries for entries in splits.values()):
         raise ValueError(f"no text in {', '.join(recipe.inputs)}: the corpus is empty")
     manifest = {"version": VERSION, "recipe": asdict(recipe), "tokenizer": tokenizer.to_dict(),
@@ -178,6 +175,16 @@ def build(recipe: Recipe, folder: Path, num_proc: int, progress: bool | None = N
                 "splits": splits}
     write_file(folder / "manifest.json", json.dumps(manifest, indent=1).encode())
     return manifest
+
+
+def _renumber(folder: Path, splits: dict[str, list[dict[str, Any]]], used: np.ndarray, vocab_size: int,
+              dtype: np.dtype) -> None:
+    """Rewrite each shard with id used[i] as i (a compact vocabulary), shard by shard, updating the manifest."""
+    lookup = np.zeros(vocab_size, dtype)
+    lookup[used] = np.arange(len(used))
+    for entries in splits.values():
+        for entry in entries:
+            entry.update(save_shard(folder / entry["file"], lookup[np.fromfile(folder / entry["file"], dtype)]))
 
 
 @contextmanager
