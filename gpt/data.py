@@ -195,7 +195,7 @@ class TextData(BatchedData):
             if len(ids) < self.block_size + 1:
                 raise ValueError(f"the {split} split of {', '.join(self.sources)} has {len(ids)} {self.tokenizer_name} "
                                  f"tokens, fewer than model.block_size+1={self.block_size + 1}: use more text, or a "
-                                 "smaller model.block_size, data.val_fraction or data.doc_bytes")
+                                 "smaller model.block_size or data.doc_bytes, or another data.val_fraction")
         return corpus
 
     @property

@@ -47,7 +47,7 @@ def _cut(buf: bytes, pos: int, doc_bytes: int, final: bool) -> tuple[int, int, b
         return None
     marker = buf.find(MARKER, pos, cap + len(MARKER))
     newline = buf.find(b"\n", pos + doc_bytes - 1, cap)
-    if marker != -1 and (newline == -1 or marker <= newline):
+    if marker != -1 and (newline == -1 or marker <= newline + 1):  # a marker right after the cut ends the part
         after = marker + len(MARKER)
         return marker, after + (buf[after:after + 1] == b"\n"), True
     if newline != -1:
@@ -143,7 +143,8 @@ class JsonlFormat:
             if not isinstance(text, str):
                 raise ValueError(f"{unit.path}:{number} has no text field {text_field!r}: set data.text_field="
                                  "<the key that holds the text>")
-            yield Part(text, True)
+            if text:
+                yield Part(text, True)
 
 
 def _text_column(path: Path, columns: list[str], text_field: str) -> None:

@@ -97,6 +97,14 @@ def test_shards_are_byte_identical_whatever_the_processes_and_work_units(tmp_pat
         .splitlines())
 
 
+def test_every_text_document_ends_with_one_end_of_text(tmp_path: Path) -> None:
+    """Even one whose doc_bytes line cut falls right before its marker, or that is cut into many parts."""
+    docs = ["x" * 255 + "\n", "short\n", "a line\n" * 200, "no newline before the marker"]
+    prepared = build([write(tmp_path / "a.txt", docs)], tmp_path / "out", val_fraction=1e-9)
+    assert prepared.tokenizer.decode(prepared.train.to_array().tolist()) == EOT.join(docs) + EOT
+    assert prepared.manifest["documents"] == len(docs) and len(prepared.val) == 0
+
+
 def test_validation_documents_stay_validation_when_files_are_added(tmp_path: Path) -> None:
     first, second = write(tmp_path / "a.txt", stories(60, seed=6)), write(tmp_path / "b.txt", stories(60, seed=7))
     alone = split_documents(build([first], tmp_path / "alone"))
