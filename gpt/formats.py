@@ -176,11 +176,38 @@ class ParquetFormat:
                     yield Part(text, True)
 
 
-class DatasetFormat:
-    """A Hugging Face dataset saved with `save_to_disk` (the optional `datasets` package reads it)."""
+class TableFormat:
+    """Rows of an Arrow table; each row's `text_field` is one document, read a slice of rows at a time."""
+
+    format = ""
 
     @staticmethod
-    def _load(path: Path | str, text_field: str) -> Any:  # a datasets.Dataset (an optional package)
+    def table(path: Path | str, text_field: str) -> Any:  # a pyarrow.Table, memory-mapped
+        raise NotImplementedError
+
+    @classmethod
+    def units(cls, path: Path, doc_bytes: int, text_field: str) -> list[Unit]:
+        table = cls.table(path, text_field)
+        rows, nbytes = table.num_rows, table.nbytes
+        step = max(1, rows * UNIT_BYTES // max(nbytes, 1))
+        return [Unit(cls.format, str(path), i, min(i + step, rows), nbytes * (min(i + step, rows) - i) // rows)
+                for i in range(0, rows, step)]
+
+    @classmethod
+    def parts(cls, unit: Unit, doc_bytes: int, text_field: str) -> Iterator[Part]:
+        column = cls.table(unit.path, text_field).slice(unit.start, unit.stop - unit.start).column(text_field)
+        for text in column.to_pylist():
+            if text:
+                yield Part(text, True)
+
+
+class DatasetFormat(TableFormat):
+    """A Hugging Face dataset saved with `save_to_disk` (the optional `datasets` package reads it)."""
+
+    format = "dataset"
+
+    @staticmethod
+    def table(path: Path | str, text_field: str) -> Any:
         try:
             import datasets
         except ImportError:
@@ -189,26 +216,29 @@ class DatasetFormat:
         if isinstance(dataset, datasets.DatasetDict):
             raise ValueError(f"{path} holds the splits {', '.join(dataset)}: point at one, e.g. {path}/train")
         _text_column(Path(path), dataset.column_names, text_field)
-        return dataset
-
-    @classmethod
-    def units(cls, path: Path, doc_bytes: int, text_field: str) -> list[Unit]:
-        dataset = cls._load(path, text_field)
-        rows, nbytes = len(dataset), dataset.data.nbytes
-        step = max(1, rows * UNIT_BYTES // max(nbytes, 1))
-        return [Unit("dataset", str(path), i, min(i + step, rows), nbytes * (min(i + step, rows) - i) // rows)
-                for i in range(0, rows, step)]
-
-    @classmethod
-    def parts(cls, unit: Unit, doc_bytes: int, text_field: str) -> Iterator[Part]:
-        table = cls._load(unit.path, text_field).data.table.slice(unit.start, unit.stop - unit.start)
-        for text in table.column(text_field).to_pylist():
-            if text:
-                yield Part(text, True)
+        return dataset.data.table
 
 
-FORMATS = {"text": TextFormat, "jsonl": JsonlFormat, "parquet": ParquetFormat, "dataset": DatasetFormat}
-SUFFIXES = {".txt": "text", ".jsonl": "jsonl", ".parquet": "parquet"}  # what a folder contributes
+class ArrowFormat(TableFormat):
+    """An Arrow stream file, as the `datasets` cache keeps a loaded dataset (~/.cache/huggingface/datasets)."""
+
+    format = "arrow"
+
+    @staticmethod
+    def table(path: Path | str, text_field: str) -> Any:
+        import pyarrow as pa
+
+        try:
+            table = pa.ipc.open_stream(pa.memory_map(str(path))).read_all()
+        except pa.ArrowInvalid as err:
+            raise ValueError(f"{path} is not an Arrow stream file ({err}): point at a dataset's *.arrow file") from None
+        _text_column(Path(path), table.column_names, text_field)
+        return table
+
+
+FORMATS = {"text": TextFormat, "jsonl": JsonlFormat, "parquet": ParquetFormat, "dataset": DatasetFormat,
+           "arrow": ArrowFormat}
+SUFFIXES = {".txt": "text", ".jsonl": "jsonl", ".parquet": "parquet", ".arrow": "arrow"}  # what a folder gives
 
 
 def format_of(path: Path) -> str:
@@ -219,17 +249,18 @@ def format_of(path: Path) -> str:
 
 
 def input_files(paths: list[str]) -> list[Path]:
-    """The inputs in a fixed order: each file, dataset folder, or every *.txt/*.jsonl/*.parquet under a folder."""
+    """The inputs in a fixed order: each file, a saved dataset's folder, or every file of a known suffix under a
+    folder (so a `datasets` cache folder gives its *.arrow files)."""
     files: list[Path] = []
     for name in paths:
         path = Path(name)
         if not path.exists():
             raise ValueError(f"data.path={path} does not exist: point it at a text, JSONL or Parquet file, or a folder")
-        if path.is_dir() and not (path / "dataset_info.json").exists() and not (path / "state.json").exists():
+        if path.is_dir() and not (path / "state.json").exists() and not (path / "dataset_dict.json").exists():
             found = sorted(p for p in path.rglob("*") if p.suffix in SUFFIXES and p.is_file())
             if not found:
-                raise ValueError(f"data.path={path} is a folder with no *.txt, *.jsonl or *.parquet files: "
-                                 "add some or point at a file")
+                raise ValueError(f"data.path={path} is a folder with no *.txt, *.jsonl, *.parquet or *.arrow "
+                                 "files: add some or point at a file")
             files.extend(found)
         else:
             files.append(path)

@@ -156,7 +156,7 @@ def user_error(tmp_path: Path, case: str) -> tuple[dict, str]:
     short.write_text(play(lines=12))
     return {
         "missing": ({"path": str(tmp_path / "nope.txt")}, r"nope.txt does not exist"),
-        "no txt in folder": ({"path": str(folder)}, r"folder with no \*.txt, \*.jsonl or \*.parquet files"),
+        "no txt in folder": ({"path": str(folder)}, r"folder with no \*.txt, \*.jsonl, \*.parquet or \*.arrow files"),
         "no text": ({"path": str(tmp_path / "blank")}, r"no text in .*blank: the corpus is empty"),
         "not utf-8": ({"path": str(latin1)}, r"latin1.txt is not UTF-8: byte 0xef at byte offset 11 "),
         "val too short": ({"path": str(short), "block_size": 64},

@@ -41,6 +41,13 @@ def write(path: Path, docs: list[str]) -> Path:
         import pyarrow.parquet as pq
 
         pq.write_table(pa.table({"text": docs}), path, row_group_size=7)
+    elif path.suffix == ".arrow":  # the stream format the datasets cache keeps
+        import pyarrow as pa
+
+        table = pa.table({"text": docs})
+        with pa.ipc.new_stream(str(path), table.schema) as writer:
+            for batch in table.to_batches(max_chunksize=7):
+                writer.write_batch(batch)
     elif path.suffix == ".dataset":
         datasets = pytest.importorskip("datasets")
         datasets.Dataset.from_dict({"text": docs}).save_to_disk(str(path))
@@ -64,7 +71,7 @@ def shard_bytes(prepared: Prepared) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in sorted(prepared.folder.glob("*.bin"))}
 
 
-@pytest.mark.parametrize("suffix", [".txt", ".jsonl", ".parquet", ".dataset"])
+@pytest.mark.parametrize("suffix", [".txt", ".jsonl", ".parquet", ".arrow", ".dataset"])
 def test_every_format_gives_its_documents_each_to_one_split(tmp_path: Path, suffix: str) -> None:
     docs = stories(60, seed=1)
     prepared = build([write(tmp_path / f"corpus{suffix}", docs)], tmp_path / "out")
