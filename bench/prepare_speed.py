@@ -3,7 +3,7 @@ words, separated by <|endoftext|>) for each tokenizer and number of processes, t
 process tree (PSS summed over its workers), and the data start-up of a training run on the prepared corpus (finding,
 checking and mapping the shards, then the first batch), which should not grow with the corpus.
 
-    python bench/prepare_speed.py                                   # 64 MB, 512 MB and 2 GB; char, gpt2, bpe; 1 and 2 processes
+    python bench/prepare_speed.py          # 64 MB, 512 MB and 2 GB; char, gpt2, bpe; 1 and 2 processes
     python bench/prepare_speed.py --sizes 64 --tokenizers char gpt2 bpe --procs 1 2 --dir /tmp/prepare_bench
 """
 from __future__ import annotations
@@ -88,7 +88,8 @@ def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     work = Path(args.dir).resolve()
     work.mkdir(parents=True, exist_ok=True)
-    print("| corpus | tokenizer | processes | MB/s | peak memory (PSS) MB | data start-up s |\n|---|---|---|---|---|---|")
+    print("| corpus | tokenizer | processes | MB/s | peak memory (PSS) MB | data start-up s |")
+    print("|---|---|---|---|---|---|")
     try:
         for size in args.sizes:
             corpus = work / f"stories_{size}MB.txt"

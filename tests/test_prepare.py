@@ -134,7 +134,8 @@ def test_prepared_corpus_starts_without_reading_text_or_hashing_shards(tmp_path:
     again = load(recipe, tmp_path / "data", num_proc=1)
     assert again.folder == first.folder and shard_bytes(again) == shard_bytes(first)
     sent = pickle.dumps(again.train)  # what ddp_spawn sends each rank: the paths, not the ids
-    assert len(sent) < 2000 < sum(a.nbytes for a in again.train.arrays) and isinstance(pickle.loads(sent).arrays[0], np.memmap)
+    assert len(sent) < 2000 < sum(a.nbytes for a in again.train.arrays)
+    assert isinstance(pickle.loads(sent).arrays[0], np.memmap)
 
 
 def test_command_line_prepares_what_training_then_finds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
@@ -257,4 +258,5 @@ def test_bad_inputs_are_one_line_naming_the_file_and_the_fix(tmp_path: Path, cas
     with pytest.raises(ValueError, match=pattern) as err:
         TextData(block_size=8, root=str(tmp_path / "data"), num_proc=1, **kwargs).vocab_size
     assert "\n" not in str(err.value)
-    assert not (tmp_path / "data" / "shards").exists() or not any(p.is_dir() for p in (tmp_path / "data" / "shards").iterdir())
+    shards_folder = tmp_path / "data" / "shards"
+    assert not shards_folder.exists() or not any(p.is_dir() for p in shards_folder.iterdir())
