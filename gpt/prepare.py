@@ -22,7 +22,7 @@ from tqdm import tqdm
 
 from gpt.formats import FORMATS, Part, Unit, fingerprint, format_of, input_files
 from gpt.shards import ShardWriter, TokenShards, check_shard, save_shard, token_dtype, write_file
-from gpt.tokenizers import TOKENIZERS, Tokenizer, tokenizer_from_dict
+from gpt.tokenizers import TOKENIZERS, Tokenizer, learn_tokenizer, tokenizer_from_dict, tokenizer_label
 
 VERSION = 1  # bump when the shard layout, the cut rule or the split rule changes
 T = TypeVar("T")
@@ -44,8 +44,7 @@ class Recipe:
     shard_tokens: int = 1 << 24
 
     def check(self) -> None:
-        if self.tokenizer not in TOKENIZERS:
-            raise ValueError(f"data.tokenizer={self.tokenizer} is unknown; choose one of {', '.join(TOKENIZERS)}")
+        tokenizer_label(self.tokenizer)  # refuses a name that is neither a kind nor a tokenizer folder
         if not 0.0 < self.val_fraction < 1.0:
             raise ValueError(f"data.val_fraction={self.val_fraction} must be between 0 and 1 (exclusive)")
         if self.doc_bytes < 1 or self.shard_tokens < 1:
@@ -79,8 +78,9 @@ def _encode(unit: Unit) -> tuple[np.ndarray, np.ndarray, int]:
     for part in _parts(unit):
         ids = tokenizer.encode(part.text)
         if part.ends_document:
-            ids.append(tokenizer.eot_id)
             documents += 1
+            if tokenizer.eot_id is not None:  # a pretrained folder's tokenizer may have none
+                ids.append(tokenizer.eot_id)
         digest = hashlib.blake2b(part.text.encode(), digest_size=8).digest()
         splits[int.from_bytes(digest, "little") < threshold].append(np.array(ids, dtype))
     return np.concatenate(splits[False]), np.concatenate(splits[True]), documents
@@ -149,7 +149,7 @@ def build(recipe: Recipe, folder: Path, num_proc: int, progress: bool | None = N
     units = [unit for path in files for unit in FORMATS[format_of(path)].units(path, recipe.doc_bytes,
                                                                               recipe.text_field)]
     source = Source(units, recipe, num_proc, progress)
-    tokenizer = TOKENIZERS[recipe.tokenizer].learn(source, recipe.vocab_size)
+    tokenizer = learn_tokenizer(recipe.tokenizer, source, recipe.vocab_size)
     dtype = token_dtype(tokenizer.vocab_size)
     writers = {split: ShardWriter(folder, split, recipe.shard_tokens, dtype) for split in ("train", "val")}
     narrow = getattr(tokenizer, "compact", None)  # gpt2 keeps only the ids the corpus uses
@@ -228,8 +228,10 @@ def cache_folder(recipe: Recipe, root: Path) -> Path:
     """Where training keeps a recipe's shards: keyed by the inputs' paths, sizes and mtimes, so finding a
     prepared corpus reads none of its text, whatever its size."""
     recipe.check()
-    key = json.dumps({"version": VERSION, "recipe": asdict(recipe), "inputs": _fingerprints(recipe)}, sort_keys=True)
-    return root / "shards" / f"{recipe.tokenizer}-{hashlib.sha256(key.encode()).hexdigest()[:16]}"
+    label = tokenizer_label(recipe.tokenizer)
+    key = json.dumps({"version": VERSION, "recipe": asdict(recipe), "inputs": _fingerprints(recipe), "label": label},
+                     sort_keys=True)
+    return root / "shards" / f"{label}-{hashlib.sha256(key.encode()).hexdigest()[:16]}"
 
 
 def open_prepared(folder: Path, tokenizer: str) -> Prepared:
@@ -265,7 +267,8 @@ def main(argv: list[str] | None = None) -> int:
     defaults = Recipe()
     parser = argparse.ArgumentParser(prog="python -m gpt.prepare", description=__doc__)
     parser.add_argument("inputs", nargs="+", help="text/JSONL/Parquet files, folders of them, or a saved dataset")
-    parser.add_argument("--tokenizer", default=defaults.tokenizer, choices=sorted(TOKENIZERS))
+    parser.add_argument("--tokenizer", default=defaults.tokenizer,
+                        help=f"{', '.join(TOKENIZERS)}, or a Hugging Face model folder (its own tokenizer)")
     parser.add_argument("--vocab-size", type=int, default=defaults.vocab_size, help="bpe: trained vocabulary size")
     parser.add_argument("--val-fraction", type=float, default=defaults.val_fraction)
     parser.add_argument("--text-field", default=defaults.text_field, help="JSONL key / Parquet or dataset column")
