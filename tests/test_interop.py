@@ -120,7 +120,7 @@ def test_a_corpus_tokenizer_other_than_the_pretrained_ones_is_refused(tmp_path: 
                                          "tokenized with a char tokenizer of .*: set data.tokenizer=gpt2 "
                                          "data.compact_vocab=false$"):
         train_in_process(tmp_path / "run", "experiment=finetune_shakespeare", f"init_from={folder}",
-                         "data.path=input.txt", "data.doc_bytes=256", "data.tokenizer=char")
+                         "data.path=input.txt", "data.doc_bytes=64", "data.tokenizer=char")
 
 
 def test_finetune_from_a_llama_folder_with_its_own_tokenizer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
