@@ -79,8 +79,10 @@ def test_trained_bpe_is_deterministic_sized_as_asked_and_exact_on_any_text() -> 
     corpus = Texts([play(200, seed=1), "naïve café — 東京\n", play(200, seed=2)])
     first, second = BPETokenizer.learn(corpus, 300), BPETokenizer.learn(corpus, 300)
     assert first.to_dict() == second.to_dict() and first.vocab_size == 300 and first.eot_id == 0
-    text = "naïve café — 東京 🙂\n\tthe darling buds of may <|endoftext|>"
+    text = "naïve café — 東京 🙂\n\tthe darling buds of may <|endoftext|>  it's 42\r\n"
     assert first.decode(first.encode(text)) == text
+    for sample in (text, play(50, seed=4), "\x00\x7f\u00ad ÿ\u0100"):  # tiktoken runs the merges as tokenizers would
+        assert first.encode(sample) == first.tok.encode(sample, add_special_tokens=False).ids
     assert len(first.encode(play(20, seed=3))) < len(play(20, seed=3).encode()) / 2  # it learned merges
     with pytest.raises(ValueError, match=r"data.vocab_size=257 is too small for a byte-level BPE"):
         BPETokenizer.learn(corpus, 257)
