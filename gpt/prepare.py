@@ -287,11 +287,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     paths = str(out) if args.out else ",".join(recipe.inputs)
-    paths = paths if "," not in paths else f"[{paths}]"
+    settings = {"path": paths if "," not in paths else f"[{paths}]", "tokenizer": recipe.tokenizer}
+    if not args.out:  # the settings the run's lookup must see again; a prepared folder carries its own
+        settings.update((k, v) for k, v in asdict(recipe).items() if k != "inputs" and v != getattr(defaults, k))
     print(f"{out}: {prepared.manifest['documents']:,} documents, {len(prepared.train):,} training and "
           f"{len(prepared.val):,} validation tokens, vocabulary {prepared.tokenizer.vocab_size:,}\n"
-          f"train with: python train.py data=text data.path={paths} data.tokenizer={recipe.tokenizer}"
-          + (f" data.vocab_size={recipe.vocab_size}" if recipe.tokenizer == "bpe" else ""))
+          f"train with: python train.py data=text {' '.join(f'data.{k}={v}' for k, v in settings.items())}")
     return 0
 
 

@@ -142,9 +142,12 @@ def test_command_line_prepares_what_training_then_finds(tmp_path: Path, monkeypa
                                                        capsys: pytest.CaptureFixture) -> None:
     corpus, root = write(tmp_path / "a.jsonl", stories(60, seed=12)), tmp_path / "data"
     assert gpt.prepare.main([str(corpus), "--root", str(root), "--doc-bytes", "256", "--num-proc", "1"]) == 0
-    assert f"train with: python train.py data=text data.path={corpus} data.tokenizer=char" in capsys.readouterr().out
+    command = capsys.readouterr().out.split("train with: python train.py data=text ")[1].split()
+    assert command == [f"data.path={corpus}", "data.tokenizer=char", "data.doc_bytes=256"]
     monkeypatch.setattr(gpt.prepare, "build", lambda *args: pytest.fail("prepared a second time"))
-    data = TextData(block_size=8, path=str(corpus), root=str(root), doc_bytes=256, num_proc=1)
+    settings = {key.removeprefix("data."): OmegaConf.create(f"v: {value}").v
+                for key, value in (override.split("=", 1) for override in command)}
+    data = TextData(block_size=8, root=str(root), num_proc=1, **settings)  # the run the printed command starts
     assert sorted(sum(split_documents(data.corpus).values(), [])) == sorted(stories(60, seed=12))
     yaml = OmegaConf.load(ROOT / "configs" / "data" / "text.yaml")  # train.py's defaults are the command's
     defaults = {name: value for name, value in vars(Recipe()).items() if name != "inputs"}
