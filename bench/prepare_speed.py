@@ -12,6 +12,7 @@ import argparse
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -36,7 +37,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--tokenizers", nargs="+", default=["char", "gpt2", "bpe"])
     parser.add_argument("--procs", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--vocab-size", type=int, default=4096, help="of the trained BPE")
-    parser.add_argument("--dir", default="bench_prepare", help="where corpora and shards are written (removed after)")
+    parser.add_argument("--dir", default=None, help="where corpora and shards are written, removed after "
+                        "(default: a new folder in the system's temporary directory)")
     return parser.parse_args(argv)
 
 
@@ -86,7 +88,7 @@ def tree_pss(pid: int) -> int:
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
-    work = Path(args.dir).resolve()
+    work = Path(args.dir or tempfile.mkdtemp(prefix="prepare_speed_")).resolve()
     work.mkdir(parents=True, exist_ok=True)
     print("| corpus | tokenizer | processes | MB/s | peak memory (PSS) MB | data start-up s |")
     print("|---|---|---|---|---|---|")
