@@ -13,6 +13,7 @@ from torch.nn import functional as F
 from gpt.config import ModelConfig
 from gpt.data import IGNORE_INDEX
 from gpt.model import GPT
+from gpt.validate import NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt, Probability
 
 
 def lr_at(step: int, warmup_steps: int, max_steps: int, min_ratio: float) -> float:
@@ -24,9 +25,9 @@ def lr_at(step: int, warmup_steps: int, max_steps: int, min_ratio: float) -> flo
 
 
 class LitGPT(L.LightningModule):
-    def __init__(self, model_cfg: ModelConfig, lr: float = 1e-3, min_lr: float = 1e-4, weight_decay: float = 0.1,
-                 betas: tuple[float, float] = (0.9, 0.95), warmup_steps: int = 100, max_steps: int = 1000,
-                 compile: bool = False) -> None:
+    def __init__(self, model_cfg: ModelConfig, lr: PositiveFloat = 1e-3, min_lr: NonNegativeFloat = 1e-4,
+                 weight_decay: NonNegativeFloat = 0.1, betas: tuple[Probability, Probability] = (0.9, 0.95),
+                 warmup_steps: NonNegativeInt = 100, max_steps: PositiveInt = 1000, compile: bool = False) -> None:
         super().__init__()
         self.model = GPT(model_cfg)
         self.lr, self.min_lr, self.weight_decay, self.betas = lr, min_lr, weight_decay, tuple(betas)

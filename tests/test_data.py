@@ -226,7 +226,7 @@ def test_train_on_text_then_generate(tmp_path: Path, text_file: Path, tokenizer:
         err = capsys.readouterr().err
         assert err.startswith("error: ") and "vocabulary" in err and err.count("\n") == 1
     assert generate.main(["--ckpt", str(ckpt), "--max-new-tokens", "3"]) == 0  # no prompt: starts after a newline
-    assert capsys.readouterr().err == ""
+    assert capsys.readouterr().err == f"model: {ckpt} (trained on text ({text_file}))\n"  # which model, no error
 
 
 def test_cli_refuses_a_missing_path_in_one_line(tmp_path: Path) -> None:
