@@ -26,6 +26,7 @@ from gpt.checkpoint import CheckpointError, save_model
 from gpt.config import ModelConfig
 from gpt.lit import LitGPT
 from gpt.loggers import finish, make_logger
+from gpt.optim import OptimConfig
 from gpt.report import record_failure
 from gpt.resume import AtomicCheckpointIO, find_resume_checkpoint, load_resume_checkpoint
 from gpt.run_record import RunRecord
@@ -42,9 +43,14 @@ def model_config(cfg: DictConfig, vocab_size: int) -> ModelConfig:
     return ModelConfig.from_dict({**OmegaConf.to_container(cfg.model, resolve=True), "vocab_size": vocab_size})
 
 
+def optim_config(cfg: DictConfig) -> dict:
+    return OmegaConf.to_container(cfg.optim, resolve=True)
+
+
 def check_config(cfg: DictConfig) -> None:
     """Refuse settings that cannot work, one line each, before any data or model work."""
     model_config(cfg, vocab_size=1)
+    OptimConfig.from_dict(optim_config(cfg))
     unknown = sorted(set(cfg.trainer) - (TRAINER_ARGS - SET_BY_TRAIN))
     if unknown:
         raise ValueError(f"trainer.{unknown[0]} is not a lightning.Trainer argument this script accepts; "
@@ -90,7 +96,7 @@ def train(cfg: DictConfig, run_dir: Path | None = None) -> Path:
     if model_cfg.block_size < datamodule.max_tokens:
         raise ValueError(f"model.block_size={model_cfg.block_size} is shorter than the corpus's longest line "
                          f"({datamodule.max_tokens} tokens): set model.block_size={datamodule.max_tokens} or more")
-    lit = LitGPT(model_cfg, compile=cfg.compile, **cfg.optim)
+    lit = LitGPT(model_cfg, compile=cfg.compile, **optim_config(cfg))
     sample = cfg.callbacks.sample
     trainer.callbacks.append(SampleText(datamodule.tokenizer, datamodule.meta.get("one_example_per_line", False),
                                         sample.prompt, sample.max_new_tokens, sample.temperature, cfg.seed))

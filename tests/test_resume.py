@@ -37,10 +37,12 @@ def losses(run_dir: Path) -> dict[int, str]:
 
 
 def test_killed_run_resumes_with_identical_losses(tmp_path: Path) -> None:
-    straight = run_cli("train.py", *RUN, "hydra.run.dir=runs/straight", cwd=tmp_path)
+    # Muon chained with AdamW: both optimizers' states must come back (tests/test_optim.py restores each alone).
+    run = [*RUN, "optim=muon"]
+    straight = run_cli("train.py", *run, "hydra.run.dir=runs/straight", cwd=tmp_path)
     assert straight.returncode == 0, straight.stderr[-2000:]
     killed_dir = tmp_path / "runs/killed"
-    proc = subprocess.Popen([sys.executable, str(ROOT / "train.py"), *RUN, "hydra.run.dir=runs/killed"],
+    proc = subprocess.Popen([sys.executable, str(ROOT / "train.py"), *run, "hydra.run.dir=runs/killed"],
                             cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT)},
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 120
@@ -51,7 +53,7 @@ def test_killed_run_resumes_with_identical_losses(tmp_path: Path) -> None:
     assert proc.returncode == -signal.SIGKILL and not (killed_dir / "model.pt").exists(), "run ended before the kill"
     saved_step = load_resume_checkpoint(killed_dir / "checkpoints/last.ckpt")["global_step"]
 
-    resumed = run_cli("train.py", *RUN, "resume=true", "hydra.run.dir=runs/resumed", cwd=tmp_path)
+    resumed = run_cli("train.py", *run, "resume=true", "hydra.run.dir=runs/resumed", cwd=tmp_path)
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     assert f"resuming from {Path('runs/killed/checkpoints/last.ckpt')}" in resumed.stdout.replace(str(tmp_path) + "/", "")
     expected, got = losses(tmp_path / "runs/straight"), losses(tmp_path / "runs/resumed")

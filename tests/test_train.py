@@ -89,6 +89,8 @@ def test_train_cli_user_errors_are_one_line_before_any_work(tmp_path: Path, over
     (["resume=true", "ckpt_path=x.ckpt"], "pass either resume=true"),
     (["callbacks.checkpoint.every_n_steps=0"], "every_n_steps=0 must be a positive integer"),
     (["compile=yes"], "must be true or false"),
+    (["optim.schedule=nope"], "optim.schedule='nope' is unknown; choose one of: constant, cosine, wsd"),
+    (["optim.min_lr=1"], "optim.min_lr=1 must be between 0 and optim.lr=0.003"),
 ])
 def test_impossible_settings_are_refused_by_check_config(overrides: list[str], message: str) -> None:
     with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base="1.3"):
