@@ -21,6 +21,7 @@ from hydra.utils import instantiate
 from lightning.fabric.utilities.exceptions import MisconfigurationException
 from omegaconf import DictConfig, OmegaConf
 
+from gpt.bpb import byte_counts
 from gpt.callbacks import HeldOutAccuracy, ResumeCheckpoint, SampleText, StopOnInterrupt, TrainingStopped
 from gpt.checkpoint import CheckpointError, save_model
 from gpt.config import ModelConfig
@@ -96,10 +97,13 @@ def train(cfg: DictConfig, run_dir: Path | None = None) -> Path:
     if model_cfg.block_size < datamodule.max_tokens:
         raise ValueError(f"model.block_size={model_cfg.block_size} is shorter than the corpus's longest line "
                          f"({datamodule.max_tokens} tokens): set model.block_size={datamodule.max_tokens} or more")
-    lit = LitGPT(model_cfg, compile=cfg.compile, **optim_config(cfg))
+    line_based = datamodule.meta.get("one_example_per_line", False)
+    # Bits per byte compares running-text models across tokenizers; a task's rows are not such text.
+    token_bytes = None if line_based else byte_counts(datamodule.tokenizer)
+    lit = LitGPT(model_cfg, compile=cfg.compile, token_bytes=token_bytes, **optim_config(cfg))
     sample = cfg.callbacks.sample
-    trainer.callbacks.append(SampleText(datamodule.tokenizer, datamodule.meta.get("one_example_per_line", False),
-                                        sample.prompt, sample.max_new_tokens, sample.temperature, cfg.seed))
+    trainer.callbacks.append(SampleText(datamodule.tokenizer, line_based, sample.prompt, sample.max_new_tokens,
+                                        sample.temperature, cfg.seed))
     if hasattr(datamodule, "eval_problems"):
         trainer.callbacks.append(HeldOutAccuracy(datamodule.eval_problems, datamodule.tokenizer))
     trainer.callbacks.append(RunRecord(run_dir))  # history.csv + summary.json for the sweep report (gpt/report.py)

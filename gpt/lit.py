@@ -9,6 +9,7 @@ import torch
 from lightning.pytorch.plugins.precision import MixedPrecision
 from torch.nn import functional as F
 
+from gpt.bpb import bits_per_byte
 from gpt.config import ModelConfig
 from gpt.data import IGNORE_INDEX
 from gpt.model import GPT
@@ -17,11 +18,16 @@ from gpt.schedules import SCHEDULES
 
 
 class LitGPT(L.LightningModule):
-    def __init__(self, model_cfg: ModelConfig, compile: bool = False, **optim: Any) -> None:
-        """`optim`: fields of OptimConfig (train.py passes the composed `optim` group)."""
+    def __init__(self, model_cfg: ModelConfig, compile: bool = False, token_bytes: torch.Tensor | None = None,
+                 **optim: Any) -> None:
+        """`token_bytes`: (vocab_size,) UTF-8 bytes per token id, to log val/bpb (text corpora);
+        `optim`: fields of OptimConfig (train.py passes the composed `optim` group)."""
         super().__init__()
         self.model = GPT(model_cfg)
         self.optim, self.compile_model = OptimConfig.from_dict(optim), compile
+        # Not persistent: it describes the data, not the model, so checkpoints stay the model's weights.
+        self.register_buffer("token_bytes", token_bytes, persistent=False)
+        self._val_totals = torch.zeros(2, dtype=torch.float64)  # summed nats and bytes over one validation
         self._tokens_since_log = 0
         self._last_log_time: float | None = None
 
@@ -57,12 +63,23 @@ class LitGPT(L.LightningModule):
         self.log("train/lr", self.optimizers().param_groups[0]["lr"])
 
     def validation_step(self, batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int) -> None:
-        self.log("val/loss", self.loss(batch), prog_bar=True, batch_size=batch[0].shape[0], sync_dist=True)
+        loss = self.loss(batch)
+        self.log("val/loss", loss, prog_bar=True, batch_size=batch[0].shape[0], sync_dist=True)
+        if self.token_bytes is not None:
+            targets = batch[1][batch[1] != IGNORE_INDEX]
+            self._val_totals += torch.stack([loss.detach().double() * targets.numel(),
+                                             self.token_bytes[targets].sum().double()]).cpu()
+
+    def on_validation_epoch_start(self) -> None:
+        self._val_totals.zero_()
 
     def on_validation_epoch_end(self) -> None:
         val_loss = self.trainer.callback_metrics.get("val/loss")
         if val_loss is not None:
             self.log("val/ppl", torch.exp(val_loss))
+        if self.token_bytes is not None and self._val_totals[1] > 0:
+            nats, n_bytes = self.trainer.strategy.reduce(self._val_totals.to(self.device), reduce_op="sum")
+            self.log("val/bpb", bits_per_byte(nats, n_bytes).float(), prog_bar=True)
         self._last_log_time = None  # validation time is not training time
 
     def configure_gradient_clipping(self, optimizer: torch.optim.Optimizer, gradient_clip_val: float | None = None,

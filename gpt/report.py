@@ -114,6 +114,7 @@ COLUMNS = [
     Column("params", _get("params"), True, "{:,.0f}"),
     Column("val loss", _get("val_loss"), True, "{:.4f}", spread=True),
     Column("ppl", _get("val_ppl"), True, "{:.3f}", spread=True),
+    Column("bpb", _get("val_bpb"), True, "{:.4f}", spread=True),
     Column("exact match %", lambda s: None if "all" not in s.get("val_acc", {}) else 100 * s["val_acc"]["all"],
            False, "{:.1f}", spread=True),
     Column("train tok/s", _get("tokens_per_s"), False, "{:,.0f}"),
@@ -202,7 +203,8 @@ def markdown(sweep_dir: Path, runs: list[Run]) -> str:
                      + f" | {status(group_runs)} |")
     noise = seed_noise(groups, names)
     lines += ["", *([noise, ""] if noise else []),
-              "Mean ± sample std over seeds; **bold** is the best value of its column. Val loss, perplexity "
+              "Mean ± sample std over seeds; **bold** is the best value of its column. Val loss, perplexity, "
+              "bpb (bits per UTF-8 byte of the text predicted, comparable across tokenizers; text corpora) "
               "and exact match (held-out calculator problems, greedy) are from the last validation. Train tok/s "
               "excludes validation time; peak memory is allocated tensors on GPU, process RSS on CPU; KV "
               "bytes/token is every layer's cache for a full block divided by block_size.", "",

@@ -23,6 +23,8 @@ class Tokenizer(Protocol):
 
     def to_dict(self) -> dict[str, Any]: ...
 
+    def token_bytes(self) -> list[int]: ...
+
 
 class CharTokenizer:
     """One token per character of a fixed alphabet."""
@@ -49,6 +51,10 @@ class CharTokenizer:
 
     def to_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "vocab": self.chars}
+
+    def token_bytes(self) -> list[int]:
+        """UTF-8 bytes of the text each id stands for (for bits per byte)."""
+        return [len(c.encode()) for c in self.chars]
 
 
 class WordTokenizer:
@@ -88,6 +94,12 @@ class WordTokenizer:
 
     def to_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "vocab": self.words}
+
+    def token_bytes(self) -> list[int]:
+        """UTF-8 bytes of each id's word plus the space `decode` puts before it; a newline counts 0, as the
+        first word of the next line takes its byte in place of that space. Exact for lines that start with a
+        word; the spacing of the original text (dropped by encode) is not known."""
+        return [0 if w == self.NEWLINE else len(w.encode()) + (w not in self._closing) for w in self.words]
 
 
 # tiktoken pins these sha256 hashes of GPT-2's two BPE files (tiktoken_ext/openai_public.py); the
@@ -148,6 +160,12 @@ class GPT2Tokenizer:
 
     def to_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "vocab": self.vocab}
+
+    def token_bytes(self) -> list[int]:
+        """The real bytes of each BPE piece: a piece that splits a character counts its own bytes of it,
+        not the 3 bytes of the U+FFFD that decoding it alone gives."""
+        bpe = range(self.enc.n_vocab) if self.vocab is None else self.vocab
+        return [len(self.enc.decode_single_token_bytes(b)) for b in bpe]
 
 
 TOKENIZERS: dict[str, Any] = {"char": CharTokenizer, "word": WordTokenizer, "gpt2": GPT2Tokenizer}

@@ -293,3 +293,7 @@ def test_shakespeare_presets_train_on_a_local_text(tmp_path: Path, text_file: Pa
                             "trainer.enable_progress_bar=false", "logger=none", "callbacks.sample.max_new_tokens=4")
     summary = json.loads((ckpt.parent / "summary.json").read_text())
     assert summary["status"] == "ok" and summary["steps"] == 4 and math.isfinite(summary["val_loss"])
+    if preset.startswith("shakespeare_char"):  # an ASCII play, one byte per character
+        assert summary["val_bpb"] == pytest.approx(summary["val_loss"] / math.log(2), rel=1e-5)
+    else:
+        assert 0 < summary["val_bpb"] < summary["val_loss"] / math.log(2)  # a BPE token spans several bytes
