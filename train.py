@@ -105,7 +105,8 @@ def train(cfg: DictConfig, run_dir: Path | None = None) -> Path:
     trainer.callbacks.append(SampleText(datamodule.tokenizer, line_based, sample.prompt, sample.max_new_tokens,
                                         sample.temperature, cfg.seed))
     if hasattr(datamodule, "eval_problems"):
-        trainer.callbacks.append(HeldOutAccuracy(datamodule.eval_problems, datamodule.tokenizer))
+        trainer.callbacks.append(HeldOutAccuracy(datamodule.eval_problems, datamodule.tokenizer, datamodule.meta,
+                                                 order=datamodule.operations))
     trainer.callbacks.append(RunRecord(run_dir))  # history.csv + summary.json for the sweep report (gpt/report.py)
     print(f"model: {lit.model.num_params():,} parameters; run folder: {run_dir}")
     trainer.fit(lit, datamodule=datamodule, ckpt_path=ckpt_path, weights_only=True)

@@ -69,8 +69,18 @@ class Problem:
         return f"{number_to_words(self.a)} {self.op} {number_to_words(self.b)} equals"
 
     @property
+    def target(self) -> str:
+        """The exact completion graded (gpt.evaluate): the answer in words."""
+        return number_to_words(self.answer)
+
+    @property
+    def group(self) -> str:
+        """The column accuracy is reported under."""
+        return self.op
+
+    @property
     def text(self) -> str:
-        return f"{self.prompt} {number_to_words(self.answer)}"
+        return f"{self.prompt} {self.target}"
 
 
 def all_problems() -> list[Problem]:

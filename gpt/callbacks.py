@@ -3,6 +3,7 @@ is always good (atomic, finite, with RNG state), and a clean stop on Ctrl-C."""
 from __future__ import annotations
 
 import signal
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -10,10 +11,10 @@ import lightning as L
 import torch
 from lightning.pytorch.callbacks import Checkpoint
 
-from gpt.calculator import Problem
-from gpt.evaluate import accuracy_by_operation, grade
+from gpt.evaluate import Example, accuracy_by_group, grade
 from gpt.generation import generate
 from gpt.loggers import log_text
+from gpt.text import TextModel
 from gpt.tokenizers import Tokenizer
 
 
@@ -22,22 +23,24 @@ class TrainingStopped(RuntimeError):
 
 
 class HeldOutAccuracy(L.Callback):
-    """Greedy-decode a fixed sample of held-out problems, log accuracy per operation, show a few answers."""
+    """Greedy-decode a fixed sample of held-out examples through the text API, log exact-match accuracy
+    per group as val/acc_<group>, show a few answers."""
 
-    def __init__(self, problems: list[Problem], tokenizer: Tokenizer, show: int = 3) -> None:
-        self.problems, self.tokenizer, self.show = problems, tokenizer, show
+    def __init__(self, examples: list[Example], tokenizer: Tokenizer, meta: dict[str, Any],
+                 order: Sequence[str] = (), show: int = 3) -> None:
+        self.examples, self.tokenizer, self.meta, self.order, self.show = examples, tokenizer, meta, order, show
 
     def on_validation_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if trainer.sanity_checking:
             return
-        graded = grade(pl_module.model, self.tokenizer, self.problems)
-        accuracy = accuracy_by_operation(graded)
-        pl_module.log_dict({f"val/acc_{op.replace(' ', '_')}": value for op, value in accuracy.items()})
-        summary = "  ".join(f"{op} {100 * value:.1f}%" for op, value in accuracy.items())
+        graded = grade(TextModel(pl_module.model, self.tokenizer, self.meta), self.examples)
+        accuracy = accuracy_by_group(graded, self.order)
+        pl_module.log_dict({f"val/acc_{group.replace(' ', '_')}": value for group, value in accuracy.items()})
+        summary = "  ".join(f"{group} {100 * value:.1f}%" for group, value in accuracy.items())
         pl_module.print(f"\nstep {trainer.global_step}: held-out exact match: {summary}")
         for g in graded[:self.show]:
             mark = "ok" if g.correct else "WRONG"
-            pl_module.print(f"  {g.problem.prompt} -> {g.output}  [{mark}]")
+            pl_module.print(f"  {g.example.prompt} -> {g.output}  [{mark}]")
 
 
 class SampleText(L.Callback):

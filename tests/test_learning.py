@@ -12,8 +12,9 @@ import gpt.attention
 from gpt.calculator import Problem
 from gpt.config import ModelConfig
 from gpt.data import CalculatorData
-from gpt.evaluate import accuracy_by_operation, grade
+from gpt.evaluate import accuracy_by_group, grade
 from gpt.lit import LitGPT
+from gpt.text import TextModel
 
 OPERATIONS = ["plus", "minus"]
 STEPS = 2000
@@ -39,7 +40,7 @@ def train_and_grade(data: CalculatorData) -> tuple[float, dict[str, float]]:
                         enable_model_summary=False, limit_val_batches=0, gradient_clip_val=1.0)
     trainer.fit(lit, datamodule=data)
     final_loss = float(trainer.callback_metrics["train/loss"])
-    return final_loss, accuracy_by_operation(grade(lit.model, data.tokenizer, data.splits["test"]))
+    return final_loss, accuracy_by_group(grade(TextModel(lit.model, data.tokenizer, data.meta), data.splits["test"]))
 
 
 @pytest.mark.slow
