@@ -1,5 +1,6 @@
 """Grade a model by real greedy generation on held-out examples: prompt with each example's prompt
 ("<a> <op> <b> equals"), decode to the end of the line through the text API, compare with its target.
+A model of running text gets its loss and bits per byte on its corpus's validation split instead.
 
     python -m gpt.evaluate --ckpt outputs/<date>/<time>/model.pt [--split test]"""
 from __future__ import annotations
@@ -8,10 +9,15 @@ import argparse
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Protocol
 
+import numpy as np
+
+from gpt.bpb import byte_counts, text_loss
 from gpt.calculator import OPERATIONS, split_problems
 from gpt.checkpoint import CheckpointError, newest_checkpoint
+from gpt.corpora import read_text, split_text, text_files
 from gpt.text import TextModel, load
 
 
@@ -53,11 +59,24 @@ def accuracy_by_group(graded: list[Graded], order: Sequence[str] = ()) -> dict[s
     return result
 
 
+def text_report(text_model: TextModel) -> str:
+    """Loss per token and bits per byte over the validation split of the corpus a running-text model was
+    trained on, every token after the first predicted once (training validated on random windows of it)."""
+    meta = text_model.meta
+    if "path" not in meta or "val_fraction" not in meta:
+        raise ValueError("model.pt does not say which text it was trained on; retrain it with this version")
+    val = split_text(read_text(text_files(Path(meta["path"]))), meta["val_fraction"])[1]
+    ids = np.array(text_model.tokenizer.encode(val))
+    loss, bpb = text_loss(text_model.model, ids, byte_counts(text_model.tokenizer))
+    return f"val split of {meta['path']} ({len(ids):,} {meta.get('tokenizer', '')} tokens): loss {loss:.4f}, bpb {bpb:.4f}"
+
+
 def main(argv: list[str] | None = None) -> int:
 
-    parser = argparse.ArgumentParser(description="Exact-match accuracy on held-out calculator problems.")
+    parser = argparse.ArgumentParser(description="Exact-match accuracy on held-out calculator problems; "
+                                                 "loss and bits per byte on the validation text of a text model.")
     parser.add_argument("--ckpt", help="model.pt to grade (default: the newest under outputs/)")
-    parser.add_argument("--split", choices=["val", "test"], default="test")
+    parser.add_argument("--split", choices=["val", "test"], default="test", help="calculator problems to grade")
     parser.add_argument("--seed", type=int, help="data.seed the model was trained with (default: from model.pt)")
     parser.add_argument("--device", default="cpu")
     args = parser.parse_args(argv)
@@ -67,6 +86,13 @@ def main(argv: list[str] | None = None) -> int:
     except CheckpointError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    if not text_model.line_based:
+        try:
+            print(f"{path}: {text_report(text_model)}")
+        except ValueError as err:  # the corpus moved or is missing: one line naming it
+            print(f"error: {err}", file=sys.stderr)
+            return 2
+        return 0
     data = text_model.meta  # model.pt records the DataModule's meta: seed and split fractions
     if args.seed is None and "seed" not in data:
         print("error: model.pt does not say which data.seed it was trained with; pass --seed", file=sys.stderr)

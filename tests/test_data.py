@@ -5,6 +5,7 @@ import hashlib
 import json
 import math
 import random
+import re
 import urllib.error
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from omegaconf import open_dict
 
 import generate
 import gpt.corpora as corpora
+import gpt.evaluate as evaluate
 import train
 from gpt.data import TextData
 from gpt.checkpoint import load_checkpoint
@@ -257,6 +259,12 @@ def test_train_on_text_then_generate(tmp_path: Path, text_file: Path, tokenizer:
     assert err.startswith("error: ") and "vocabulary" in err and err.count("\n") == 1
     assert generate.main(["--ckpt", str(ckpt), "--max-new-tokens", "3"]) == 0  # no prompt: starts after a newline
     assert capsys.readouterr().err == ""
+    assert evaluate.main(["--ckpt", str(ckpt)]) == 0  # running text: loss and bits per byte on the val split
+    loss, bpb = (float(x) for x in re.findall(r"loss ([\d.]+), bpb ([\d.]+)$", capsys.readouterr().out.strip())[0])
+    if tokenizer == "char":  # an ASCII play: one byte per token
+        assert bpb == pytest.approx(loss / math.log(2), abs=1e-3)
+    else:  # a word or BPE token spans several bytes
+        assert 0 < bpb < loss / math.log(2) / 2
 
 
 def test_cli_refuses_a_missing_path_in_one_line(tmp_path: Path) -> None:
