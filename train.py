@@ -12,9 +12,11 @@ import logging
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 import hydra
 import lightning as L
+import torch
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from hydra.utils import instantiate
@@ -44,7 +46,26 @@ def model_config(cfg: DictConfig, vocab_size: int) -> ModelConfig:
     return ModelConfig.from_dict({**OmegaConf.to_container(cfg.model, resolve=True), "vocab_size": vocab_size})
 
 
-def optim_config(cfg: DictConfig) -> dict:
+def cpu_has_bf16(cpuinfo: Path = Path("/proc/cpuinfo")) -> bool:
+    """Whether the CPU computes in bf16 itself (AVX512-BF16 or AMX, from Linux's flags); False where unknown."""
+    if not cpuinfo.is_file():
+        return False
+    flags = next((line.split(":", 1)[1].split() for line in cpuinfo.read_text().splitlines()
+                  if line.startswith("flags")), [])
+    return bool({"avx512_bf16", "amx_bf16"} & set(flags))
+
+
+def resolve_precision(precision: str, accelerator: str) -> str:
+    """trainer.precision=auto: bf16 autocast where the hardware computes in bf16, else fp32. Without bf16
+    instructions a CPU emulates it, slower than fp32."""
+    if precision != "auto":
+        return precision
+    if accelerator == "cpu":
+        return "bf16-mixed" if cpu_has_bf16() else "32-true"
+    return "bf16-mixed" if torch.cuda.is_available() and torch.cuda.is_bf16_supported() else "32-true"
+
+
+def optim_config(cfg: DictConfig) -> dict[str, Any]:
     return OmegaConf.to_container(cfg.optim, resolve=True)
 
 
@@ -64,6 +85,8 @@ def check_config(cfg: DictConfig) -> None:
         raise ValueError(f"callbacks.checkpoint.every_n_steps={every!r} must be a positive integer")
     if not isinstance(cfg.compile, bool) or not isinstance(cfg.resume, bool):
         raise ValueError(f"compile={cfg.compile!r} and resume={cfg.resume!r} must be true or false")
+    if cfg.optim.name == "muon" and "fsdp" in str(cfg.trainer.strategy):
+        raise ValueError("optim=muon orthogonalises whole matrices, which trainer=fsdp shards: use optim=adamw")
     if cfg.resume and cfg.ckpt_path:
         raise ValueError("pass either resume=true (newest run with this config) or ckpt_path=<path>, not both")
 
@@ -89,8 +112,9 @@ def train(cfg: DictConfig, run_dir: Path | None = None) -> Path:
     checkpoint = ResumeCheckpoint(run_dir / "checkpoints", cfg.callbacks.checkpoint.every_n_steps)
     stopper = StopOnInterrupt()
     # The Trainer is built before the data so that its own argument checks also come before any work.
-    trainer = L.Trainer(**cfg.trainer, callbacks=[checkpoint, stopper], logger=make_logger(cfg.get("logger")),
-                        plugins=[AtomicCheckpointIO()], default_root_dir=run_dir)
+    precision = resolve_precision(str(cfg.trainer.precision), cfg.trainer.accelerator)
+    trainer = L.Trainer(**{**cfg.trainer, "precision": precision}, callbacks=[checkpoint, stopper],
+                        logger=make_logger(cfg.get("logger")), plugins=[AtomicCheckpointIO()], default_root_dir=run_dir)
     L.seed_everything(cfg.seed, verbose=False)
     datamodule = instantiate(cfg.data)
     model_cfg = model_config(cfg, datamodule.vocab_size)
@@ -108,7 +132,7 @@ def train(cfg: DictConfig, run_dir: Path | None = None) -> Path:
         trainer.callbacks.append(HeldOutAccuracy(datamodule.eval_problems, datamodule.tokenizer, datamodule.meta,
                                                  order=datamodule.operations))
     trainer.callbacks.append(RunRecord(run_dir))  # history.csv + summary.json for the sweep report (gpt/report.py)
-    print(f"model: {lit.model.num_params():,} parameters; run folder: {run_dir}")
+    print(f"model: {lit.model.num_params():,} parameters, precision {precision}; run folder: {run_dir}")
     trainer.fit(lit, datamodule=datamodule, ckpt_path=ckpt_path, weights_only=True)
     path = run_dir / "model.pt"
     if not trainer.is_global_zero:  # under torchrun/SLURM every rank gets here; one writes the export
