@@ -107,7 +107,8 @@ def main(argv: list[str] | None = None) -> None:
     for config, runs in results.items():
         bpb = median(config, lambda r: r.get("val_bpb") or float("nan"))
         print(f"{config:<52} {runs[0]['params']:>9,} {runs[0]['steps']:>6} {median(config, 'tokens_per_s'):>7.0f} "
-              f"{median(config, 'wall_s'):>8.1f} {median(config, 'process_s'):>6.1f} {median(config, 'val_loss'):>8.4f} "
+              f"{median(config, 'wall_s'):>8.1f} {median(config, 'process_s'):>6.1f} "
+              f"{median(config, 'val_loss'):>8.4f} "
               f"{bpb:>6.3f} {statistics.median(at_budget(r['history'], b) for r, b in zip(runs, budgets)):>9.4f} "
               f"{mean_std([crossing(r['history'], args.target) for r in runs]):>14}")
     curves = {config: {"step": [row["step"] for row in runs[0]["history"]],

@@ -68,7 +68,8 @@ def text_report(text_model: TextModel) -> str:
     val = split_text(read_text(text_files(Path(meta["path"]))), meta["val_fraction"])[1]
     ids = np.array(text_model.tokenizer.encode(val))
     loss, bpb = text_loss(text_model.model, ids, byte_counts(text_model.tokenizer))
-    return f"val split of {meta['path']} ({len(ids):,} {meta.get('tokenizer', '')} tokens): loss {loss:.4f}, bpb {bpb:.4f}"
+    tokens = f"{len(ids):,} {meta.get('tokenizer', '')} tokens"
+    return f"val split of {meta['path']} ({tokens}): loss {loss:.4f}, bpb {bpb:.4f}"
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,6 +1,6 @@
 """What each training run leaves for the sweep report, whatever the logger: `history.csv` (one row per
-validation: step, wall time, val loss, perplexity, bits per byte on text, held-out accuracy) and `summary.json` (final numbers and
-costs, or status "failed" with a one-line reason)."""
+validation: step, wall time, val loss, perplexity, bits per byte on text, held-out accuracy) and `summary.json`
+(final numbers and costs, or status "failed" with a one-line reason)."""
 from __future__ import annotations
 
 import csv

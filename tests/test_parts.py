@@ -22,7 +22,8 @@ def test_rmsnorm_scales_to_unit_root_mean_square() -> None:
 def test_layernorm_shifts_only_with_bias_as_the_linear_layers_do() -> None:
     assert NORM["layernorm"](16, bias=False).bias is None  # nanoGPT's bias=False
     assert NORM["layernorm"](16, bias=True).bias.shape == (16,)  # GPT-2's
-    names = {n for n, _ in build(ModelConfig(vocab_size=37, layers=1, heads=2, dim=16, norm="layernorm")).named_parameters()}
+    model = build(ModelConfig(vocab_size=37, layers=1, heads=2, dim=16, norm="layernorm"))
+    names = {n for n, _ in model.named_parameters()}
     assert "norm.weight" in names and "norm.bias" not in names
 
 
