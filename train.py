@@ -3,6 +3,7 @@
     python train.py                         # default model on the built-in calculator corpus
     python train.py model.heads=8 trainer.max_steps=500
     python train.py resume=true             # continue the newest stopped run with this same config
+    python train.py init_from=<Hugging Face folder or model.pt> data=text data.path=...   # fine-tune
     python train.py --help                  # config groups and the composed config
 """
 from __future__ import annotations
@@ -30,6 +31,7 @@ from gpt.config import ModelConfig
 from gpt.lit import LitGPT
 from gpt.loggers import finish, make_logger
 from gpt.optim import OptimConfig
+from gpt.pretrained import check_init_from, start_from
 from gpt.report import record_failure
 from gpt.resume import AtomicCheckpointIO, find_resume_checkpoint, load_resume_checkpoint
 from gpt.run_record import RunRecord
@@ -89,6 +91,7 @@ def check_config(cfg: DictConfig) -> None:
         raise ValueError("optim=muon orthogonalises whole matrices, which trainer=fsdp shards: use optim=adamw")
     if cfg.resume and cfg.ckpt_path:
         raise ValueError("pass either resume=true (newest run with this config) or ckpt_path=<path>, not both")
+    check_init_from(cfg.init_from)
 
 
 def resume_from(cfg: DictConfig, run_dir: Path) -> Path | None:
@@ -117,7 +120,8 @@ def train(cfg: DictConfig, run_dir: Path | None = None) -> Path:
                         logger=make_logger(cfg.get("logger")), plugins=[AtomicCheckpointIO()], default_root_dir=run_dir)
     L.seed_everything(cfg.seed, verbose=False)
     datamodule = instantiate(cfg.data)
-    model_cfg = model_config(cfg, datamodule.vocab_size)
+    # From scratch, or init_from's architecture and weights (gpt/pretrained.py) when its tokenizer is the corpus's.
+    model_cfg, weights = start_from(cfg.init_from, model_config(cfg, datamodule.vocab_size), datamodule.tokenizer)
     if model_cfg.block_size < datamodule.max_tokens:
         raise ValueError(f"model.block_size={model_cfg.block_size} is shorter than the corpus's longest line "
                          f"({datamodule.max_tokens} tokens): set model.block_size={datamodule.max_tokens} or more")
@@ -125,6 +129,8 @@ def train(cfg: DictConfig, run_dir: Path | None = None) -> Path:
     # Bits per byte compares running-text models across tokenizers; a task's rows are not such text.
     token_bytes = None if line_based else byte_counts(datamodule.tokenizer)
     lit = LitGPT(model_cfg, compile=cfg.compile, token_bytes=token_bytes, **optim_config(cfg))
+    if weights is not None:
+        lit.model.load_state_dict(weights)
     sample = cfg.callbacks.sample
     trainer.callbacks.append(SampleText(datamodule.tokenizer, line_based, sample.prompt, sample.max_new_tokens,
                                         sample.temperature, cfg.seed))

@@ -34,6 +34,7 @@ from gpt.data import RandomWindows  # noqa: E402
 from gpt.lit import LitGPT  # noqa: E402
 from gpt.optim import OPTIMIZERS, OptimConfig  # noqa: E402
 from gpt.schedules import SCHEDULES  # noqa: E402
+from gpt.shards import TokenShards  # noqa: E402
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -165,8 +166,8 @@ def main(argv: list[str] | None = None) -> None:
           f"precision {args.precision}{', compiled' if args.compile else ''}, fused AdamW")
     print(f"nanoGPT reference: {' '.join(NANOGPT)}, fp32, per-tensor AdamW, plain loop")
     steps = args.warmup + args.steps + 1
-    reference_data = RandomWindows(ids, reference_cfg.block_size, NANOGPT_BATCH, seed=0)
-    data = RandomWindows(ids, cfg.block_size, args.batch, seed=0)
+    reference_data = RandomWindows(TokenShards([ids]), reference_cfg.block_size, NANOGPT_BATCH, seed=0)
+    data = RandomWindows(TokenShards([ids]), cfg.block_size, args.batch, seed=0)
     loops = {"nanoGPT ref": lambda: plain_loop(reference_cfg, reference_data, steps, "32-true", False, fused=False),
              "plain torch": lambda: plain_loop(cfg, data, steps, args.precision, args.compile),
              "lightning": lambda: lightning_loop(cfg, data, steps, args.precision, args.compile)}

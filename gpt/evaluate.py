@@ -12,12 +12,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-import numpy as np
-
 from gpt.bpb import byte_counts, text_loss
 from gpt.calculator import OPERATIONS, split_problems
 from gpt.checkpoint import CheckpointError, newest_checkpoint
-from gpt.corpora import read_text, split_text, text_files
+from gpt.prepare import open_prepared
 from gpt.text import TextModel, load
 
 
@@ -60,15 +58,15 @@ def accuracy_by_group(graded: list[Graded], order: Sequence[str] = ()) -> dict[s
 
 
 def text_report(text_model: TextModel) -> str:
-    """Loss per token and bits per byte over the validation split of the corpus a running-text model was
-    trained on, every token after the first predicted once (training validated on random windows of it)."""
+    """Loss per token and bits per byte over the validation split of the prepared corpus (its shards) a
+    running-text model was trained on, every token after the first predicted once (training validated on
+    random windows of it)."""
     meta = text_model.meta
-    if "path" not in meta or "val_fraction" not in meta:
-        raise ValueError("model.pt does not say which text it was trained on; retrain it with this version")
-    val = split_text(read_text(text_files(Path(meta["path"]))), meta["val_fraction"])[1]
-    ids = np.array(text_model.tokenizer.encode(val))
+    if "shards" not in meta:
+        raise ValueError("model.pt does not say which prepared corpus it was trained on; retrain it with this version")
+    ids = open_prepared(Path(meta["shards"]), meta["tokenizer"]).val.to_array()
     loss, bpb = text_loss(text_model.model, ids, byte_counts(text_model.tokenizer))
-    tokens = f"{len(ids):,} {meta.get('tokenizer', '')} tokens"
+    tokens = f"{len(ids):,} {meta['tokenizer']} tokens"
     return f"val split of {meta['path']} ({tokens}): loss {loss:.4f}, bpb {bpb:.4f}"
 
 

@@ -39,9 +39,9 @@ class OptimConfig:
         if len(self.betas) != 2 or not all(0 <= b < 1 for b in self.betas) or not 0 <= self.momentum < 1:
             raise ValueError(f"optim.betas={list(self.betas)} must be two numbers and optim.momentum={self.momentum} "
                              "one, each in [0, 1)")
-        if self.warmup_steps < 1 or self.max_steps < 1:
-            raise ValueError(f"optim.warmup_steps={self.warmup_steps} and optim.max_steps={self.max_steps} "
-                             "must be at least 1")
+        if self.warmup_steps < 0 or self.max_steps < 1:
+            raise ValueError(f"optim.warmup_steps={self.warmup_steps} must be 0 or more and "
+                             f"optim.max_steps={self.max_steps} at least 1")
         if not 0 < self.decay_fraction <= 1:
             raise ValueError(f"optim.decay_fraction={self.decay_fraction} must be in (0, 1]")
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import random
 import subprocess
 import sys
 from pathlib import Path
@@ -12,6 +13,14 @@ import torch
 from gpt import GPT, ModelConfig
 
 ROOT = Path(__file__).resolve().parents[1]
+WORDS = "thou art more lovely and temperate rough winds do shake the darling buds of may".split()
+
+
+def play(lines: int = 300, seed: int = 0) -> str:
+    """A small seeded text of short lines with punctuation, so every tokenizer has work to do."""
+    rng = random.Random(seed)
+    return "".join(" ".join(rng.choices(WORDS, k=rng.randint(3, 8))) + rng.choice([",", ".", "!", ""]) + "\n"
+                   for _ in range(lines))
 
 
 @pytest.fixture

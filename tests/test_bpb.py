@@ -14,7 +14,8 @@ from torch.utils.data import DataLoader
 from gpt import GPT, ModelConfig
 from gpt.bpb import byte_counts, text_loss
 from gpt.lit import LitGPT
-from gpt.tokenizers import CharTokenizer, GPT2Tokenizer, WordTokenizer
+from gpt.tokenizers import BPETokenizer, CharTokenizer, GPT2Tokenizer, HFTokenizer, Tokenizer, WordTokenizer
+from tests.test_tokenizers import Texts
 
 ASCII = "First Citizen:\nBefore we proceed any further, hear me speak.\n" * 8
 UTF8 = "Ça fait déjà 10 €, señor; naïve 😀 jalapeño — 日本語 café.\n" * 6
@@ -50,17 +51,24 @@ def test_multi_byte_characters_count_each_of_their_bytes_once() -> None:
     assert metrics["val/bpb"] == pytest.approx(nats / math.log(2) / len(text.encode()), rel=1e-5)
 
 
-@pytest.mark.parametrize("compact", [False, True])
-def test_gpt2_pieces_that_split_a_character_count_its_real_bytes(compact: bool) -> None:
-    tokenizer = GPT2Tokenizer()
+def byte_level(kind: str) -> Tokenizer:
+    """GPT-2's BPE (full or compact), a BPE learned here, and that BPE as a Hugging Face folder's tokenizer."""
+    if kind.startswith("gpt2"):
+        full = GPT2Tokenizer()
+        return full.compact(full.encode(UTF8) + [full.eot_id]) if kind == "gpt2 compact" else full
+    bpe = BPETokenizer.learn(Texts([ASCII, UTF8]), 300)
+    return bpe if kind == "bpe" else HFTokenizer(bpe.tok.to_str())
+
+
+@pytest.mark.parametrize("kind", ["gpt2", "gpt2 compact", "bpe", "hf"])
+def test_byte_level_pieces_that_split_a_character_count_its_real_bytes(kind: str) -> None:
+    tokenizer = byte_level(kind)
     ids = tokenizer.encode(UTF8)
-    if compact:
-        tokenizer = tokenizer.compact(ids)
-        ids = tokenizer.encode(UTF8)
     counted = int(byte_counts(tokenizer)[torch.tensor(ids)].sum())
     as_decoded_alone = sum(len(tokenizer.decode([i]).encode()) for i in ids)
     assert as_decoded_alone != len(UTF8.encode())  # pieces of 😀 and 日本語 decode alone to U+FFFD
     assert counted == len(UTF8.encode())
+    assert byte_counts(tokenizer)[tokenizer.eot_id] == 0  # the end-of-text between documents is no text
 
 
 def test_word_bytes_match_the_decoded_text_of_lines_that_start_with_a_word() -> None:
