@@ -19,6 +19,7 @@ from typing import Any
 
 import hydra
 import lightning as L
+import torch
 from hydra.core.hydra_config import HydraConfig
 from hydra.errors import InstantiationException
 from hydra.types import RunMode
@@ -26,12 +27,14 @@ from hydra.utils import get_class, instantiate
 from lightning.fabric.utilities.exceptions import MisconfigurationException
 from omegaconf import DictConfig, OmegaConf
 
+from gpt.bpb import byte_counts
 from gpt.callbacks import (HeldOutAccuracy, Interrupted, ResumeCheckpoint, SampleText, StepProgressBar,
                            StopOnInterrupt, TrainingStopped, ValidateAtEnd)
 from gpt.checkpoint import CheckpointError, save_model
 from gpt.config import ModelConfig
 from gpt.lit import LitGPT
 from gpt.loggers import finish, make_logger
+from gpt.optim import OptimConfig
 from gpt.preflight import preflight
 from gpt.pretrained import check_init_from, start_from
 from gpt.report import record_failure
@@ -59,14 +62,41 @@ def user_values(node: DictConfig) -> dict[str, Any]:
     return {k: values[k] for k in node if k != "_target_" and not OmegaConf.is_interpolation(node, k)}
 
 
+def cpu_has_bf16(cpuinfo: Path = Path("/proc/cpuinfo")) -> bool:
+    """Whether the CPU computes in bf16 itself (AVX512-BF16 or AMX, from Linux's flags); False where unknown."""
+    if not cpuinfo.is_file():
+        return False
+    flags = next((line.split(":", 1)[1].split() for line in cpuinfo.read_text().splitlines()
+                  if line.startswith("flags")), [])
+    return bool({"avx512_bf16", "amx_bf16"} & set(flags))
+
+
+def resolve_precision(precision: str, accelerator: str) -> str:
+    """trainer.precision=auto: bf16 autocast where the hardware computes in bf16, else fp32. Without bf16
+    instructions a CPU emulates it, slower than fp32."""
+    if precision != "auto":
+        return precision
+    if accelerator == "cpu":
+        return "bf16-mixed" if cpu_has_bf16() else "32-true"
+    return "bf16-mixed" if torch.cuda.is_available() and torch.cuda.is_bf16_supported() else "32-true"
+
+
+def optim_config(cfg: DictConfig) -> dict[str, Any]:
+    return OmegaConf.to_container(cfg.optim, resolve=True)
+
+
 def check_config(cfg: DictConfig) -> None:
     """Refuse settings that cannot work, one line each, before any data or model work: every section against
     the signature of what it is passed to, top-level keys against the type of their default in train.yaml."""
     check_section("model", user_values(cfg.model), ModelConfig, not_settable=["vocab_size"])
     model_config(cfg, vocab_size=1)
     check_section("data", user_values(cfg.data), get_class(cfg.data._target_))
-    check_section("optim", user_values(cfg.optim), LitGPT, not_settable=["model_cfg", "compile"])
-    check_section("trainer", user_values(cfg.trainer), L.Trainer, not_settable=SET_BY_TRAIN)
+    trainer = user_values(cfg.trainer)
+    if "precision" in trainer:  # "auto" is ours (resolve_precision), not a Lightning precision
+        trainer["precision"] = resolve_precision(str(trainer["precision"]), cfg.trainer.accelerator)
+    check_section("trainer", trainer, L.Trainer, not_settable=SET_BY_TRAIN)
+    check_section("optim", user_values(cfg.optim), OptimConfig)
+    OptimConfig.from_dict(optim_config(cfg))  # after trainer: optim.max_steps is trainer.max_steps
     check_section("callbacks.checkpoint", user_values(cfg.callbacks.checkpoint), ResumeCheckpoint, ["dirpath"])
     check_section("callbacks.sample", user_values(cfg.callbacks.sample), SampleText,
                   not_settable=["tokenizer", "one_example_per_line", "seed"])
@@ -78,6 +108,8 @@ def check_config(cfg: DictConfig) -> None:
     if str(cfg.trainer.precision).startswith("16") and cfg.trainer.accelerator == "cpu":
         raise ValueError(f"trainer.precision={cfg.trainer.precision} needs a GPU: on CPU use "
                          "trainer.precision=bf16-mixed or 32")
+    if cfg.optim.name == "muon" and "fsdp" in str(cfg.trainer.strategy):
+        raise ValueError("optim=muon orthogonalises whole matrices, which trainer=fsdp shards: use optim=adamw")
     if cfg.resume and cfg.ckpt_path:
         raise ValueError("pass either resume=true (newest run with this config) or ckpt_path=<path>, not both")
     check_init_from(cfg.init_from)
@@ -141,8 +173,9 @@ def train(cfg: DictConfig, run_dir: Path | None = None) -> Path:
     if cfg.trainer.enable_progress_bar:
         callbacks.append(StepProgressBar())
     # The Trainer is built before the data so that its own argument checks also come before any work.
-    trainer = L.Trainer(**cfg.trainer, callbacks=callbacks, logger=make_logger(cfg.get("logger")),
-                        plugins=[AtomicCheckpointIO()], default_root_dir=run_dir)
+    precision = resolve_precision(str(cfg.trainer.precision), cfg.trainer.accelerator)
+    trainer = L.Trainer(**{**cfg.trainer, "precision": precision}, callbacks=callbacks,
+                        logger=make_logger(cfg.get("logger")), plugins=[AtomicCheckpointIO()], default_root_dir=run_dir)
     L.seed_everything(cfg.seed, verbose=False)
     try:
         datamodule = instantiate(cfg.data)
@@ -153,18 +186,21 @@ def train(cfg: DictConfig, run_dir: Path | None = None) -> Path:
     if model_cfg.block_size < datamodule.max_tokens:
         raise ValueError(f"model.block_size={model_cfg.block_size} is shorter than the corpus's longest line "
                          f"({datamodule.max_tokens} tokens): set model.block_size={datamodule.max_tokens} or more")
-    lit = LitGPT(model_cfg, compile=cfg.compile, **cfg.optim)
+    line_based = datamodule.meta.get("one_example_per_line", False)
+    # Bits per byte compares running-text models across tokenizers; a task's rows are not such text.
+    token_bytes = None if line_based else byte_counts(datamodule.tokenizer)
+    lit = LitGPT(model_cfg, compile=cfg.compile, token_bytes=token_bytes, **optim_config(cfg))
     if weights is not None:
         lit.model.load_state_dict(weights)
     sample = cfg.callbacks.sample
-    trainer.callbacks.append(SampleText(datamodule.tokenizer, datamodule.meta.get("one_example_per_line", False),
-                                        sample.prompt, sample.max_new_tokens, sample.temperature, cfg.seed))
+    trainer.callbacks.append(SampleText(datamodule.tokenizer, line_based, sample.prompt, sample.max_new_tokens,
+                                        sample.temperature, cfg.seed))
     if hasattr(datamodule, "eval_problems"):
         trainer.callbacks.append(HeldOutAccuracy(datamodule.eval_problems, datamodule.tokenizer, datamodule.meta,
                                                  order=datamodule.operations))
     record = RunRecord(run_dir)  # history.csv + summary.json for the sweep report (gpt/report.py)
     trainer.callbacks.append(record)
-    print(f"model: {lit.model.num_params():,} parameters; run folder: {run_dir}")
+    print(f"model: {lit.model.num_params():,} parameters, precision {precision}; run folder: {run_dir}")
     trainer.fit(lit, datamodule=datamodule, ckpt_path=ckpt_path, weights_only=True)
     path = run_dir / "model.pt"
     if not trainer.is_global_zero:  # under torchrun/SLURM every rank gets here; one writes the export

@@ -1,5 +1,6 @@
 """Grade a model by real greedy generation on held-out examples: prompt with each example's prompt
 ("<a> <op> <b> equals"), decode to the end of the line through the text API, compare with its target.
+A model of running text gets its loss and bits per byte on its corpus's validation split instead.
 
     python -m gpt.evaluate --ckpt outputs/<date>/<time>/model.pt [--split test]"""
 from __future__ import annotations
@@ -9,10 +10,13 @@ import sys
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol
 
+from gpt.bpb import byte_counts, text_loss
 from gpt.calculator import OPERATIONS, split_problems
 from gpt.checkpoint import CheckpointError, model_file, newest_checkpoint
+from gpt.prepare import open_prepared
 from gpt.text import TextModel, load
 
 
@@ -54,6 +58,19 @@ def accuracy_by_group(graded: list[Graded], order: Sequence[str] = ()) -> dict[s
     return result
 
 
+def text_report(text_model: TextModel) -> str:
+    """Loss per token and bits per byte over the validation split of the prepared corpus (its shards) a
+    running-text model was trained on, every token after the first predicted once (training validated on
+    random windows of it)."""
+    meta = text_model.meta
+    if "shards" not in meta:
+        raise ValueError("model.pt does not say which prepared corpus it was trained on; retrain it with this version")
+    ids = open_prepared(Path(meta["shards"]), meta["tokenizer"]).val.to_array()
+    loss, bpb = text_loss(text_model.model, ids, byte_counts(text_model.tokenizer))
+    tokens = f"{len(ids):,} {meta['tokenizer']} tokens"
+    return f"val split of {meta['path']} ({tokens}): loss {loss:.4f}, bpb {bpb:.4f}"
+
+
 def calculator_examples(meta: dict[str, Any], seed: int, split: str) -> list[Example]:
     problems = split_problems(seed, meta.get("val_fraction", 0.1), meta.get("test_fraction", 0.1))[split]
     return [p for p in problems if p.op in meta.get("operations", OPERATIONS)]
@@ -64,7 +81,8 @@ HELD_OUT: dict[str, Callable[[dict[str, Any], int, str], list[Example]]] = {"cal
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="Exact-match accuracy on held-out calculator problems.")
+    parser = argparse.ArgumentParser(description="Exact-match accuracy on held-out examples (calculator problems); "
+                                                 "loss and bits per byte on a running-text model's validation text.")
     parser.add_argument("--ckpt", help="model.pt (or its run folder) to grade (default: the newest under outputs/)")
     parser.add_argument("--split", choices=["val", "test"], default="test")
     parser.add_argument("--seed", type=int, help="data.seed the model was trained with, for a model.pt that does "
@@ -75,6 +93,9 @@ def main(argv: list[str] | None = None) -> int:
         path = model_file(args.ckpt or newest_checkpoint())
         text_model = load(path, device=args.device)
         meta = text_model.meta  # model.pt records the DataModule's meta: corpus, seed and split fractions
+        if not text_model.line_based:  # running text has no right answers: how well it predicts its val split
+            print(f"{path}: {text_report(text_model)}")
+            return 0
         corpus = meta.get("corpus")
         if corpus not in HELD_OUT:
             raise ValueError(f"{path} was trained on {corpus or 'an unrecorded corpus'}, which has no right answers "

@@ -104,6 +104,7 @@ class Column:
     lower_is_better: bool
     fmt: str
     spread: bool = False  # show mean ± std over seeds
+    per_corpus: bool = False  # only some corpora have it (bpb: text; exact match: right answers to grade)
 
 
 def _get(key: str, scale: float = 1.0) -> Callable[[dict[str, Any]], float | None]:
@@ -114,8 +115,9 @@ COLUMNS = [
     Column("params", _get("params"), True, "{:,.0f}"),
     Column("val loss", _get("val_loss"), True, "{:.4f}", spread=True),
     Column("ppl", _get("val_ppl"), True, "{:.3f}", spread=True),
+    Column("bpb", _get("val_bpb"), True, "{:.4f}", spread=True, per_corpus=True),
     Column("exact match %", lambda s: None if "all" not in s.get("val_acc", {}) else 100 * s["val_acc"]["all"],
-           False, "{:.1f}", spread=True),
+           False, "{:.1f}", spread=True, per_corpus=True),
     Column("train tok/s", _get("tokens_per_s"), False, "{:,.0f}"),
     Column("wall s", _get("wall_s"), True, "{:.1f}"),
     Column("peak MiB", _get("peak_memory_bytes", 1 / 2**20), True, "{:,.0f}"),
@@ -201,9 +203,11 @@ def markdown(sweep_dir: Path, runs: list[Run]) -> str:
         lines.append(f"| `{names[key]}` | {sum(r.ok for r in group_runs)} | " + " | ".join(cells)
                      + f" | {status(group_runs)} |")
     noise = seed_noise(groups, names)
-    missing = [c.header for c in COLUMNS if c not in columns]
+    validated = COLUMNS[1] in columns  # then a per-corpus column is absent because the corpus has none
+    missing = [c.header for c in COLUMNS if c not in columns and not (c.per_corpus and validated)]
     lines += ["", *([noise, ""] if noise else []), *([empty_note(runs, missing), ""] if missing else []),
-              "Mean ± sample std over seeds; **bold** is the best value of its column. Val loss, perplexity "
+              "Mean ± sample std over seeds; **bold** is the best value of its column. Val loss, perplexity, "
+              "bpb (bits per UTF-8 byte of the text predicted, comparable across tokenizers; text corpora) "
               "and exact match (held-out calculator problems, greedy) are from the last validation. Train tok/s "
               "excludes validation time; peak memory is allocated tensors on GPU, process RSS on CPU; KV "
               "bytes/token is every layer's cache for a full block divided by block_size.", "",

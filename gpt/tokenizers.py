@@ -41,6 +41,8 @@ class Tokenizer(Protocol):
 
     def to_dict(self) -> dict[str, Any]: ...
 
+    def token_bytes(self) -> list[int]: ...
+
 
 def unknown_pieces_error(kind: str, unknown: list[str], known: dict[str, int]) -> ValueError:
     """One line listing every piece of a text the vocabulary lacks, with a hint where it has the lowercase form."""
@@ -81,6 +83,10 @@ class CharTokenizer:
 
     def to_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "vocab": self.chars}
+
+    def token_bytes(self) -> list[int]:
+        """UTF-8 bytes of the text each id stands for (for bits per byte)."""
+        return [len(c.encode()) for c in self.chars]
 
 
 class WordTokenizer:
@@ -125,6 +131,12 @@ class WordTokenizer:
 
     def to_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "vocab": self.words}
+
+    def token_bytes(self) -> list[int]:
+        """UTF-8 bytes of each id's word plus the space `decode` puts before it; a newline counts 0, as the
+        first word of the next line takes its byte in place of that space. Exact for lines that start with a
+        word; the spacing of the original text (dropped by encode) is not known."""
+        return [0 if w == self.NEWLINE else len(w.encode()) + (w not in self._closing) for w in self.words]
 
 
 # tiktoken pins these sha256 hashes of GPT-2's two BPE files (tiktoken_ext/openai_public.py); the
@@ -193,6 +205,12 @@ class GPT2Tokenizer:
     def to_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "vocab": self.vocab}
 
+    def token_bytes(self) -> list[int]:
+        """The real bytes of each BPE piece: a piece that splits a character counts its own bytes of it,
+        not the 3 bytes of the U+FFFD that decoding it alone gives. End-of-text is no text: 0."""
+        bpe = range(self.enc.n_vocab) if self.vocab is None else self.vocab
+        return [0 if b == self.enc.eot_token else len(self.enc.decode_single_token_bytes(b)) for b in bpe]
+
 
 class BPETokenizer:
     """A byte-level BPE (Sennrich et al. 2016, on bytes as GPT-2 does) trained on the user's corpus by Hugging
@@ -235,6 +253,10 @@ class BPETokenizer:
 
     def to_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "vocab": self.tok.to_str()}
+
+    def token_bytes(self) -> list[int]:
+        """The real bytes of each piece (as GPT2Tokenizer's); end-of-text 0."""
+        return [0 if i == self.eot_id else len(self.enc.decode_single_token_bytes(i)) for i in range(self.vocab_size)]
 
 
 @functools.cache
@@ -299,6 +321,24 @@ class HFTokenizer:
 
     def to_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "vocab": self.spec}
+
+    def token_bytes(self) -> list[int]:
+        """UTF-8 bytes of each id's piece: a byte-level vocabulary (GPT-2, Llama 3, Qwen) spells each byte as one
+        character; a SentencePiece one (Llama 2, Mistral) writes a space as ▁ and a raw byte as <0xNN>. Special
+        tokens (BOS, EOS) are no text: 0."""
+        specials = {t.content for t in self.backend.get_added_tokens_decoder().values() if t.special}
+        byte_level = isinstance(self.backend.decoder, tokenizers.decoders.ByteLevel)
+
+        def count(piece: str | None) -> int:
+            if piece is None or piece in specials:
+                return 0
+            if byte_level:
+                return len(piece)
+            if re.fullmatch(r"<0x[0-9A-Fa-f]{2}>", piece):
+                return 1
+            return len(piece.replace("\u2581", " ").encode())
+
+        return [count(self.backend.id_to_token(i)) for i in range(self.vocab_size)]
 
 
 # data.tokenizer=<name> learns one of these from the corpus; data.tokenizer=<folder> takes a folder's HFTokenizer.

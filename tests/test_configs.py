@@ -59,3 +59,14 @@ def test_defaults_list_names_every_group() -> None:
     named = {next(iter(d)) for d in defaults if isinstance(d, (dict, DictConfig))}
     assert set(GROUPS) <= named | {"experiment"}
     assert Path(CONFIGS / "train.yaml").read_text().startswith("#")
+
+
+def test_shakespeare_char_cpu_is_nanogpts_model_and_optimizer() -> None:
+    cfg = compose_with("experiment=shakespeare_char_cpu")
+    model = ModelConfig.from_dict({**OmegaConf.to_container(cfg.model), "vocab_size": 65})
+    parts = (model.norm, model.bias, model.mlp, model.pos, model.attention)
+    assert parts == ("layernorm", False, "gelu", "learned", "mha_fused")
+    assert (model.layers, model.heads, model.dim, model.block_size, cfg.data.batch_size) == (4, 4, 128, 64, 12)
+    optim = cfg.optim
+    assert (optim.name, optim.schedule, list(optim.betas), optim.lr, optim.min_lr, optim.warmup_steps) == \
+        ("adamw", "cosine", [0.9, 0.99], 1e-3, 1e-4, 100)

@@ -4,6 +4,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 import urllib.error
 from pathlib import Path
 
@@ -16,6 +17,7 @@ from omegaconf import open_dict
 
 import generate
 import gpt.corpora as corpora
+import gpt.evaluate as evaluate
 import gpt.prepare as prepare
 import train
 from gpt.data import TextData
@@ -227,6 +229,12 @@ def test_train_on_text_then_generate(tmp_path: Path, text_file: Path, tokenizer:
         assert err.startswith("error: ") and "vocabulary" in err and err.count("\n") == 1
     assert generate.main(["--ckpt", str(ckpt), "--max-new-tokens", "3"]) == 0  # no prompt: starts after a newline
     assert capsys.readouterr().err == f"model: {ckpt} (trained on text ({text_file}))\n"  # which model, no error
+    assert evaluate.main(["--ckpt", str(ckpt)]) == 0  # running text: loss and bits per byte on the val split
+    loss, bpb = (float(x) for x in re.findall(r"loss ([\d.]+), bpb ([\d.]+)$", capsys.readouterr().out.strip())[0])
+    if tokenizer == "char":  # an ASCII play: one byte per token
+        assert bpb == pytest.approx(loss / math.log(2), abs=1e-3)
+    else:  # a word or BPE token spans several bytes
+        assert 0 < bpb < loss / math.log(2) / 2
 
 
 def test_cli_refuses_a_missing_path_in_one_line(tmp_path: Path) -> None:
@@ -285,6 +293,10 @@ def test_shakespeare_presets_train_on_a_local_text(tmp_path: Path, text_file: Pa
                             "data.doc_bytes=256", "data.num_proc=1")
     summary = json.loads((ckpt.parent / "summary.json").read_text())
     assert summary["status"] == "ok" and summary["steps"] == 4 and math.isfinite(summary["val_loss"])
+    if preset.startswith("shakespeare_char"):  # an ASCII play, one byte per character
+        assert summary["val_bpb"] == pytest.approx(summary["val_loss"] / math.log(2), rel=1e-5)
+    else:
+        assert 0 < summary["val_bpb"] < summary["val_loss"] / math.log(2)  # a BPE token spans several bytes
 
 
 def test_tinystories_preset_trains_on_generated_stories(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -109,9 +109,9 @@ def test_evaluate_refuses_a_corpus_it_cannot_grade_and_a_seed_that_would_overlap
         trained: Path, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     chars = CharTokenizer(list("\nabc "))
     save_model(tmp_path / "model.pt", build(ModelConfig(vocab_size=5, layers=1, heads=2, dim=32, block_size=8)),
-               chars, {"corpus": "shakespeare", "seed": 0})
+               chars, {"corpus": "poems", "one_example_per_line": True, "seed": 0})
     assert evaluate(["--ckpt", str(tmp_path)]) == 2
-    assert capsys.readouterr().err.startswith(f"error: {tmp_path / 'model.pt'} was trained on shakespeare, which has "
+    assert capsys.readouterr().err.startswith(f"error: {tmp_path / 'model.pt'} was trained on poems, which has "
                                               "no right answers to grade")
     assert evaluate(["--ckpt", str(trained), "--seed", "3"]) == 2
     err = capsys.readouterr().err

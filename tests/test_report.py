@@ -110,7 +110,7 @@ def test_a_report_with_nothing_validated_says_why(tmp_path: Path) -> None:
     for seed in (0, 1):
         fake_run(tmp_path / str(seed), [f"seed={seed}"], {"status": "ok", "params": 100, "wall_s": 1.0})
     runs = find_runs(tmp_path)
-    assert "Left out, with no value in any run: val loss, ppl, exact match %" in markdown(tmp_path, runs)
+    assert "Left out, with no value in any run: val loss, ppl, bpb, exact match %" in markdown(tmp_path, runs)
     assert "no run validated" in markdown(tmp_path, runs)
     assert "no run recorded a validation loss" in loss_figure(curves(runs))._suptitle.get_text()
 

@@ -36,10 +36,11 @@ def losses(run_dir: Path) -> dict[int, str]:
         return {int(row["step"]): row["train/loss"] for row in csv.DictReader(f) if row.get("train/loss")}
 
 
-# The same on a text corpus prepared into several shards, whose windows the resumed run must re-enter exactly.
+# The same on a text corpus prepared into several shards, whose windows the resumed run must re-enter exactly;
+# with Muon chained to AdamW, both optimizers' states must come back (tests/test_optim.py restores each alone).
 TEXT_RUN = [*(arg for arg in RUN if not arg.startswith("data.")), "data=text", "data.path=corpus.txt",
             "data.doc_bytes=256", "data.shard_tokens=20000", "data.num_proc=1", "data.batch_size=16",
-            "data.val_windows=32"]
+            "data.val_windows=32", "optim=muon"]
 
 
 def test_killed_run_on_shards_resumes_with_identical_losses(tmp_path: Path) -> None:

@@ -18,6 +18,7 @@ from gpt.calculator import split_problems
 from gpt.generation import generate as generate_ids
 from gpt.resume import load_resume_checkpoint
 from tests.conftest import ROOT, run_cli
+import train
 from train import check_config
 
 def test_train_writes_model_checkpoint_metrics_and_samples(trained: Path) -> None:
@@ -73,6 +74,9 @@ def test_evaluate_cli_grades_the_test_split(trained: Path) -> None:
     (["resume=true", "ckpt_path=x.ckpt"], "pass either resume=true"),
     (["callbacks.checkpoint.every_n_steps=0"], "every_n_steps=0 must be a positive integer"),
     (["compile=yes"], "compile='yes' must be true or false"),
+    (["optim.schedule=nope"], "optim.schedule='nope' is unknown; choose one of: constant, cosine, wsd"),
+    (["optim.min_lr=1"], "optim.min_lr=1 must be between 0 and optim.lr=0.003"),
+    (["optim=muon", "trainer=fsdp"], "optim=muon orthogonalises whole matrices, which trainer=fsdp shards"),
 ])
 def test_impossible_settings_are_refused_by_check_config(overrides: list[str], message: str) -> None:
     with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base="1.3"):
@@ -103,3 +107,16 @@ def test_generate_without_any_checkpoint_says_to_train_first(tmp_path: Path) -> 
     assert result.returncode == 2 and "Traceback" not in result.stderr
     line, = result.stderr.strip().splitlines()
     assert line.startswith("error: ") and "run `python train.py` first" in line
+
+
+@pytest.mark.parametrize("flags, bf16", [("fpu avx512f avx512_bf16", True), ("fpu amx_bf16 amx_tile", True),
+                                         ("fpu avx512f avx2", False)])
+def test_auto_precision_is_bf16_only_where_the_cpu_has_bf16_instructions(tmp_path: Path, flags: str, bf16: bool,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text(f"processor\t: 0\nmodel name\t: a CPU\nflags\t\t: {flags}\n")
+    assert train.cpu_has_bf16(cpuinfo) is bf16
+    assert not train.cpu_has_bf16(tmp_path / "absent")  # not Linux: fp32, never an emulated bf16
+    monkeypatch.setattr(train, "cpu_has_bf16", lambda: bf16)
+    assert train.resolve_precision("auto", "cpu") == ("bf16-mixed" if bf16 else "32-true")
+    assert train.resolve_precision("32-true", "cpu") == "32-true"  # a precision asked for is kept
