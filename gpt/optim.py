@@ -24,7 +24,7 @@ class OptimConfig:
     warmup_steps: int = 100
     max_steps: int = 1000  # where the schedule reaches min_lr
     decay_fraction: float = 0.2  # wsd: the final share of max_steps spent decaying
-    muon_lr: float = 0.02  # muon: peak LR of the hidden matrices (torch's Muon scales it by sqrt(max(1, out/in)))
+    muon_lr: float = 0.04  # muon: peak LR of the hidden matrices (torch's Muon scales it by sqrt(max(1, out/in)))
     momentum: float = 0.95  # muon: Nesterov momentum of the hidden matrices
 
     def __post_init__(self) -> None:
