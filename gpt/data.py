@@ -18,6 +18,7 @@ from gpt.corpora import download
 from gpt.prepare import Prepared, Recipe, load
 from gpt.shards import TokenShards
 from gpt.tokenizers import Tokenizer, WordTokenizer
+from gpt.validate import Fraction, PositiveInt
 
 IGNORE_INDEX = -100  # targets the loss skips: padding after a line ends
 
@@ -87,8 +88,9 @@ class CalculatorData(BatchedData):
     """One problem per row: newline, the problem's words, newline; padded rows whose padding the
     loss ignores, so every token trained on belongs to a whole problem."""
 
-    def __init__(self, seed: int = 0, val_fraction: float = 0.1, test_fraction: float = 0.1,
-                 batch_size: int = 256, eval_problems: int = 500, operations: list[str] | None = None) -> None:
+    def __init__(self, seed: int = 0, val_fraction: Fraction = 0.1, test_fraction: Fraction = 0.1,
+                 batch_size: PositiveInt = 256, eval_problems: PositiveInt = 500,
+                 operations: list[str] | None = None) -> None:
         super().__init__()
         self.seed, self.batch_size, self.eval_problem_count = seed, batch_size, eval_problems
         self.fractions = (val_fraction, test_fraction)
@@ -165,11 +167,12 @@ class TextData(BatchedData):
     The corpus loads on first use (`vocab_size`, `tokenizer`, ...), not in __init__: Hydra's instantiate
     would wrap a user's ValueError (a bad path) into a multi-line InstantiationException."""
 
-    def __init__(self, block_size: int, path: str | list[str] | None = None, name: str = "text",
-                 url: str | None = None, sha256: str | None = None, tokenizer: str = "char", vocab_size: int = 4096,
-                 compact_vocab: bool | None = None, val_fraction: float = 0.1, text_field: str = "text",
-                 doc_bytes: int = 4096, shard_tokens: int = 1 << 24, num_proc: int | None = None,
-                 batch_size: int = 64, val_windows: int = 512, seed: int = 0, root: str = "data") -> None:
+    def __init__(self, block_size: PositiveInt, path: str | list[str] | None = None, name: str = "text",
+                 url: str | None = None, sha256: str | None = None, tokenizer: str = "char",
+                 vocab_size: PositiveInt = 4096, compact_vocab: bool | None = None, val_fraction: Fraction = 0.1,
+                 text_field: str = "text", doc_bytes: PositiveInt = 4096, shard_tokens: PositiveInt = 1 << 24,
+                 num_proc: PositiveInt | None = None, batch_size: PositiveInt = 64, val_windows: PositiveInt = 512,
+                 seed: int = 0, root: str = "data") -> None:
         super().__init__()
         self.path, self.name, self.url, self.sha256, self.root = path, name, url, sha256, Path(root)
         self.tokenizer_name, self.num_proc = tokenizer, num_proc

@@ -7,14 +7,15 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from gpt.bpb import byte_counts, text_loss
 from gpt.calculator import OPERATIONS, split_problems
-from gpt.checkpoint import CheckpointError, newest_checkpoint
+from gpt.checkpoint import CheckpointError, model_file, newest_checkpoint
 from gpt.prepare import open_prepared
 from gpt.text import TextModel, load
 
@@ -62,47 +63,59 @@ def text_report(text_model: TextModel) -> str:
     running-text model was trained on, every token after the first predicted once (training validated on
     random windows of it)."""
     meta = text_model.meta
-    if "shards" not in meta:
-        raise ValueError("model.pt does not say which prepared corpus it was trained on; retrain it with this version")
     ids = open_prepared(Path(meta["shards"]), meta["tokenizer"]).val.to_array()
     loss, bpb = text_loss(text_model.model, ids, byte_counts(text_model.tokenizer))
     tokens = f"{len(ids):,} {meta['tokenizer']} tokens"
     return f"val split of {meta['path']} ({tokens}): loss {loss:.4f}, bpb {bpb:.4f}"
 
 
-def main(argv: list[str] | None = None) -> int:
+def calculator_examples(meta: dict[str, Any], seed: int, split: str) -> list[Example]:
+    problems = split_problems(seed, meta.get("val_fraction", 0.1), meta.get("test_fraction", 0.1))[split]
+    return [p for p in problems if p.op in meta.get("operations", OPERATIONS)]
 
-    parser = argparse.ArgumentParser(description="Exact-match accuracy on held-out calculator problems; "
-                                                 "loss and bits per byte on the validation text of a text model.")
-    parser.add_argument("--ckpt", help="model.pt to grade (default: the newest under outputs/)")
-    parser.add_argument("--split", choices=["val", "test"], default="test", help="calculator problems to grade")
-    parser.add_argument("--seed", type=int, help="data.seed the model was trained with (default: from model.pt)")
-    parser.add_argument("--device", default="cpu")
+
+# The corpora this command can grade: model.pt's meta["corpus"] -> its held-out examples of a split.
+HELD_OUT: dict[str, Callable[[dict[str, Any], int, str], list[Example]]] = {"calculator": calculator_examples}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Exact-match accuracy on held-out calculator problems; the loss "
+                                                 "and bits per byte of a text model on its validation split.")
+    parser.add_argument("--ckpt", help="model.pt (or its run folder) to grade (default: the newest under outputs/)")
+    parser.add_argument("--split", choices=["val", "test"], default="test")
+    parser.add_argument("--seed", type=int, help="data.seed the model was trained with, for a model.pt that does "
+                                                 "not record it (default: from model.pt)")
+    parser.add_argument("--device", default="cpu", help="cpu, cuda, cuda:<index> or mps (default: cpu)")
     args = parser.parse_args(argv)
     try:
-        path = args.ckpt or newest_checkpoint()
+        path = model_file(args.ckpt or newest_checkpoint())
         text_model = load(path, device=args.device)
-    except CheckpointError as err:
+        meta = text_model.meta  # model.pt records the DataModule's meta: corpus, seed and split fractions
+        if not text_model.line_based and "shards" in meta:  # running text: its loss and bits per byte instead
+            print(f"{path}: {text_report(text_model)}")
+            return 0
+        corpus = meta.get("corpus")
+        if corpus not in HELD_OUT:
+            raise ValueError(f"{path} was trained on {corpus or 'an unrecorded corpus'}, which has no right answers "
+                             f"to grade; gpt.evaluate grades models of: {', '.join(HELD_OUT)} (and measures text "
+                             "models trained on prepared shards)")
+        if args.seed is None and "seed" not in meta:
+            raise ValueError("model.pt does not say which data.seed it was trained with; pass --seed")
+        if args.seed is not None and "seed" in meta and args.seed != meta["seed"]:
+            raise ValueError(f"--seed {args.seed} is not the data.seed={meta['seed']} this model was trained with: "
+                             f"that split's {args.split} examples would include its training data; drop --seed")
+    except (ValueError, CheckpointError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    if not text_model.line_based:
-        try:
-            print(f"{path}: {text_report(text_model)}")
-        except ValueError as err:  # the corpus moved or is missing: one line naming it
-            print(f"error: {err}", file=sys.stderr)
-            return 2
-        return 0
-    data = text_model.meta  # model.pt records the DataModule's meta: seed and split fractions
-    if args.seed is None and "seed" not in data:
-        print("error: model.pt does not say which data.seed it was trained with; pass --seed", file=sys.stderr)
-        return 2
-    seed = args.seed if args.seed is not None else data["seed"]
-    problems = split_problems(seed, data.get("val_fraction", 0.1), data.get("test_fraction", 0.1))[args.split]
-    problems = [p for p in problems if p.op in data.get("operations", OPERATIONS)]
-    accuracy = accuracy_by_group(grade(text_model, problems), order=OPERATIONS)
-    print(f"{path}: {len(problems)} {args.split} problems, data.seed={seed}")
-    for op, value in accuracy.items():
-        print(f"  {op:>10}: {100 * value:6.2f}%")
+    seed = meta.get("seed", args.seed)
+    examples = HELD_OUT[corpus](meta, seed, args.split)
+    graded = grade(text_model, examples)
+    accuracy = accuracy_by_group(graded, order=OPERATIONS)
+    total = Counter(g.example.group for g in graded) + Counter(all=len(graded))
+    right = Counter(g.example.group for g in graded if g.correct) + Counter(all=sum(g.correct for g in graded))
+    print(f"{path}: {len(examples)} {args.split} examples, data.seed={seed}")
+    for group, value in accuracy.items():
+        print(f"  {group:>10}: {100 * value:6.2f}%  ({right[group]} of {total[group]})")
     return 0
 
 

@@ -5,27 +5,28 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, fields
-from typing import Any
+from typing import Annotated, Any
 
 import torch
 from torch import nn
 
 from gpt.schedules import SCHEDULES
+from gpt.validate import NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt, Probability, Range
 
 
 @dataclass(frozen=True)
 class OptimConfig:
     name: str = "adamw"
-    lr: float = 3e-3  # AdamW's peak LR
-    min_lr: float = 3e-4  # where cosine and wsd end; every group (Muon's too) ends at min_lr / lr of its peak
-    weight_decay: float = 0.1
-    betas: tuple[float, float] = (0.9, 0.98)
+    lr: PositiveFloat = 3e-3  # AdamW's peak LR
+    min_lr: NonNegativeFloat = 3e-4  # where cosine and wsd end: every group (Muon's too) at min_lr / lr of its peak
+    weight_decay: NonNegativeFloat = 0.1
+    betas: tuple[Probability, Probability] = (0.9, 0.98)
     schedule: str = "cosine"
-    warmup_steps: int = 100
-    max_steps: int = 1000  # where the schedule reaches min_lr
-    decay_fraction: float = 0.2  # wsd: the final share of max_steps spent decaying
-    muon_lr: float = 0.04  # muon: peak LR of the hidden matrices (torch's Muon scales it by sqrt(max(1, out/in)))
-    momentum: float = 0.95  # muon: Nesterov momentum of the hidden matrices
+    warmup_steps: NonNegativeInt = 100
+    max_steps: PositiveInt = 1000  # where the schedule reaches min_lr
+    decay_fraction: Annotated[float, Range(0, 1, low_open=True)] = 0.2  # wsd: the final share of max_steps decaying
+    muon_lr: PositiveFloat = 0.04  # muon: peak LR of the hidden matrices (torch scales it by sqrt(max(1, out/in)))
+    momentum: Probability = 0.95  # muon: Nesterov momentum of the hidden matrices
 
     def __post_init__(self) -> None:
         for name, registry in (("name", OPTIMIZERS), ("schedule", SCHEDULES)):

@@ -202,7 +202,8 @@ def markdown(sweep_dir: Path, runs: list[Run]) -> str:
         lines.append(f"| `{names[key]}` | {sum(r.ok for r in group_runs)} | " + " | ".join(cells)
                      + f" | {status(group_runs)} |")
     noise = seed_noise(groups, names)
-    lines += ["", *([noise, ""] if noise else []),
+    missing = [c.header for c in COLUMNS if c not in columns]
+    lines += ["", *([noise, ""] if noise else []), *([empty_note(runs, missing), ""] if missing else []),
               "Mean ± sample std over seeds; **bold** is the best value of its column. Val loss, perplexity, "
               "bpb (bits per UTF-8 byte of the text predicted, comparable across tokenizers; text corpora) "
               "and exact match (held-out calculator problems, greedy) are from the last validation. Train tok/s "
@@ -212,6 +213,19 @@ def markdown(sweep_dir: Path, runs: list[Run]) -> str:
     return "\n".join(lines)
 
 
+def empty_note(runs: list[Run], missing: list[str]) -> str:
+    """Why columns are left out: a report never goes empty without saying so."""
+    ok = [r for r in runs if r.ok]
+    if not ok:
+        why = "no run finished (see the status column)"
+    elif not any(r.history for r in ok):
+        why = "no run validated (trainer.limit_val_batches=0?), so there is no val loss and loss.png is empty"
+    else:
+        why = ("no finished run recorded them (exact match needs a corpus with right answers, such as the "
+               "calculator; bpb a text corpus)")
+    return f"Left out, with no value in any run: {', '.join(missing)}: {why}."
+
+
 def curves(runs: list[Run]) -> dict[str, dict[str, list[float]]]:
     """Per configuration: steps every successful seed validated at, mean wall time there, loss mean and std."""
     groups = group(runs)
@@ -219,6 +233,7 @@ def curves(runs: list[Run]) -> dict[str, dict[str, list[float]]]:
     result = {}
     for key, group_runs in groups.items():
         histories = [{row["step"]: row for row in r.history if "val_loss" in row} for r in group_runs if r.ok]
+        histories = [h for h in histories if h]  # a run that never validated has no curve to draw
         if not histories:
             continue
         steps = sorted(set.intersection(*(set(h) for h in histories)))

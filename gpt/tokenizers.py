@@ -44,6 +44,14 @@ class Tokenizer(Protocol):
     def token_bytes(self) -> list[int]: ...
 
 
+def unknown_pieces_error(kind: str, unknown: list[str], known: dict[str, int]) -> ValueError:
+    """One line listing every piece of a text the vocabulary lacks, with a hint where it has the lowercase form."""
+    unknown = list(dict.fromkeys(unknown))
+    lower = [p.lower() for p in unknown if p.lower() != p and p.lower() in known]
+    hint = f"; the vocabulary has {', '.join(map(repr, lower))}: try lowercase" if lower else ""
+    return ValueError(f"{kind} {', '.join(map(repr, unknown))} not in the vocabulary of this model{hint}")
+
+
 class CharTokenizer:
     """One token per character of a fixed alphabet."""
 
@@ -65,10 +73,10 @@ class CharTokenizer:
         return cls([*sorted(set().union(*corpus.map(_chars))), EOT])
 
     def encode(self, text: str) -> list[int]:
-        try:
-            return [self.ids[c] for c in text]
-        except KeyError as err:
-            raise ValueError(f"character {err.args[0]!r} is not in the vocabulary of this model") from None
+        unknown = [c for c in text if c not in self.ids]
+        if unknown:
+            raise unknown_pieces_error("character(s)", unknown, self.ids)
+        return [self.ids[c] for c in text]
 
     def decode(self, ids: list[int]) -> str:
         return "".join(self.chars[i] for i in ids)
@@ -109,8 +117,7 @@ class WordTokenizer:
         pieces = self._pieces.findall(text)
         unknown = [p for p in pieces if p not in self.ids]
         if unknown:
-            shown = ", ".join(repr(w) for w in dict.fromkeys(unknown))
-            raise ValueError(f"word(s) {shown} not in the vocabulary of this model")
+            raise unknown_pieces_error("word(s)", unknown, self.ids)
         return [self.ids[p] for p in pieces]
 
     def decode(self, ids: list[int]) -> str:

@@ -228,7 +228,7 @@ def test_train_on_text_then_generate(tmp_path: Path, text_file: Path, tokenizer:
         err = capsys.readouterr().err
         assert err.startswith("error: ") and "vocabulary" in err and err.count("\n") == 1
     assert generate.main(["--ckpt", str(ckpt), "--max-new-tokens", "3"]) == 0  # no prompt: starts after a newline
-    assert capsys.readouterr().err == ""
+    assert capsys.readouterr().err == f"model: {ckpt} (trained on text ({text_file}))\n"  # which model, no error
     assert evaluate.main(["--ckpt", str(ckpt)]) == 0  # running text: loss and bits per byte on the val split
     loss, bpb = (float(x) for x in re.findall(r"loss ([\d.]+), bpb ([\d.]+)$", capsys.readouterr().out.strip())[0])
     if tokenizer == "char":  # an ASCII play: one byte per token
