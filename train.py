@@ -56,12 +56,6 @@ def model_config(cfg: DictConfig, vocab_size: int) -> ModelConfig:
     return ModelConfig.from_dict({**OmegaConf.to_container(cfg.model, resolve=True), "vocab_size": vocab_size})
 
 
-def user_values(node: DictConfig) -> dict[str, Any]:
-    """A section's values as plain Python, less those interpolated from elsewhere (checked where they are set)."""
-    values = OmegaConf.to_container(node, resolve=False)
-    return {k: values[k] for k in node if k != "_target_" and not OmegaConf.is_interpolation(node, k)}
-
-
 def cpu_has_bf16(cpuinfo: Path = Path("/proc/cpuinfo")) -> bool:
     """Whether the CPU computes in bf16 itself (AVX512-BF16 or AMX, from Linux's flags); False where unknown."""
     if not cpuinfo.is_file():
@@ -85,18 +79,22 @@ def optim_config(cfg: DictConfig) -> dict[str, Any]:
     return OmegaConf.to_container(cfg.optim, resolve=True)
 
 
+def user_values(node: DictConfig) -> dict[str, Any]:
+    """A section's values as plain Python, less those interpolated from elsewhere (checked where they are set)."""
+    values = OmegaConf.to_container(node, resolve=False)
+    return {k: values[k] for k in node if k != "_target_" and not OmegaConf.is_interpolation(node, k)}
+
+
 def check_config(cfg: DictConfig) -> None:
     """Refuse settings that cannot work, one line each, before any data or model work: every section against
     the signature of what it is passed to, top-level keys against the type of their default in train.yaml."""
     check_section("model", user_values(cfg.model), ModelConfig, not_settable=["vocab_size"])
     model_config(cfg, vocab_size=1)
     check_section("data", user_values(cfg.data), get_class(cfg.data._target_))
-    trainer = user_values(cfg.trainer)
-    if "precision" in trainer:  # "auto" is ours (resolve_precision), not a Lightning precision
-        trainer["precision"] = resolve_precision(str(trainer["precision"]), cfg.trainer.accelerator)
-    check_section("trainer", trainer, L.Trainer, not_settable=SET_BY_TRAIN)
     check_section("optim", user_values(cfg.optim), OptimConfig)
-    OptimConfig.from_dict(optim_config(cfg))  # after trainer: optim.max_steps is trainer.max_steps
+    precision = resolve_precision(str(cfg.trainer.precision), cfg.trainer.accelerator)
+    check_section("trainer", {**user_values(cfg.trainer), "precision": precision}, L.Trainer, not_settable=SET_BY_TRAIN)
+    OptimConfig.from_dict(optim_config(cfg))  # option names, and ranges that relate fields (after trainer.max_steps)
     check_section("callbacks.checkpoint", user_values(cfg.callbacks.checkpoint), ResumeCheckpoint, ["dirpath"])
     check_section("callbacks.sample", user_values(cfg.callbacks.sample), SampleText,
                   not_settable=["tokenizer", "one_example_per_line", "seed"])
@@ -108,8 +106,6 @@ def check_config(cfg: DictConfig) -> None:
     if str(cfg.trainer.precision).startswith("16") and cfg.trainer.accelerator == "cpu":
         raise ValueError(f"trainer.precision={cfg.trainer.precision} needs a GPU: on CPU use "
                          "trainer.precision=bf16-mixed or 32")
-    if cfg.optim.name == "muon" and "fsdp" in str(cfg.trainer.strategy):
-        raise ValueError("optim=muon orthogonalises whole matrices, which trainer=fsdp shards: use optim=adamw")
     if cfg.resume and cfg.ckpt_path:
         raise ValueError("pass either resume=true (newest run with this config) or ckpt_path=<path>, not both")
     check_init_from(cfg.init_from)
@@ -207,7 +203,6 @@ def train(cfg: DictConfig, run_dir: Path | None = None) -> Path:
         return path
     finish(trainer.loggers)
     save_model(path, lit.model, datamodule.tokenizer, meta=datamodule.meta)
-    line_based = datamodule.meta.get("one_example_per_line")
     example = "ninety nine plus ninety nine equals" if line_based else "<text to continue>"
     print(summary_line(record.history, trainer.global_step, time.perf_counter() - start, path))
     print(f'generate with: python generate.py --ckpt {path} --prompt "{example}"')

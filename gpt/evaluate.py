@@ -63,8 +63,6 @@ def text_report(text_model: TextModel) -> str:
     running-text model was trained on, every token after the first predicted once (training validated on
     random windows of it)."""
     meta = text_model.meta
-    if "shards" not in meta:
-        raise ValueError("model.pt does not say which prepared corpus it was trained on; retrain it with this version")
     ids = open_prepared(Path(meta["shards"]), meta["tokenizer"]).val.to_array()
     loss, bpb = text_loss(text_model.model, ids, byte_counts(text_model.tokenizer))
     tokens = f"{len(ids):,} {meta['tokenizer']} tokens"
@@ -81,8 +79,8 @@ HELD_OUT: dict[str, Callable[[dict[str, Any], int, str], list[Example]]] = {"cal
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="Exact-match accuracy on held-out examples (calculator problems); "
-                                                 "loss and bits per byte on a running-text model's validation text.")
+    parser = argparse.ArgumentParser(description="Exact-match accuracy on held-out calculator problems; the loss "
+                                                 "and bits per byte of a text model on its validation split.")
     parser.add_argument("--ckpt", help="model.pt (or its run folder) to grade (default: the newest under outputs/)")
     parser.add_argument("--split", choices=["val", "test"], default="test")
     parser.add_argument("--seed", type=int, help="data.seed the model was trained with, for a model.pt that does "
@@ -93,13 +91,14 @@ def main(argv: list[str] | None = None) -> int:
         path = model_file(args.ckpt or newest_checkpoint())
         text_model = load(path, device=args.device)
         meta = text_model.meta  # model.pt records the DataModule's meta: corpus, seed and split fractions
-        if not text_model.line_based:  # running text has no right answers: how well it predicts its val split
+        if not text_model.line_based and "shards" in meta:  # running text: its loss and bits per byte instead
             print(f"{path}: {text_report(text_model)}")
             return 0
         corpus = meta.get("corpus")
         if corpus not in HELD_OUT:
             raise ValueError(f"{path} was trained on {corpus or 'an unrecorded corpus'}, which has no right answers "
-                             f"to grade; gpt.evaluate grades models of: {', '.join(HELD_OUT)}")
+                             f"to grade; gpt.evaluate grades models of: {', '.join(HELD_OUT)} (and measures text "
+                             "models trained on prepared shards)")
         if args.seed is None and "seed" not in meta:
             raise ValueError("model.pt does not say which data.seed it was trained with; pass --seed")
         if args.seed is not None and "seed" in meta and args.seed != meta["seed"]:

@@ -99,6 +99,8 @@ class LitGPT(L.LightningModule):
         # The fused AdamW kernel updates every tensor in one call (~0.5 ms a step here against ~2.3 ms for the
         # per-tensor loop). Not under 16-mixed: a gradient scaler would then leave scaled gradients to clip.
         fused = self.trainer.precision != "16-mixed"
+        if self.optim.name == "muon" and "fsdp" in type(self.trainer.strategy).__name__.lower():
+            raise ValueError("optim=muon orthogonalises whole matrices, which trainer=fsdp shards: use optim=adamw")
         optimizer = OPTIMIZERS[self.optim.name](self.model, self.optim, fused)
         shape = SCHEDULES[self.optim.schedule]
         schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: shape(step, self.optim))

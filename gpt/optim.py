@@ -19,19 +19,19 @@ from gpt.validate import (NonNegativeFloat, NonNegativeInt, PositiveFloat, Posit
 class OptimConfig:
     name: str = "adamw"
     lr: PositiveFloat = 3e-3  # AdamW's peak LR
-    min_lr: NonNegativeFloat = 3e-4  # where cosine and wsd end; every group (Muon's too) ends at min_lr / lr of its peak
+    min_lr: NonNegativeFloat = 3e-4  # where cosine and wsd end: every group (Muon's too) at min_lr / lr of its peak
     weight_decay: NonNegativeFloat = 0.1
     betas: tuple[Probability, Probability] = (0.9, 0.98)
     schedule: str = "cosine"
     warmup_steps: NonNegativeInt = 100
     max_steps: PositiveInt = 1000  # where the schedule reaches min_lr
     decay_fraction: Annotated[float, Range(0, 1, low_open=True)] = 0.2  # wsd: the final share of max_steps decaying
-    muon_lr: PositiveFloat = 0.02  # muon: peak LR of the hidden matrices (torch's Muon scales it by sqrt(max(1, out/in)))
+    muon_lr: PositiveFloat = 0.04  # muon: peak LR of the hidden matrices (torch scales it by sqrt(max(1, out/in)))
     momentum: Probability = 0.95  # muon: Nesterov momentum of the hidden matrices
 
     def __post_init__(self) -> None:
-        # Each field's type and range is checked by gpt.validate (train.py's check_config does it for the command
-        # line); what is left are the registry names and the one rule between two fields.
+        # Each field's type and range comes from its annotation (gpt.validate; train.py's check_config checks the
+        # command line the same way); what is left are the registry names and the one rule between two fields.
         check_fields(self)
         for name, registry in (("name", OPTIMIZERS), ("schedule", SCHEDULES)):
             if getattr(self, name) not in registry:

@@ -52,13 +52,15 @@ def test_registries_match_their_yaml_options_and_the_default_is_adamw_cosine() -
     assert (OptimConfig().name, OptimConfig().schedule) == ("adamw", "cosine")
 
 
-def tiny_model() -> GPT:
+def tiny_model(tie_embeddings: bool = True) -> GPT:
     torch.manual_seed(0)
-    return GPT(ModelConfig(vocab_size=37, layers=2, heads=2, dim=32, block_size=16, norm="layernorm", pos="learned"))
+    return GPT(ModelConfig(vocab_size=37, layers=2, heads=2, dim=32, block_size=16, norm="layernorm", pos="learned",
+                           tie_embeddings=tie_embeddings))
 
 
-def test_muon_takes_the_blocks_matrices_and_adamw_every_other_parameter() -> None:
-    model = tiny_model()
+@pytest.mark.parametrize("tie_embeddings", [True, False])
+def test_muon_takes_the_blocks_matrices_and_adamw_every_other_parameter(tie_embeddings: bool) -> None:
+    model = tiny_model(tie_embeddings)
     optimizer = OPTIMIZERS["muon"](model, OptimConfig(name="muon"), fused=True)
     adam, muon = optimizer.optimizers
     assert isinstance(adam, torch.optim.AdamW) and isinstance(muon, torch.optim.Muon)
@@ -68,6 +70,7 @@ def test_muon_takes_the_blocks_matrices_and_adamw_every_other_parameter() -> Non
     assert muon_names == {n for n, p in model.named_parameters() if n.startswith("blocks.") and p.dim() == 2}
     assert adam_names == set(by_id.values()) - muon_names  # embeddings, positions, norms: AdamW, once each
     assert {"tok_emb.weight", "pos.table.weight", "norm.weight"} <= adam_names
+    assert ("head.weight" in adam_names) is not tie_embeddings  # an untied head is a matrix, yet AdamW's
 
 
 def loss_of(model: GPT, step: int) -> torch.Tensor:
