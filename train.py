@@ -94,9 +94,9 @@ def train(cfg: DictConfig, run_dir: Path | None = None) -> Path:
     sample = cfg.callbacks.sample
     trainer.callbacks.append(SampleText(datamodule.tokenizer, datamodule.meta.get("one_example_per_line", False),
                                         sample.prompt, sample.max_new_tokens, sample.temperature, cfg.seed))
-    if hasattr(datamodule, "eval_problems"):
-        trainer.callbacks.append(HeldOutAccuracy(datamodule.eval_problems, datamodule.tokenizer, datamodule.meta,
-                                                 order=datamodule.operations))
+    if hasattr(datamodule, "eval_examples"):
+        trainer.callbacks.append(HeldOutAccuracy(datamodule.eval_examples, datamodule.tokenizer, datamodule.meta,
+                                                 order=datamodule.groups))
     trainer.callbacks.append(RunRecord(run_dir))  # history.csv + summary.json for the sweep report (gpt/report.py)
     print(f"model: {lit.model.num_params():,} parameters; run folder: {run_dir}")
     trainer.fit(lit, datamodule=datamodule, ckpt_path=ckpt_path, weights_only=True)
