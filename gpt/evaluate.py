@@ -1,5 +1,6 @@
 """Grade a model by real greedy generation on held-out examples: prompt with each example's prompt
-("<a> <op> <b> equals"), decode to the end of the line through the text API, compare with its target.
+("<a> <op> <b> equals", or an attention task's question), decode to the end of the line through the text
+API, compare with its target.
 
     python -m gpt.evaluate --ckpt outputs/<date>/<time>/model.pt [--split test]"""
 from __future__ import annotations
@@ -8,7 +9,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from gpt.calculator import OPERATIONS, split_problems
 from gpt.checkpoint import CheckpointError, newest_checkpoint
@@ -53,12 +54,25 @@ def accuracy_by_group(graded: list[Graded], order: Sequence[str] = ()) -> dict[s
     return result
 
 
-def main(argv: list[str] | None = None) -> int:
+def held_out(meta: dict[str, Any], split: str, seed: int, lines: int) -> tuple[list[Example], list[str]]:
+    """A model's held-out examples and their groups in order, regenerated from model.pt's meta: an attention
+    task's lines (`lines` per task), or the calculator's problems."""
+    if "tasks" in meta:
+        from gpt.tasks.datamodule import build_tasks, held_out_examples
 
-    parser = argparse.ArgumentParser(description="Exact-match accuracy on held-out calculator problems.")
+        return (held_out_examples({**meta, "seed": seed}, split, lines),
+                [group for task in build_tasks(meta["tasks"]) for group in task.groups()])
+    problems = split_problems(seed, meta.get("val_fraction", 0.1), meta.get("test_fraction", 0.1))[split]
+    return [p for p in problems if p.op in meta.get("operations", OPERATIONS)], list(OPERATIONS)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Exact-match accuracy on held-out examples (calculator problems "
+                                                 "or attention-task lines), by greedy generation.")
     parser.add_argument("--ckpt", help="model.pt to grade (default: the newest under outputs/)")
     parser.add_argument("--split", choices=["val", "test"], default="test")
     parser.add_argument("--seed", type=int, help="data.seed the model was trained with (default: from model.pt)")
+    parser.add_argument("--lines", type=int, default=1000, help="attention tasks: held-out lines per task")
     parser.add_argument("--device", default="cpu")
     args = parser.parse_args(argv)
     try:
@@ -67,17 +81,16 @@ def main(argv: list[str] | None = None) -> int:
     except CheckpointError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    data = text_model.meta  # model.pt records the DataModule's meta: seed and split fractions
+    data = text_model.meta  # model.pt records the DataModule's meta: seed, split fractions or task knobs
     if args.seed is None and "seed" not in data:
         print("error: model.pt does not say which data.seed it was trained with; pass --seed", file=sys.stderr)
         return 2
     seed = args.seed if args.seed is not None else data["seed"]
-    problems = split_problems(seed, data.get("val_fraction", 0.1), data.get("test_fraction", 0.1))[args.split]
-    problems = [p for p in problems if p.op in data.get("operations", OPERATIONS)]
-    accuracy = accuracy_by_group(grade(text_model, problems), order=OPERATIONS)
-    print(f"{path}: {len(problems)} {args.split} problems, data.seed={seed}")
-    for op, value in accuracy.items():
-        print(f"  {op:>10}: {100 * value:6.2f}%")
+    examples, order = held_out(data, args.split, seed, args.lines)
+    accuracy = accuracy_by_group(grade(text_model, examples), order=order)
+    print(f"{path}: {len(examples)} {args.split} examples, data.seed={seed}")
+    for group, value in accuracy.items():
+        print(f"  {group:>14}: {100 * value:6.2f}%")
     return 0
 
 
