@@ -128,3 +128,17 @@ def test_tokens_round_trip_through_the_model_vocabulary() -> None:
     for line in data.splits["val"]:
         assert data.tokenizer.decode(data.tokenizer.encode(line.example.target)) == line.example.target
     assert torch.tensor(data.row(data.splits["val"][0])[0]).max() < data.vocab_size
+
+
+@pytest.mark.parametrize("option", ["recall", "copy", "distance", "length", "tasks"])
+def test_each_task_config_trains_as_written(option: str) -> None:
+    from omegaconf import OmegaConf
+
+    from tests.test_configs import compose_with
+
+    cfg = compose_with(f"data={option}")
+    data = TaskData(OmegaConf.to_container(cfg.data.tasks), train_lines=50, val_lines=50)
+    assert data.max_tokens <= cfg.model.block_size  # python train.py data=<option> needs no other override
+    assert list(cfg.data.tasks) == (["recall", "copy", "distance"] if option == "tasks" else [option])
+    for name, knobs in cfg.data.tasks.items():
+        assert dict(knobs) == TASKS[name]().knobs()  # the YAML shows the generator's own defaults

@@ -17,7 +17,7 @@ class Distance(Task):
     d counts the tokens strictly between the asked fact's value and the question's key (`?` included)."""
 
     name: ClassVar[str] = "distance"
-    context: int = 64
+    context: int = 32
     facts: int = 4
     keys: int = 32
     values: int = 32
