@@ -105,7 +105,8 @@ def train(cfg: DictConfig, run_dir: Path | None = None) -> Path:
         return path
     finish(trainer.loggers)
     save_model(path, lit.model, datamodule.tokenizer, meta=datamodule.meta)
-    example = '--prompt "two plus three equals"' if datamodule.meta.get("one_example_per_line") else \
+    prompt = getattr(datamodule, "example_prompt", None)  # line-based corpora: a question of their own kind
+    example = f'--prompt "{prompt}"' if prompt else \
         '--prompt "<text to continue>" --max-new-tokens 200 --temperature 0.8'
     print(f"saved {path}\ngenerate with: python generate.py --ckpt {path} {example}")
     if stopper.requested:

@@ -125,6 +125,8 @@ class CalculatorData(BatchedData):
         """The columns held-out accuracy is reported under, in order."""
         return self.operations
 
+    example_prompt = "two plus three equals"  # what train.py suggests trying with generate.py
+
     @property
     def eval_examples(self) -> list[Problem]:
         """A fixed, seeded sample of validation problems graded by generation at each validation."""

@@ -99,6 +99,11 @@ class TaskData(BatchedData):
         return [line.example for line in self.splits["val"]]
 
     @property
+    def example_prompt(self) -> str:
+        """A held-out question, for train.py to suggest trying with generate.py."""
+        return self.splits["val"][0].example.prompt
+
+    @property
     def meta(self) -> dict[str, Any]:
         name = self.tasks[0].name if len(self.tasks) == 1 else "tasks"
         return {"corpus": name, "one_example_per_line": True, "seed": self.seed,

@@ -12,21 +12,16 @@ from gpt.tasks.base import Line, Task, positive, words
 
 @dataclass(frozen=True)
 class Recall(Task):
-    """`k3 v7 k12 v1 ... | k12 v1 k3 v7`: `pairs` pairs with distinct keys, then `queries` of those keys.
-    Training lines hold `min_pairs` to `pairs` pairs (a curriculum within every batch: lines with few pairs
-    teach the key match before many pairs can), held-out lines exactly `pairs`."""
+    """`k3 v7 k12 v1 ... | k12 v1 k3 v7`: `pairs` pairs with distinct keys, then `queries` of those keys."""
 
     name: ClassVar[str] = "recall"
     pairs: int = 8
     queries: int = 8
     keys: int = 32
     values: int = 32
-    min_pairs: int = 1
 
     def __post_init__(self) -> None:
-        positive(pairs=self.pairs, queries=self.queries, keys=self.keys, values=self.values, min_pairs=self.min_pairs)
-        if self.min_pairs > self.pairs:
-            raise ValueError(f"data.tasks.recall.min_pairs={self.min_pairs} exceeds pairs={self.pairs}")
+        positive(pairs=self.pairs, queries=self.queries, keys=self.keys, values=self.values)
         if self.pairs > self.keys:
             raise ValueError(f"data.tasks.recall.pairs={self.pairs} exceeds keys={self.keys}: a line's keys "
                              "must differ, so raise data.tasks.recall.keys")
@@ -38,11 +33,10 @@ class Recall(Task):
         return [*words("k", self.keys), *words("v", self.values), "|"]
 
     def draw(self, rng: random.Random, split: str) -> Line:
-        count = rng.randint(self.min_pairs, self.pairs) if split == "train" else self.pairs
-        keys = rng.sample(range(self.keys), count)
+        keys = rng.sample(range(self.keys), self.pairs)
         values = [rng.randrange(self.values) for _ in keys]
         context = " ".join(f"k{k} v{v}" for k, v in zip(keys, values))
-        asked = rng.sample(range(count), min(self.queries, count))
+        asked = rng.sample(range(self.pairs), self.queries)
         turns = [(f"k{keys[i]}", f"v{values[i]}") for i in asked]
         turns[0] = (f"{context} | {turns[0][0]}", turns[0][1])
         return Line(tuple(turns), self.name)
