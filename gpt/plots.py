@@ -1,6 +1,6 @@
-"""Figures: a sweep's validation-loss curves (seeds as bands), its capability matrix as a heatmap, and a grid of attention heatmaps (layer x head)
-labelled with the prompt's tokens. Built on matplotlib's Figure directly (Agg canvas, no pyplot state),
-so they draw on headless machines and inside long sweeps without leaking figures."""
+"""Figures: a sweep's validation-loss curves (seeds as bands), its capability matrix as a heatmap, and a grid
+of attention heatmaps (layer x head) labelled with the prompt's tokens. Built on matplotlib's Figure directly
+(Agg canvas, no pyplot state), so they draw on headless machines and inside long sweeps without leaking figures."""
 from __future__ import annotations
 
 import numpy as np

@@ -74,10 +74,8 @@ class TaskData(BatchedData):
 
     @property
     def max_tokens(self) -> int:
-        return max(len(ids) for ids, _ in map(self.row_of_longest, self.splits.values())) - 1
-
-    def row_of_longest(self, lines: list[Line]) -> tuple[list[int], list[bool]]:
-        return self.row(max(lines, key=lambda line: len(line.text.split())))
+        """The longest row's inputs: every token of it but the last."""
+        return max(len(ids) for ids_of_split, _ in self.rows.values() for ids in ids_of_split) - 1
 
     def row(self, line: Line) -> tuple[list[int], list[bool]]:
         """The line's token ids between newlines, and which of them the loss scores (answers, the end)."""
