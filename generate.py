@@ -3,6 +3,7 @@
     python generate.py --prompt "two plus three equals"
     python generate.py --prompt "seven times six equals" --temperature 0.8 --top-k 5 --num-samples 3
     python generate.py --prompt "seven times six equals" --attention-map maps.png
+    python generate.py --prompt "seven times six equals" --attention-html view.html
 """
 from __future__ import annotations
 
@@ -34,6 +35,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                              "several times faster per token; worth it for long generations")
     parser.add_argument("--attention-map", metavar="PATH",
                         help="draw every layer and head's attention over the prompt into this PNG (no generation)")
+    parser.add_argument("--attention-html", metavar="PATH",
+                        help="generate with the settings above, then write an interactive, offline viewer of every "
+                             "layer and head's attention over the prompt and the new tokens into this HTML file")
     return parser.parse_args(argv)
 
 
@@ -78,6 +82,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.attention_map:
         return draw_attention_map(model, tokenizer, prompt_ids if newline is None else [newline, *prompt_ids],
                                   args.attention_map)
+    if args.attention_html:
+        from gpt.text import TextModel
+        from gpt.viewer import write_for_cli
+
+        return write_for_cli(args.attention_html, TextModel(model, tokenizer, meta), args.prompt,
+                             max_new_tokens=args.max_new_tokens, temperature=args.temperature, top_k=args.top_k,
+                             top_p=args.top_p, seed=args.seed)
     if args.compile:
         model = compile_for_decoding(model)
     generator = torch.Generator(device=args.device).manual_seed(args.seed)

@@ -3,6 +3,7 @@
     python train.py                         # default model on the built-in calculator corpus
     python train.py model.heads=8 trainer.max_steps=500
     python train.py resume=true             # continue the newest stopped run with this same config
+    python train.py init_from=<Hugging Face folder or model.pt> data=text data.path=...   # fine-tune
     python train.py --help                  # config groups and the composed config
 """
 from __future__ import annotations
@@ -26,6 +27,7 @@ from gpt.checkpoint import CheckpointError, save_model
 from gpt.config import ModelConfig
 from gpt.lit import LitGPT
 from gpt.loggers import finish, make_logger
+from gpt.pretrained import check_init_from, start_from
 from gpt.report import record_failure
 from gpt.resume import AtomicCheckpointIO, find_resume_checkpoint, load_resume_checkpoint
 from gpt.run_record import RunRecord
@@ -59,6 +61,7 @@ def check_config(cfg: DictConfig) -> None:
         raise ValueError(f"compile={cfg.compile!r} and resume={cfg.resume!r} must be true or false")
     if cfg.resume and cfg.ckpt_path:
         raise ValueError("pass either resume=true (newest run with this config) or ckpt_path=<path>, not both")
+    check_init_from(cfg.init_from)
 
 
 def resume_from(cfg: DictConfig, run_dir: Path) -> Path | None:
@@ -86,11 +89,14 @@ def train(cfg: DictConfig, run_dir: Path | None = None) -> Path:
                         plugins=[AtomicCheckpointIO()], default_root_dir=run_dir)
     L.seed_everything(cfg.seed, verbose=False)
     datamodule = instantiate(cfg.data)
-    model_cfg = model_config(cfg, datamodule.vocab_size)
+    # From scratch, or init_from's architecture and weights (gpt/pretrained.py) when its tokenizer is the corpus's.
+    model_cfg, weights = start_from(cfg.init_from, model_config(cfg, datamodule.vocab_size), datamodule.tokenizer)
     if model_cfg.block_size < datamodule.max_tokens:
         raise ValueError(f"model.block_size={model_cfg.block_size} is shorter than the corpus's longest line "
                          f"({datamodule.max_tokens} tokens): set model.block_size={datamodule.max_tokens} or more")
     lit = LitGPT(model_cfg, compile=cfg.compile, **cfg.optim)
+    if weights is not None:
+        lit.model.load_state_dict(weights)
     sample = cfg.callbacks.sample
     trainer.callbacks.append(SampleText(datamodule.tokenizer, datamodule.meta.get("one_example_per_line", False),
                                         sample.prompt, sample.max_new_tokens, sample.temperature, cfg.seed))

@@ -25,6 +25,7 @@ class ModelConfig:
     window: int = 8  # sliding_window: positions each query sees, itself included
     kv_latent_dim: int = 32  # mla: width of the latent keys and values are rebuilt from
     qk_norm: bool = False  # RMSNorm on each head's queries and keys
+    tie_embeddings: bool = True  # the LM head reuses the token embedding matrix (Press & Wolf, 2017)
     trace_shapes: bool = False  # print every module's output shape during the first forward pass
 
     def __post_init__(self) -> None:

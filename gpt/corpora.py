@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from gpt.tokenizers import TOKENIZERS, Tokenizer, tokenizer_from_dict
+from gpt.tokenizers import Tokenizer, fit_tokenizer, tokenizer_from_dict, tokenizer_label
 
 CACHE_VERSION = 1  # bump when the cache layout or the tokenization rules change
 
@@ -107,7 +107,7 @@ class Tokens:
 def tokenize(train: str, val: str, tokenizer_name: str, compact: bool | None) -> Tokens:
     """Fit the tokenizer on the whole text, encode each split on its own (no token straddles the cut),
     and narrow GPT-2 to the ids used when asked (None: when they are under half of its vocabulary)."""
-    tokenizer = TOKENIZERS[tokenizer_name].fit(train + val)
+    tokenizer = fit_tokenizer(tokenizer_name, train + val)
     train_ids = tokenizer.encode(train)
     ids = np.array(train_ids + tokenizer.encode(val), dtype=np.int64)
     narrow = getattr(tokenizer, "compact", None)  # char and word vocabularies are built dense already
@@ -126,12 +126,11 @@ def cached_tokens(text: str, val_fraction: float, tokenizer_name: str, compact: 
 
     The ids go to <key>.npy and the tokenizer and split to <key>.json, each written atomically, the
     json last: it marks a complete entry, so an interrupted run leaves nothing that would be read."""
-    if tokenizer_name not in TOKENIZERS:
-        raise ValueError(f"data.tokenizer={tokenizer_name} is unknown; choose one of {', '.join(TOKENIZERS)}")
+    label = tokenizer_label(tokenizer_name)  # refuses a name that is neither a kind nor a tokenizer folder
     recipe = {"version": CACHE_VERSION, "text_sha256": hashlib.sha256(text.encode()).hexdigest(),
-              "val_fraction": val_fraction, "tokenizer": tokenizer_name, "compact": compact}
+              "val_fraction": val_fraction, "tokenizer": label, "compact": compact}
     key = hashlib.sha256(json.dumps(recipe, sort_keys=True).encode()).hexdigest()[:20]
-    ids_path, info_path = cache_dir / f"{tokenizer_name}-{key}.npy", cache_dir / f"{tokenizer_name}-{key}.json"
+    ids_path, info_path = cache_dir / f"{label}-{key}.npy", cache_dir / f"{label}-{key}.json"
     if info_path.is_file() and ids_path.is_file():
         try:
             info, ids = json.loads(info_path.read_text()), np.load(ids_path, mmap_mode="r")

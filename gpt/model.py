@@ -1,5 +1,5 @@
-"""GPT: token embeddings -> positional encoding -> pre-norm blocks -> final norm -> tied LM head
-(Radford et al. 2019, with the parts chosen by ModelConfig)."""
+"""GPT: token embeddings -> positional encoding -> pre-norm blocks -> final norm -> LM head, tied to the
+embeddings unless model.tie_embeddings=false (Radford et al. 2019, with the parts chosen by ModelConfig)."""
 from __future__ import annotations
 
 import math
@@ -25,7 +25,8 @@ class GPT(nn.Module):
         self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.layers))
         self.norm = NORM[cfg.norm](cfg.dim, cfg.norm_eps)
         self.head = nn.Linear(cfg.dim, cfg.vocab_size, bias=False)
-        self.head.weight = self.tok_emb.weight  # weight tying (Press & Wolf, 2017)
+        if cfg.tie_embeddings:
+            self.head.weight = self.tok_emb.weight  # weight tying (Press & Wolf, 2017)
         self.shapes_pending = cfg.trace_shapes  # print shapes through the first forward pass only
         self.apply(self._init_weights)
         # GPT-2: projections that write into the residual stream shrink with depth so its variance
@@ -64,9 +65,8 @@ class GPT(nn.Module):
 
     @torch.no_grad()
     def attention_maps(self, idx: torch.Tensor) -> list[torch.Tensor]:
-        """Attention weights (B, H, T, T) of every layer for token ids (B, T), for plotting."""
-        if not self.blocks[0].attn.has_weights:
-            raise ValueError(f"attention={self.cfg.attention} never forms attention weights, so it has no maps to draw")
+        """Attention weights (B, H, T, T) of every layer for token ids (B, T), for plotting. Variants that
+        never form them (has_weights False) compute them the explicit way while this call lasts."""
         for block in self.blocks:
             block.attn.keep_weights = True
         try:
@@ -77,7 +77,7 @@ class GPT(nn.Module):
                 block.attn.keep_weights, block.attn.weights = False, None
 
     def num_params(self) -> int:
-        """Trainable parameters, the tied embedding counted once."""
+        """Trainable parameters; a tied embedding and head count once, an untied head on its own."""
         return sum(p.numel() for p in self.parameters())
 
 

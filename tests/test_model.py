@@ -1,7 +1,11 @@
+from pathlib import Path
+
 import pytest
 import torch
 
-from gpt import GPT, ModelConfig
+from gpt import GPT, ModelConfig, load_checkpoint
+from gpt.checkpoint import save_model
+from gpt.tokenizers import CharTokenizer
 from tests.conftest import build
 
 
@@ -26,6 +30,23 @@ def test_head_is_tied_to_embedding(tiny_cfg: ModelConfig) -> None:
     model = GPT(tiny_cfg)
     assert model.head.weight.data_ptr() == model.tok_emb.weight.data_ptr()
     assert model.num_params() == sum(p.numel() for p in model.parameters())
+
+
+def test_an_untied_head_has_its_own_initialised_weights_that_are_counted_and_saved(
+        tiny_cfg: ModelConfig, tmp_path: Path) -> None:
+    cfg = ModelConfig(**{**tiny_cfg.to_dict(), "tie_embeddings": False})
+    model = build(cfg)
+    assert model.head.weight.data_ptr() != model.tok_emb.weight.data_ptr()
+    assert model.head.weight.std().item() == pytest.approx(0.02, rel=0.1)
+    assert model.num_params() == build(tiny_cfg).num_params() + cfg.vocab_size * cfg.dim
+    with torch.no_grad():
+        model.head.weight.mul_(3)  # so a head rebuilt from the embeddings could not pass for the saved one
+    save_model(tmp_path / "model.pt", model, CharTokenizer(list("abcdefghijklmnopqrstuvwxyz0123456789 ")))
+    loaded, _ = load_checkpoint(tmp_path / "model.pt")
+    assert not loaded.cfg.tie_embeddings
+    torch.testing.assert_close(loaded.head.weight, model.head.weight)
+    idx = torch.randint(0, cfg.vocab_size, (1, 8))
+    torch.testing.assert_close(loaded(idx), model(idx))
 
 
 def test_residual_projections_are_scaled_by_depth() -> None:

@@ -5,9 +5,9 @@ import pytest
 import torch
 from torch.nn import functional as F
 
-from gpt import ModelConfig
+from gpt import ATTENTION, ModelConfig
 from gpt.mlp import MLP
-from gpt.norm import NORM
+from gpt.norm import NORM, RMSNorm
 from tests.conftest import build
 
 
@@ -44,3 +44,11 @@ def test_trace_shapes_prints_one_forward_pass(capsys: pytest.CaptureFixture) -> 
     assert "blocks.1.attn " in first and "-> (3, 5, 32)" in first and "head" in first and "-> (3, 5, 37)" in first
     model(idx)
     assert capsys.readouterr().out == ""
+
+
+@pytest.mark.parametrize("attention", [a for a in ATTENTION if a != "torch_mha"])  # torch_mha refuses qk_norm
+def test_qk_norm_uses_the_models_norm_eps(attention: str) -> None:
+    model = build(ModelConfig(vocab_size=37, layers=1, heads=4, dim=32, block_size=16, attention=attention,
+                              qk_norm=True, norm_eps=1e-3))
+    qk_norms = [m for name, m in model.named_modules() if name.endswith(("q_norm", "k_norm"))]
+    assert qk_norms and all(isinstance(m, RMSNorm) and m.eps == 1e-3 for m in qk_norms)

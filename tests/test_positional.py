@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from gpt import ModelConfig
-from gpt.positional import POSITIONAL, AlibiPositional, RotaryPositional, SinusoidalPositional
+from gpt.positional import POSITIONAL, AlibiPositional, RotaryPositional, SinusoidalPositional, alibi_slopes
 
 CFG = ModelConfig(vocab_size=37, layers=1, heads=4, dim=32, block_size=16)
 
@@ -46,6 +46,19 @@ def test_alibi_bias_is_slope_times_distance() -> None:
     assert bias.shape == (4, 3, 5)
     torch.testing.assert_close(bias[:, 2, 0], -4 * slopes)  # query 4 to key 0
     torch.testing.assert_close(bias[:, 0, 2], torch.zeros(4))  # a query to itself
+
+
+@pytest.mark.parametrize("heads", [1, 2, 4, 8, 16])
+def test_alibi_slopes_for_a_power_of_two_are_the_geometric_sequence(heads: int) -> None:
+    torch.testing.assert_close(alibi_slopes(heads), 2.0 ** (-8.0 * torch.arange(1, heads + 1) / heads))
+
+
+def test_alibi_slopes_for_six_heads_are_the_papers() -> None:
+    """Press et al. (2022): four heads' slopes, then every other slope of eight heads' sequence."""
+    paper = torch.tensor([2 ** -2, 2 ** -4, 2 ** -6, 2 ** -8, 2 ** -1, 2 ** -3])
+    torch.testing.assert_close(alibi_slopes(6), paper)
+    bias = AlibiPositional().score_bias(1, 4, 3, 6, torch.device("cpu"))  # query 3 against keys 0..3
+    torch.testing.assert_close(bias[:, 0, 0], -3 * paper)
 
 
 def test_sinusoidal_table_is_sines_and_cosines() -> None:

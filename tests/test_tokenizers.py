@@ -3,8 +3,8 @@ from pathlib import Path
 
 import pytest
 
-from gpt.tokenizers import (GPT2_FILES, TOKENIZERS, CharTokenizer, GPT2Tokenizer, WordTokenizer, gpt2_encoding,
-                            tokenizer_from_dict)
+from gpt.tokenizers import (GPT2_FILES, TOKENIZERS, CharTokenizer, GPT2Tokenizer, WordTokenizer, fit_tokenizer,
+                            gpt2_encoding, tokenizer_from_dict)
 
 
 @pytest.mark.parametrize("cls, text", [
@@ -92,3 +92,20 @@ def test_gpt2_builds_offline_from_local_files_with_tiktoken_checking_hashes(monk
             GPT2Tokenizer()
     finally:
         gpt2_encoding.cache_clear()
+
+
+def test_a_folders_tokenizer_json_round_trips_through_its_dict(tmp_path: Path) -> None:
+    tokenizers = pytest.importorskip("tokenizers")
+    text = "To be, or not to be: that is the question.\nWhether 'tis nobler in the mind to suffer\n"
+    bpe = tokenizers.Tokenizer(tokenizers.models.BPE())
+    bpe.pre_tokenizer = tokenizers.pre_tokenizers.ByteLevel(add_prefix_space=False)
+    bpe.decoder = tokenizers.decoders.ByteLevel()
+    bpe.train_from_iterator([text], tokenizers.trainers.BpeTrainer(
+        vocab_size=300, initial_alphabet=tokenizers.pre_tokenizers.ByteLevel.alphabet()))
+    bpe.save(str(tmp_path / "tokenizer.json"))
+    tokenizer = fit_tokenizer(str(tmp_path), text)  # data.tokenizer=<folder>
+    assert tokenizer.encode(text) == bpe.encode(text).ids and tokenizer.decode(tokenizer.encode(text)) == text
+    restored = tokenizer_from_dict(tokenizer.to_dict())
+    assert (restored.encode(text), restored.vocab_size) == (tokenizer.encode(text), bpe.get_vocab_size())
+    with pytest.raises(ValueError, match="data.tokenizer=nope is unknown; choose one of char, word, gpt2 or a "):
+        fit_tokenizer("nope", text)

@@ -51,17 +51,19 @@ class Attention(nn.Module):
     """What the softmax variants share: project, rotate, cache, attend, project back. A variant
     supplies `project` (and a `proj`); `attend` below is the maths they all compute."""
 
-    has_weights = True  # variants that never form the (T, S) weight matrix set this False
+    # False for variants whose ordinary forward never forms the (T, S) weight matrix; with keep_weights
+    # every variant computes it (or, for linear attention, its implied weights) the explicit way.
+    has_weights = True
 
     def __init__(self, heads: int, kv_heads: int, head_dim: int, dropout: float = 0.0,
-                 qk_norm: bool = False) -> None:
+                 qk_norm: bool = False, norm_eps: float = 1e-5) -> None:
         super().__init__()
         self.keep_weights = False  # when True, forward stores its attention weights (B, H, T, S) in .weights
         self.weights: torch.Tensor | None = None
         self.heads, self.kv_heads, self.head_dim = heads, kv_heads, head_dim
         # QK-norm (Henry et al. 2020; Dehghani et al. 2023) bounds the logits, which steadies training.
-        self.q_norm = RMSNorm(head_dim) if qk_norm else nn.Identity()
-        self.k_norm = RMSNorm(head_dim) if qk_norm else nn.Identity()
+        self.q_norm = RMSNorm(head_dim, norm_eps) if qk_norm else nn.Identity()
+        self.k_norm = RMSNorm(head_dim, norm_eps) if qk_norm else nn.Identity()
         self.attn_dropout = nn.Dropout(dropout)
         self.resid_dropout = nn.Dropout(dropout)
 
@@ -142,9 +144,9 @@ class MultiHeadAttention(Attention):
     grouped-query attention (the `gqa` and `mqa` entries)."""
 
     def __init__(self, dim: int, heads: int, dropout: float = 0.0, bias: bool = False,
-                 qk_norm: bool = False, kv_heads: int | None = None) -> None:
+                 qk_norm: bool = False, kv_heads: int | None = None, norm_eps: float = 1e-5) -> None:
         kv_heads = kv_heads or heads
-        super().__init__(heads, kv_heads, dim // heads, dropout, qk_norm)
+        super().__init__(heads, kv_heads, dim // heads, dropout, qk_norm, norm_eps)
         self.query = nn.Linear(dim, dim, bias=bias)
         self.key = nn.Linear(dim, kv_heads * self.head_dim, bias=bias)
         self.value = nn.Linear(dim, kv_heads * self.head_dim, bias=bias)
@@ -152,7 +154,7 @@ class MultiHeadAttention(Attention):
 
     @classmethod
     def from_config(cls, cfg: ModelConfig) -> MultiHeadAttention:
-        return cls(cfg.dim, cfg.heads, cfg.dropout, cfg.bias, cfg.qk_norm)
+        return cls(cfg.dim, cfg.heads, cfg.dropout, cfg.bias, cfg.qk_norm, norm_eps=cfg.norm_eps)
 
     def project(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         B, T, _ = x.shape

@@ -15,14 +15,15 @@ from gpt.positional import POSITIONAL, Positional
 class FusedMultiHeadAttention(Attention):
     """One (C -> 3C) matrix multiply gives queries, keys and values at once, then a view into heads."""
 
-    def __init__(self, dim: int, heads: int, dropout: float = 0.0, bias: bool = False, qk_norm: bool = False) -> None:
-        super().__init__(heads, heads, dim // heads, dropout, qk_norm)
+    def __init__(self, dim: int, heads: int, dropout: float = 0.0, bias: bool = False, qk_norm: bool = False,
+                 norm_eps: float = 1e-5) -> None:
+        super().__init__(heads, heads, dim // heads, dropout, qk_norm, norm_eps)
         self.qkv = nn.Linear(dim, 3 * dim, bias=bias)
         self.proj = nn.Linear(dim, dim, bias=bias)
 
     @classmethod
     def from_config(cls, cfg: ModelConfig) -> FusedMultiHeadAttention:
-        return cls(cfg.dim, cfg.heads, cfg.dropout, cfg.bias, cfg.qk_norm)
+        return cls(cfg.dim, cfg.heads, cfg.dropout, cfg.bias, cfg.qk_norm, cfg.norm_eps)
 
     def project(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         B, T, _ = x.shape
@@ -32,11 +33,13 @@ class FusedMultiHeadAttention(Attention):
 
 class SDPAttention(MultiHeadAttention):
     """`mha`'s projections with the attention itself in torch's fused kernel, which never builds
-    the (T, S) weight matrix when it needs no explicit mask (so there are no weights to plot)."""
+    the (T, S) weight matrix; asked to keep weights, it computes `mha`'s written-out maths instead."""
 
     has_weights = False
 
     def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, pos: Positional) -> torch.Tensor:
+        if self.keep_weights:
+            return super().attend(q, k, v, pos)
         T, S = q.shape[2], k.shape[2]
         if T == 1 and self.decoding():
             return self.attend_newest(q, k, v, pos)
@@ -52,7 +55,8 @@ class SDPAttention(MultiHeadAttention):
 
 class TorchMultiheadAttention(Attention):
     """torch.nn.MultiheadAttention with a causal mask. It projects queries, keys and values inside,
-    so RoPE and QK-norm cannot reach them, and its cache holds the block's inputs, not keys/values."""
+    so RoPE and QK-norm cannot reach them, and its cache holds the block's inputs, not keys/values.
+    Asked to keep weights, it has torch return them per head (torch's slower, written-out path)."""
 
     has_weights = False
 
@@ -91,5 +95,8 @@ class TorchMultiheadAttention(Attention):
         else:
             mask = bias.to(x.dtype).masked_fill(~allowed, float("-inf"))  # (H, T, S)
             mask = mask.expand(B, -1, -1, -1).reshape(B * self.heads, T, S)  # (B * H, T, S), batch-major
-        y, _ = self.mha(x, context, context, attn_mask=mask, need_weights=False)
+        y, weights = self.mha(x, context, context, attn_mask=mask, need_weights=self.keep_weights,
+                              average_attn_weights=False)  # weights (B, H, T, S) or None
+        if self.keep_weights:
+            self.weights = weights.detach()
         return self.resid_dropout(y)

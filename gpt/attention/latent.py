@@ -17,8 +17,8 @@ class MultiHeadLatentAttention(Attention):
     extra key of that width, rotated once and cached, so the latent itself stays position-free."""
 
     def __init__(self, dim: int, heads: int, latent_dim: int, dropout: float = 0.0, bias: bool = False,
-                 qk_norm: bool = False) -> None:
-        super().__init__(heads, heads, dim // heads, dropout, qk_norm)
+                 qk_norm: bool = False, norm_eps: float = 1e-5) -> None:
+        super().__init__(heads, heads, dim // heads, dropout, qk_norm, norm_eps)
         self.rope_dim = max(2, self.head_dim // 4 * 2)  # half a head, kept even for RoPE's feature pairs
         self.query = nn.Linear(dim, heads * (self.head_dim + self.rope_dim), bias=bias)
         self.down = nn.Linear(dim, latent_dim, bias=bias)
@@ -29,7 +29,7 @@ class MultiHeadLatentAttention(Attention):
 
     @classmethod
     def from_config(cls, cfg: ModelConfig) -> MultiHeadLatentAttention:
-        return cls(cfg.dim, cfg.heads, cfg.kv_latent_dim, cfg.dropout, cfg.bias, cfg.qk_norm)
+        return cls(cfg.dim, cfg.heads, cfg.kv_latent_dim, cfg.dropout, cfg.bias, cfg.qk_norm, cfg.norm_eps)
 
     @classmethod
     def validate(cls, cfg: ModelConfig) -> None:

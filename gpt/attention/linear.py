@@ -29,13 +29,15 @@ class LinearAttention(MultiHeadAttention):
     """`mha`'s projections; output_i = sum_j<=i phi(q_i).phi(k_j) v_j / sum_j<=i phi(q_i).phi(k_j).
     A chunk of T new positions is computed in the parallel (masked T x T) form and added to what
     the state already holds; with T = 1 that is exactly the recurrent form. RoPE rotates phi(q) and
-    phi(k) in the numerator only (as RoFormer does), so the normaliser stays positive."""
+    phi(k) in the numerator only (as RoFormer does), so the normaliser stays positive. It never forms
+    softmax weights; asked to keep weights, it keeps the implied ones, phi(q_i).phi(k_j) / normaliser_i,
+    whose rows sum to 1 unless RoPE rotated the numerator."""
 
     has_weights = False
 
     @classmethod
     def from_config(cls, cfg: ModelConfig) -> LinearAttention:
-        return cls(cfg.dim, cfg.heads, cfg.dropout, cfg.bias, cfg.qk_norm)
+        return cls(cfg.dim, cfg.heads, cfg.dropout, cfg.bias, cfg.qk_norm, norm_eps=cfg.norm_eps)
 
     @classmethod
     def validate(cls, cfg: ModelConfig) -> None:
@@ -53,8 +55,11 @@ class LinearAttention(MultiHeadAttention):
         q, k = F.elu(self.q_norm(q)) + 1, F.elu(self.k_norm(k)) + 1  # positive features
         q_rot, k_rot = pos.rotate(q, k, start)
         allowed = self.mask(T, T, 0, x.device)  # (T, T): within the chunk
-        numerator = (q_rot @ k_rot.transpose(-2, -1)).masked_fill(~allowed, 0.0) @ v  # (B, H, T, D)
+        products = (q_rot @ k_rot.transpose(-2, -1)).masked_fill(~allowed, 0.0)  # (B, H, T, T)
+        numerator = products @ v  # (B, H, T, D)
         normaliser = (q @ k.transpose(-2, -1)).masked_fill(~allowed, 0.0).sum(-1)  # (B, H, T)
+        if self.keep_weights:  # the implied weights: what multiplies each value within the chunk
+            self.weights = (products / normaliser.unsqueeze(-1)).detach()
         if cache is not None:  # what earlier chunks left in the state
             numerator = numerator + q_rot @ cache.kv  # (B, H, T, D)
             normaliser = normaliser + (q * cache.k.unsqueeze(2)).sum(-1)  # (B, H, T)

@@ -15,7 +15,8 @@ class GroupedQueryAttention(MultiHeadAttention):
 
     @classmethod
     def from_config(cls, cfg: ModelConfig) -> GroupedQueryAttention:
-        return cls(cfg.dim, cfg.heads, cfg.dropout, cfg.bias, cfg.qk_norm, kv_heads=cfg.kv_heads)
+        return cls(cfg.dim, cfg.heads, cfg.dropout, cfg.bias, cfg.qk_norm, kv_heads=cfg.kv_heads,
+                   norm_eps=cfg.norm_eps)
 
     @classmethod
     def validate(cls, cfg: ModelConfig) -> None:
@@ -29,7 +30,7 @@ class MultiQueryAttention(MultiHeadAttention):
 
     @classmethod
     def from_config(cls, cfg: ModelConfig) -> MultiQueryAttention:
-        return cls(cfg.dim, cfg.heads, cfg.dropout, cfg.bias, cfg.qk_norm, kv_heads=1)
+        return cls(cfg.dim, cfg.heads, cfg.dropout, cfg.bias, cfg.qk_norm, kv_heads=1, norm_eps=cfg.norm_eps)
 
 
 class WindowCache:
@@ -60,13 +61,13 @@ class SlidingWindowAttention(MultiHeadAttention):
     """Each position attends to itself and the window - 1 positions before it."""
 
     def __init__(self, dim: int, heads: int, window: int, dropout: float = 0.0, bias: bool = False,
-                 qk_norm: bool = False) -> None:
-        super().__init__(dim, heads, dropout, bias, qk_norm)
+                 qk_norm: bool = False, norm_eps: float = 1e-5) -> None:
+        super().__init__(dim, heads, dropout, bias, qk_norm, norm_eps=norm_eps)
         self.window = window
 
     @classmethod
     def from_config(cls, cfg: ModelConfig) -> SlidingWindowAttention:
-        return cls(cfg.dim, cfg.heads, cfg.window, cfg.dropout, cfg.bias, cfg.qk_norm)
+        return cls(cfg.dim, cfg.heads, cfg.window, cfg.dropout, cfg.bias, cfg.qk_norm, cfg.norm_eps)
 
     @classmethod
     def validate(cls, cfg: ModelConfig) -> None:

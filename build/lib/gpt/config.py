@@ -1,0 +1,70 @@
+"""ModelConfig: every size and part name of a GPT, validated once when it is built."""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    vocab_size: int
+    layers: int = 4
+    heads: int = 4
+    dim: int = 128
+    block_size: int = 64
+    dropout: float = 0.0
+    attention: str = "mha"
+    pos: str = "rope"
+    norm: str = "rmsnorm"
+    mlp: str = "gelu"
+    mlp_ratio: float = 4.0
+    bias: bool = False
+    norm_eps: float = 1e-5
+    rope_base: float = 10000.0
+    kv_heads: int = 2  # gqa: key/value heads shared by the query heads
+    window: int = 8  # sliding_window: positions each query sees, itself included
+    kv_latent_dim: int = 32  # mla: width of the latent keys and values are rebuilt from
+    qk_norm: bool = False  # RMSNorm on each head's queries and keys
+    tie_embeddings: bool = True  # the LM head reuses the token embedding matrix (Press & Wolf, 2017)
+    trace_shapes: bool = False  # print every module's output shape during the first forward pass
+
+    def __post_init__(self) -> None:
+        # Imported here because the registries import nothing from this module but their modules are heavy.
+        from gpt.attention import ATTENTION
+        from gpt.mlp import MLP
+        from gpt.norm import NORM
+        from gpt.positional import POSITIONAL
+
+        for name in ("vocab_size", "layers", "heads", "dim", "block_size"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"{name}={value!r} must be a positive integer")
+        if self.dim % self.heads:
+            raise ValueError(f"heads={self.heads} does not divide dim={self.dim}: pick heads from "
+                             f"{[h for h in range(1, self.dim + 1) if self.dim % h == 0 and h <= 64]}")
+        if not 0.0 <= self.dropout < 1.0:
+            raise ValueError(f"dropout={self.dropout} must be in [0, 1)")
+        if self.mlp_ratio <= 0:
+            raise ValueError(f"mlp_ratio={self.mlp_ratio} must be positive")
+        for field_name, registry in (("attention", ATTENTION), ("pos", POSITIONAL), ("norm", NORM), ("mlp", MLP)):
+            value = getattr(self, field_name)
+            if value not in registry:
+                raise ValueError(f"{field_name}={value!r} is unknown; choose one of: {', '.join(sorted(registry))}")
+        # Each part checks its own parameters and the combinations it cannot compute.
+        POSITIONAL[self.pos].validate(self)
+        ATTENTION[self.attention].validate(self)
+
+    @property
+    def head_dim(self) -> int:
+        return self.dim // self.heads
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any]) -> ModelConfig:
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise ValueError(f"unknown model field(s) {unknown}; known fields: {', '.join(sorted(known))}")
+        return cls(**values)

@@ -1,0 +1,215 @@
+"""Corpora as Lightning DataModules. Each exposes `tokenizer`, `vocab_size`, `max_tokens` (the
+longest sequence a model needs to see) and `meta` (what model.pt records about the data)."""
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import lightning as L
+import numpy as np
+import torch
+from torch.utils.data import DataLoader, IterableDataset
+
+from gpt.calculator import OPERATIONS, Problem, split_problems, vocabulary
+from gpt.corpora import Tokens, cached_tokens, download, read_text, text_files
+from gpt.tokenizers import Tokenizer, WordTokenizer
+
+IGNORE_INDEX = -100  # targets the loss skips: padding after a line ends
+
+
+class BatchStream(IterableDataset):
+    """An endless, seeded sequence of batches that a resumed run re-enters where it stopped and that
+    ranks share out: rank r of `world` reads batches start+r, start+r+world, ..."""
+
+    start, rank, world = 0, 0, 1
+
+    def place(self, trainer: L.Trainer | None) -> None:
+        """Position from the restored global_step: each optimizer step consumed accumulate_grad_batches
+        batches on every rank, so a resumed run reads exactly the batches an uninterrupted one would."""
+        if trainer is not None:
+            self.start = trainer.global_step * trainer.accumulate_grad_batches * trainer.world_size
+            self.rank, self.world = trainer.global_rank, trainer.world_size
+
+    def is_mine(self, index: int) -> bool:
+        return index >= self.start and (index - self.start) % self.world == self.rank
+
+
+class RowBatches(BatchStream):
+    """Endless random batches of rows, reshuffled every pass with a seeded generator, each cut to its
+    longest row so no compute goes to columns that are padding in every row. Indexing a whole batch
+    at once avoids a per-row collate step."""
+
+    def __init__(self, inputs: torch.Tensor, targets: torch.Tensor, lengths: torch.Tensor,
+                 batch_size: int, seed: int) -> None:
+        if batch_size > len(inputs):
+            raise ValueError(f"data.batch_size={batch_size} exceeds the {len(inputs)} training rows")
+        self.inputs, self.targets, self.lengths = inputs, targets, lengths
+        self.batch_size, self.seed = batch_size, seed
+
+    def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        generator = torch.Generator().manual_seed(self.seed)
+        index = 0  # position in the global stream; batches not ours are skipped without indexing
+        while True:
+            order = torch.randperm(len(self.inputs), generator=generator)
+            for i in range(0, len(order) - self.batch_size + 1, self.batch_size):
+                if self.is_mine(index):
+                    rows = order[i:i + self.batch_size]
+                    length = int(self.lengths[rows].max())
+                    yield self.inputs[rows, :length], self.targets[rows, :length]
+                index += 1
+
+
+class BatchedData(L.LightningDataModule):
+    """What every corpus shares once `setup` has made `train_set` (a BatchStream) and `val_set`
+    (inputs and targets, fixed): the endless training stream and validation in fixed batches."""
+
+    train_set: BatchStream
+    val_set: tuple[torch.Tensor, torch.Tensor]
+    batch_size: int
+
+    def train_dataloader(self) -> DataLoader:
+        self.train_set.place(self.trainer)
+        return DataLoader(self.train_set, batch_size=None)
+
+    def val_dataloader(self) -> DataLoader:
+        inputs, targets = self.val_set
+        batches = [(inputs[i:i + self.batch_size], targets[i:i + self.batch_size])
+                   for i in range(0, len(inputs), self.batch_size)]
+        return DataLoader(batches, batch_size=None)
+
+
+class CalculatorData(BatchedData):
+    """One problem per row: newline, the problem's words, newline; padded rows whose padding the
+    loss ignores, so every token trained on belongs to a whole problem."""
+
+    def __init__(self, seed: int = 0, val_fraction: float = 0.1, test_fraction: float = 0.1,
+                 batch_size: int = 256, eval_problems: int = 500, operations: list[str] | None = None) -> None:
+        super().__init__()
+        self.seed, self.batch_size, self.eval_problem_count = seed, batch_size, eval_problems
+        self.fractions = (val_fraction, test_fraction)
+        self.operations = list(operations or OPERATIONS)
+        unknown = sorted(set(self.operations) - set(OPERATIONS))
+        if unknown:
+            raise ValueError(f"data.operations has unknown {unknown}; choose from {list(OPERATIONS)}")
+        self.splits = {name: [p for p in problems if p.op in self.operations]
+                       for name, problems in split_problems(seed, val_fraction, test_fraction).items()}
+        self.tokenizer = WordTokenizer(vocabulary())
+        self.vocab_size = self.tokenizer.vocab_size
+        self.newline = self.tokenizer.encode("\n")[0]
+        self.max_tokens = max(len(self._row(p)) for split in self.splits.values() for p in split) - 1
+
+    @property
+    def meta(self) -> dict[str, Any]:
+        return {"corpus": "calculator", "one_example_per_line": True, "seed": self.seed, "val_fraction": self.fractions[0],
+                "test_fraction": self.fractions[1], "operations": self.operations}
+
+    @property
+    def eval_problems(self) -> list[Problem]:
+        """A fixed, seeded sample of validation problems graded by generation at each validation."""
+        val = self.splits["val"]
+        return random.Random(self.seed).sample(val, min(self.eval_problem_count, len(val)))
+
+    def _row(self, problem: Problem) -> list[int]:
+        return [self.newline, *self.tokenizer.encode(problem.text), self.newline]
+
+    def _tensors(self, problems: list[Problem]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Inputs and targets (N, max_tokens), padded, and each row's unpadded length (N,)."""
+        rows = torch.full((len(problems), self.max_tokens + 1), IGNORE_INDEX, dtype=torch.long)
+        lengths = torch.empty(len(problems), dtype=torch.long)
+        for i, problem in enumerate(problems):
+            ids = self._row(problem)
+            rows[i, :len(ids)] = torch.tensor(ids)
+            lengths[i] = len(ids) - 1
+        inputs = rows[:, :-1].clone()
+        inputs[inputs == IGNORE_INDEX] = self.newline  # any id works: the causal mask hides what follows a line
+        return inputs, rows[:, 1:], lengths
+
+    def setup(self, stage: str | None = None) -> None:
+        self.train_set = RowBatches(*self._tensors(self.splits["train"]), self.batch_size, self.seed)
+        self.val_set = self._tensors(self.splits["val"])[:2]
+
+
+def windows(tokens: np.ndarray, starts: np.ndarray, block_size: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Inputs and next-token targets (B, block_size) of the windows of block_size + 1 tokens at `starts`,
+    gathered with one fancy index rather than a Python loop over rows."""
+    rows = np.asarray(tokens[starts[:, None] + np.arange(block_size + 1)], dtype=np.int64)  # (B, T + 1)
+    rows = torch.from_numpy(rows)
+    return rows[:, :-1], rows[:, 1:]
+
+
+class RandomWindows(BatchStream):
+    """Endless batches of windows starting anywhere in the tokens, drawn by a seeded generator."""
+
+    def __init__(self, tokens: np.ndarray, block_size: int, batch_size: int, seed: int) -> None:
+        self.tokens, self.block_size, self.batch_size, self.seed = tokens, block_size, batch_size, seed
+
+    def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        generator = torch.Generator().manual_seed(self.seed)
+        index = 0
+        while True:
+            starts = torch.randint(len(self.tokens) - self.block_size, (self.batch_size,), generator=generator)
+            if self.is_mine(index):
+                yield windows(self.tokens, starts.numpy(), self.block_size)
+            index += 1
+
+
+class TextData(BatchedData):
+    """Running text: a UTF-8 file, a folder of *.txt, or a corpus downloaded once from `url` (checked
+    by `sha256`) into <root>/<name>/. Tokenized once into a cache under <root>/tokens/; a model sees
+    random windows of block_size + 1 tokens, and validation a fixed, seeded set of windows.
+
+    The corpus loads on first use (`vocab_size`, `tokenizer`, ...), not in __init__: Hydra's instantiate
+    would wrap a user's ValueError (a bad path) into a multi-line InstantiationException."""
+
+    def __init__(self, block_size: int, path: str | None = None, name: str = "text", url: str | None = None,
+                 sha256: str | None = None, tokenizer: str = "char", compact_vocab: bool | None = None,
+                 val_fraction: float = 0.1, batch_size: int = 64, val_windows: int = 512, seed: int = 0,
+                 root: str = "data") -> None:
+        super().__init__()
+        self.path, self.name, self.url, self.sha256, self.root = path, name, url, sha256, Path(root)
+        self.tokenizer_name, self.compact_vocab, self.val_fraction = tokenizer, compact_vocab, val_fraction
+        self.block_size, self.batch_size, self.val_windows, self.seed = block_size, batch_size, val_windows, seed
+        self.max_tokens = block_size  # every window is exactly one context long
+
+    @cached_property
+    def source(self) -> Path:
+        if self.path:
+            return Path(self.path)
+        if self.url and self.sha256:
+            return download(self.url, self.root / self.name / Path(self.url).name, self.sha256)
+        raise ValueError(f"data={self.name} needs data.path=<a UTF-8 text file or a folder of *.txt>")
+
+    @cached_property
+    def corpus(self) -> Tokens:
+        corpus = cached_tokens(read_text(text_files(self.source)), self.val_fraction, self.tokenizer_name,
+                               self.compact_vocab, self.root / "tokens")
+        for split, ids in (("training", corpus.train), ("validation", corpus.val)):
+            if len(ids) < self.block_size + 1:
+                raise ValueError(f"the {split} split of {self.source} has {len(ids)} {self.tokenizer_name} tokens, "
+                                 f"fewer than model.block_size+1={self.block_size + 1}: use more text, or a smaller "
+                                 "model.block_size or another data.val_fraction")
+        return corpus
+
+    @property
+    def tokenizer(self) -> Tokenizer:
+        return self.corpus.tokenizer
+
+    @property
+    def vocab_size(self) -> int:
+        return self.tokenizer.vocab_size
+
+    @property
+    def meta(self) -> dict[str, Any]:
+        return {"corpus": self.name, "path": str(self.source), "tokenizer": self.tokenizer_name,
+                "vocab_size": self.vocab_size, "val_fraction": self.val_fraction,
+                "train_tokens": len(self.corpus.train), "val_tokens": len(self.corpus.val), "seed": self.seed}
+
+    def setup(self, stage: str | None = None) -> None:
+        self.train_set = RandomWindows(self.corpus.train, self.block_size, self.batch_size, self.seed)
+        # A seed apart from training's, so the fixed validation windows do not mirror the first batches.
+        generator = torch.Generator().manual_seed(self.seed + 1)
+        starts = torch.randint(len(self.corpus.val) - self.block_size, (self.val_windows,), generator=generator)
+        self.val_set = windows(self.corpus.val, starts.numpy(), self.block_size)

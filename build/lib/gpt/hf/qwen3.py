@@ -1,0 +1,29 @@
+"""Qwen3 (Qwen team 2025): Llama's layout with QK-norm, an RMSNorm over each head's queries and keys before
+RoPE (tinygpt's model.qk_norm), and attention biases only as an option."""
+from __future__ import annotations
+
+from typing import Any
+
+from gpt.config import ModelConfig
+from gpt.hf.family import refuse
+from gpt.hf.llama import Llama, grouped_heads
+from gpt.model import GPT
+
+
+class Qwen3(Llama):
+    model_type = "qwen3"
+    config_class = "Qwen3Config"
+    parts = {**Llama.parts, "qk_norm": (True,), "bias": (False,)}
+
+    def attention(self, c: Any) -> dict[str, Any]:
+        if c.attention_bias:
+            refuse("attention_bias", True, "Qwen3's MLP has no biases, and tinygpt's model.bias sets both")
+        if getattr(c, "use_sliding_window", False):
+            refuse("use_sliding_window", True, "Qwen3 slides the window in some layers only; tinygpt in all or none")
+        return {**grouped_heads(c), "bias": False, "qk_norm": True}
+
+    def hf_config(self, model: GPT) -> dict[str, Any]:
+        return {**super().hf_config(model), "use_sliding_window": False}
+
+    def biases(self, cfg: ModelConfig) -> dict[str, Any]:
+        return {"attention_bias": False}

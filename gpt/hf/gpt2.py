@@ -1,0 +1,60 @@
+"""GPT-2 (Radford et al. 2019): with learned positions, LayerNorm, the GELU MLP, fused multi-head attention
+and biases, tinygpt *is* GPT-2's architecture. GPT-2 stores its linear layers (in, out) (its Conv1D)."""
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from gpt.config import ModelConfig
+from gpt.hf.family import Family, mlp_ratio_for, refuse
+from gpt.model import GPT
+from gpt.tokenizers import GPT2Tokenizer, Tokenizer
+
+# (tinygpt name, GPT-2 name, a Conv1D stored transposed?) inside block i
+_BLOCK = [("attn_norm", "ln_1", False), ("attn.qkv", "attn.c_attn", True), ("attn.proj", "attn.c_proj", True),
+          ("mlp_norm", "ln_2", False), ("mlp.fc", "mlp.c_fc", True), ("mlp.proj", "mlp.c_proj", True)]
+
+
+class GPT2(Family):
+    model_type = "gpt2"
+    config_class = "GPT2Config"
+    parts = {"pos": ("learned",), "norm": ("layernorm",), "mlp": ("gelu",), "attention": ("mha_fused",),
+             "bias": (True,), "qk_norm": (False,)}
+
+    def model_config(self, c: Any) -> ModelConfig:
+        if c.activation_function not in ("gelu_new", "gelu_pytorch_tanh"):
+            refuse("activation_function", c.activation_function, "tinygpt's gelu MLP uses the tanh GELU (gelu_new)")
+        if not c.scale_attn_weights:
+            refuse("scale_attn_weights", False, "tinygpt always scales attention scores by 1/sqrt(head width)")
+        if c.scale_attn_by_inverse_layer_idx:
+            refuse("scale_attn_by_inverse_layer_idx", True, "tinygpt scales every layer's scores alike")
+        if getattr(c, "add_cross_attention", False):
+            refuse("add_cross_attention", True, "tinygpt is decoder-only")
+        return ModelConfig(vocab_size=c.vocab_size, layers=c.n_layer, heads=c.n_head, dim=c.n_embd,
+                           block_size=c.n_positions, dropout=c.resid_pdrop, norm_eps=c.layer_norm_epsilon,
+                           mlp_ratio=mlp_ratio_for(c.n_inner or 4 * c.n_embd, c.n_embd),
+                           tie_embeddings=c.tie_word_embeddings, pos="learned", norm="layernorm", mlp="gelu",
+                           attention="mha_fused", bias=True)
+
+    def hf_config(self, model: GPT) -> dict[str, Any]:
+        cfg = model.cfg
+        return dict(vocab_size=cfg.vocab_size, n_positions=cfg.block_size, n_embd=cfg.dim, n_layer=cfg.layers,
+                    n_head=cfg.heads, n_inner=model.blocks[0].mlp.fc.out_features, activation_function="gelu_new",
+                    layer_norm_epsilon=cfg.norm_eps, resid_pdrop=cfg.dropout, embd_pdrop=cfg.dropout,
+                    attn_pdrop=cfg.dropout, tie_word_embeddings=cfg.tie_embeddings,
+                    bos_token_id=None, eos_token_id=None, pad_token_id=None)
+
+    def tokenizer(self, folder: Path) -> Tokenizer:
+        return GPT2Tokenizer()  # built from this project's offline copy of GPT-2's BPE files
+
+    def names(self, cfg: ModelConfig) -> Iterator[tuple[str, str, bool]]:
+        yield "tok_emb.weight", "transformer.wte.weight", False
+        yield "head.weight", "lm_head.weight", False
+        yield "pos.table.weight", "transformer.wpe.weight", False
+        for i in range(cfg.layers):
+            for ours, theirs, is_conv in _BLOCK:
+                yield f"blocks.{i}.{ours}.weight", f"transformer.h.{i}.{theirs}.weight", is_conv
+                yield f"blocks.{i}.{ours}.bias", f"transformer.h.{i}.{theirs}.bias", False
+        yield "norm.weight", "transformer.ln_f.weight", False
+        yield "norm.bias", "transformer.ln_f.bias", False

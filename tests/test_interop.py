@@ -1,0 +1,147 @@
+"""Train here, use anywhere: `python -m gpt.export` folders that transformers loads and decodes exactly as
+tinygpt does, and `train.py init_from=` fine-tuning from a Hugging Face folder or a model.pt."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from gpt import GPT, ModelConfig, generate, load_checkpoint
+from gpt.checkpoint import save_model
+from gpt.export import main as export_main
+from gpt.tokenizers import CharTokenizer, GPT2Tokenizer
+from tests.conftest import build
+from tests.test_data import play, train_in_process
+
+transformers = pytest.importorskip("transformers")
+tokenizers = pytest.importorskip("tokenizers")
+
+GPT2_PARTS = dict(pos="learned", norm="layernorm", mlp="gelu", attention="mha_fused", bias=True)
+SWIGLU_PARTS = dict(pos="rope", norm="rmsnorm", mlp="swiglu")
+TEXT = "To be, or not to be, that is the question"
+
+
+def perturbed(cfg: ModelConfig) -> GPT:
+    """A seeded model with norm gains and biases away from 1 and 0, so a lost tensor would show."""
+    model = build(cfg)
+    with torch.no_grad():
+        for param in model.parameters():
+            param.add_(torch.randn_like(param) * 0.1)
+    return model
+
+
+def test_exported_gpt2_folder_loads_in_transformers_and_decodes_the_same_text(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
+    tokenizer = GPT2Tokenizer()
+    model = perturbed(ModelConfig(vocab_size=tokenizer.vocab_size, layers=1, heads=2, dim=32, block_size=32,
+                                  **GPT2_PARTS))
+    save_model(tmp_path / "model.pt", model, tokenizer)
+    monkeypatch.chdir(tmp_path)
+    assert export_main(["--ckpt", "model.pt", "--to", "hf"]) == 0  # python -m gpt.export --ckpt model.pt --to hf
+    assert "a Hugging Face gpt2 model and GPT-2's tokenizer files" in capsys.readouterr().out
+    hf = transformers.AutoModelForCausalLM.from_pretrained(tmp_path / "hf").eval()
+    hf_tokenizer = transformers.AutoTokenizer.from_pretrained(tmp_path / "hf")
+    ids = hf_tokenizer(TEXT, return_tensors="pt").input_ids
+    assert ids[0].tolist() == tokenizer.encode(TEXT)
+    with torch.no_grad():
+        theirs = hf.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=12, do_sample=False)
+    ours = generate(model, ids, 12, temperature=0)
+    assert torch.equal(theirs, ours)
+    assert hf_tokenizer.decode(theirs[0]) == tokenizer.decode(ours[0].tolist())
+
+
+@pytest.mark.parametrize("family, parts", [
+    ("llama", dict(SWIGLU_PARTS, attention="gqa", kv_heads=1, tie_embeddings=False)),
+    ("mistral", dict(SWIGLU_PARTS, attention="sliding_window", window=4)),
+    ("qwen3", dict(SWIGLU_PARTS, attention="mha", qk_norm=True, norm_eps=1e-6)),
+])
+def test_exported_folders_of_each_family_generate_the_same_greedy_tokens(
+        family: str, parts: dict, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    tokenizer = CharTokenizer(sorted(set(TEXT)))
+    model = perturbed(ModelConfig(vocab_size=tokenizer.vocab_size, layers=2, heads=4, dim=32, block_size=32, **parts))
+    save_model(tmp_path / "model.pt", model, tokenizer)
+    assert export_main(["--ckpt", str(tmp_path / "model.pt"), "--to", str(tmp_path / "hf")]) == 0
+    assert f"a Hugging Face {family} model, no tokenizer files" in capsys.readouterr().out
+    hf = transformers.AutoModelForCausalLM.from_pretrained(tmp_path / "hf").eval()
+    ids = torch.tensor([tokenizer.encode(TEXT[:10])])
+    with torch.no_grad():
+        theirs = hf.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=16, do_sample=False)
+    assert torch.equal(theirs, generate(model, ids, 16, temperature=0))
+
+
+def test_export_mistakes_are_one_line_each(tmp_path: Path, tiny_cfg: ModelConfig,
+                                           capsys: pytest.CaptureFixture) -> None:
+    save_model(tmp_path / "model.pt", build(tiny_cfg), CharTokenizer(list("abcdefghijklmnopqrstuvwxyz0123456789 ")))
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "x").touch()
+    cases = [(["--ckpt", str(tmp_path / "missing.pt")], "no checkpoint at"),
+             (["--ckpt", str(tmp_path / "model.pt")], "no Hugging Face family has this model's parts: llama needs mlp"),
+             (["--ckpt", str(tmp_path / "model.pt"), "--to", str(tmp_path / "full")], "is not an empty folder")]
+    for args, message in cases:
+        assert export_main(["--to", str(tmp_path / "out"), *args]) == 2
+        err = capsys.readouterr().err
+        assert message in err and err.count("\n") == 1, err
+    assert not (tmp_path / "out").exists()
+
+
+def random_gpt2_folder(folder: Path) -> Path:
+    """What a user's downloaded GPT-2 folder looks like, at a tiny size: GPT-2's vocabulary, random weights."""
+    torch.manual_seed(0)
+    config = transformers.GPT2Config(n_positions=64, n_embd=32, n_layer=1, n_head=2)
+    transformers.GPT2LMHeadModel(config).save_pretrained(folder)
+    return folder
+
+
+def test_finetune_preset_starts_from_a_gpt2_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    folder = random_gpt2_folder(tmp_path / "gpt2")
+    (tmp_path / "input.txt").write_text(play(lines=400))
+    monkeypatch.chdir(tmp_path)  # the token cache goes to ./data/
+    ckpt = train_in_process(tmp_path / "run", "experiment=finetune_shakespeare", f"init_from={folder}",
+                            "data.path=input.txt", "logger=none", "trainer.max_steps=4", "trainer.val_check_interval=2",
+                            "data.val_windows=8", "model.block_size=32", "trainer.enable_progress_bar=false")
+    tuned, tokenizer = load_checkpoint(ckpt)
+    assert tokenizer.to_dict() == GPT2Tokenizer().to_dict()
+    assert (tuned.cfg.block_size, tuned.cfg.dropout) == (32, 0.1)
+    original = transformers.GPT2LMHeadModel.from_pretrained(folder).state_dict()
+    start, now = original["transformer.wte.weight"], tuned.tok_emb.weight
+    change = (now - start).abs().max().item()
+    assert 0 < change < 1e-3  # four steps at lr 3e-5 moved the pretrained weights, not a fresh init (std 0.02)
+    torch.testing.assert_close(tuned.pos.table.weight, original["transformer.wpe.weight"][:32], atol=1e-3, rtol=0)
+
+
+def test_a_corpus_tokenizer_other_than_the_pretrained_ones_is_refused(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    folder = random_gpt2_folder(tmp_path / "gpt2")
+    (tmp_path / "input.txt").write_text(play(lines=100))
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ValueError, match="^init_from=.* reads a gpt2 tokenizer of 50,257 ids but this corpus is "
+                                         "tokenized with a char tokenizer of .*: set data.tokenizer=gpt2 "
+                                         "data.compact_vocab=false$"):
+        train_in_process(tmp_path / "run", "experiment=finetune_shakespeare", f"init_from={folder}",
+                         "data.path=input.txt", "data.tokenizer=char")
+
+
+def test_finetune_from_a_llama_folder_with_its_own_tokenizer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A family read through its folder's tokenizer.json: here a small BPE trained on the text in the test."""
+    text = play(lines=200)
+    (tmp_path / "input.txt").write_text(text)
+    bpe = tokenizers.Tokenizer(tokenizers.models.BPE())
+    bpe.pre_tokenizer = tokenizers.pre_tokenizers.ByteLevel(add_prefix_space=False)
+    bpe.decoder = tokenizers.decoders.ByteLevel()
+    bpe.train_from_iterator([text], tokenizers.trainers.BpeTrainer(
+        vocab_size=300, initial_alphabet=tokenizers.pre_tokenizers.ByteLevel.alphabet()))
+    folder = tmp_path / "llama"
+    torch.manual_seed(0)
+    config = transformers.LlamaConfig(vocab_size=bpe.get_vocab_size(), hidden_size=32, intermediate_size=64,
+                                      num_hidden_layers=1, num_attention_heads=2, max_position_embeddings=64)
+    transformers.LlamaForCausalLM(config).save_pretrained(folder)
+    bpe.save(str(folder / "tokenizer.json"))
+    monkeypatch.chdir(tmp_path)
+    ckpt = train_in_process(tmp_path / "run", "trainer=debug", "trainer.max_steps=2", "logger=none", "data=text",
+                            "data.path=input.txt", f"data.tokenizer={folder}", f"init_from={folder}",
+                            "model.block_size=32", "data.batch_size=4", "data.val_windows=8")
+    model, tokenizer = load_checkpoint(ckpt)
+    assert (model.cfg.attention, model.cfg.mlp, tokenizer.vocab_size) == ("mha", "swiglu", bpe.get_vocab_size())
+    assert tokenizer.decode(tokenizer.encode(text[:200])) == text[:200]
+    assert tokenizer.encode(text[:200]) == bpe.encode(text[:200]).ids

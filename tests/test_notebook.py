@@ -1,0 +1,43 @@
+"""The learners' notebook runs top to bottom in a fresh kernel (every assert_close in it holds for this code), and
+the committed copy shows the outputs of one such run, so it reads well on a repository page."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+
+from tests.conftest import ROOT
+
+NOTEBOOK = ROOT / "notebooks" / "attention_from_scratch.ipynb"
+
+
+def outputs_of(nb: nbformat.NotebookNode, kind: str) -> list[dict]:
+    return [out for cell in nb.cells if cell.cell_type == "code" for out in cell.outputs if out.output_type == kind]
+
+
+def test_committed_notebook_shows_one_clean_run() -> None:
+    nb = nbformat.read(NOTEBOOK, as_version=4)
+    code = [cell for cell in nb.cells if cell.cell_type == "code"]
+    assert [cell.execution_count for cell in code] == list(range(1, len(code) + 1))  # top to bottom, once
+    assert not outputs_of(nb, "error")
+    assert len([out for out in outputs_of(nb, "display_data") if "image/png" in out.data]) >= 3
+
+
+def test_notebook_runs_top_to_bottom(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A few training steps only: this checks that every cell runs and every claim in it holds, not accuracy."""
+    monkeypatch.setenv("TINYGPT_NOTEBOOK_STEPS", "40")
+    monkeypatch.setenv("TMPDIR", str(tmp_path))  # the notebook's files (its sweep's runs) land in pytest's tmp_path
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")  # tiny models run fastest on one thread; the cores are shared
+    nb = nbformat.read(NOTEBOOK, as_version=4)
+    NotebookClient(nb, timeout=300, kernel_name="python3",
+                   resources={"metadata": {"path": str(NOTEBOOK.parent)}}).execute()
+    text = "".join(out.get("text", "") for out in outputs_of(nb, "stream"))
+    assert "after 40 steps: validation loss" in text
+    for variant in ("mha", "linear", "weightless"):  # the sweep report was read back, one row per variant
+        assert f"attention={variant}" in text
+    assert len([out for out in outputs_of(nb, "display_data") if "image/png" in out.data]) >= 3
+    assert len(list(tmp_path.glob("tinygpt-notebook-*/sweep/*/model.pt"))) == 3

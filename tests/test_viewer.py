@@ -1,0 +1,209 @@
+"""The attention viewer: for every attention variant the page embeds causal weights whose rows sum to 1 with
+masked cells zero, the mask and ALiBi bias actually applied, per-head numbers that mean what they say, and
+nothing that reaches the network; generate.py writes it; a real browser renders it where chromium exists."""
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import torch
+
+import generate
+from gpt import ModelConfig
+from gpt.attention import ATTENTION
+from gpt.calculator import vocabulary
+from gpt.checkpoint import save_model
+from gpt.generation import generate as generate_ids
+from gpt.text import TextModel
+from gpt.tokenizers import WordTokenizer
+from gpt.viewer import attention_view, head_stats, induction_scores, render_html, write_attention_html
+from tests.conftest import build
+
+TOKENIZER = WordTokenizer(vocabulary())
+NEWLINE = TOKENIZER.encode("\n")[0]
+PROMPT = [NEWLINE, *TOKENIZER.encode("two plus three equals")]
+WINDOW = 3
+LINES = {"one_example_per_line": True}  # the calculator's convention: a prompt starts a line
+
+
+def make(attention: str, pos: str = "learned") -> ModelConfig:
+    return ModelConfig(vocab_size=TOKENIZER.vocab_size, layers=2, heads=2, dim=16, block_size=12,
+                       attention=attention, pos=pos, window=WINDOW, kv_heads=1, kv_latent_dim=8)
+
+
+def embedded(html: str) -> dict:
+    """The JSON the page carries, read back the way its script reads it."""
+    match = re.search(r'<script type="application/json" id="view-data">(.*?)</script>', html, re.S)
+    return json.loads(match.group(1).replace("<\\/", "</"))
+
+
+# Every variant with learned positions (all accept them), plus the cases with their own mask maths.
+CASES = [(name, "learned") for name in ATTENTION] + [("sliding_window", "alibi"), ("mha", "alibi"),
+                                                     ("linear", "rope")]
+
+
+@pytest.mark.parametrize("attention, pos", CASES)
+def test_page_embeds_every_heads_weights_with_the_mask_applied(attention: str, pos: str, tmp_path: Path) -> None:
+    model = build(make(attention, pos))
+    path = tmp_path / "view.html"
+    returned = write_attention_html(path, TextModel(model, TOKENIZER, LINES), "two plus three equals",
+                                    max_new_tokens=6)
+    view = embedded(path.read_text())
+    assert view == json.loads(json.dumps(returned))
+    T, heads = len(PROMPT) + 6, len(view["weights"][0])
+    assert (view["layers"], view["prompt_len"], len(view["tokens"])) == (2, len(PROMPT), T)
+    assert view["tokens"][:len(PROMPT)] == ["\\n", "two", "plus", "three", "equals"]
+    weights, allowed = torch.tensor(view["weights"]), torch.tensor(view["allowed"], dtype=torch.bool)
+    assert weights.shape == (2, heads, T, T)
+    causal = torch.ones(T, T, dtype=torch.bool).tril()
+    window = causal & ~torch.ones(T, T, dtype=torch.bool).tril(-WINDOW)
+    assert torch.equal(allowed, window if attention == "sliding_window" else causal)
+    assert torch.all(weights[..., ~allowed] == 0)
+    if (attention, pos) != ("linear", "rope"):  # RoPE rotates only the numerator of linear attention
+        torch.testing.assert_close(weights.sum(-1), torch.ones(2, heads, T), atol=T * 5e-5, rtol=0)
+    for name in ("entropy", "previous", "first", "induction"):
+        assert torch.tensor(view["stats"][name]).shape == (2, heads)
+    assert view["forms_weights"] == ATTENTION[attention].has_weights
+    assert ("explicit way" in view["notes"]["attention"]) != view["forms_weights"]
+    if pos == "alibi":
+        slopes = 2.0 ** (-8.0 * torch.arange(1, heads + 1) / heads)  # (H,)
+        distance = (torch.arange(T)[:, None] - torch.arange(T)[None, :]).clamp(min=0)  # (T, T)
+        torch.testing.assert_close(torch.tensor(view["bias"]), -slopes[:, None, None] * distance, atol=1e-4, rtol=0)
+    else:
+        assert view["bias"] is None
+
+
+def test_page_loads_nothing_from_anywhere(tmp_path: Path) -> None:
+    path = tmp_path / "view.html"
+    write_attention_html(path, TextModel(build(make("mha")), TOKENIZER, LINES), "two", max_new_tokens=2)
+    html = path.read_text()
+    assert not re.search(r"https?://|//cdn|<link|@import|url\(", html, re.I)
+    assert not re.search(r"<script[^>]*\bsrc=", html, re.I)
+    assert html.count("<script") == 2  # the data and the inlined script
+
+
+def test_a_token_cannot_close_the_data_script() -> None:
+    tokenizer = WordTokenizer(["\n", "</script>", "a"])
+    model = build(ModelConfig(vocab_size=3, layers=1, heads=1, dim=8, block_size=8))
+    html = render_html(attention_view(model, tokenizer, [0, 1, 2], 3))
+    assert embedded(html)["tokens"] == ["\\n", "</script>", "a"]
+
+
+def test_python_api_shows_what_complete_answers(tmp_path: Path) -> None:
+    """With the text API's defaults (greedy, to the end of the line) the page holds the prompt and the answer;
+    an untrained model's answer runs on, so the page keeps the last block_size tokens and counts the prompt's."""
+    text_model = TextModel(build(make("mha")), TOKENIZER, LINES)
+    view = write_attention_html(tmp_path / "view.html", text_model, "two plus three equals")
+    tokens = ["\\n", "two", "plus", "three", "equals", *text_model.complete("two plus three equals").split()]
+    assert len(tokens) > 12 and view["tokens"] == tokens[-12:]
+    assert view["prompt_len"] == max(0, 5 - (len(tokens) - 12))
+
+
+def test_head_numbers_mean_what_they_say() -> None:
+    T = 5
+    previous = torch.eye(T).roll(-1, dims=1).tril()  # each query on the token before it (query 0 on itself)
+    previous[0, 0] = 1.0
+    first = torch.zeros(T, T)
+    first[:, 0] = 1.0
+    uniform = torch.ones(T, T).tril() / torch.arange(1, T + 1)[:, None]
+    stats = head_stats(torch.stack([previous, first, uniform]))  # (H=3, T, T)
+    # Query 1's previous token is the first token, so each of these heads gets a quarter of the other's credit.
+    assert stats["previous"][:2] == [1.0, 0.25] and stats["first"][:2] == [0.25, 1.0]
+    assert stats["entropy"][:2] == [0.0, 0.0]
+    expected = sum(torch.log(torch.tensor(float(n))) for n in range(1, T + 1)) / T  # uniform over n keys: log n
+    assert stats["entropy"][2] == pytest.approx(float(expected), rel=1e-5)
+
+
+def test_induction_score_is_the_weight_on_the_token_after_the_earlier_copy(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A head that attends exactly there scores 1; one attending to the previous token scores 0."""
+    model = build(make("mha"))
+    n = model.cfg.block_size // 2
+
+    def perfect(idx: torch.Tensor) -> list[torch.Tensor]:
+        T = idx.shape[1]
+        assert T == 2 * n and torch.equal(idx[0, :n], idx[0, n:])  # the sequence, then itself again
+        induction, previous = torch.zeros(T, T), torch.eye(T).roll(-1, dims=1)
+        for i in range(n, T):
+            induction[i, i - n + 1] = 1.0
+        return [torch.stack([induction, previous]).unsqueeze(0)]  # one layer (1, H=2, T, T)
+
+    monkeypatch.setattr(model, "attention_maps", perfect)
+    assert induction_scores(model, TOKENIZER.vocab_size) == [[1.0, 0.0]]
+
+
+def test_a_single_token_view_of_a_tiny_model_has_finite_numbers() -> None:
+    model = build(ModelConfig(vocab_size=TOKENIZER.vocab_size, layers=1, heads=2, dim=16, block_size=3))
+    view = attention_view(model, TOKENIZER, [NEWLINE], 1)
+    assert embedded(render_html(view)) == view  # the page refuses NaN (json.dumps(allow_nan=False))
+    assert view["weights"][0][0] == [[1.0]] and view["stats"]["previous"][0] == [0.0, 0.0]
+    assert view["stats"]["induction"] == [[0.0, 0.0]]
+
+
+def test_view_refuses_more_tokens_than_the_model_sees() -> None:
+    with pytest.raises(ValueError, match="exceed block_size=12"):
+        attention_view(build(make("mha")), TOKENIZER, [NEWLINE] * 13, 13)
+
+
+def save(tmp_path: Path, cfg: ModelConfig) -> Path:
+    path = tmp_path / "model.pt"
+    save_model(path, build(cfg), TOKENIZER, meta=LINES)
+    return path
+
+
+def test_generate_writes_the_viewer_of_prompt_and_generated_tokens(tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture) -> None:
+    ckpt, out = save(tmp_path, make("sdpa")), tmp_path / "view.html"
+    assert generate.main(["--ckpt", str(ckpt), "--prompt", "two plus three equals", "--max-new-tokens", "3",
+                          "--attention-html", str(out)]) == 0
+    view = embedded(out.read_text())
+    expected = generate_ids(build(make("sdpa")), torch.tensor([PROMPT]), 3, temperature=0)[0].tolist()
+    assert view["tokens"] == [TOKENIZER.decode([i]).replace("\n", "\\n") for i in expected]
+    assert "wrote" in capsys.readouterr().out
+
+
+def test_generate_names_the_fix_for_an_unwritable_path(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    out = tmp_path / "missing" / "view.html"
+    assert generate.main(["--ckpt", str(save(tmp_path, make("mha"))), "--prompt", "two",
+                          "--attention-html", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--attention-html" in err
+
+
+# Appended to the page by the browser test: hover a cell, click a row and press a key, as a reader would, and
+# record what the page then says where --dump-dom can read it.
+READER = """<script>
+const c = document.getElementById("zoom"), r = c.getBoundingClientRect();
+const at = (i, j) => ({clientX: r.left + margin + (j + 0.5) * zoomCell,
+                       clientY: r.top + margin + (i + 0.5) * zoomCell});  // the middle of cell (i, j)
+c.dispatchEvent(new MouseEvent("mousemove", at(5, 3)));
+document.body.dataset.hover = document.getElementById("readout").textContent;
+c.dispatchEvent(new MouseEvent("click", at(2, 1)));
+document.body.dataset.click = document.getElementById("row-title").textContent;
+document.dispatchEvent(new KeyboardEvent("keydown", {key: "ArrowDown"}));
+document.body.dataset.key = document.getElementById("row-title").textContent;
+</script>
+</body>"""
+
+
+@pytest.mark.skipif(shutil.which("chromium") is None, reason="no chromium to render the page")
+def test_a_headless_browser_renders_the_page_and_answers_the_reader(tmp_path: Path) -> None:
+    path = tmp_path / "view.html"
+    view = write_attention_html(path, TextModel(build(make("sliding_window", "alibi")), TOKENIZER, LINES),
+                                "two plus three equals", max_new_tokens=2)
+    path.write_text(path.read_text().replace("</body>", READER))
+    dom = subprocess.run(["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                          "--disable-component-update", "--disable-sync", "--no-first-run",
+                          f"--user-data-dir={tmp_path / 'profile'}", "--dump-dom", f"{path.as_uri()}#layer=1&head=7"],
+                         capture_output=True, text=True, timeout=60).stdout
+    assert all(f'id="cell-{layer}-{head}"' in dom for layer in range(2) for head in range(2))
+    assert re.search(r'class="cell selected" id="cell-1-1"', dom)  # head 7 of 2 is clamped to the last head
+    assert "attention=sliding_window, pos=alibi, 2 layers x 2 heads, 7 tokens (5 prompt, 2 generated)" in dom
+    tokens, weight, bias = view["tokens"], view["weights"][1][1][5][3], view["bias"][1][5][3]
+    assert (f'data-hover="query 5 &quot;{tokens[5]}&quot; -&gt; key 3 &quot;{tokens[3]}&quot;: weight {weight} '
+            f'(visible, score bias {bias})"') in dom
+    assert f'data-click="query 2 &quot;{tokens[2]}&quot;: its weights' in dom
+    assert f'data-key="query 3 &quot;{tokens[3]}&quot;: its weights' in dom  # ArrowDown: the next query
