@@ -1,6 +1,7 @@
-"""Stream text from a trained tinygpt model.pt (the newest under outputs/ unless --ckpt is given).
+"""Stream text from a trained tinygpt model.pt (the newest under outputs/ unless --ckpt is given), exactly
+as `gpt.load(path).complete(prompt, ...)` returns it, after the prompt.
 
-    python generate.py --prompt "two plus three equals"
+    python generate.py --prompt "ninety nine plus ninety nine equals"
     python generate.py --prompt "seven times six equals" --temperature 0.8 --top-k 5 --num-samples 3
     python generate.py --prompt "seven times six equals" --attention-map maps.png
     python generate.py --prompt "seven times six equals" --attention-html view.html
@@ -12,24 +13,32 @@ import sys
 
 import torch
 
-from gpt.checkpoint import CheckpointError, load_checkpoint, newest_checkpoint
-from gpt.generation import check_sampling, compile_for_decoding, stream
-from gpt.model import GPT
-from gpt.tokenizers import Tokenizer
+from gpt.checkpoint import CheckpointError, describe, model_file, newest_checkpoint
+from gpt.generation import compile_for_decoding
+from gpt.text import TextModel, load
+
+SEPARATOR = "---"  # printed between --num-samples outputs
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--prompt", default="", help="text to continue (default: start of a line)")
-    parser.add_argument("--ckpt", help="model.pt to load (default: the newest under outputs/ or multirun/)")
+    parser.add_argument("--ckpt", help="model.pt, or a run folder holding one (default: the newest model.pt "
+                                       "under outputs/ or multirun/)")
     parser.add_argument("--max-new-tokens", type=int, default=None,
                         help="tokens to generate (default: up to the end of the line on line-based corpora, else 200)")
-    parser.add_argument("--temperature", type=float, default=0.0, help="0 means greedy (argmax)")
-    parser.add_argument("--top-k", type=int, default=None)
-    parser.add_argument("--top-p", type=float, default=None)
-    parser.add_argument("--num-samples", type=int, default=1)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--temperature", type=float, default=None,
+                        help="0 means greedy (argmax); default: 0 on line-based corpora (one right answer), else 0.8")
+    parser.add_argument("--top-k", type=int, default=None,
+                        help="sample only among the k likeliest tokens (default: all)")
+    parser.add_argument("--top-p", type=float, default=None,
+                        help="sample only among the likeliest tokens holding this much probability, in (0, 1] "
+                             "(default: all)")
+    parser.add_argument("--num-samples", type=int, default=1, help=f"samples to draw, separated by a "
+                                                                   f"'{SEPARATOR}' line (default: 1)")
+    parser.add_argument("--seed", type=int, default=0,
+                        help="seed of the sampling random stream; same seed, same samples (default: 0)")
+    parser.add_argument("--device", default="cpu", help="cpu, cuda, cuda:<index> or mps (default: cpu)")
     parser.add_argument("--compile", action="store_true",
                         help="torch.compile the model for decoding: tens of seconds once on a small CPU, then "
                              "several times faster per token; worth it for long generations")
@@ -41,14 +50,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def draw_attention_map(model: GPT, tokenizer: Tokenizer, ids: list[int], path: str) -> int:
-    """Save the layer x head grid of attention heatmaps over `ids` to `path`; the exit status."""
+def draw_attention_map(text_model: TextModel, prompt: str, path: str) -> int:
+    """Save the layer x head grid of attention heatmaps over the prompt's ids to `path`; the exit status."""
     from gpt.plots import attention_map  # matplotlib only when a map is asked for
 
+    ids = text_model.prompt_ids(prompt)
     try:
-        if not ids:
+        if not prompt:
             raise ValueError("the prompt is empty: pass --prompt TEXT to draw attention over")
-        attention_map(model, ids, tokenizer).savefig(path)
+        attention_map(text_model.model, ids, text_model.tokenizer).savefig(path)
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
@@ -62,50 +72,37 @@ def draw_attention_map(model: GPT, tokenizer: Tokenizer, ids: list[int], path: s
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    settings = dict(max_new_tokens=args.max_new_tokens, temperature=args.temperature, top_k=args.top_k,
+                    top_p=args.top_p)
     try:
         if args.num_samples < 1:
             raise ValueError(f"--num-samples={args.num_samples} must be at least 1")
-        max_new_tokens = 200 if args.max_new_tokens is None else args.max_new_tokens
-        check_sampling(args.temperature, args.top_k, args.top_p, max_new_tokens)
-        model, tokenizer, meta = load_checkpoint(args.ckpt or newest_checkpoint(), device=args.device, with_meta=True)
-        prompt_ids = tokenizer.encode(args.prompt)
-        if not prompt_ids and not meta.get("one_example_per_line"):
-            prompt_ids = tokenizer.encode("\n")  # running text with no prompt: start as after a line break
-    except (ValueError, CheckpointError) as err:
-        print(f"error: {str(err).replace('max_new_tokens', '--max-new-tokens').replace('top_p', '--top-p')}",
-              file=sys.stderr)
-        return 2
-    # A one-line-per-example corpus (the calculator) starts each line after a newline and ends it with
-    # one: prompt the same way, and stop at the end of the line unless a length is asked for.
-    newline = tokenizer.encode("\n")[0] if meta.get("one_example_per_line") else None
-    stop = newline if args.max_new_tokens is None else None
-    if args.attention_map:
-        return draw_attention_map(model, tokenizer, prompt_ids if newline is None else [newline, *prompt_ids],
-                                  args.attention_map)
-    if args.attention_html:
-        from gpt.text import TextModel
-        from gpt.viewer import write_for_cli
+        path = model_file(args.ckpt or newest_checkpoint())
+        text_model = load(path, device=args.device)
+        if args.attention_map:
+            return draw_attention_map(text_model, args.prompt, args.attention_map)
+        if args.attention_html:
+            from gpt.viewer import write_for_cli  # the viewer's template only when a viewer is asked for
 
-        return write_for_cli(args.attention_html, TextModel(model, tokenizer, meta), args.prompt,
-                             max_new_tokens=args.max_new_tokens, temperature=args.temperature, top_k=args.top_k,
-                             top_p=args.top_p, seed=args.seed)
-    if args.compile:
-        model = compile_for_decoding(model)
-    generator = torch.Generator(device=args.device).manual_seed(args.seed)
-    for sample in range(args.num_samples):
-        ids = list(prompt_ids) if newline is None else [newline, *prompt_ids]
-        idx = torch.tensor([ids], device=args.device)
-        print(args.prompt, end="", flush=True)
-        shown = tokenizer.decode(ids)
-        for token in stream(model, idx, max_new_tokens, args.temperature, args.top_k, args.top_p,
-                            stop_token=stop, generator=generator):
-            if stop is not None and token.item() == stop:
-                break
-            ids.append(token.item())
-            text = tokenizer.decode(ids)
-            print(text[len(shown):], end="", flush=True)  # decode the whole so BPE pieces print whole
-            shown = text
-        print()
+            return write_for_cli(args.attention_html, text_model, args.prompt, **settings, seed=args.seed)
+        if args.compile:
+            text_model.model = compile_for_decoding(text_model.model)
+        generator = torch.Generator(device=args.device).manual_seed(args.seed)
+        for sample in range(args.num_samples):
+            pieces = text_model.stream(args.prompt, **settings, generator=generator)
+            first = next(pieces, "")  # the prompt's encoding and the settings are checked by here
+            if sample:
+                print(SEPARATOR)
+            else:  # which model answers, on stderr so stdout stays exactly the text
+                print(describe(path, text_model.meta), file=sys.stderr)
+            print(args.prompt + first, end="", flush=True)
+            for piece in pieces:
+                print(piece, end="", flush=True)
+            print()
+    except (ValueError, CheckpointError) as err:
+        message = str(err).replace("max_new_tokens", "--max-new-tokens").replace("top_p", "--top-p")
+        print(f"error: {message.replace('top_k', '--top-k')}", file=sys.stderr)
+        return 2
     return 0
 
 

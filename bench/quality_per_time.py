@@ -1,18 +1,23 @@
 """Quality per time: Tiny Shakespeare (char) validation loss against wall time, so configurations are
 compared by what they reach in the same minutes. Each configuration is one string of train.py overrides;
 they run one after another (never side by side: they would slow each other), alternated when repeated,
-and the table gives medians over the repeats.
+and the table gives medians over the repeats. Time to target: with --seeds 3, each configuration runs with
+seeds 0, 1, 2 and the table gives the seconds until val loss first reached --target, mean ± std over seeds
+(at validation resolution: pass trainer.val_check_interval= small enough).
 
     python bench/quality_per_time.py --corpus ../shared/data/tinyshakespeare.txt \
         experiment=shakespeare_char_cpu experiment=shakespeare_char_fast
     python bench/quality_per_time.py --corpus input.txt --repeats 2 --budget 117 \
-        "experiment=shakespeare_char_fast" "experiment=shakespeare_char_fast optim.name=adamw"
+        "experiment=shakespeare_char_fast" "experiment=shakespeare_char_fast optim=muon"
+    python bench/quality_per_time.py --corpus input.txt --seeds 3 --target 1.886 \
+        "experiment=shakespeare_char_cpu" "experiment=shakespeare_char_fast trainer.val_check_interval=50"
 """
 from __future__ import annotations
 
 import argparse
 import csv
 import json
+import math
 import shlex
 import statistics
 import subprocess
@@ -35,6 +40,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                              "training time in the same round, so a machine that slows down mid-run shifts both)")
     parser.add_argument("--target", type=float, default=1.70, help="val loss whose first crossing time is reported")
     parser.add_argument("--repeats", type=int, default=1, help="runs per configuration, alternated A B A B")
+    parser.add_argument("--seeds", type=int, default=1,
+                        help="seeds 0..n-1 per configuration and repeat (time to target: mean ± std over them)")
     parser.add_argument("--out", default="bench_runs/quality_per_time", help="run folders, table and plot go here")
     return parser.parse_args(argv)
 
@@ -63,17 +70,28 @@ def crossing(history: list[dict], target: float) -> float:
     return next((row["wall_s"] for row in history if row["val_loss"] <= target), float("inf"))
 
 
+def mean_std(seconds: list[float]) -> str:
+    """'mean ± std s' of the runs' times to target; 'inf' when any run never reached it."""
+    if not all(map(math.isfinite, seconds)):
+        return f"inf ({sum(map(math.isfinite, seconds))}/{len(seconds)})"
+    spread = f" ± {statistics.stdev(seconds):.1f}" if len(seconds) > 1 else ""
+    return f"{statistics.fmean(seconds):.1f}{spread} s"
+
+
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     out = Path(args.out)
     print(f"command: python {shlex.join(sys.argv)}", flush=True)
     results: dict[str, list[dict]] = {config: [] for config in args.configs}
-    for repeat in range(args.repeats):
+    rounds = [(repeat, seed) for repeat in range(args.repeats) for seed in range(args.seeds)]
+    for repeat, seed in rounds:
         for index, config in enumerate(args.configs):
-            result = run(shlex.split(config), args.corpus, out / f"{index}-{repeat}")
+            seeded = [*shlex.split(config), f"seed={seed}"] if args.seeds > 1 else shlex.split(config)
+            result = run(seeded, args.corpus, out / f"{index}-{repeat}-{seed}")
             results[config].append(result)
-            print(f"  {config} (run {repeat + 1}): val loss {result['val_loss']:.4f} after {result['steps']} steps, "
-                  f"{result['wall_s']:.1f} s training, {result['process_s']:.1f} s in all", flush=True)
+            print(f"  {config} (run {repeat + 1}, seed {seed}): val loss {result['val_loss']:.4f} after "
+                  f"{result['steps']} steps, {result['wall_s']:.1f} s training, {result['process_s']:.1f} s in all, "
+                  f"{crossing(result['history'], args.target):.1f} s to {args.target}", flush=True)
 
     def median(config: str, key: object) -> float:
         return statistics.median(key(r) if callable(key) else r[key] for r in results[config])
@@ -82,14 +100,17 @@ def main(argv: list[str] | None = None) -> None:
     budgets = [args.budget or run["wall_s"] for run in first]  # one per round
     budget_note = f"{args.budget:.0f} s" if args.budget else \
         f"the first configuration's training time in the same round ({', '.join(f'{b:.1f}' for b in budgets)} s)"
-    print(f"\nmedians over {args.repeats} run(s); 'at budget': the last evaluation within {budget_note}")
+    print(f"\nmedians over {len(rounds)} run(s); 'at budget': the last evaluation within {budget_note}; "
+          f"'to {args.target}': seconds to that val loss, mean ± std over runs (inf: some never reached it)")
     print(f"{'configuration':<52} {'params':>9} {'steps':>6} {'tok/s':>7} {'train s':>8} {'all s':>6} "
-          f"{'val loss':>8} {'at budget':>9} {f'to {args.target}':>8}")
+          f"{'val loss':>8} {'bpb':>6} {'at budget':>9} {f'to {args.target}':>14}")
     for config, runs in results.items():
+        bpb = median(config, lambda r: r.get("val_bpb") or float("nan"))
         print(f"{config:<52} {runs[0]['params']:>9,} {runs[0]['steps']:>6} {median(config, 'tokens_per_s'):>7.0f} "
-              f"{median(config, 'wall_s'):>8.1f} {median(config, 'process_s'):>6.1f} {median(config, 'val_loss'):>8.4f} "
-              f"{statistics.median(at_budget(r['history'], b) for r, b in zip(runs, budgets)):>9.4f} "
-              f"{median(config, lambda r: crossing(r['history'], args.target)):>7.1f}s")
+              f"{median(config, 'wall_s'):>8.1f} {median(config, 'process_s'):>6.1f} "
+              f"{median(config, 'val_loss'):>8.4f} "
+              f"{bpb:>6.3f} {statistics.median(at_budget(r['history'], b) for r, b in zip(runs, budgets)):>9.4f} "
+              f"{mean_std([crossing(r['history'], args.target) for r in runs]):>14}")
     curves = {config: {"step": [row["step"] for row in runs[0]["history"]],
                        "wall_s": [row["wall_s"] for row in runs[0]["history"]],
                        "mean": [row["val_loss"] for row in runs[0]["history"]],

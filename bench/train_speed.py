@@ -31,7 +31,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from anywher
 
 from gpt import GPT, ModelConfig  # noqa: E402
 from gpt.data import RandomWindows  # noqa: E402
-from gpt.lit import LitGPT, lr_at  # noqa: E402
+from gpt.lit import LitGPT  # noqa: E402
+from gpt.optim import OPTIMIZERS, OptimConfig  # noqa: E402
+from gpt.schedules import SCHEDULES  # noqa: E402
+from gpt.shards import TokenShards  # noqa: E402
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -57,9 +60,11 @@ def model_config(overrides: list[str], vocab_size: int) -> ModelConfig:
     return ModelConfig.from_dict({**values, "vocab_size": vocab_size})
 
 
-# nanoGPT's GPT in tinygpt's parts: the same arithmetic (its attention is one fused kernel call, its MLP GELU).
-NANOGPT = ["norm=layernorm", "attention=sdpa", "mlp=gelu", "pos=learned", "bias=false"]
+# nanoGPT's GPT in tinygpt's parts: the same arithmetic (fused QKV, one fused attention kernel call, GELU MLP,
+# LayerNorm without bias).
+NANOGPT = ["norm=layernorm", "attention=mha_fused", "mlp=gelu", "pos=learned", "bias=false"]
 NANOGPT_BATCH = 12  # with model_config's context 64: its CPU recipe
+RECIPE = dict(lr=1e-3, min_lr=1e-4, betas=(0.9, 0.99), warmup_steps=100)  # its optimizer settings
 
 
 def corpus_ids(args: argparse.Namespace) -> tuple[np.ndarray, int]:
@@ -108,10 +113,9 @@ def plain_loop(cfg: ModelConfig, data: RandomWindows, steps: int, precision: str
     if compile:
         model.compile()
     params = list(model.parameters())
-    optimizer = torch.optim.AdamW([{"params": [p for p in params if p.dim() >= 2], "weight_decay": 0.1},
-                                   {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}],
-                                  lr=1e-3, betas=(0.9, 0.95), fused=fused)
-    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: lr_at(step, 100, steps, 0.1))
+    optim = OptimConfig(**RECIPE, max_steps=steps)
+    optimizer = OPTIMIZERS[optim.name](model, optim, fused)
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: SCHEDULES[optim.schedule](step, optim))
     marks, batches = [], iter(data)
     for _ in range(steps):
         inputs, targets = next(batches)
@@ -135,7 +139,7 @@ def lightning_loop(cfg: ModelConfig, data: RandomWindows, steps: int, precision:
                             log_every_n_steps=25, enable_checkpointing=False, enable_progress_bar=False,
                             enable_model_summary=False, limit_val_batches=0, gradient_clip_val=1.0,
                             callbacks=[clock], precision=precision)
-        trainer.fit(LitGPT(cfg, lr=1e-3, min_lr=1e-4, warmup_steps=100, max_steps=steps, compile=compile),
+        trainer.fit(LitGPT(cfg, compile=compile, **RECIPE, max_steps=steps),
                     train_dataloaders=torch.utils.data.DataLoader(data, batch_size=None))
     return clock.marks
 
@@ -162,8 +166,8 @@ def main(argv: list[str] | None = None) -> None:
           f"precision {args.precision}{', compiled' if args.compile else ''}, fused AdamW")
     print(f"nanoGPT reference: {' '.join(NANOGPT)}, fp32, per-tensor AdamW, plain loop")
     steps = args.warmup + args.steps + 1
-    reference_data = RandomWindows(ids, reference_cfg.block_size, NANOGPT_BATCH, seed=0)
-    data = RandomWindows(ids, cfg.block_size, args.batch, seed=0)
+    reference_data = RandomWindows(TokenShards([ids]), reference_cfg.block_size, NANOGPT_BATCH, seed=0)
+    data = RandomWindows(TokenShards([ids]), cfg.block_size, args.batch, seed=0)
     loops = {"nanoGPT ref": lambda: plain_loop(reference_cfg, reference_data, steps, "32-true", False, fused=False),
              "plain torch": lambda: plain_loop(cfg, data, steps, args.precision, args.compile),
              "lightning": lambda: lightning_loop(cfg, data, steps, args.precision, args.compile)}

@@ -14,9 +14,9 @@ from gpt.positional import Positional
 class Block(nn.Module):
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
-        self.attn_norm = NORM[cfg.norm](cfg.dim, cfg.norm_eps)
+        self.attn_norm = NORM[cfg.norm](cfg.dim, cfg.norm_eps, cfg.bias)
         self.attn = ATTENTION[cfg.attention].from_config(cfg)
-        self.mlp_norm = NORM[cfg.norm](cfg.dim, cfg.norm_eps)
+        self.mlp_norm = NORM[cfg.norm](cfg.dim, cfg.norm_eps, cfg.bias)
         self.mlp = MLP[cfg.mlp](cfg.dim, int(cfg.mlp_ratio * cfg.dim), cfg.dropout, cfg.bias)
 
     def forward(self, x: torch.Tensor, pos: Positional, cache: object | None = None) -> torch.Tensor:

@@ -2,7 +2,9 @@
 split by problem so held-out problems test whether the model computes rather than recalls."""
 from __future__ import annotations
 
+import argparse
 import random
+import sys
 from dataclasses import dataclass
 
 UNITS = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten",
@@ -124,3 +126,26 @@ def vocabulary() -> list[str]:
     words = set(UNITS) | {w for w in TENS if w} | {"hundred", "thousand", "equals", "plus", "minus", "times",
                                                  "divided", "by"}
     return ["\n", *sorted(words)]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """python -m gpt.calculator "ninety nine plus ninety nine equals": which split of data.seed it is in."""
+    parser = argparse.ArgumentParser(description="Say which split (train, val, test) a calculator problem is in, "
+                                                 "so a prompt can be checked to be held out from training.")
+    parser.add_argument("prompt", help='a problem as the corpus writes it, e.g. "two plus three equals"')
+    parser.add_argument("--seed", type=int, default=0, help="the data.seed of the training run (default: 0)")
+    args = parser.parse_args(argv)
+    prompt = " ".join(args.prompt.split()).removesuffix(" equals") + " equals"
+    split = next((name for name, problems in split_problems(args.seed, 0.1, 0.1).items()
+                  if any(p.prompt == prompt for p in problems)), None)
+    if split is None:
+        print(f"error: {args.prompt!r} is not a calculator problem: two numbers 0..99 in words around plus, minus, "
+              "times or divided by (an exact, non-negative answer), e.g. \"two plus three equals\"", file=sys.stderr)
+        return 2
+    seen = "trained on" if split == "train" else "held out from training"
+    print(f"{prompt!r} is in the {split} split of data.seed={args.seed}: {seen}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -3,23 +3,65 @@ is always good (atomic, finite, with RNG state), and a clean stop on Ctrl-C."""
 from __future__ import annotations
 
 import signal
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import lightning as L
 import torch
-from lightning.pytorch.callbacks import Checkpoint
+from lightning.pytorch.callbacks import Checkpoint, RichProgressBar
 
 from gpt.evaluate import Example, accuracy_by_group, grade
 from gpt.generation import generate
 from gpt.loggers import log_text
 from gpt.text import TextModel
 from gpt.tokenizers import Tokenizer
+from gpt.validate import NonNegativeFloat, NonNegativeInt, PositiveInt
 
 
 class TrainingStopped(RuntimeError):
     """Training cannot go on (a non-finite loss); the message is one line naming the last good checkpoint."""
+
+
+class Interrupted(RuntimeError):
+    """Training stopped on Ctrl-C with last.ckpt and model.pt saved; the message says how to continue."""
+
+
+class ValidateAtEnd(L.Callback):
+    """Validate (and so grade and record) at the last step whatever val_check_interval is: a run shorter than
+    one interval, or one whose last step falls between two, still ends with a val loss. Asking Lightning to
+    stop at max_steps is what makes its loop validate there; at an interval step it validates once."""
+
+    def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any,
+                           batch_idx: int) -> None:
+        if 0 < trainer.max_steps <= trainer.global_step:
+            trainer.should_stop = True
+
+
+class StepProgressBar(RichProgressBar):
+    """Lightning's progress bar counting optimizer steps up to trainer.max_steps, so a resumed run's bar
+    continues where it stopped (not "Epoch 1: 80% 178/223"), and without the logger's version number."""
+
+    @property
+    def total_train_batches(self) -> int | float:
+        return self.trainer.max_steps if self.trainer.max_steps > 0 else float("inf")
+
+    def _get_train_description(self, current_epoch: int) -> str:
+        return "step".ljust(len(self.validation_description))
+
+    def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any,
+                           batch_idx: int) -> None:
+        if not self.is_disabled and self.train_progress_bar_id is None:
+            self._initialize_train_progress_bar_id()  # a run resumed mid-epoch
+        self._update(self.train_progress_bar_id, trainer.global_step)
+        self._update_metrics(trainer, pl_module)
+        self.refresh()
+
+    def get_metrics(self, trainer: L.Trainer, pl_module: L.LightningModule) -> dict[str, int | str | float]:
+        metrics = super().get_metrics(trainer, pl_module)
+        metrics.pop("v_num", None)
+        return metrics
 
 
 class HeldOutAccuracy(L.Callback):
@@ -36,7 +78,8 @@ class HeldOutAccuracy(L.Callback):
         graded = grade(TextModel(pl_module.model, self.tokenizer, self.meta), self.examples)
         accuracy = accuracy_by_group(graded, self.order)
         pl_module.log_dict({f"val/acc_{group.replace(' ', '_')}": value for group, value in accuracy.items()})
-        summary = "  ".join(f"{group} {100 * value:.1f}%" for group, value in accuracy.items())
+        counts = Counter(g.example.group for g in graded) + Counter(all=len(graded))
+        summary = "  ".join(f"{group} {100 * value:.1f}% of {counts[group]}" for group, value in accuracy.items())
         pl_module.print(f"\nstep {trainer.global_step}: held-out exact match: {summary}")
         for g in graded[:self.show]:
             mark = "ok" if g.correct else "WRONG"
@@ -49,10 +92,14 @@ class SampleText(L.Callback):
     corpora the sample starts a fresh line and stops at its end."""
 
     def __init__(self, tokenizer: Tokenizer, one_example_per_line: bool, prompt: str = "",
-                 max_new_tokens: int = 100, temperature: float = 0.8, seed: int = 0) -> None:
+                 max_new_tokens: NonNegativeInt = 100, temperature: NonNegativeFloat = 0.8, seed: int = 0) -> None:
         self.tokenizer, self.prompt, self.max_new_tokens = tokenizer, prompt, max_new_tokens
         self.temperature, self.seed = temperature, seed
         self.newline = tokenizer.encode("\n")[0] if one_example_per_line else None
+        try:  # now, so a prompt the vocabulary cannot encode stops the run before training, not at its first validation
+            tokenizer.encode(prompt)
+        except ValueError as err:
+            raise ValueError(f"callbacks.sample.prompt={prompt!r}: {err}") from None
 
     def on_validation_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if trainer.sanity_checking or not trainer.is_global_zero:
@@ -76,7 +123,7 @@ class ResumeCheckpoint(Checkpoint):
     every `every_n_steps` optimizer steps and when training ends, with the RNG state, never with
     non-finite weights. A non-finite loss stops training naming the step and this checkpoint."""
 
-    def __init__(self, dirpath: str | Path, every_n_steps: int) -> None:
+    def __init__(self, dirpath: str | Path, every_n_steps: PositiveInt) -> None:
         self.path = Path(dirpath) / "last.ckpt"
         self.every_n_steps = every_n_steps
         self.saved_step: int | None = None

@@ -17,6 +17,8 @@ from gpt.tokenizers import Tokenizer, tokenizer_from_dict
 
 FORMAT = "tinygpt"
 VERSION = 1
+# Debugging switches are for the run that set them: a saved model never carries them into later generations.
+RUN_ONLY = {"trace_shapes": False}
 
 
 class CheckpointError(ValueError):
@@ -41,7 +43,7 @@ def save_model(path: str | Path, model: GPT, tokenizer: Tokenizer, meta: dict[st
     atomic_save({
         "format": FORMAT,
         "version": VERSION,
-        "model_config": plain.cfg.to_dict(),
+        "model_config": {**plain.cfg.to_dict(), **RUN_ONLY},
         "tokenizer": tokenizer.to_dict(),
         "state_dict": {k: v.detach().cpu() for k, v in plain.state_dict().items()},
         "meta": meta or {},
@@ -62,9 +64,16 @@ def safe_load(path: Path, map_location: Any = "cpu") -> Any:
         raise CheckpointError(f"{path} is not a readable torch file ({type(err).__name__})") from None
 
 
-def read_checkpoint(path: str | Path) -> dict[str, Any]:
-    """Load a model.pt's dict safely, or raise CheckpointError naming what is wrong with the file."""
+def model_file(path: str | Path) -> Path:
+    """`path` itself, or the model.pt inside it when it is a run folder."""
     path = Path(path)
+    return path / "model.pt" if path.is_dir() else path
+
+
+def read_checkpoint(path: str | Path) -> dict[str, Any]:
+    """Load a model.pt's dict safely (given a run folder, the model.pt inside it), or raise CheckpointError
+    naming what is wrong with the file."""
+    path = model_file(path)
     if not path.is_file():
         raise CheckpointError(f"no checkpoint at {path}: train one with `python train.py` or pass --ckpt PATH")
     payload = safe_load(path)
@@ -77,16 +86,39 @@ def read_checkpoint(path: str | Path) -> dict[str, Any]:
 
 
 def load_checkpoint(path: str | Path, device: str = "cpu", with_meta: bool = False) -> tuple:
-    """model.pt -> (model in eval mode, tokenizer), plus its metadata dict when with_meta."""
+    """model.pt (or its run folder) -> (model in eval mode, tokenizer), plus its metadata dict when with_meta."""
+    check_device(device)
     payload = read_checkpoint(path)
     try:
-        model = GPT(ModelConfig.from_dict(payload["model_config"]))
+        model = GPT(ModelConfig.from_dict({**payload["model_config"], **RUN_ONLY}))
         model.load_state_dict(payload["state_dict"])
         tokenizer = tokenizer_from_dict(payload["tokenizer"])
     except (KeyError, ValueError, RuntimeError) as err:
         raise CheckpointError(f"{path} is damaged: {str(err).splitlines()[0]}") from None
     model.to(device).eval()
     return (model, tokenizer, payload.get("meta", {})) if with_meta else (model, tokenizer)
+
+
+def check_device(name: str) -> None:
+    """Refuse, in one line, a device this torch cannot use (torch's own error is a long assertion)."""
+    try:
+        device = torch.device(name)
+    except RuntimeError:
+        raise ValueError(f"--device {name} is not a device name: use cpu, cuda, cuda:<index> or mps") from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"--device {name}: this torch ({torch.__version__}) has no CUDA device it can use; "
+                         "use --device cpu")
+    if device.type == "cuda" and (device.index or 0) >= torch.cuda.device_count():
+        raise ValueError(f"--device {name}: only {torch.cuda.device_count()} CUDA device(s) here")
+    if device.type == "mps" and not torch.backends.mps.is_available():
+        raise ValueError(f"--device {name}: MPS is not available here; use --device cpu")
+
+
+def describe(path: Path, meta: dict[str, Any]) -> str:
+    """Which model was loaded, in one line: its path and the corpus it learned (model.pt's meta)."""
+    corpus = meta.get("corpus", "an unrecorded corpus")
+    source = f" ({meta['path']})" if meta.get("path") else ""
+    return f"model: {path} (trained on {corpus}{source})"
 
 
 def newest_checkpoint(roots: tuple[str, ...] = ("outputs", "multirun")) -> Path:

@@ -4,23 +4,25 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
+from gpt.validate import PositiveFloat, PositiveInt, Probability, check_fields
+
 
 @dataclass(frozen=True)
 class ModelConfig:
-    vocab_size: int
-    layers: int = 4
-    heads: int = 4
-    dim: int = 128
-    block_size: int = 64
-    dropout: float = 0.0
+    vocab_size: PositiveInt
+    layers: PositiveInt = 4
+    heads: PositiveInt = 4
+    dim: PositiveInt = 128
+    block_size: PositiveInt = 64
+    dropout: Probability = 0.0
     attention: str = "mha"
     pos: str = "rope"
     norm: str = "rmsnorm"
     mlp: str = "gelu"
-    mlp_ratio: float = 4.0
+    mlp_ratio: PositiveFloat = 4.0
     bias: bool = False
-    norm_eps: float = 1e-5
-    rope_base: float = 10000.0
+    norm_eps: PositiveFloat = 1e-5
+    rope_base: PositiveFloat = 10000.0
     kv_heads: int = 2  # gqa: key/value heads shared by the query heads
     window: int = 8  # sliding_window: positions each query sees, itself included
     kv_latent_dim: int = 32  # mla: width of the latent keys and values are rebuilt from
@@ -35,17 +37,10 @@ class ModelConfig:
         from gpt.norm import NORM
         from gpt.positional import POSITIONAL
 
-        for name in ("vocab_size", "layers", "heads", "dim", "block_size"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"{name}={value!r} must be a positive integer")
+        check_fields(self)  # each field's type and range, from the annotations above
         if self.dim % self.heads:
             raise ValueError(f"heads={self.heads} does not divide dim={self.dim}: pick heads from "
                              f"{[h for h in range(1, self.dim + 1) if self.dim % h == 0 and h <= 64]}")
-        if not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"dropout={self.dropout} must be in [0, 1)")
-        if self.mlp_ratio <= 0:
-            raise ValueError(f"mlp_ratio={self.mlp_ratio} must be positive")
         for field_name, registry in (("attention", ATTENTION), ("pos", POSITIONAL), ("norm", NORM), ("mlp", MLP)):
             value = getattr(self, field_name)
             if value not in registry:

@@ -14,8 +14,11 @@ import torch
 from torch.utils.data import DataLoader, IterableDataset
 
 from gpt.calculator import OPERATIONS, Problem, split_problems, vocabulary
-from gpt.corpora import Tokens, cached_tokens, download, read_text, text_files
+from gpt.corpora import download
+from gpt.prepare import Prepared, Recipe, load
+from gpt.shards import TokenShards
 from gpt.tokenizers import Tokenizer, WordTokenizer
+from gpt.validate import Fraction, PositiveInt
 
 IGNORE_INDEX = -100  # targets the loss skips: padding after a line ends
 
@@ -99,8 +102,9 @@ class CalculatorData(BatchedData):
     """One problem per row: newline, the problem's words, newline; padded rows whose padding the
     loss ignores, so every token trained on belongs to a whole problem."""
 
-    def __init__(self, seed: int = 0, val_fraction: float = 0.1, test_fraction: float = 0.1,
-                 batch_size: int = 256, eval_problems: int = 500, operations: list[str] | None = None) -> None:
+    def __init__(self, seed: int = 0, val_fraction: Fraction = 0.1, test_fraction: Fraction = 0.1,
+                 batch_size: PositiveInt = 256, eval_problems: PositiveInt = 500,
+                 operations: list[str] | None = None) -> None:
         super().__init__()
         self.seed, self.batch_size, self.eval_problem_count = seed, batch_size, eval_problems
         self.fractions = (val_fraction, test_fraction)
@@ -125,7 +129,7 @@ class CalculatorData(BatchedData):
         """The columns held-out accuracy is reported under, in order."""
         return self.operations
 
-    example_prompt = "two plus three equals"  # what train.py suggests trying with generate.py
+    example_prompt = "ninety nine plus ninety nine equals"  # what train.py suggests trying with generate.py
 
     @property
     def eval_examples(self) -> list[Problem]:
@@ -146,18 +150,16 @@ class CalculatorData(BatchedData):
         self.val_set = self._tensors(self.splits["val"])[:2]
 
 
-def windows(tokens: np.ndarray, starts: np.ndarray, block_size: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Inputs and next-token targets (B, block_size) of the windows of block_size + 1 tokens at `starts`,
-    gathered with one fancy index rather than a Python loop over rows."""
-    rows = np.asarray(tokens[starts[:, None] + np.arange(block_size + 1)], dtype=np.int64)  # (B, T + 1)
-    rows = torch.from_numpy(rows)
+def windows(tokens: TokenShards, starts: np.ndarray, block_size: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Inputs and next-token targets (B, block_size) of the windows of block_size + 1 tokens at `starts`."""
+    rows = torch.from_numpy(tokens.rows(starts, block_size + 1))  # (B, T + 1)
     return rows[:, :-1], rows[:, 1:]
 
 
 class RandomWindows(BatchStream):
     """Endless batches of windows starting anywhere in the tokens, drawn by a seeded generator."""
 
-    def __init__(self, tokens: np.ndarray, block_size: int, batch_size: int, seed: int) -> None:
+    def __init__(self, tokens: TokenShards, block_size: int, batch_size: int, seed: int) -> None:
         self.tokens, self.block_size, self.batch_size, self.seed = tokens, block_size, batch_size, seed
 
     def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
@@ -171,40 +173,46 @@ class RandomWindows(BatchStream):
 
 
 class TextData(BatchedData):
-    """Running text: a UTF-8 file, a folder of *.txt, or a corpus downloaded once from `url` (checked
-    by `sha256`) into <root>/<name>/. Tokenized once into a cache under <root>/tokens/; a model sees
+    """Running text: files (text, JSONL, Parquet, Arrow), folders of them, a saved Hugging Face dataset, a folder that
+    `python -m gpt.prepare` wrote, or a corpus downloaded once from `url` (checked by `sha256`) into
+    <root>/<name>/. Prepared once into token shards under <root>/shards/ (gpt/prepare.py); a model sees
     random windows of block_size + 1 tokens, and validation a fixed, seeded set of windows.
 
     The corpus loads on first use (`vocab_size`, `tokenizer`, ...), not in __init__: Hydra's instantiate
     would wrap a user's ValueError (a bad path) into a multi-line InstantiationException."""
 
-    def __init__(self, block_size: int, path: str | None = None, name: str = "text", url: str | None = None,
-                 sha256: str | None = None, tokenizer: str = "char", compact_vocab: bool | None = None,
-                 val_fraction: float = 0.1, batch_size: int = 64, val_windows: int = 512, seed: int = 0,
-                 root: str = "data") -> None:
+    def __init__(self, block_size: PositiveInt, path: str | list[str] | None = None, name: str = "text",
+                 url: str | None = None, sha256: str | None = None, tokenizer: str = "char",
+                 vocab_size: PositiveInt = 4096, compact_vocab: bool | None = None, val_fraction: Fraction = 0.1,
+                 text_field: str = "text", doc_bytes: PositiveInt = 4096, shard_tokens: PositiveInt = 1 << 24,
+                 num_proc: PositiveInt | None = None, batch_size: PositiveInt = 64, val_windows: PositiveInt = 512,
+                 seed: int = 0, root: str = "data") -> None:
         super().__init__()
         self.path, self.name, self.url, self.sha256, self.root = path, name, url, sha256, Path(root)
-        self.tokenizer_name, self.compact_vocab, self.val_fraction = tokenizer, compact_vocab, val_fraction
+        self.tokenizer_name, self.num_proc = tokenizer, num_proc
+        self.options = dict(tokenizer=tokenizer, vocab_size=vocab_size, compact_vocab=compact_vocab,
+                            val_fraction=val_fraction, text_field=text_field, doc_bytes=doc_bytes,
+                            shard_tokens=shard_tokens)
         self.block_size, self.batch_size, self.val_windows, self.seed = block_size, batch_size, val_windows, seed
         self.max_tokens = block_size  # every window is exactly one context long
 
     @cached_property
-    def source(self) -> Path:
+    def sources(self) -> list[str]:
         if self.path:
-            return Path(self.path)
+            paths = [self.path] if isinstance(self.path, str) else list(self.path)
+            return [str(Path(p).resolve()) for p in paths]
         if self.url and self.sha256:
-            return download(self.url, self.root / self.name / Path(self.url).name, self.sha256)
-        raise ValueError(f"data={self.name} needs data.path=<a UTF-8 text file or a folder of *.txt>")
+            return [str(download(self.url, self.root / self.name / Path(self.url).name, self.sha256).resolve())]
+        raise ValueError(f"data={self.name} needs data.path=<a text, JSONL or Parquet file, or a folder of them>")
 
     @cached_property
-    def corpus(self) -> Tokens:
-        corpus = cached_tokens(read_text(text_files(self.source)), self.val_fraction, self.tokenizer_name,
-                               self.compact_vocab, self.root / "tokens")
+    def corpus(self) -> Prepared:
+        corpus = load(Recipe(self.sources, **self.options), self.root, self.num_proc)
         for split, ids in (("training", corpus.train), ("validation", corpus.val)):
             if len(ids) < self.block_size + 1:
-                raise ValueError(f"the {split} split of {self.source} has {len(ids)} {self.tokenizer_name} tokens, "
-                                 f"fewer than model.block_size+1={self.block_size + 1}: use more text, or a smaller "
-                                 "model.block_size or another data.val_fraction")
+                raise ValueError(f"the {split} split of {', '.join(self.sources)} has {len(ids)} {self.tokenizer_name} "
+                                 f"tokens, fewer than model.block_size+1={self.block_size + 1}: use more text, or a "
+                                 "smaller model.block_size or data.doc_bytes, or another data.val_fraction")
         return corpus
 
     @property
@@ -217,9 +225,10 @@ class TextData(BatchedData):
 
     @property
     def meta(self) -> dict[str, Any]:
-        return {"corpus": self.name, "path": str(self.source), "tokenizer": self.tokenizer_name,
-                "vocab_size": self.vocab_size, "val_fraction": self.val_fraction,
-                "train_tokens": len(self.corpus.train), "val_tokens": len(self.corpus.val), "seed": self.seed}
+        return {"corpus": self.name, "path": ", ".join(self.sources), "tokenizer": self.tokenizer_name,
+                "vocab_size": self.vocab_size, "val_fraction": self.corpus.manifest["recipe"]["val_fraction"],
+                "shards": str(self.corpus.folder), "train_tokens": len(self.corpus.train),
+                "val_tokens": len(self.corpus.val), "seed": self.seed}
 
     def setup(self, stage: str | None = None) -> None:
         self.train_set = RandomWindows(self.corpus.train, self.block_size, self.batch_size, self.seed)

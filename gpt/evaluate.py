@@ -1,18 +1,24 @@
 """Grade a model by real greedy generation on held-out examples: prompt with each example's prompt
-("<a> <op> <b> equals", or an attention task's question), decode to the end of the line through the text
-API, compare with its target.
+("<a> <op> <b> equals", an attention task's question), decode to the end of the line through the text API,
+compare with its target.
+A model of running text gets its loss and bits per byte on its corpus's validation split instead.
 
     python -m gpt.evaluate --ckpt outputs/<date>/<time>/model.pt [--split test]"""
 from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol
 
+from gpt.bpb import byte_counts, text_loss
 from gpt.calculator import OPERATIONS, split_problems
-from gpt.checkpoint import CheckpointError, newest_checkpoint
+from gpt.checkpoint import CheckpointError, model_file, newest_checkpoint
+from gpt.prepare import open_prepared
+from gpt.tasks import TASKS
 from gpt.text import TextModel, load
 
 
@@ -54,43 +60,76 @@ def accuracy_by_group(graded: list[Graded], order: Sequence[str] = ()) -> dict[s
     return result
 
 
-def held_out(meta: dict[str, Any], split: str, seed: int, lines: int) -> tuple[list[Example], list[str]]:
-    """A model's held-out examples and their groups in order, regenerated from model.pt's meta: an attention
-    task's lines (`lines` per task), or the calculator's problems."""
-    if "tasks" in meta:
-        from gpt.tasks.datamodule import build_tasks, held_out_examples
+def text_report(text_model: TextModel) -> str:
+    """Loss per token and bits per byte over the validation split of the prepared corpus (its shards) a
+    running-text model was trained on, every token after the first predicted once (training validated on
+    random windows of it)."""
+    meta = text_model.meta
+    if "shards" not in meta:
+        raise ValueError("model.pt does not say which prepared corpus it was trained on; retrain it with this version")
+    ids = open_prepared(Path(meta["shards"]), meta["tokenizer"]).val.to_array()
+    loss, bpb = text_loss(text_model.model, ids, byte_counts(text_model.tokenizer))
+    tokens = f"{len(ids):,} {meta['tokenizer']} tokens"
+    return f"val split of {meta['path']} ({tokens}): loss {loss:.4f}, bpb {bpb:.4f}"
 
-        return (held_out_examples({**meta, "seed": seed}, split, lines),
-                [group for task in build_tasks(meta["tasks"]) for group in task.groups()])
+
+def calculator_examples(meta: dict[str, Any], seed: int, split: str) -> list[Example]:
     problems = split_problems(seed, meta.get("val_fraction", 0.1), meta.get("test_fraction", 0.1))[split]
-    return [p for p in problems if p.op in meta.get("operations", OPERATIONS)], list(OPERATIONS)
+    return [p for p in problems if p.op in meta.get("operations", OPERATIONS)]
+
+
+TASK_LINES = 1000  # held-out lines graded per attention task
+
+
+def task_examples(meta: dict[str, Any], seed: int, split: str) -> list[Example]:
+    """An attention-task model's held-out lines, regenerated from the task knobs model.pt records."""
+    from gpt.tasks.datamodule import held_out_examples
+
+    return held_out_examples({**meta, "seed": seed}, split, TASK_LINES)
+
+
+# The corpora this command can grade: model.pt's meta["corpus"] -> its held-out examples of a split.
+HELD_OUT: dict[str, Callable[[dict[str, Any], int, str], list[Example]]] = {
+    "calculator": calculator_examples, **dict.fromkeys([*TASKS, "tasks"], task_examples)}
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="Exact-match accuracy on held-out examples (calculator problems "
-                                                 "or attention-task lines), by greedy generation.")
-    parser.add_argument("--ckpt", help="model.pt to grade (default: the newest under outputs/)")
+    parser = argparse.ArgumentParser(description="Exact-match accuracy on held-out examples (calculator problems); "
+                                                 "loss and bits per byte on a running-text model's validation text.")
+    parser.add_argument("--ckpt", help="model.pt (or its run folder) to grade (default: the newest under outputs/)")
     parser.add_argument("--split", choices=["val", "test"], default="test")
-    parser.add_argument("--seed", type=int, help="data.seed the model was trained with (default: from model.pt)")
-    parser.add_argument("--lines", type=int, default=1000, help="attention tasks: held-out lines per task")
-    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--seed", type=int, help="data.seed the model was trained with, for a model.pt that does "
+                                                 "not record it (default: from model.pt)")
+    parser.add_argument("--device", default="cpu", help="cpu, cuda, cuda:<index> or mps (default: cpu)")
     args = parser.parse_args(argv)
     try:
-        path = args.ckpt or newest_checkpoint()
+        path = model_file(args.ckpt or newest_checkpoint())
         text_model = load(path, device=args.device)
-    except CheckpointError as err:
+        meta = text_model.meta  # model.pt records the DataModule's meta: corpus, seed and split fractions
+        if not text_model.line_based:  # running text has no right answers: how well it predicts its val split
+            print(f"{path}: {text_report(text_model)}")
+            return 0
+        corpus = meta.get("corpus")
+        if corpus not in HELD_OUT:
+            raise ValueError(f"{path} was trained on {corpus or 'an unrecorded corpus'}, which has no right answers "
+                             f"to grade; gpt.evaluate grades models of: {', '.join(HELD_OUT)}")
+        if args.seed is None and "seed" not in meta:
+            raise ValueError("model.pt does not say which data.seed it was trained with; pass --seed")
+        if args.seed is not None and "seed" in meta and args.seed != meta["seed"]:
+            raise ValueError(f"--seed {args.seed} is not the data.seed={meta['seed']} this model was trained with: "
+                             f"that split's {args.split} examples would include its training data; drop --seed")
+    except (ValueError, CheckpointError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    data = text_model.meta  # model.pt records the DataModule's meta: seed, split fractions or task knobs
-    if args.seed is None and "seed" not in data:
-        print("error: model.pt does not say which data.seed it was trained with; pass --seed", file=sys.stderr)
-        return 2
-    seed = args.seed if args.seed is not None else data["seed"]
-    examples, order = held_out(data, args.split, seed, args.lines)
-    accuracy = accuracy_by_group(grade(text_model, examples), order=order)
+    seed = meta.get("seed", args.seed)
+    examples = HELD_OUT[corpus](meta, seed, args.split)
+    graded = grade(text_model, examples)
+    accuracy = accuracy_by_group(graded, order=OPERATIONS)
+    total = Counter(g.example.group for g in graded) + Counter(all=len(graded))
+    right = Counter(g.example.group for g in graded if g.correct) + Counter(all=sum(g.correct for g in graded))
     print(f"{path}: {len(examples)} {args.split} examples, data.seed={seed}")
     for group, value in accuracy.items():
-        print(f"  {group:>14}: {100 * value:6.2f}%")
+        print(f"  {group:>14}: {100 * value:6.2f}%  ({right[group]} of {total[group]})")
     return 0
 
 

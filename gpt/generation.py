@@ -113,6 +113,9 @@ def compile_for_decoding(model: GPT) -> GPT:
 def generate(model: GPT, idx: torch.Tensor, max_new_tokens: int, temperature: float = 1.0,
              top_k: int | None = None, top_p: float | None = None, use_cache: bool = True,
              stop_token: int | None = None, generator: torch.Generator | None = None) -> torch.Tensor:
-    """Prompt ids (B, T) -> (B, T + new); new < max_new_tokens only when every row hit stop_token."""
+    """Prompt ids (B, T) -> (B, T + new); new < max_new_tokens only when every row hit stop_token.
+
+    Ids in, ids out, nothing added: a line-based model (the calculator) expects its prompt to start after a
+    newline token and says it is done with one, so pass stop_token; `gpt.load(path).complete(text)` does both."""
     new = list(stream(model, idx, max_new_tokens, temperature, top_k, top_p, use_cache, stop_token, generator))
     return torch.cat([idx, *new], dim=1)

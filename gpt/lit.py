@@ -1,7 +1,6 @@
-"""LitGPT: the Lightning wrapper around GPT: loss, logging, AdamW groups and the LR schedule."""
+"""LitGPT: the Lightning wrapper around GPT: loss, logging, and the optimizer and LR schedule named by optim."""
 from __future__ import annotations
 
-import math
 import time
 from typing import Any
 
@@ -10,27 +9,25 @@ import torch
 from lightning.pytorch.plugins.precision import MixedPrecision
 from torch.nn import functional as F
 
+from gpt.bpb import bits_per_byte
 from gpt.config import ModelConfig
 from gpt.data import IGNORE_INDEX
 from gpt.model import GPT
-
-
-def lr_at(step: int, warmup_steps: int, max_steps: int, min_ratio: float) -> float:
-    """Multiplier of the peak LR: linear warmup, then cosine decay to min_ratio at max_steps."""
-    if step < warmup_steps:
-        return (step + 1) / warmup_steps
-    progress = min(1.0, (step - warmup_steps) / max(1, max_steps - warmup_steps))
-    return min_ratio + (1 - min_ratio) * 0.5 * (1 + math.cos(math.pi * progress))
+from gpt.optim import OPTIMIZERS, OptimConfig
+from gpt.schedules import SCHEDULES
 
 
 class LitGPT(L.LightningModule):
-    def __init__(self, model_cfg: ModelConfig, lr: float = 1e-3, min_lr: float = 1e-4, weight_decay: float = 0.1,
-                 betas: tuple[float, float] = (0.9, 0.95), warmup_steps: int = 100, max_steps: int = 1000,
-                 compile: bool = False) -> None:
+    def __init__(self, model_cfg: ModelConfig, compile: bool = False, token_bytes: torch.Tensor | None = None,
+                 **optim: Any) -> None:
+        """`token_bytes`: (vocab_size,) UTF-8 bytes per token id, to log val/bpb (text corpora);
+        `optim`: fields of OptimConfig (train.py passes the composed `optim` group)."""
         super().__init__()
         self.model = GPT(model_cfg)
-        self.lr, self.min_lr, self.weight_decay, self.betas = lr, min_lr, weight_decay, tuple(betas)
-        self.warmup_steps, self.max_steps, self.compile_model = warmup_steps, max_steps, compile
+        self.optim, self.compile_model = OptimConfig.from_dict(optim), compile
+        # Not persistent: it describes the data, not the model, so checkpoints stay the model's weights.
+        self.register_buffer("token_bytes", token_bytes, persistent=False)
+        self._val_totals = torch.zeros(2, dtype=torch.float64)  # summed nats and bytes over one validation
         self._tokens_since_log = 0
         self._last_log_time: float | None = None
 
@@ -66,12 +63,23 @@ class LitGPT(L.LightningModule):
         self.log("train/lr", self.optimizers().param_groups[0]["lr"])
 
     def validation_step(self, batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int) -> None:
-        self.log("val/loss", self.loss(batch), prog_bar=True, batch_size=batch[0].shape[0], sync_dist=True)
+        loss = self.loss(batch)
+        self.log("val/loss", loss, prog_bar=True, batch_size=batch[0].shape[0], sync_dist=True)
+        if self.token_bytes is not None:
+            targets = batch[1][batch[1] != IGNORE_INDEX]
+            self._val_totals += torch.stack([loss.detach().double() * targets.numel(),
+                                             self.token_bytes[targets].sum().double()]).cpu()
+
+    def on_validation_epoch_start(self) -> None:
+        self._val_totals.zero_()
 
     def on_validation_epoch_end(self) -> None:
         val_loss = self.trainer.callback_metrics.get("val/loss")
         if val_loss is not None:
             self.log("val/ppl", torch.exp(val_loss))
+        if self.token_bytes is not None and self._val_totals[1] > 0:
+            nats, n_bytes = self.trainer.strategy.reduce(self._val_totals.to(self.device), reduce_op="sum")
+            self.log("val/bpb", bits_per_byte(nats, n_bytes).float(), prog_bar=True)
         self._last_log_time = None  # validation time is not training time
 
     def configure_gradient_clipping(self, optimizer: torch.optim.Optimizer, gradient_clip_val: float | None = None,
@@ -88,14 +96,10 @@ class LitGPT(L.LightningModule):
         super().configure_gradient_clipping(optimizer, gradient_clip_val, gradient_clip_algorithm)
 
     def configure_optimizers(self) -> dict[str, Any]:
-        # Decay only matrices: biases and norm gains are few, and shrinking them only hurts.
-        params = [p for p in self.model.parameters() if p.requires_grad]
-        groups = [{"params": [p for p in params if p.dim() >= 2], "weight_decay": self.weight_decay},
-                  {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
-        # The fused kernel updates every tensor in one call (~0.5 ms a step here against ~2.3 ms for the
+        # The fused AdamW kernel updates every tensor in one call (~0.5 ms a step here against ~2.3 ms for the
         # per-tensor loop). Not under 16-mixed: a gradient scaler would then leave scaled gradients to clip.
         fused = self.trainer.precision != "16-mixed"
-        optimizer = torch.optim.AdamW(groups, lr=self.lr, betas=self.betas, fused=fused)
-        schedule = torch.optim.lr_scheduler.LambdaLR(
-            optimizer, lambda step: lr_at(step, self.warmup_steps, self.max_steps, self.min_lr / self.lr))
+        optimizer = OPTIMIZERS[self.optim.name](self.model, self.optim, fused)
+        shape = SCHEDULES[self.optim.schedule]
+        schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: shape(step, self.optim))
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": schedule, "interval": "step"}}

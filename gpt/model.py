@@ -23,7 +23,7 @@ class GPT(nn.Module):
         self.pos = POSITIONAL[cfg.pos].from_config(cfg)
         self.drop = nn.Dropout(cfg.dropout)
         self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.layers))
-        self.norm = NORM[cfg.norm](cfg.dim, cfg.norm_eps)
+        self.norm = NORM[cfg.norm](cfg.dim, cfg.norm_eps, cfg.bias)
         self.head = nn.Linear(cfg.dim, cfg.vocab_size, bias=False)
         if cfg.tie_embeddings:
             self.head.weight = self.tok_emb.weight  # weight tying (Press & Wolf, 2017)

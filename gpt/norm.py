@@ -9,7 +9,8 @@ from torch.nn import functional as F
 class RMSNorm(nn.Module):
     """Scale by the root mean square; no mean subtraction and no bias."""
 
-    def __init__(self, dim: int, eps: float = 1e-5) -> None:
+    def __init__(self, dim: int, eps: float = 1e-5, bias: bool = False) -> None:
+        # `bias` only keeps one signature for every norm: RMSNorm's point is no centring and no shift.
         super().__init__()
         self.eps = eps
         self.weight = nn.Parameter(torch.ones(dim))
@@ -22,10 +23,11 @@ class RMSNorm(nn.Module):
 
 
 class LayerNorm(nn.LayerNorm):
-    """torch's LayerNorm with the (dim, eps) signature every norm here shares."""
+    """torch's LayerNorm with the (dim, eps, bias) signature every norm here shares; a shift only with
+    bias, as the linear layers (model.bias), so bias=false is nanoGPT's and bias=true GPT-2's."""
 
-    def __init__(self, dim: int, eps: float = 1e-5) -> None:
-        super().__init__(dim, eps=eps)
+    def __init__(self, dim: int, eps: float = 1e-5, bias: bool = False) -> None:
+        super().__init__(dim, eps=eps, bias=bias)
 
 
 NORM: dict[str, type[nn.Module]] = {"rmsnorm": RMSNorm, "layernorm": LayerNorm}

@@ -27,6 +27,8 @@ def loss_figure(curves: dict[str, dict[str, list[float]]]) -> Figure:
     by_time.set(xlabel="wall time (s)", title="val loss vs wall time")
     if curves:
         by_step.legend(fontsize="small")
+    else:  # an empty plot must say so rather than look like a bug
+        fig.suptitle("no run recorded a validation loss: see report.md for why")
     for ax in (by_step, by_time):
         ax.grid(alpha=0.3)
     return fig

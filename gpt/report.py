@@ -107,6 +107,7 @@ class Column:
     lower_is_better: bool
     fmt: str
     spread: bool = False  # show mean ± std over seeds
+    per_corpus: bool = False  # only some corpora have it (bpb: text; exact match: right answers to grade)
 
 
 def _get(key: str, scale: float = 1.0) -> Callable[[dict[str, Any]], float | None]:
@@ -117,8 +118,9 @@ COLUMNS = [
     Column("params", _get("params"), True, "{:,.0f}"),
     Column("val loss", _get("val_loss"), True, "{:.4f}", spread=True),
     Column("ppl", _get("val_ppl"), True, "{:.3f}", spread=True),
+    Column("bpb", _get("val_bpb"), True, "{:.4f}", spread=True, per_corpus=True),
     Column("exact match %", lambda s: None if "all" not in s.get("val_acc", {}) else 100 * s["val_acc"]["all"],
-           False, "{:.1f}", spread=True),
+           False, "{:.1f}", spread=True, per_corpus=True),
     Column("train tok/s", _get("tokens_per_s"), False, "{:,.0f}"),
     Column("wall s", _get("wall_s"), True, "{:.1f}"),
     Column("peak MiB", _get("peak_memory_bytes", 1 / 2**20), True, "{:,.0f}"),
@@ -204,8 +206,11 @@ def markdown(sweep_dir: Path, runs: list[Run]) -> str:
         lines.append(f"| `{names[key]}` | {sum(r.ok for r in group_runs)} | " + " | ".join(cells)
                      + f" | {status(group_runs)} |")
     noise = seed_noise(groups, names)
-    lines += ["", *([noise, ""] if noise else []),
-              "Mean ± sample std over seeds; **bold** is the best value of its column. Val loss, perplexity "
+    validated = COLUMNS[1] in columns  # then a per-corpus column is absent because the corpus has none
+    missing = [c.header for c in COLUMNS if c not in columns and not (c.per_corpus and validated)]
+    lines += ["", *([noise, ""] if noise else []), *([empty_note(runs, missing), ""] if missing else []),
+              "Mean ± sample std over seeds; **bold** is the best value of its column. Val loss, perplexity, "
+              "bpb (bits per UTF-8 byte of the text predicted, comparable across tokenizers; text corpora) "
               "and exact match (held-out calculator problems, greedy) are from the last validation. Train tok/s "
               "excludes validation time; peak memory is allocated tensors on GPU, process RSS on CPU; KV "
               "bytes/token is every layer's cache for a full block divided by block_size.", "",
@@ -220,6 +225,18 @@ def summaries(runs: list[Run]) -> dict[str, list[dict[str, Any]]]:
     return {names[key]: [r.summary for r in group_runs] for key, group_runs in groups.items()}
 
 
+def empty_note(runs: list[Run], missing: list[str]) -> str:
+    """Why columns are left out: a report never goes empty without saying so."""
+    ok = [r for r in runs if r.ok]
+    if not ok:
+        why = "no run finished (see the status column)"
+    elif not any(r.history for r in ok):
+        why = "no run validated (trainer.limit_val_batches=0?), so there is no val loss and loss.png is empty"
+    else:
+        why = "no finished run recorded them (exact match needs a corpus with right answers, such as the calculator)"
+    return f"Left out, with no value in any run: {', '.join(missing)}: {why}."
+
+
 def curves(runs: list[Run]) -> dict[str, dict[str, list[float]]]:
     """Per configuration: steps every successful seed validated at, mean wall time there, loss mean and std."""
     groups = group(runs)
@@ -227,6 +244,7 @@ def curves(runs: list[Run]) -> dict[str, dict[str, list[float]]]:
     result = {}
     for key, group_runs in groups.items():
         histories = [{row["step"]: row for row in r.history if "val_loss" in row} for r in group_runs if r.ok]
+        histories = [h for h in histories if h]  # a run that never validated has no curve to draw
         if not histories:
             continue
         steps = sorted(set.intersection(*(set(h) for h in histories)))

@@ -1,6 +1,6 @@
 """What each training run leaves for the sweep report, whatever the logger: `history.csv` (one row per
-validation: step, wall time, val loss, perplexity, held-out accuracy) and `summary.json` (final numbers and
-costs, or status "failed" with a one-line reason)."""
+validation: step, wall time, val loss, perplexity, bits per byte on text, held-out accuracy) and `summary.json`
+(final numbers and costs, or status "failed" with a one-line reason)."""
 from __future__ import annotations
 
 import csv
@@ -131,6 +131,7 @@ class RunRecord(L.Callback):
             "steps": trainer.global_step,
             "val_loss": last.get("val_loss"),
             "val_ppl": last.get("val_ppl"),
+            "val_bpb": last.get("val_bpb"),  # text corpora only: bits per UTF-8 byte, comparable across tokenizers
             "val_acc": {k.removeprefix("val_acc_"): v for k, v in last.items() if k.startswith("val_acc_")},
             "tokens_per_s": self.tokens / max(seconds - self.val_seconds, 1e-9),  # training only, this session
             "wall_s": self.earlier_seconds + seconds,

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import random
 import subprocess
 import sys
 from pathlib import Path
@@ -12,6 +13,14 @@ import torch
 from gpt import GPT, ModelConfig
 
 ROOT = Path(__file__).resolve().parents[1]
+WORDS = "thou art more lovely and temperate rough winds do shake the darling buds of may".split()
+
+
+def play(lines: int = 300, seed: int = 0) -> str:
+    """A small seeded text of short lines with punctuation, so every tokenizer has work to do."""
+    rng = random.Random(seed)
+    return "".join(" ".join(rng.choices(WORDS, k=rng.randint(3, 8))) + rng.choice([",", ".", "!", ""]) + "\n"
+                   for _ in range(lines))
 
 
 @pytest.fixture
@@ -22,6 +31,38 @@ def tiny_cfg() -> ModelConfig:
 def build(cfg: ModelConfig, seed: int = 0) -> GPT:
     torch.manual_seed(seed)
     return GPT(cfg).eval()
+
+
+# 30 steps validated every 20: the last step falls between two intervals and must still validate.
+TINY_RUN = ["trainer=debug", "trainer.max_steps=30", "trainer.val_check_interval=20", "model.layers=1",
+            "model.dim=32", "model.heads=2", "data.batch_size=32", "data.eval_problems=10"]
+
+
+@pytest.fixture(scope="session")
+def trained(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A run folder under <tmp>/outputs trained once through the real CLI for every test that needs a trained
+    calculator model; train.py's stdout is saved beside it as stdout.txt."""
+    cwd = tmp_path_factory.mktemp("cli")
+    result = run_cli("train.py", *TINY_RUN, "hydra.run.dir=outputs/run", cwd=cwd)
+    assert result.returncode == 0, result.stderr[-3000:]
+    (cwd / "stdout.txt").write_text(result.stdout)
+    return cwd / "outputs/run"
+
+
+@pytest.fixture(scope="session")
+def learned_calculator(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, float, dict[str, float]]:
+    """The causal model of tests/test_learning.py (plus and minus, trained once per session; a minute or more):
+    (its run folder holding model.pt, its final training loss, its held-out accuracy per operation). The README's
+    Python snippet is run on it as well, since it answers held-out problems as the default run's model does."""
+    from gpt.checkpoint import save_model
+    from gpt.data import CalculatorData
+    from tests.test_learning import OPERATIONS, train_and_grade
+
+    data = CalculatorData(seed=0, batch_size=128, operations=OPERATIONS)
+    loss, accuracy, text_model = train_and_grade(data)
+    run_dir = tmp_path_factory.mktemp("learned")
+    save_model(run_dir / "model.pt", text_model.model, text_model.tokenizer, text_model.meta)
+    return run_dir, loss, accuracy
 
 
 def run_cli(*args: str, cwd: Path, timeout: int = 300) -> subprocess.CompletedProcess:

@@ -9,7 +9,7 @@ from gpt import ModelConfig
     ({"heads": "four"}, "heads='four' must be a positive integer"),
     ({"attention": "nope"}, "attention='nope' is unknown; choose one of: "),
     ({"pos": "nope"}, "pos='nope' is unknown"),
-    ({"dropout": 1.5}, "dropout=1.5 must be in"),
+    ({"dropout": 1.5}, "dropout=1.5 must be a number in"),
 ])
 def test_bad_config_names_the_field(overrides: dict, message: str) -> None:
     with pytest.raises(ValueError, match=message.replace("(", r"\(")):

@@ -8,9 +8,13 @@ from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig, OmegaConf
 
 from gpt.attention import ATTENTION
+from gpt.checkpoint import save_model
 from gpt.config import ModelConfig
+from gpt.model import GPT
 from gpt.positional import POSITIONAL
+from gpt.tokenizers import CharTokenizer
 from tests.conftest import ROOT
+from train import check_config
 
 CONFIGS = ROOT / "configs"
 GROUPS = sorted(p.name for p in CONFIGS.iterdir() if p.is_dir())
@@ -26,8 +30,12 @@ def options(group: str) -> list[str]:
 
 
 @pytest.mark.parametrize("group, option", [(g, o) for g in GROUPS for o in options(g)])
-def test_every_group_option_composes(group: str, option: str) -> None:
+def test_every_group_option_composes(group: str, option: str, tmp_path: Path) -> None:
     cfg = compose_with(f"{group}={option}")
+    if cfg.init_from:  # a preset naming a folder to fine-tune from: any model.pt stands in for it
+        save_model(tmp_path / "model.pt", GPT(ModelConfig(vocab_size=5, layers=1, heads=1, dim=8)), CharTokenizer([]))
+        cfg.init_from = str(tmp_path / "model.pt")
+    check_config(cfg)  # every shipped value passes the type and range checks train.py makes before any work
     model = ModelConfig.from_dict({**OmegaConf.to_container(cfg.model), "vocab_size": 50})
     if group == "attention":
         assert model.attention == option
@@ -51,3 +59,14 @@ def test_defaults_list_names_every_group() -> None:
     named = {next(iter(d)) for d in defaults if isinstance(d, (dict, DictConfig))}
     assert set(GROUPS) <= named | {"experiment"}
     assert Path(CONFIGS / "train.yaml").read_text().startswith("#")
+
+
+def test_shakespeare_char_cpu_is_nanogpts_model_and_optimizer() -> None:
+    cfg = compose_with("experiment=shakespeare_char_cpu")
+    model = ModelConfig.from_dict({**OmegaConf.to_container(cfg.model), "vocab_size": 65})
+    parts = (model.norm, model.bias, model.mlp, model.pos, model.attention)
+    assert parts == ("layernorm", False, "gelu", "learned", "mha_fused")
+    assert (model.layers, model.heads, model.dim, model.block_size, cfg.data.batch_size) == (4, 4, 128, 64, 12)
+    optim = cfg.optim
+    assert (optim.name, optim.schedule, list(optim.betas), optim.lr, optim.min_lr, optim.warmup_steps) == \
+        ("adamw", "cosine", [0.9, 0.99], 1e-3, 1e-4, 100)

@@ -1,10 +1,10 @@
-"""Text corpora: split, windows, token cache reuse and invalidation, download checks, and every user error."""
+"""Text corpora through TextData: windows, reuse of prepared shards, download checks, and every user error."""
 from __future__ import annotations
 
 import hashlib
 import json
 import math
-import random
+import re
 import urllib.error
 from pathlib import Path
 
@@ -17,20 +17,14 @@ from omegaconf import open_dict
 
 import generate
 import gpt.corpora as corpora
+import gpt.evaluate as evaluate
+import gpt.prepare as prepare
 import train
 from gpt.data import TextData
 from gpt.checkpoint import load_checkpoint
-from gpt.tokenizers import GPT2Tokenizer
-from tests.conftest import ROOT, run_cli
-
-WORDS = "thou art more lovely and temperate rough winds do shake the darling buds of may".split()
-
-
-def play(lines: int = 300, seed: int = 0) -> str:
-    """A small seeded text of short lines with punctuation, so every tokenizer has work to do."""
-    rng = random.Random(seed)
-    return "".join(" ".join(rng.choices(WORDS, k=rng.randint(3, 8))) + rng.choice([",", ".", "!", ""]) + "\n"
-                   for _ in range(lines))
+from gpt.shards import TokenShards
+from gpt.tokenizers import EOT
+from tests.conftest import ROOT, play, run_cli
 
 
 @pytest.fixture
@@ -41,121 +35,92 @@ def text_file(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def tokenize_calls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Counts real tokenizations (cache misses)."""
+def builds(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Counts real preparations (the shards were not there yet)."""
     calls: list[str] = []
-    real = corpora.tokenize
+    real = prepare.build
 
-    def counted(train: str, val: str, name: str, compact: bool | None) -> corpora.Tokens:
-        calls.append(name)
-        return real(train, val, name, compact)
+    def counted(recipe: prepare.Recipe, *args: object, **kwargs: object) -> dict:
+        calls.append(recipe.tokenizer)
+        return real(recipe, *args, **kwargs)
 
-    monkeypatch.setattr(corpora, "tokenize", counted)
+    monkeypatch.setattr(prepare, "build", counted)
     return calls
 
 
 def load(path: Path, root: Path, **kwargs: object) -> TextData:
-    data = TextData(block_size=kwargs.pop("block_size", 8), path=str(path), root=str(root), **kwargs)
+    kwargs = {"block_size": 8, "doc_bytes": 256, "num_proc": 1, **kwargs}
+    data = TextData(path=str(path), root=str(root), **kwargs)
     data.corpus  # loads on first use
     return data
 
 
-def test_split_is_at_a_line_boundary_near_the_fraction() -> None:
-    text = play()
-    train, val = corpora.split_text(text, 0.1)
-    assert train + val == text and train.endswith("\n")
-    assert abs(len(val) / len(text) - 0.1) < 0.02  # within one line of the target
+def decoded(data: TextData) -> str:
+    """Both splits decoded, training first."""
+    return "".join(data.tokenizer.decode(split.to_array().tolist()) for split in (data.corpus.train, data.corpus.val))
 
 
-@pytest.mark.parametrize("tokenizer", ["char", "word", "gpt2"])
+@pytest.mark.parametrize("tokenizer", ["char", "word", "gpt2", "bpe"])
 def test_windows_are_next_token_pairs_from_their_split(text_file: Path, tmp_path: Path, tokenizer: str) -> None:
-    data = load(text_file, tmp_path, tokenizer=tokenizer, batch_size=4, val_windows=10)
+    data = load(text_file, tmp_path, tokenizer=tokenizer, batch_size=4, val_windows=10, vocab_size=300)
     data.setup()
-    train = data.corpus.train.astype(np.int64).tolist()
+    train = data.corpus.train.to_array().astype(np.int64).tolist()
     inputs, targets = next(iter(data.train_dataloader()))
     assert inputs.shape == targets.shape == (4, 8)
     torch.testing.assert_close(inputs[:, 1:], targets[:, :-1])
     for row, target in zip(inputs.tolist(), targets.tolist()):
         start = next(i for i in range(len(train)) if train[i:i + 9] == row + target[-1:])
         assert start + 9 <= len(train)
-    again = load(text_file, tmp_path, tokenizer=tokenizer, batch_size=4, val_windows=10)
+    again = load(text_file, tmp_path, tokenizer=tokenizer, batch_size=4, val_windows=10, vocab_size=300)
     again.setup()
     torch.testing.assert_close(next(iter(again.train_dataloader())), (inputs, targets))  # seeded
     torch.testing.assert_close(again.val_set, data.val_set)  # the validation windows are fixed
     assert data.max_tokens == 8 and "one_example_per_line" not in data.meta
 
 
-def test_cache_is_reused_and_invalidated_by_text_or_tokenizer(text_file: Path, tmp_path: Path,
-                                                              tokenize_calls: list[str]) -> None:
+def test_shards_are_reused_and_invalidated_by_text_or_tokenizer(text_file: Path, tmp_path: Path,
+                                                               builds: list[str]) -> None:
     first = load(text_file, tmp_path)
     second = load(text_file, tmp_path)
-    assert tokenize_calls == ["char"]
-    np.testing.assert_array_equal(second.corpus.tokens, first.corpus.tokens)
+    assert builds == ["char"]
+    np.testing.assert_array_equal(second.corpus.train.to_array(), first.corpus.train.to_array())
     assert second.tokenizer.to_dict() == first.tokenizer.to_dict()
     load(text_file, tmp_path, tokenizer="word")
     text_file.write_text(play(seed=1))
     changed = load(text_file, tmp_path)
-    assert tokenize_calls == ["char", "word", "char"]
-    assert changed.tokenizer.decode(changed.corpus.train.tolist()) + changed.tokenizer.decode(
-        changed.corpus.val.tolist()) == play(seed=1)
+    assert builds == ["char", "word", "char"]
+    assert sorted(decoded(changed).replace(EOT, "").splitlines()) == sorted(play(seed=1).splitlines())
 
 
-def test_interrupted_cache_write_leaves_nothing_that_is_read(text_file: Path, tmp_path: Path,
-                                                             monkeypatch: pytest.MonkeyPatch,
-                                                             tokenize_calls: list[str]) -> None:
-    real_replace = corpora.os.replace
-
-    def killed_before_the_json(src: str, dst: str) -> None:
-        if str(dst).endswith(".json"):
-            raise KeyboardInterrupt  # as if the run were stopped between the two files
-        real_replace(src, dst)
-
-    monkeypatch.setattr(corpora.os, "replace", killed_before_the_json)
-    with pytest.raises(KeyboardInterrupt):
+def test_changed_shard_is_refused_naming_it_and_the_fix(text_file: Path, tmp_path: Path) -> None:
+    data = load(text_file, tmp_path)
+    shard = data.corpus.folder / "train_00000.bin"
+    raw = bytearray(shard.read_bytes())
+    raw[10] ^= 1  # one flipped bit, the size unchanged
+    shard.write_bytes(bytes(raw))
+    with pytest.raises(ValueError, match=rf"^shard {shard} does not match the checksum in its manifest: delete "
+                                         rf"{data.corpus.folder} and run again") as err:
         load(text_file, tmp_path)
-    assert [p.suffix for p in (tmp_path / "tokens").iterdir()] == [".npy"]  # no temp file, no json marker
-    monkeypatch.setattr(corpora.os, "replace", real_replace)
-    data = load(text_file, tmp_path)
-    assert tokenize_calls == ["char", "char"]
-    assert data.tokenizer.decode(data.corpus.tokens.tolist()) == text_file.read_text()
-
-
-def test_damaged_cache_is_tokenized_afresh(text_file: Path, tmp_path: Path, tokenize_calls: list[str]) -> None:
-    load(text_file, tmp_path)
-    ids_file = next((tmp_path / "tokens").glob("*.npy"))
-    ids_file.write_bytes(ids_file.read_bytes()[:200])  # truncated behind our back
-    data = load(text_file, tmp_path)
-    assert tokenize_calls == ["char", "char"]
-    assert data.tokenizer.decode(data.corpus.tokens.tolist()) == text_file.read_text()
-
-
-def test_folder_reads_every_txt_in_order(tmp_path: Path) -> None:
-    folder = tmp_path / "books"
-    folder.mkdir()
-    (folder / "b.txt").write_text(play(seed=2))
-    (folder / "a.txt").write_text(play(seed=1).rstrip("\n"))  # a missing final newline is added
-    (folder / "notes.md").write_text("not part of the corpus")
-    data = load(folder, tmp_path)
-    assert data.tokenizer.decode(data.corpus.tokens.tolist()) == play(seed=1) + play(seed=2)
+    assert "\n" not in str(err.value)
 
 
 def test_gpt2_vocabulary_is_compacted_on_a_small_corpus_unless_turned_off(text_file: Path, tmp_path: Path) -> None:
-    text = text_file.read_text()
-    compact = load(text_file, tmp_path, tokenizer="gpt2")
-    assert compact.vocab_size == len(set(GPT2Tokenizer().encode(text))) < 100
-    assert compact.tokenizer.decode(compact.corpus.tokens.tolist()) == text
     full = load(text_file, tmp_path, tokenizer="gpt2", compact_vocab=False)
     assert full.vocab_size == 50257
-    assert full.corpus.tokens.tolist() == GPT2Tokenizer().encode(text[:len(text) - len(
-        corpora.split_text(text, 0.1)[1])]) + GPT2Tokenizer().encode(corpora.split_text(text, 0.1)[1])
+    ids = np.concatenate([full.corpus.train.to_array(), full.corpus.val.to_array()]).tolist()
+    compact = load(text_file, tmp_path, tokenizer="gpt2")
+    assert compact.tokenizer.vocab == sorted(set(ids)) and compact.vocab_size < 100  # EOT (50256) among them
+    assert decoded(compact) == decoded(full) and decoded(full).count(EOT) == 1
+    assert sorted(decoded(full).replace(EOT, "").splitlines()) == sorted(text_file.read_text().splitlines())
 
 
 def test_large_vocabulary_is_stored_as_uint32(tmp_path: Path) -> None:
     path = tmp_path / "many.txt"
     path.write_text("".join(f"w{i} w{i + 1}\n" for i in range(0, 70_000, 2)))
-    data = load(path, tmp_path, tokenizer="word")
-    assert data.vocab_size > 2**16 and data.corpus.tokens.dtype == np.uint32
-    assert data.tokenizer.decode(data.corpus.val[-3:].tolist()) == "w69998 w69999\n"
+    data = load(path, tmp_path, tokenizer="word", doc_bytes=4096)
+    assert data.vocab_size > 2**16 and data.corpus.train.arrays[0].dtype == np.uint32
+    assert data.corpus.manifest["dtype"] == "uint32"
+    assert sorted(decoded(data).replace(EOT, "").splitlines()) == sorted(path.read_text().splitlines())
 
 
 def test_download_keeps_verified_bytes_only(tmp_path: Path) -> None:
@@ -170,7 +135,7 @@ def test_download_keeps_verified_bytes_only(tmp_path: Path) -> None:
     assert corpora.download(source.as_uri(), target, good).read_text() == play()
     source.unlink()  # from now on only the saved copy exists
     data = TextData(block_size=8, url=source.as_uri(), sha256=good, name="shakespeare", root=str(tmp_path / "data"))
-    assert data.meta["path"] == str(target) and data.meta["corpus"] == "shakespeare"  # the saved copy is used
+    assert data.sources == [str(target.resolve())]  # the saved copy is used
 
 
 def test_offline_download_says_to_pass_a_local_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -179,7 +144,7 @@ def test_offline_download_says_to_pass_a_local_path(tmp_path: Path, monkeypatch:
 
     monkeypatch.setattr(corpora.urllib.request, "urlopen", offline)
     with pytest.raises(ValueError, match=r"offline\? pass data.path="):
-        TextData(block_size=8, url="https://example.invalid/input.txt", sha256="0" * 64, root=str(tmp_path)).corpus
+        TextData(block_size=8, url="https://example.invalid/input.txt", sha256="0" * 64, root=str(tmp_path)).sources
 
 
 def user_error(tmp_path: Path, case: str) -> tuple[dict, str]:
@@ -187,39 +152,42 @@ def user_error(tmp_path: Path, case: str) -> tuple[dict, str]:
     folder, latin1 = tmp_path / "empty", tmp_path / "latin1.txt"
     folder.mkdir()
     (tmp_path / "blank").mkdir()
-    (tmp_path / "blank" / "a.txt").write_text("\n \n")
+    (tmp_path / "blank" / "a.txt").write_text("")
     latin1.write_bytes("caf\u00e9 ok\n".encode() + "na\u00efve\n".encode("latin-1"))
     short = tmp_path / "short.txt"
     short.write_text(play(lines=12))
     return {
         "missing": ({"path": str(tmp_path / "nope.txt")}, r"nope.txt does not exist"),
-        "no txt in folder": ({"path": str(folder)}, r"folder with no \*.txt files"),
-        "no text": ({"path": str(tmp_path / "blank")}, r"no text in .*a.txt"),
+        "no txt in folder": ({"path": str(folder)}, r"folder with no \*.txt, \*.jsonl, \*.parquet or \*.arrow files"),
+        "no text": ({"path": str(tmp_path / "blank")}, r"no text in .*blank: the corpus is empty"),
         "not utf-8": ({"path": str(latin1)}, r"latin1.txt is not UTF-8: byte 0xef at byte offset 11 "),
         "val too short": ({"path": str(short), "block_size": 64},
                           r"validation split .* fewer than model.block_size\+1=65"),
-        "train too short": ({"path": str(short), "block_size": 64, "val_fraction": 0.9},
+        "train too short": ({"path": str(short), "block_size": 64, "val_fraction": 0.99},
                             r"training split .* fewer than model.block_size\+1=65"),
         "bad fraction": ({"path": str(short), "val_fraction": 1.0}, r"data.val_fraction=1.0 must be between"),
         "no path": ({}, r"data=text needs data.path="),
-        "tokenizer": ({"path": str(short), "tokenizer": "bpe"}, r"data.tokenizer=bpe is unknown"),
+        "tokenizer": ({"path": str(short), "tokenizer": "unigram"}, r"data.tokenizer=unigram is unknown"),
+        "bpe too small": ({"path": str(short), "tokenizer": "bpe", "vocab_size": 200},
+                          r"data.vocab_size=200 is too small for a byte-level BPE"),
     }[case]
 
 
 @pytest.mark.parametrize("case", ["missing", "no txt in folder", "no text", "not utf-8", "val too short",
-                                  "train too short", "bad fraction", "no path", "tokenizer"])
+                                  "train too short", "bad fraction", "no path", "tokenizer", "bpe too small"])
 def test_user_errors_are_one_line_and_leave_no_temp_files(tmp_path: Path, case: str) -> None:
     kwargs, pattern = user_error(tmp_path, case)
-    kwargs = {"block_size": 8, "root": str(tmp_path / "data"), **kwargs}
+    kwargs = {"block_size": 8, "root": str(tmp_path / "data"), "num_proc": 1, **kwargs}
     with pytest.raises(ValueError, match=pattern) as err:
         TextData(**kwargs).vocab_size
     assert "\n" not in str(err.value)
-    cache = tmp_path / "data" / "tokens"
-    assert not cache.exists() or all(p.suffix in {".npy", ".json"} for p in cache.iterdir())
+    shards = tmp_path / "data" / "shards"  # only complete, manifested corpora (and lock files) are left
+    assert not shards.exists() or all((p / "manifest.json").is_file() for p in shards.iterdir() if p.is_dir())
 
 
 TINY = ["trainer=debug", "logger=none", "model.layers=1", "model.heads=2", "model.dim=32", "model.block_size=16",
-        "data=text", "data.batch_size=8", "data.val_windows=16"]
+        "data=text", "data.batch_size=8", "data.val_windows=16", "data.doc_bytes=256", "data.vocab_size=300",
+        "data.num_proc=1"]
 
 
 def train_in_process(run_dir: Path, *overrides: str) -> Path:
@@ -237,14 +205,14 @@ def train_in_process(run_dir: Path, *overrides: str) -> Path:
         HydraConfig.instance().cfg = None
 
 
-@pytest.mark.parametrize("tokenizer", ["char", "word", "gpt2"])
+@pytest.mark.parametrize("tokenizer", ["char", "word", "gpt2", "bpe"])
 def test_train_on_text_then_generate(tmp_path: Path, text_file: Path, tokenizer: str, monkeypatch: pytest.MonkeyPatch,
                                      capsys: pytest.CaptureFixture) -> None:
-    monkeypatch.chdir(tmp_path)  # the token cache goes to ./data/
+    monkeypatch.chdir(tmp_path)  # the shards go to ./data/
     ckpt = train_in_process(tmp_path / "run", *TINY, f"data.path={text_file}", f"data.tokenizer={tokenizer}")
     _, restored, meta = load_checkpoint(ckpt, with_meta=True)
     assert meta["tokenizer"] == tokenizer and "one_example_per_line" not in meta
-    data = load(text_file, tmp_path / "data", block_size=16, tokenizer=tokenizer)
+    data = load(text_file, tmp_path / "data", block_size=16, tokenizer=tokenizer, vocab_size=300)
     assert restored.to_dict() == data.tokenizer.to_dict()
     capsys.readouterr()
     assert generate.main(["--ckpt", str(ckpt), "--prompt", "the darling", "--max-new-tokens", "12",
@@ -252,11 +220,21 @@ def test_train_on_text_then_generate(tmp_path: Path, text_file: Path, tokenizer:
     out = capsys.readouterr().out
     # Re-encoding sampled BPE text may merge pieces differently, so count characters, not tokens.
     assert out.startswith("the darling") and len(out.rstrip("\n")) > len("the darling")
-    assert generate.main(["--ckpt", str(ckpt), "--prompt", "the zebra"]) == 2
-    err = capsys.readouterr().err
-    assert err.startswith("error: ") and "vocabulary" in err and err.count("\n") == 1
+    if tokenizer == "bpe":  # byte-level: any text encodes, and decodes back exactly
+        assert generate.main(["--ckpt", str(ckpt), "--prompt", "the zebra 🦓", "--max-new-tokens", "1"]) == 0
+        assert capsys.readouterr().out.startswith("the zebra 🦓")
+    else:
+        assert generate.main(["--ckpt", str(ckpt), "--prompt", "the zebra"]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("error: ") and "vocabulary" in err and err.count("\n") == 1
     assert generate.main(["--ckpt", str(ckpt), "--max-new-tokens", "3"]) == 0  # no prompt: starts after a newline
-    assert capsys.readouterr().err == ""
+    assert capsys.readouterr().err == f"model: {ckpt} (trained on text ({text_file}))\n"  # which model, no error
+    assert evaluate.main(["--ckpt", str(ckpt)]) == 0  # running text: loss and bits per byte on the val split
+    loss, bpb = (float(x) for x in re.findall(r"loss ([\d.]+), bpb ([\d.]+)$", capsys.readouterr().out.strip())[0])
+    if tokenizer == "char":  # an ASCII play: one byte per token
+        assert bpb == pytest.approx(loss / math.log(2), abs=1e-3)
+    else:  # a word or BPE token spans several bytes
+        assert 0 < bpb < loss / math.log(2) / 2
 
 
 def test_cli_refuses_a_missing_path_in_one_line(tmp_path: Path) -> None:
@@ -267,20 +245,41 @@ def test_cli_refuses_a_missing_path_in_one_line(tmp_path: Path) -> None:
     assert run.stderr.startswith(f"error: data.path={tmp_path / 'nope.txt'} does not exist")
 
 
-def test_window_stream_resumes_mid_way_and_shares_out_among_ranks() -> None:
-    """What resume and DDP rely on: skipping `start` batches, and rank r reading every world-th batch."""
+def test_window_stream_resumes_mid_way_and_shares_out_among_ranks_across_shards() -> None:
+    """What resume and DDP rely on: skipping `start` batches, and rank r reading every world-th batch; windows
+    over several shards equal those over one array holding the same ids."""
     from itertools import islice
 
     from gpt.data import RandomWindows
 
     tokens = np.arange(500, dtype=np.uint16)
-    whole = [x for x, _ in islice(iter(RandomWindows(tokens, 8, 4, seed=3)), 10)]
-    resumed = RandomWindows(tokens, 8, 4, seed=3)
+    sharded = TokenShards([tokens[i:i + 37] for i in range(0, 500, 37)])
+    whole = [x for x, _ in islice(iter(RandomWindows(TokenShards([tokens]), 8, 4, seed=3)), 10)]
+    assert all(torch.equal(a, b) for (a, _), b in zip(islice(iter(RandomWindows(sharded, 8, 4, seed=3)), 10), whole))
+    assert all(torch.equal(row, torch.arange(row[0], row[0] + 8)) for batch in whole for row in batch)
+    resumed = RandomWindows(sharded, 8, 4, seed=3)
     resumed.start = 4
     assert all(torch.equal(a, b) for (a, _), b in zip(islice(iter(resumed), 6), whole[4:]))
-    rank1 = RandomWindows(tokens, 8, 4, seed=3)
+    rank1 = RandomWindows(sharded, 8, 4, seed=3)
     rank1.start, rank1.rank, rank1.world = 2, 1, 2
     assert all(torch.equal(a, b) for (a, _), b in zip(islice(iter(rank1), 4), whole[3::2]))
+
+
+def test_row_stream_resumes_mid_way_and_shares_out_among_ranks() -> None:
+    """The calculator's rows follow the same rule as text windows (its end-to-end resume and DDP runs moved to
+    sharded text): skipping `start` batches, and rank r reading every world-th batch."""
+    from itertools import islice
+
+    from gpt.data import RowBatches
+
+    rows = torch.arange(40 * 6).reshape(40, 6)
+    stream = lambda: RowBatches(rows, rows + 1, torch.full((40,), 6), batch_size=4, seed=3)  # noqa: E731
+    whole = [x for x, _ in islice(iter(stream()), 24)]  # more than one pass over the rows
+    resumed, rank1 = stream(), stream()
+    resumed.start = 13
+    rank1.start, rank1.rank, rank1.world = 2, 1, 2
+    assert all(torch.equal(a, b) for (a, _), b in zip(islice(iter(resumed), 11), whole[13:]))
+    assert all(torch.equal(a, b) for (a, _), b in zip(islice(iter(rank1), 10), whole[3::2]))
 
 
 @pytest.mark.parametrize("preset", ["shakespeare_char_cpu", "shakespeare_char_fast", "shakespeare_gpt2"])
@@ -290,6 +289,26 @@ def test_shakespeare_presets_train_on_a_local_text(tmp_path: Path, text_file: Pa
     monkeypatch.chdir(tmp_path)
     ckpt = train_in_process(tmp_path / "run", f"experiment={preset}", f"data.path={text_file}", "model.layers=1",
                             "trainer.max_steps=4", "trainer.val_check_interval=4", "data.val_windows=4",
-                            "trainer.enable_progress_bar=false", "logger=none", "callbacks.sample.max_new_tokens=4")
+                            "trainer.enable_progress_bar=false", "logger=none", "callbacks.sample.max_new_tokens=4",
+                            "data.doc_bytes=256", "data.num_proc=1")
     summary = json.loads((ckpt.parent / "summary.json").read_text())
     assert summary["status"] == "ok" and summary["steps"] == 4 and math.isfinite(summary["val_loss"])
+    if preset.startswith("shakespeare_char"):  # an ASCII play, one byte per character
+        assert summary["val_bpb"] == pytest.approx(summary["val_loss"] / math.log(2), rel=1e-5)
+    else:
+        assert 0 < summary["val_bpb"] < summary["val_loss"] / math.log(2)  # a BPE token spans several bytes
+
+
+def test_tinystories_preset_trains_on_generated_stories(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Its own parts (GQA, RoPE, SwiGLU, a trained 512-id BPE, stories split at <|endoftext|>) train; length cut."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "stories.txt").write_text("".join(play(6, seed=i) + EOT + "\n" for i in range(400)))
+    ckpt = train_in_process(tmp_path / "run", "experiment=tinystories", "data.path=stories.txt", "data.num_proc=1",
+                            "trainer.max_steps=2", "trainer.val_check_interval=2", "data.val_windows=4",
+                            "data.batch_size=4", "trainer.enable_progress_bar=false", "logger=none",
+                            "callbacks.sample.max_new_tokens=4")
+    summary = json.loads((ckpt.parent / "summary.json").read_text())
+    model, tokenizer, meta = load_checkpoint(ckpt, with_meta=True)
+    assert summary["status"] == "ok" and math.isfinite(summary["val_loss"]) and meta["corpus"] == "tinystories"
+    assert (model.cfg.attention, model.cfg.pos, model.cfg.kv_heads) == ("gqa", "rope", 4)
+    assert tokenizer.kind == "bpe" and tokenizer.eot_id == 0 and meta["train_tokens"] > meta["val_tokens"] > 0

@@ -96,10 +96,11 @@ def random_gpt2_folder(folder: Path) -> Path:
 def test_finetune_preset_starts_from_a_gpt2_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     folder = random_gpt2_folder(tmp_path / "gpt2")
     (tmp_path / "input.txt").write_text(play(lines=400))
-    monkeypatch.chdir(tmp_path)  # the token cache goes to ./data/
+    monkeypatch.chdir(tmp_path)  # the shards go to ./data/
     ckpt = train_in_process(tmp_path / "run", "experiment=finetune_shakespeare", f"init_from={folder}",
-                            "data.path=input.txt", "logger=none", "trainer.max_steps=4", "trainer.val_check_interval=2",
-                            "data.val_windows=8", "model.block_size=32", "trainer.enable_progress_bar=false")
+                            "data.path=input.txt", "data.doc_bytes=256", "logger=none", "trainer.max_steps=4",
+                            "trainer.val_check_interval=2", "data.val_windows=8", "model.block_size=32",
+                            "trainer.enable_progress_bar=false")
     tuned, tokenizer = load_checkpoint(ckpt)
     assert tokenizer.to_dict() == GPT2Tokenizer().to_dict()
     assert (tuned.cfg.block_size, tuned.cfg.dropout) == (32, 0.1)
@@ -119,7 +120,7 @@ def test_a_corpus_tokenizer_other_than_the_pretrained_ones_is_refused(tmp_path: 
                                          "tokenized with a char tokenizer of .*: set data.tokenizer=gpt2 "
                                          "data.compact_vocab=false$"):
         train_in_process(tmp_path / "run", "experiment=finetune_shakespeare", f"init_from={folder}",
-                         "data.path=input.txt", "data.tokenizer=char")
+                         "data.path=input.txt", "data.doc_bytes=64", "data.tokenizer=char")
 
 
 def test_finetune_from_a_llama_folder_with_its_own_tokenizer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -139,7 +140,8 @@ def test_finetune_from_a_llama_folder_with_its_own_tokenizer(tmp_path: Path, mon
     bpe.save(str(folder / "tokenizer.json"))
     monkeypatch.chdir(tmp_path)
     ckpt = train_in_process(tmp_path / "run", "trainer=debug", "trainer.max_steps=2", "logger=none", "data=text",
-                            "data.path=input.txt", f"data.tokenizer={folder}", f"init_from={folder}",
+                            "data.path=input.txt", "data.doc_bytes=256", f"data.tokenizer={folder}",
+                            f"init_from={folder}",
                             "model.block_size=32", "data.batch_size=4", "data.val_windows=8")
     model, tokenizer = load_checkpoint(ckpt)
     assert (model.cfg.attention, model.cfg.mlp, tokenizer.vocab_size) == ("mha", "swiglu", bpe.get_vocab_size())

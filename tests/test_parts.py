@@ -19,6 +19,14 @@ def test_rmsnorm_scales_to_unit_root_mean_square() -> None:
     torch.testing.assert_close(NORM["layernorm"](16)(x), F.layer_norm(x, (16,)))
 
 
+def test_layernorm_shifts_only_with_bias_as_the_linear_layers_do() -> None:
+    assert NORM["layernorm"](16, bias=False).bias is None  # nanoGPT's bias=False
+    assert NORM["layernorm"](16, bias=True).bias.shape == (16,)  # GPT-2's
+    model = build(ModelConfig(vocab_size=37, layers=1, heads=2, dim=16, norm="layernorm"))
+    names = {n for n, _ in model.named_parameters()}
+    assert "norm.weight" in names and "norm.bias" not in names
+
+
 @pytest.mark.parametrize("name", list(MLP))
 def test_every_mlp_keeps_the_shape_and_the_parameter_budget(name: str) -> None:
     """SwiGLU's three matrices of width 2/3 * hidden cost what two matrices of width hidden cost."""

@@ -8,18 +8,21 @@ import re
 import statistics
 from pathlib import Path
 
+import numpy as np
 import pytest
-from omegaconf import OmegaConf
+from matplotlib.colors import to_rgb
 from matplotlib.image import imread
+from omegaconf import OmegaConf
 
 from gpt.attention import ATTENTION
 from gpt.checkpoint import load_checkpoint
-from gpt.plots import LOSS_FIGSIZE
-from gpt.report import find_runs, main, markdown
+from gpt.plots import LOSS_FIGSIZE, loss_figure
+from gpt.report import curves, find_runs, main, markdown
 from tests.conftest import ROOT, run_cli
 from tests.test_configs import compose_with
 
-SWEEP = ["trainer=debug", "trainer.max_steps=6", "trainer.val_check_interval=3", "model.layers=1", "model.dim=32",
+# Runs of 30 steps, shorter than one validation interval: each must still validate (and grade) at its end.
+SWEEP = ["trainer=debug", "trainer.max_steps=30", "trainer.val_check_interval=400", "model.layers=1", "model.dim=32",
          "trainer.limit_val_batches=4",
          "data.eval_problems=10", "data.batch_size=64", "logger=csv", "pos=rope,learned", "model.heads=2,3",
          "seed=0,1"]
@@ -89,6 +92,28 @@ def test_loss_plot_decodes_at_its_size(sweep: Path) -> None:
     image = imread(sweep / "loss.png")
     assert image.shape[:2] == (round(LOSS_FIGSIZE[1] * 100), round(LOSS_FIGSIZE[0] * 100))
     assert image[..., :3].std() > 0  # something was drawn
+
+
+def test_runs_shorter_than_one_validation_interval_still_report_numbers_and_curves(sweep: Path) -> None:
+    rows = table((sweep / "report.md").read_text())
+    header = rows["configuration"]
+    for pos in ("rope", "learned"):
+        row = rows[f"model.heads=2 pos={pos}"]
+        for column in ("val loss", "exact match %"):
+            float(row[header.index(column)].strip("*").split(" ± ")[0])  # a number, not "—"
+    assert sorted(c["step"] for c in curves(find_runs(sweep)).values()) == [[30.0], [30.0]]
+    image = imread(sweep / "loss.png")[..., :3]
+    first_curve = np.abs(image - np.array(to_rgb("C0"))).sum(axis=-1) < 0.05
+    assert first_curve.sum() > 10  # the first configuration's point is drawn, not just the axes
+
+
+def test_a_report_with_nothing_validated_says_why(tmp_path: Path) -> None:
+    for seed in (0, 1):
+        fake_run(tmp_path / str(seed), [f"seed={seed}"], {"status": "ok", "params": 100, "wall_s": 1.0})
+    runs = find_runs(tmp_path)
+    assert "Left out, with no value in any run: val loss, ppl, bpb, exact match %" in markdown(tmp_path, runs)
+    assert "no run validated" in markdown(tmp_path, runs)
+    assert "no run recorded a validation loss" in loss_figure(curves(runs))._suptitle.get_text()
 
 
 def test_report_command_rewrites_the_same_report(sweep: Path, capsys: pytest.CaptureFixture) -> None:

@@ -1,10 +1,28 @@
 import socket
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 
-from gpt.tokenizers import (GPT2_FILES, TOKENIZERS, CharTokenizer, GPT2Tokenizer, WordTokenizer, fit_tokenizer,
-                            gpt2_encoding, tokenizer_from_dict)
+from gpt.tokenizers import (EOT, GPT2_FILES, TOKENIZERS, BPETokenizer, CharTokenizer, GPT2Tokenizer, WordTokenizer,
+                            gpt2_encoding, learn_tokenizer, tokenizer_from_dict)
+from tests.conftest import play
+
+T = TypeVar("T")
+
+
+class Texts:
+    """A corpus in memory, in the shape tokenizers learn from (gpt/prepare.py's Source, without processes)."""
+
+    def __init__(self, texts: list[str]) -> None:
+        self.texts_ = texts
+
+    def map(self, fn: Callable[[Iterator[str]], T]) -> Iterator[T]:
+        return iter([fn(iter(self.texts_[:1])), fn(iter(self.texts_[1:]))])
+
+    def texts(self, max_bytes: int) -> Iterator[str]:
+        return iter(self.texts_)
 
 
 @pytest.mark.parametrize("cls, text", [
@@ -44,14 +62,30 @@ def test_gpt2_ids_match_tiktoken_published_ids() -> None:
 
 
 @pytest.mark.parametrize("name", sorted(TOKENIZERS))
-def test_every_tokenizer_round_trips_through_its_dict(name: str) -> None:
+def test_every_tokenizer_learns_a_corpus_with_end_of_text_and_round_trips_through_its_dict(name: str) -> None:
     text = "To be, or not to be: that is the question.\nWhether 'tis nobler in the mind to suffer\n"
-    tokenizer = TOKENIZERS[name].fit(text)
+    tokenizer = TOKENIZERS[name].learn(Texts([text[:30], text[30:], play(20), f"spelled {EOT} out"]), 300)
     ids = tokenizer.encode(text)
     assert 0 <= min(ids) and max(ids) < tokenizer.vocab_size
     assert tokenizer.decode(ids).split() == text.split()
+    assert tokenizer.decode([tokenizer.eot_id]).strip() == EOT and tokenizer.eot_id not in ids
+    assert tokenizer.eot_id not in tokenizer.encode(EOT)  # user text spelling it is text, not the control token
     restored = tokenizer_from_dict(tokenizer.to_dict())
-    assert (restored.encode(text), restored.vocab_size) == (ids, tokenizer.vocab_size)
+    assert (restored.encode(text), restored.vocab_size, restored.eot_id) == (ids, tokenizer.vocab_size,
+                                                                             tokenizer.eot_id)
+
+
+def test_trained_bpe_is_deterministic_sized_as_asked_and_exact_on_any_text() -> None:
+    corpus = Texts([play(200, seed=1), "naïve café — 東京\n", play(200, seed=2)])
+    first, second = BPETokenizer.learn(corpus, 300), BPETokenizer.learn(corpus, 300)
+    assert first.to_dict() == second.to_dict() and first.vocab_size == 300 and first.eot_id == 0
+    text = "naïve café — 東京 🙂\n\tthe darling buds of may <|endoftext|>  it's 42\r\n"
+    assert first.decode(first.encode(text)) == text
+    for sample in (text, play(50, seed=4), "\x00\x7f\u00ad ÿ\u0100"):  # tiktoken runs the merges as tokenizers would
+        assert first.encode(sample) == first.tok.encode(sample, add_special_tokens=False).ids
+    assert len(first.encode(play(20, seed=3))) < len(play(20, seed=3).encode()) / 2  # it learned merges
+    with pytest.raises(ValueError, match=r"data.vocab_size=257 is too small for a byte-level BPE"):
+        BPETokenizer.learn(corpus, 257)
 
 
 def test_gpt2_round_trips_any_unicode_exactly() -> None:
@@ -103,9 +137,9 @@ def test_a_folders_tokenizer_json_round_trips_through_its_dict(tmp_path: Path) -
     bpe.train_from_iterator([text], tokenizers.trainers.BpeTrainer(
         vocab_size=300, initial_alphabet=tokenizers.pre_tokenizers.ByteLevel.alphabet()))
     bpe.save(str(tmp_path / "tokenizer.json"))
-    tokenizer = fit_tokenizer(str(tmp_path), text)  # data.tokenizer=<folder>
+    tokenizer = learn_tokenizer(str(tmp_path), Texts([text]), 300)  # data.tokenizer=<folder>
     assert tokenizer.encode(text) == bpe.encode(text).ids and tokenizer.decode(tokenizer.encode(text)) == text
     restored = tokenizer_from_dict(tokenizer.to_dict())
     assert (restored.encode(text), restored.vocab_size) == (tokenizer.encode(text), bpe.get_vocab_size())
-    with pytest.raises(ValueError, match="data.tokenizer=nope is unknown; choose one of char, word, gpt2 or a "):
-        fit_tokenizer("nope", text)
+    with pytest.raises(ValueError, match="data.tokenizer=nope is unknown; choose one of char, word, gpt2, bpe or a "):
+        learn_tokenizer("nope", Texts([text]), 300)

@@ -1,0 +1,273 @@
+"""Streaming readers, one per input format. Each cuts its files into work units of whole parts (so processes
+can share a corpus, and memory stays bounded by a unit) and reads a unit back as parts: a whole document, or
+a line-aligned piece of about `doc_bytes` of a longer plain-text document. A part is what the split assigns."""
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+UNIT_BYTES = 4 << 20  # one task of a worker: big enough to amortize dispatch, small enough to bound memory
+MARKER = b"<|endoftext|>"  # separates documents in a text file (TinyStories' convention)
+
+
+@dataclass(frozen=True)
+class Unit:
+    """A slice of one input: a byte range (text, JSONL), a row group (Parquet) or a row range (a dataset)."""
+    format: str
+    path: str
+    start: int
+    stop: int
+    nbytes: int
+    first_line: int = 1
+
+
+@dataclass(frozen=True)
+class Part:
+    text: str
+    ends_document: bool
+
+
+def _utf8(raw: bytes, path: str, offset: int) -> str:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise ValueError(f"{path} is not UTF-8: byte 0x{raw[err.start]:02x} at byte offset {offset + err.start} "
+                         "(convert it, e.g. iconv -f latin1 -t utf-8)") from None
+
+
+def _cut(buf: bytes, pos: int, doc_bytes: int, final: bool) -> tuple[int, int, bool] | None:
+    """(end, next start, ends_document) of the text part starting at `pos`, or None when the rest of `buf` is
+    too short to decide (unless `final`: buf ends where the file does). A part ends at a marker, or at the first
+    newline once it holds doc_bytes, or (one endless line) at a character's first byte at 2 * doc_bytes."""
+    cap = pos + 2 * doc_bytes
+    if not final and len(buf) < cap + len(MARKER) + 1:
+        return None
+    marker = buf.find(MARKER, pos, cap + len(MARKER))
+    newline = buf.find(b"\n", pos + doc_bytes - 1, cap)
+    if marker != -1 and (newline == -1 or marker <= newline + 1):  # a marker right after the cut ends the part
+        after = marker + len(MARKER)
+        return marker, after + (buf[after:after + 1] == b"\n"), True
+    if newline != -1:
+        return newline + 1, newline + 1, False
+    if final and len(buf) <= cap:
+        return len(buf), len(buf), True
+    end = cap
+    while buf[end] & 0xC0 == 0x80:  # a UTF-8 continuation byte: back up to the character's first byte
+        end -= 1
+    return end, end, False
+
+
+def _cuts(buf: bytes, doc_bytes: int, final: bool) -> Iterator[tuple[int, int, int, bool]]:
+    """(start, end, next start, ends_document) of each part of `buf`, as far as it can be decided."""
+    pos = 0
+    while pos < len(buf) and (cut := _cut(buf, pos, doc_bytes, final)) is not None:
+        yield pos, *cut
+        pos = cut[1]
+
+
+class TextFormat:
+    """UTF-8 text; `<|endoftext|>` (and one newline after it) separates documents, a file without it is one."""
+
+    @staticmethod
+    def units(path: Path, doc_bytes: int, text_field: str) -> list[Unit]:
+        """Byte ranges of about UNIT_BYTES that start and end where parts do, found by one sequential pass."""
+        units, base, buf, start = [], 0, b"", 0
+        with open(path, "rb") as f:
+            while True:
+                more = f.read(max(UNIT_BYTES, 4 * doc_bytes))
+                buf, final, pos = buf + more, not more, 0
+                for _, _, pos, _ in _cuts(buf, doc_bytes, final):
+                    if base + pos - start >= UNIT_BYTES:
+                        units.append(Unit("text", str(path), start, base + pos, base + pos - start))
+                        start = base + pos
+                if final:
+                    break
+                base, buf = base + pos, buf[pos:]
+        end = base + len(buf)
+        if end > start:
+            units.append(Unit("text", str(path), start, end, end - start))
+        return units
+
+    @staticmethod
+    def parts(unit: Unit, doc_bytes: int, text_field: str) -> Iterator[Part]:
+        reach = unit.stop - unit.start + 2 * doc_bytes + len(MARKER) + 1  # the look-ahead the scan had
+        with open(unit.path, "rb") as f:
+            f.seek(unit.start)
+            buf = f.read(reach)
+            final = not f.read(1)
+        for start, end, _, ends in _cuts(buf, doc_bytes, final):
+            if start >= unit.stop - unit.start:
+                break
+            if end > start:
+                yield Part(_utf8(buf[start:end], unit.path, unit.start + start), ends)
+
+
+class JsonlFormat:
+    """One JSON object per line; its `text_field` is one document."""
+
+    @staticmethod
+    def units(path: Path, doc_bytes: int, text_field: str) -> list[Unit]:
+        """Byte ranges of whole lines, each knowing its first line's number for error messages."""
+        units, start, line = [], 0, 1
+        with open(path, "rb") as f:
+            while True:
+                f.seek(start + UNIT_BYTES)
+                tail = f.readline()  # finish the line the cut fell in
+                stop = f.tell() if tail else f.seek(0, 2)
+                if stop <= start:
+                    break
+                units.append(Unit("jsonl", str(path), start, stop, stop - start, line))
+                f.seek(start)
+                line += f.read(stop - start).count(b"\n")
+                start = stop
+        return units
+
+    @staticmethod
+    def parts(unit: Unit, doc_bytes: int, text_field: str) -> Iterator[Part]:
+        with open(unit.path, "rb") as f:
+            f.seek(unit.start)
+            lines = f.read(unit.stop - unit.start).split(b"\n")
+        for number, raw in enumerate(lines, unit.first_line):
+            if not raw.strip():
+                continue
+            try:
+                record = json.loads(raw)
+            except UnicodeDecodeError:
+                raise ValueError(f"{unit.path}:{number} is not UTF-8 (convert the file, e.g. iconv -t utf-8)") from None
+            except json.JSONDecodeError as err:
+                raise ValueError(f"{unit.path}:{number} is not JSON ({err.msg}): fix or delete that line") from None
+            text = record.get(text_field) if isinstance(record, dict) else None
+            if not isinstance(text, str):
+                raise ValueError(f"{unit.path}:{number} has no text field {text_field!r}: set data.text_field="
+                                 "<the key that holds the text>")
+            if text:
+                yield Part(text, True)
+
+
+def _text_column(path: Path, columns: list[str], text_field: str) -> None:
+    if text_field not in columns:
+        raise ValueError(f"{path} has no column {text_field!r} (it has {', '.join(columns)}): set "
+                         "data.text_field=<the column that holds the text>")
+
+
+class ParquetFormat:
+    """A Parquet file; each row's `text_field` is one document, read a row group at a time with pyarrow."""
+
+    @staticmethod
+    def units(path: Path, doc_bytes: int, text_field: str) -> list[Unit]:
+        import pyarrow.parquet as pq
+
+        meta = pq.ParquetFile(path).metadata
+        _text_column(path, meta.schema.names, text_field)
+        return [Unit("parquet", str(path), group, group + 1, meta.row_group(group).total_byte_size)
+                for group in range(meta.num_row_groups)]
+
+    @staticmethod
+    def parts(unit: Unit, doc_bytes: int, text_field: str) -> Iterator[Part]:
+        import pyarrow.parquet as pq
+
+        for batch in pq.ParquetFile(unit.path).iter_batches(batch_size=1024, row_groups=[unit.start],
+                                                            columns=[text_field]):
+            for text in batch.column(0).to_pylist():
+                if text:
+                    yield Part(text, True)
+
+
+class TableFormat:
+    """Rows of an Arrow table; each row's `text_field` is one document, read a slice of rows at a time."""
+
+    format = ""
+
+    @staticmethod
+    def table(path: Path | str, text_field: str) -> Any:  # a pyarrow.Table, memory-mapped
+        raise NotImplementedError
+
+    @classmethod
+    def units(cls, path: Path, doc_bytes: int, text_field: str) -> list[Unit]:
+        table = cls.table(path, text_field)
+        rows, nbytes = table.num_rows, table.nbytes
+        step = max(1, rows * UNIT_BYTES // max(nbytes, 1))
+        return [Unit(cls.format, str(path), i, min(i + step, rows), nbytes * (min(i + step, rows) - i) // rows)
+                for i in range(0, rows, step)]
+
+    @classmethod
+    def parts(cls, unit: Unit, doc_bytes: int, text_field: str) -> Iterator[Part]:
+        column = cls.table(unit.path, text_field).slice(unit.start, unit.stop - unit.start).column(text_field)
+        for text in column.to_pylist():
+            if text:
+                yield Part(text, True)
+
+
+class DatasetFormat(TableFormat):
+    """A Hugging Face dataset saved with `save_to_disk` (the optional `datasets` package reads it)."""
+
+    format = "dataset"
+
+    @staticmethod
+    def table(path: Path | str, text_field: str) -> Any:
+        try:
+            import datasets
+        except ImportError:
+            raise ValueError(f"{path} is a Hugging Face dataset: pip install datasets to read it") from None
+        dataset = datasets.load_from_disk(str(path))
+        if isinstance(dataset, datasets.DatasetDict):
+            raise ValueError(f"{path} holds the splits {', '.join(dataset)}: point at one, e.g. {path}/train")
+        _text_column(Path(path), dataset.column_names, text_field)
+        return dataset.data.table
+
+
+class ArrowFormat(TableFormat):
+    """An Arrow stream file, as the `datasets` cache keeps a loaded dataset (~/.cache/huggingface/datasets)."""
+
+    format = "arrow"
+
+    @staticmethod
+    def table(path: Path | str, text_field: str) -> Any:
+        import pyarrow as pa
+
+        try:
+            table = pa.ipc.open_stream(pa.memory_map(str(path))).read_all()
+        except pa.ArrowInvalid as err:
+            raise ValueError(f"{path} is not an Arrow stream file ({err}): point at a dataset's *.arrow file") from None
+        _text_column(Path(path), table.column_names, text_field)
+        return table
+
+
+FORMATS = {"text": TextFormat, "jsonl": JsonlFormat, "parquet": ParquetFormat, "dataset": DatasetFormat,
+           "arrow": ArrowFormat}
+SUFFIXES = {".txt": "text", ".jsonl": "jsonl", ".parquet": "parquet", ".arrow": "arrow"}  # what a folder gives
+
+
+def format_of(path: Path) -> str:
+    """A folder saved by `datasets` is a dataset; a file is read by its suffix, and as text if it has another."""
+    if path.is_dir():
+        return "dataset"
+    return SUFFIXES.get(path.suffix, "text")
+
+
+def input_files(paths: list[str]) -> list[Path]:
+    """The inputs in a fixed order: each file, a saved dataset's folder, or every file of a known suffix under a
+    folder (so a `datasets` cache folder gives its *.arrow files)."""
+    files: list[Path] = []
+    for name in paths:
+        path = Path(name)
+        if not path.exists():
+            raise ValueError(f"data.path={path} does not exist: point it at a text, JSONL or Parquet file, or a folder")
+        if path.is_dir() and not (path / "state.json").exists() and not (path / "dataset_dict.json").exists():
+            found = sorted(p for p in path.rglob("*") if p.suffix in SUFFIXES and p.is_file())
+            if not found:
+                raise ValueError(f"data.path={path} is a folder with no *.txt, *.jsonl, *.parquet or *.arrow "
+                                 "files: add some or point at a file")
+            files.extend(found)
+        else:
+            files.append(path)
+    return files
+
+
+def fingerprint(path: Path) -> list:
+    """Path, size and modification time of an input (of every file in a dataset folder): cheap at any size."""
+    members = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+    return [[str(p.resolve()), p.stat().st_size, p.stat().st_mtime_ns] for p in members]

@@ -1,0 +1,85 @@
+"""train.py's command line checked before Hydra makes a run folder: the config is composed as Hydra will
+compose it and checked, so a typo'd key, an unknown option or a bad value is one line (with a "did you mean"
+where a key is close) and exit 2, and no empty outputs/<date>/<time>/ is left behind."""
+from __future__ import annotations
+
+import re
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from hydra import compose, initialize_config_dir
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.errors import HydraException, MissingConfigException, OverrideParseException
+from hydra.types import RunMode
+from omegaconf import DictConfig, OmegaConf
+
+from gpt.validate import did_you_mean
+
+MULTIRUN_FLAGS = ("-m", "--multirun")
+
+
+def first_of_each_sweep(overrides: list[str]) -> list[str]:
+    """The overrides with each sweep (`pos=rope,alibi`) cut to its first value: keys and options are the same
+    in every job of a sweep, so one job's composition finds every typo."""
+    parser = OverridesParser.create()
+    for override in overrides:  # one at a time, so an unreadable one can be named
+        try:
+            parser.parse_overrides([override])
+        except OverrideParseException as err:
+            raise ValueError(f"cannot read the override {override!r} ({str(err).splitlines()[0]}): write "
+                             "key=value, e.g. model.heads=4") from None
+    return [f"{o.get_key_element()}={next(o.sweep_string_iterator())}" if o.is_sweep_override() else o.input_line
+            for o in parser.parse_overrides(overrides)]
+
+
+def compose_train(config_dir: Path, overrides: list[str]) -> DictConfig:
+    with initialize_config_dir(config_dir=str(config_dir), version_base="1.3", job_name="train"):
+        return compose("train", overrides=overrides, return_hydra_config=True)
+
+
+def explain(err: HydraException, config_dir: Path, overrides: list[str]) -> str:
+    """One line for Hydra's multi-line composition errors: what is unknown, and what there is instead."""
+    missing = re.search(r"Could not find '([^']+)/([^']+)'", str(err))
+    if isinstance(err, MissingConfigException) and missing:
+        group, option = missing.groups()
+        options = sorted(p.stem for p in (config_dir / group).glob("*.yaml"))
+        return (f"{group}={option} is not an option of {group}: choose one of {', '.join(options)}"
+                f"{did_you_mean(option, options, group + '=')}")
+    unknown = re.search(r"full_key: (\S+)", str(err.__cause__ or ""))
+    if unknown:
+        key = unknown.group(1)
+        parent, _, name = key.rpartition(".")
+        rest = [o for o in overrides if o.split("=", 1)[0].lstrip("+~") != key]
+        try:
+            cfg = compose_train(config_dir, rest)
+        except HydraException:
+            return f"{key} is not a setting"
+        node = OmegaConf.select(cfg, parent) if parent else cfg
+        keys = [k for k in node if k not in ("hydra", "defaults", "_target_")] if isinstance(node, DictConfig) else []
+        choice = cfg.hydra.runtime.choices.get(parent)
+        where = f" of {parent}={choice}" if choice else f" of {parent}" if parent else ""
+        hint = did_you_mean(name, keys, f"{parent}." if parent else "") or \
+            (f"; its settings: {', '.join(keys)}" if keys else "")
+        return f"{key} is not a setting{where}{hint}"
+    return str(err).strip().splitlines()[0]
+
+
+def preflight(argv: list[str], config_dir: Path, check: Callable[[DictConfig], None]) -> None:
+    """Exit 2 with one line on stderr if the command line cannot make a run; return if it can. Flags this
+    does not know (--help, --cfg, -c, ...) are left to Hydra. A sweep's keys are checked here, its values in
+    each job: a job whose values cannot work is a failed row of the sweep report and the others still run."""
+    overrides = [a for a in argv if a not in MULTIRUN_FLAGS]
+    if any(a.startswith("-") for a in overrides):
+        return
+    try:
+        first = first_of_each_sweep(overrides)
+        try:
+            cfg = compose_train(config_dir, first)
+        except HydraException as err:
+            raise ValueError(explain(err, config_dir, first)) from None
+        if not any(a in MULTIRUN_FLAGS for a in argv) and cfg.hydra.mode != RunMode.MULTIRUN:
+            check(cfg)
+    except ValueError as err:
+        print(f"error: {str(err).strip().splitlines()[0]}", file=sys.stderr)
+        sys.exit(2)

@@ -1,0 +1,119 @@
+"""Token shards: fixed-size files of token ids (uint16 when the vocabulary fits, else uint32), written with their
+sha256 and read back as one sequence through memory maps, so a corpus of any size costs a shard of memory."""
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+
+def token_dtype(vocab_size: int) -> np.dtype:
+    return np.dtype(np.uint16 if vocab_size <= 2**16 else np.uint32)
+
+
+def write_file(path: Path, data: bytes) -> None:
+    """Write and flush to disk; a failure (a full disk) is one line naming the file, and a torn file is removed."""
+    try:
+        with open(path, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+    except OSError as err:
+        path.unlink(missing_ok=True)
+        raise ValueError(f"could not write {path}: {err.strerror or err}; free some disk space (or set "
+                         "data.root= to another disk) and run again") from None
+
+
+class ShardWriter:
+    """Appends ids to `<split>_<n>.bin` files of exactly `shard_tokens` ids each (the last may be shorter),
+    holding at most one shard in memory."""
+
+    def __init__(self, folder: Path, split: str, shard_tokens: int, dtype: np.dtype) -> None:
+        self.folder, self.split, self.dtype = folder, split, dtype
+        self.buffer, self.filled, self.shards = np.empty(shard_tokens, dtype), 0, []
+
+    def write(self, ids: np.ndarray) -> None:
+        while len(ids):
+            take = min(len(ids), len(self.buffer) - self.filled)
+            self.buffer[self.filled:self.filled + take] = ids[:take]
+            self.filled, ids = self.filled + take, ids[take:]
+            if self.filled == len(self.buffer):
+                self._flush()
+
+    def _flush(self) -> None:
+        if self.filled:
+            name = f"{self.split}_{len(self.shards):05d}.bin"
+            self.shards.append(save_shard(self.folder / name, self.buffer[:self.filled]))
+            self.filled = 0
+
+    def close(self) -> list[dict[str, Any]]:
+        self._flush()
+        return self.shards
+
+
+def save_shard(path: Path, ids: np.ndarray) -> dict[str, Any]:
+    """Write one shard; its manifest entry records size, checksum and the mtime the reader checks cheaply."""
+    data = ids.tobytes()
+    write_file(path, data)
+    return {"file": path.name, "tokens": len(ids), "sha256": hashlib.sha256(data).hexdigest(),
+            "mtime_ns": path.stat().st_mtime_ns}
+
+
+def check_shard(folder: Path, entry: dict[str, Any], itemsize: int) -> None:
+    """Refuse a shard that is missing or resized; hash it only when its mtime moved (a start-up that costs no
+    reading when nothing changed), and refuse it if the bytes differ from the manifest's sha256."""
+    path = folder / entry["file"]
+    fix = f"delete {folder} and run again to prepare the corpus afresh"
+    if not path.is_file() or path.stat().st_size != entry["tokens"] * itemsize:
+        raise ValueError(f"shard {path} is missing or not the size its manifest records: {fix}")
+    if path.stat().st_mtime_ns != entry["mtime_ns"] and file_sha256(path) != entry["sha256"]:
+        raise ValueError(f"shard {path} does not match the checksum in its manifest: {fix}")
+
+
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 24):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+class TokenShards:
+    """A split's shards as one sequence of ids: `len`, and windows gathered across shard boundaries."""
+
+    def __init__(self, arrays: list[np.ndarray], paths: list[Path] | None = None) -> None:
+        self.arrays, self.paths = arrays, paths
+        self.ends = np.cumsum([len(a) for a in arrays], dtype=np.int64)  # (S,) where each shard stops
+
+    @classmethod
+    def open(cls, paths: list[Path], dtype: str) -> TokenShards:
+        return cls([np.memmap(p, dtype=dtype, mode="r") for p in paths], paths)
+
+    def __reduce__(self) -> tuple:
+        """Spawned processes (ddp_spawn) map the files again rather than receive copies of the ids."""
+        if self.paths is None:
+            return TokenShards, (self.arrays,)
+        return TokenShards.open, (self.paths, str(self.arrays[0].dtype))
+
+    def __len__(self) -> int:
+        return int(self.ends[-1]) if len(self.ends) else 0
+
+    def rows(self, starts: np.ndarray, length: int) -> np.ndarray:
+        """The ids at starts[i] .. starts[i] + length - 1 as an int64 array (B, length)."""
+        out = np.empty((len(starts), length), dtype=np.int64)
+        for row, start in enumerate(starts.tolist()):
+            done = 0
+            while done < length:
+                shard = int(np.searchsorted(self.ends, start + done, side="right"))
+                local = start + done - (int(self.ends[shard - 1]) if shard else 0)
+                piece = self.arrays[shard][local:local + length - done]
+                out[row, done:done + len(piece)] = piece
+                done += len(piece)
+        return out
+
+    def to_array(self) -> np.ndarray:
+        """All ids in memory: for tests and small corpora only."""
+        return np.concatenate(self.arrays) if self.arrays else np.empty(0, np.int64)

@@ -1,0 +1,158 @@
+"""Every value a user can set, checked against the type (and range) its consumer declares before any work:
+a config section against the signature of what it is passed to, a dataclass against its field types. One
+line names the one field that is wrong: `model.bias='no' must be true or false`."""
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import inspect
+import types
+import typing
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal, Union
+
+
+@dataclass(frozen=True)
+class Range:
+    """Bounds an `Annotated[int | float, Range(...)]` value must lie within; open bounds exclude themselves."""
+
+    low: float | None = None
+    high: float | None = None
+    low_open: bool = False
+    high_open: bool = False
+
+    def holds(self, value: float) -> bool:
+        above = self.low is None or (value > self.low if self.low_open else value >= self.low)
+        below = self.high is None or (value < self.high if self.high_open else value <= self.high)
+        return above and below
+
+    def describe(self) -> str:
+        if self.high is None:
+            return f"{'>' if self.low_open else '>='} {self.low}"
+        return f"in {'(' if self.low_open else '['}{self.low}, {self.high}{')' if self.high_open else ']'}"
+
+
+PositiveInt = Annotated[int, Range(low=1)]
+NonNegativeInt = Annotated[int, Range(low=0)]
+PositiveFloat = Annotated[float, Range(low=0, low_open=True)]
+NonNegativeFloat = Annotated[float, Range(low=0)]
+Fraction = Annotated[float, Range(0, 1, low_open=True, high_open=True)]  # a share strictly between none and all
+Probability = Annotated[float, Range(0, 1, high_open=True)]  # dropout: 0 allowed, 1 would drop everything
+
+SEQUENCES = (list, tuple, Iterable, Sequence)  # what a YAML list may be passed as
+SCALAR_NAMES = {bool: "true or false", int: "an integer", float: "a number", str: "a string", type(None): "null"}
+
+
+def fits(value: Any, hint: Any) -> bool:
+    """Whether `value` (plain Python, as OmegaConf gives it) is of type `hint`. Hints a command line cannot
+    produce (a Strategy object) match instances only; forms not understood here match anything."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if hint is Any or isinstance(hint, (typing.TypeVar, str, typing.ForwardRef)):
+        return True
+    if origin is Annotated:
+        return fits(value, args[0]) and all(m.holds(value) for m in args[1:] if isinstance(m, Range))
+    if origin in (Union, types.UnionType):
+        return any(fits(value, a) for a in args)
+    if origin is Literal:
+        return any(value == a and type(value) is type(a) for a in args)
+    if hint is bool:
+        return isinstance(value, bool)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if hint is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if hint in (type(None), None):
+        return value is None
+    if origin in SEQUENCES:
+        if not isinstance(value, (list, tuple)):
+            return False
+        if origin is tuple and args and args[-1] is not Ellipsis:
+            return len(value) == len(args) and all(fits(v, a) for v, a in zip(value, args))
+        return not args or all(fits(v, args[0]) for v in value)
+    if origin in (dict, Mapping) or hint in (dict, Mapping):
+        return isinstance(value, dict)
+    if isinstance(hint, type):
+        return isinstance(value, hint)
+    return True
+
+
+def describe(hint: Any) -> str:
+    """What a value of `hint` looks like on a command line: 'a positive integer', 'true or false', ..."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin is Annotated:
+        ranges = [m for m in args[1:] if isinstance(m, Range)]
+        if args[0] is int and ranges == [Range(low=1)]:
+            return "a positive integer"
+        return " ".join([describe(args[0]), *(r.describe() for r in ranges)])
+    if origin in (Union, types.UnionType):
+        literals = [v for a in args if typing.get_origin(a) is Literal for v in typing.get_args(a)]
+        names = [d for a in args if typing.get_origin(a) is not Literal and (d := describe(a))]
+        if "a number" in names and "an integer" in names:
+            names.remove("an integer")
+        if literals:
+            names.insert(0, describe(Literal[tuple(dict.fromkeys(literals))]))
+        return " or ".join(dict.fromkeys(names))
+    if origin is Literal:
+        return "one of " + ", ".join(dict.fromkeys(str(a) for a in args))
+    if hint in SCALAR_NAMES:
+        return SCALAR_NAMES[hint]
+    if origin in SEQUENCES:
+        return f"a list, each {describe(args[0])}" if args else "a list"
+    if origin is dict or hint is dict:
+        return "a mapping"
+    return ""  # objects no command line can write (a Strategy instance): not worth naming
+
+
+def signature_of(consumer: Callable | type) -> Callable:
+    """What a section's values are passed to: a class's __init__, or the callable itself."""
+    return consumer.__init__ if isinstance(consumer, type) and not dataclasses.is_dataclass(consumer) else consumer
+
+
+def declared_types(consumer: Callable | type) -> dict[str, Any]:
+    """The parameters `consumer` takes and their type hints (Any where a hint does not resolve)."""
+    target = signature_of(consumer)
+    if dataclasses.is_dataclass(consumer):
+        names = [f.name for f in dataclasses.fields(consumer)]
+    else:
+        names = [n for n, p in inspect.signature(target).parameters.items()
+                 if n != "self" and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+    try:
+        hints = typing.get_type_hints(target, include_extras=True)
+    except (NameError, TypeError):  # a hint naming a type imported only for type checkers
+        hints = {}
+    return {name: hints.get(name, Any) for name in names}
+
+
+def did_you_mean(name: str, choices: Iterable[str], prefix: str = "") -> str:
+    """'; did you mean model.heads?' when a choice is close to `name`, else ''."""
+    close = difflib.get_close_matches(name, list(choices), n=1, cutoff=0.6)
+    return f"; did you mean {prefix}{close[0]}?" if close else ""
+
+
+def check_value(name: str, value: Any, hint: Any) -> None:
+    if not fits(value, hint):
+        raise ValueError(f"{name}={value!r} must be {describe(hint) or f'of type {hint}'}")
+
+
+def check_section(prefix: str, values: Mapping[str, Any], consumer: Callable | type,
+                  not_settable: Iterable[str] = ()) -> None:
+    """Each of `values` (one config section) is a parameter of `consumer` and of the type it declares."""
+    declared = declared_types(consumer)
+    for name in not_settable:
+        declared.pop(name, None)
+    open_ended = any(p.kind == p.VAR_KEYWORD for p in inspect.signature(signature_of(consumer)).parameters.values())
+    for key, value in values.items():
+        if key not in declared and open_ended:  # passed on to something else (wandb.init): not checkable here
+            continue
+        if key not in declared:
+            raise ValueError(f"{prefix}.{key} is not a setting of {prefix}{did_you_mean(key, declared, prefix + '.')}"
+                             f" (settings: {', '.join(declared)})")
+        check_value(f"{prefix}.{key}", value, declared[key])
+
+
+def check_fields(instance: Any) -> None:
+    """Every field of a dataclass instance is of its declared type and range (its __post_init__ calls this)."""
+    hints = declared_types(type(instance))
+    for field in dataclasses.fields(instance):
+        check_value(field.name, getattr(instance, field.name), hints[field.name])

@@ -1,0 +1,171 @@
+"""A new user's first hour, each trap that once gave a wrong result or a wall of text: every bad value or typo'd key
+is one line before any work and leaves no run folder; generate.py says which model answers and prints exactly what
+the text API returns; gpt.evaluate refuses what it cannot grade honestly; a debugging switch does not travel; the
+README's Python snippet, run as written, answers its held-out problem."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+import torch
+from omegaconf import OmegaConf
+
+import generate
+from gpt import ModelConfig, load
+from gpt.calculator import split_problems
+from gpt.checkpoint import load_checkpoint, save_model
+from gpt.evaluate import main as evaluate
+from gpt.preflight import preflight
+from gpt.tokenizers import CharTokenizer, WordTokenizer
+from tests.conftest import ROOT, build, run_cli
+from tests.test_configs import compose_with
+from train import CONFIGS, check_config, resume_from
+
+
+BAD = [  # (command line, what the one line must say)
+    (["model.bias=no"], "model.bias='no' must be true or false"),
+    (["model.qk_norm=maybe"], "model.qk_norm='maybe' must be true or false"),
+    (["model.dropout=high"], "model.dropout='high' must be a number in [0, 1)"),
+    (["model.layers=0"], "model.layers=0 must be a positive integer"),
+    (["model.heads=5"], "heads=5 does not divide dim=128"),
+    (["trainer.max_steps=abc"], "trainer.max_steps='abc' must be an integer"),
+    (["trainer.precision=fp8"], "trainer.precision='fp8' must be one of "),
+    (["data.batch_size=0"], "data.batch_size=0 must be a positive integer"),
+    (["data.val_fraction=1.5"], "data.val_fraction=1.5 must be a number in (0, 1)"),
+    (["optim.lr=-1"], "optim.lr=-1 must be a number > 0"),
+    (["callbacks.checkpoint.every_n_steps=0"], "callbacks.checkpoint.every_n_steps=0 must be a positive integer"),
+    (["callbacks.sample.temperature=hot"], "callbacks.sample.temperature='hot' must be a number >= 0"),
+    (["compile=maybe"], "compile='maybe' must be true or false"),
+    (["seed=1.5"], "seed=1.5 must be an integer"),
+    (["model.head=4"], "model.head is not a setting of model=small; did you mean model.heads?"),
+    (["trainer.max_step=10"], "trainer.max_step is not a setting of trainer=default; did you mean trainer.max_steps?"),
+    (["sed=3"], "sed is not a setting; did you mean seed?"),
+    (["data.path=x"], "data.path is not a setting of data=calculator; its settings: seed, "),
+    (["+trainer.nope=1"], "trainer.nope is not a setting of trainer"),
+    (["attention=mhq"], "attention=mhq is not an option of attention: choose one of gqa, "),
+    (["model.heads=[1"], "cannot read the override 'model.heads=[1'"),
+    (["-m", "model.head=2,4"], "did you mean model.heads?"),  # a sweep's keys are checked before its first job
+]
+
+
+@pytest.mark.parametrize("argv, message", BAD, ids=[" ".join(argv) for argv, _ in BAD])
+def test_bad_values_and_keys_are_one_line_naming_only_that_field(argv: list[str], message: str, tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch,
+                                                                capsys: pytest.CaptureFixture) -> None:
+    """train.py runs this check before Hydra makes a run folder (the CLI cases below prove the wiring)."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as exit_:
+        preflight(argv, CONFIGS, check_config)
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and err.count("\n") == 1 and err.startswith("error: ") and message in err, err
+    assert "resume" not in err and "Traceback" not in err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_sweep_leaves_its_values_to_each_job(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """A configuration that cannot build is a failed row of the sweep report, so the other jobs still run."""
+    monkeypatch.chdir(tmp_path)
+    assert preflight(["-m", "model.heads=3,4", "model.dim=32"], CONFIGS, check_config) is None
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["model.bias=no"], "error: model.bias='no' must be true or false"),  # refused before Hydra makes a folder
+    (["data.operations=[plus,modulo]"], "error: data.operations has unknown ['modulo']"),  # refused after it
+])
+def test_train_cli_refuses_in_one_line_and_leaves_no_run_folder(tmp_path: Path, argv: list[str],
+                                                                message: str) -> None:
+    result = run_cli("train.py", *argv, cwd=tmp_path)
+    assert result.returncode == 2 and result.stderr.startswith(message) and result.stderr.count("\n") == 1, \
+        result.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_generate_says_which_model_and_prints_what_the_text_api_returns(
+        trained: Path, capsys: pytest.CaptureFixture) -> None:
+    prompt = "ninety nine plus ninety nine equals"
+    answer = load(trained).complete(prompt)
+    assert generate.main(["--ckpt", str(trained), "--prompt", prompt]) == 0  # a run folder: its model.pt
+    out, err = capsys.readouterr()
+    assert out == f"{prompt} {answer}\n".replace(" \n", "\n")
+    assert err == f"model: {trained / 'model.pt'} (trained on calculator)\n"
+    args = ["--ckpt", str(trained), "--prompt", "two", "--temperature", "1", "--num-samples", "3", "--seed", "4"]
+    assert generate.main(args) == 0
+    samples = capsys.readouterr().out.split(f"{generate.SEPARATOR}\n")
+    text_model, generator = load(trained), torch.Generator().manual_seed(4)
+    assert samples == [f"two{''.join(text_model.stream('two', temperature=1.0, generator=generator))}\n"
+                       for _ in range(3)]
+
+
+def test_generate_device_the_torch_lacks_is_one_line(trained: Path, capsys: pytest.CaptureFixture) -> None:
+    if torch.cuda.is_available():
+        pytest.skip("this torch has CUDA")
+    assert generate.main(["--ckpt", str(trained), "--device", "cuda"]) == 2
+    assert capsys.readouterr().err == f"error: --device cuda: this torch ({torch.__version__}) has no CUDA device " \
+                                      "it can use; use --device cpu\n"
+
+
+def test_evaluate_refuses_a_corpus_it_cannot_grade_and_a_seed_that_would_overlap_training(
+        trained: Path, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    chars = CharTokenizer(list("\nabc "))
+    save_model(tmp_path / "model.pt", build(ModelConfig(vocab_size=5, layers=1, heads=2, dim=32, block_size=8)),
+               chars, {"corpus": "poems", "one_example_per_line": True, "seed": 0})
+    assert evaluate(["--ckpt", str(tmp_path)]) == 2
+    assert capsys.readouterr().err.startswith(f"error: {tmp_path / 'model.pt'} was trained on poems, which has "
+                                              "no right answers to grade")
+    assert evaluate(["--ckpt", str(trained), "--seed", "3"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --seed 3 is not the data.seed=0 this model was trained with") and err.count("\n") == 1
+
+
+def test_a_debugging_switch_does_not_travel_into_model_pt(tmp_path: Path) -> None:
+    tokenizer = WordTokenizer(["\n", "a"])
+    traced = build(ModelConfig(vocab_size=2, layers=1, heads=2, dim=32, block_size=8, trace_shapes=True))
+    save_model(tmp_path / "model.pt", traced, tokenizer)
+    model, _ = load_checkpoint(tmp_path / "model.pt")
+    assert model.cfg.trace_shapes is False
+    assert torch.load(tmp_path / "model.pt", weights_only=True)["model_config"]["trace_shapes"] is False
+
+
+@pytest.mark.parametrize("tokenizer, text, message", [
+    (WordTokenizer(["\n", "two", "plus"]), "Two plus zebra Two",
+     "word(s) 'Two', 'zebra' not in the vocabulary of this model; the vocabulary has 'two': try lowercase"),
+    (CharTokenizer(list("ab ")), "Ab xy", "character(s) 'A', 'x', 'y' not in the vocabulary of this model; "
+                                          "the vocabulary has 'a': try lowercase"),
+])
+def test_unknown_pieces_are_listed_together_with_a_lowercase_hint(tokenizer: WordTokenizer | CharTokenizer,
+                                                                   text: str, message: str) -> None:
+    with pytest.raises(ValueError) as err:
+        tokenizer.encode(text)
+    assert str(err.value) == message
+
+
+def test_resume_of_a_finished_run_says_it_is_finished(trained: Path) -> None:
+    ckpt = trained / "checkpoints/last.ckpt"
+    cfg = compose_with("trainer.max_steps=30", f"ckpt_path={ckpt}")
+    with pytest.raises(ValueError, match=rf"^{ckpt} has finished: it is at step 30 of trainer.max_steps=30"):
+        resume_from(cfg, trained)
+
+
+def readme_python_snippet() -> str:
+    """The Quick start's Python block: the one that calls gpt.load."""
+    blocks = re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(), re.S)
+    return next(b for b in blocks if "gpt.load(" in b)
+
+
+@pytest.mark.slow  # through the learned_calculator fixture, shared with tests/test_learning.py
+def test_readme_python_snippet_run_as_written_answers_its_held_out_problem(
+        learned_calculator: tuple[Path, float, dict[str, float]], capsys: pytest.CaptureFixture) -> None:
+    run_dir = learned_calculator[0]
+    snippet = readme_python_snippet()
+    path = re.search(r'gpt\.load\("([^"]+)"\)', snippet).group(1)
+    prompt = re.search(r'complete\("([^"]+)"\)', snippet).group(1)
+    promised = re.search(r"complete\([^)]*\)\)\s*# (.+)", snippet).group(1).strip()
+    seed = OmegaConf.load(CONFIGS / "data" / "calculator.yaml").seed
+    problem = next(p for p in split_problems(seed, 0.1, 0.1)["test"] if p.prompt == prompt)  # held out by default
+    assert promised == problem.target  # the README's answer is the true one
+    exec(compile(snippet.replace(path, str(run_dir)), "README.md", "exec"), {})
+    assert capsys.readouterr().out == f"{problem.target}\n"
+    assert f'python generate.py --prompt "{prompt}"' in (ROOT / "README.md").read_text()
+    assert generate.main(["--ckpt", str(run_dir), "--prompt", prompt]) == 0
+    assert capsys.readouterr().out == f"{prompt} {problem.target}\n"  # the CLI prints the same answer

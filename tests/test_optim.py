@@ -1,0 +1,116 @@
+"""Optimizers and schedules: each schedule has its shape; Muon takes exactly the blocks' matrices; the chained
+optimizer steps as its parts would alone and resumes from its state_dict to the same bits."""
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+from torch.nn import functional as F
+
+from gpt import GPT, ModelConfig
+from gpt.optim import OPTIMIZERS, Chained, OptimConfig
+from gpt.schedules import SCHEDULES
+from tests.test_configs import options
+
+CFG = OptimConfig(lr=1e-2, min_lr=1e-3, warmup_steps=10, max_steps=110, decay_fraction=0.25)
+
+
+def curve(name: str) -> list[float]:
+    return [SCHEDULES[name](step, CFG) for step in range(CFG.max_steps + 20)]
+
+
+@pytest.mark.parametrize("name", sorted(SCHEDULES))
+def test_every_schedule_warms_up_linearly_and_stays_within_its_range(name: str) -> None:
+    lrs = curve(name)
+    assert lrs[:10] == pytest.approx([(s + 1) / 10 for s in range(10)])
+    assert all(CFG.min_ratio - 1e-12 <= m <= 1.0 for m in lrs[10:])
+    assert all(b <= a + 1e-12 for a, b in zip(lrs[10:], lrs[11:]))  # never rises again after warmup
+
+
+def test_cosine_falls_half_a_cosine_to_min_lr_at_max_steps() -> None:
+    lrs = curve("cosine")
+    assert lrs[10] == pytest.approx(1.0) and lrs[60] == pytest.approx((1 + CFG.min_ratio) / 2)
+    assert lrs[35] == pytest.approx(CFG.min_ratio + (1 - CFG.min_ratio) * (1 + 2 ** -0.5) / 2)
+    assert lrs[110:] == pytest.approx([CFG.min_ratio] * 20)
+
+
+def test_wsd_holds_the_peak_then_falls_linearly_over_the_last_decay_fraction() -> None:
+    lrs = curve("wsd")  # decay over the last round(0.25 * 110) = 28 steps: from step 82
+    assert lrs[10:82] == pytest.approx([1.0] * 72)
+    assert lrs[96] == pytest.approx((1 + CFG.min_ratio) / 2)
+    assert lrs[110:] == pytest.approx([CFG.min_ratio] * 20)
+    assert lrs[83] - lrs[84] == pytest.approx(lrs[100] - lrs[101])  # a straight line
+
+
+def test_constant_holds_the_peak_after_warmup() -> None:
+    assert curve("constant")[10:] == pytest.approx([1.0] * (CFG.max_steps + 10))
+
+
+def test_registries_match_their_yaml_options_and_the_default_is_adamw_cosine() -> None:
+    assert set(OPTIMIZERS) == set(options("optim"))
+    assert (OptimConfig().name, OptimConfig().schedule) == ("adamw", "cosine")
+
+
+def tiny_model() -> GPT:
+    torch.manual_seed(0)
+    return GPT(ModelConfig(vocab_size=37, layers=2, heads=2, dim=32, block_size=16, norm="layernorm", pos="learned"))
+
+
+def test_muon_takes_the_blocks_matrices_and_adamw_every_other_parameter() -> None:
+    model = tiny_model()
+    optimizer = OPTIMIZERS["muon"](model, OptimConfig(name="muon"), fused=True)
+    adam, muon = optimizer.optimizers
+    assert isinstance(adam, torch.optim.AdamW) and isinstance(muon, torch.optim.Muon)
+    by_id = {id(p): name for name, p in model.named_parameters()}
+    muon_names = {by_id[id(p)] for group in muon.param_groups for p in group["params"]}
+    adam_names = {by_id[id(p)] for group in adam.param_groups for p in group["params"]}
+    assert muon_names == {n for n, p in model.named_parameters() if n.startswith("blocks.") and p.dim() == 2}
+    assert adam_names == set(by_id.values()) - muon_names  # embeddings, positions, norms: AdamW, once each
+    assert {"tok_emb.weight", "pos.table.weight", "norm.weight"} <= adam_names
+
+
+def loss_of(model: GPT, step: int) -> torch.Tensor:
+    idx = torch.randint(0, 37, (4, 17), generator=torch.Generator().manual_seed(step))
+    return F.cross_entropy(model(idx[:, :-1]).flatten(0, 1), idx[:, 1:].flatten())
+
+
+def train(model: GPT, optimizer: torch.optim.Optimizer, steps: range) -> None:
+    for step in steps:
+        optimizer.zero_grad()
+        loss_of(model, step).backward()
+        optimizer.step()
+
+
+def test_chained_steps_exactly_as_its_optimizers_would_alone() -> None:
+    cfg = OptimConfig(name="muon")
+    chained_model, separate_model = tiny_model(), tiny_model()
+    chained = OPTIMIZERS["muon"](chained_model, cfg, fused=True)
+    parts = OPTIMIZERS["muon"](separate_model, cfg, fused=True).optimizers  # the same two, stepped by hand
+    train(chained_model, chained, range(3))
+    for step in range(3):
+        for part in parts:
+            part.zero_grad()
+        loss_of(separate_model, step).backward()
+        for part in parts:
+            part.step()
+    for (name, a), b in zip(chained_model.named_parameters(), separate_model.parameters()):
+        assert torch.equal(a, b), name
+    assert len(chained.state) == sum(1 for _ in chained_model.parameters())  # every parameter's state, in one place
+
+
+@pytest.mark.parametrize("name", sorted(OPTIMIZERS))
+def test_optimizer_restored_from_state_dict_continues_bitwise(name: str) -> None:
+    cfg = OptimConfig(name=name)
+    model = tiny_model()
+    optimizer = OPTIMIZERS[name](model, cfg, fused=True)
+    train(model, optimizer, range(3))
+    restored_model = copy.deepcopy(model)
+    restored = OPTIMIZERS[name](restored_model, cfg, fused=True)
+    restored.load_state_dict(copy.deepcopy(optimizer.state_dict()))
+    if isinstance(restored, Chained):  # the parts must step on the loaded state, not on their empty own
+        assert all(part.state is restored.state for part in restored.optimizers)
+    train(model, optimizer, range(3, 6))
+    train(restored_model, restored, range(3, 6))
+    for (param_name, a), b in zip(model.named_parameters(), restored_model.parameters()):
+        assert torch.equal(a, b), param_name

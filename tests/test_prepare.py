@@ -1,0 +1,265 @@
+"""Corpus preparation: every input format, byte-identical shards whatever the processes and work units, a
+validation split stable when files are added, a start-up that reads no text, and faults (SIGKILL, a full disk,
+bad inputs, a changed manifest) that leave nothing torn and say what to do in one line."""
+from __future__ import annotations
+
+import errno
+import json
+import pickle
+import random
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from omegaconf import OmegaConf
+
+import gpt.formats as formats
+import gpt.shards as shards
+from gpt.data import TextData
+import gpt.prepare
+from gpt.prepare import Prepared, Recipe, load, open_prepared, prepare
+from gpt.tokenizers import EOT
+from tests.conftest import ROOT, play
+
+
+def stories(count: int, seed: int) -> list[str]:
+    """Short seeded documents of a few lines each (under doc_bytes, so each is one part)."""
+    rng = random.Random(seed)
+    return [play(rng.randint(2, 5), seed=seed * 1000 + i) for i in range(count)]
+
+
+def write(path: Path, docs: list[str]) -> Path:
+    """`docs` in the format `path`'s suffix (or a folder name ending in .dataset) says."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.suffix == ".jsonl":
+        path.write_text("".join(json.dumps({"id": i, "text": d}) + "\n" for i, d in enumerate(docs)))
+    elif path.suffix == ".parquet":
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        pq.write_table(pa.table({"text": docs}), path, row_group_size=7)
+    elif path.suffix == ".arrow":  # the stream format the datasets cache keeps
+        import pyarrow as pa
+
+        table = pa.table({"text": docs})
+        with pa.ipc.new_stream(str(path), table.schema) as writer:
+            for batch in table.to_batches(max_chunksize=7):
+                writer.write_batch(batch)
+    elif path.suffix == ".dataset":
+        datasets = pytest.importorskip("datasets")
+        datasets.Dataset.from_dict({"text": docs}).save_to_disk(str(path))
+    else:
+        path.write_text("".join(d + EOT + "\n" for d in docs))
+    return path
+
+
+def build(inputs: list[Path], out: Path, num_proc: int = 1, **options: object) -> Prepared:
+    recipe = Recipe([str(p) for p in inputs], **{"doc_bytes": 256, "shard_tokens": 500, **options})
+    return open_prepared(prepare(recipe, out, num_proc), recipe.tokenizer)
+
+
+def split_documents(prepared: Prepared) -> dict[str, list[str]]:
+    """Each split decoded and cut at end-of-text (char: EOT decodes to its name)."""
+    return {split: prepared.tokenizer.decode(ids.to_array().tolist()).split(EOT)[:-1]
+            for split, ids in (("train", prepared.train), ("val", prepared.val))}
+
+
+def shard_bytes(prepared: Prepared) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(prepared.folder.glob("*.bin"))}
+
+
+@pytest.mark.parametrize("suffix", [".txt", ".jsonl", ".parquet", ".arrow", ".dataset"])
+def test_every_format_gives_its_documents_each_to_one_split(tmp_path: Path, suffix: str) -> None:
+    docs = stories(60, seed=1)
+    prepared = build([write(tmp_path / f"corpus{suffix}", docs)], tmp_path / "out")
+    splits = split_documents(prepared)
+    assert sorted(splits["train"] + splits["val"]) == sorted(docs)
+    assert 0 < len(splits["val"]) < len(docs) / 3 and prepared.manifest["documents"] == len(docs)
+
+
+def test_shards_are_byte_identical_whatever_the_processes_and_work_units(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    corpus = tmp_path / "corpus"
+    write(corpus / "b" / "stories.txt", stories(40, seed=2))
+    write(corpus / "a.jsonl", stories(30, seed=3))
+    write(corpus / "c.parquet", stories(30, seed=4))
+    (corpus / "b" / "long.txt").write_text(play(400, seed=5) + "no newline at the end")  # cut into parts
+    (corpus / "b" / "wide.txt").write_text("\n" + "é" * 3000)  # a long line, cut between characters
+    (corpus / "notes.md").write_text("not part of the corpus")
+    one_unit = build([corpus], tmp_path / "one")
+    monkeypatch.setattr(formats, "UNIT_BYTES", 1000)
+    serial, parallel = build([corpus], tmp_path / "serial"), build([corpus], tmp_path / "parallel", num_proc=2)
+    assert shard_bytes(one_unit) == shard_bytes(serial) == shard_bytes(parallel)
+    strip = lambda m: {**m, "splits": {s: [{**e, "mtime_ns": 0} for e in es] for s, es in m["splits"].items()}}
+    assert strip(serial.manifest) == strip(parallel.manifest)
+    assert [e["tokens"] for e in serial.manifest["splits"]["train"]][:-1] == [500] * (len(serial.train.arrays) - 1)
+    assert len(serial.train.arrays) > 3
+    text = "".join(serial.tokenizer.decode(s.to_array().tolist()) for s in (serial.train, serial.val))
+    assert text.count("é") == 3000 and "\ufffd" not in text
+    assert sorted(line for line in text.replace(EOT, "\n").replace("é", "").splitlines() if line) == sorted(
+        "".join(stories(30, 3) + stories(40, 2) + stories(30, 4) + [play(400, seed=5), "no newline at the end"])
+        .splitlines())
+
+
+def test_every_text_document_ends_with_one_end_of_text(tmp_path: Path) -> None:
+    """Even one whose doc_bytes line cut falls right before its marker, or that is cut into many parts."""
+    docs = ["x" * 255 + "\n", "short\n", "a line\n" * 200, "no newline before the marker"]
+    prepared = build([write(tmp_path / "a.txt", docs)], tmp_path / "out", val_fraction=1e-9)
+    assert prepared.tokenizer.decode(prepared.train.to_array().tolist()) == EOT.join(docs) + EOT
+    assert prepared.manifest["documents"] == len(docs) and len(prepared.val) == 0
+
+
+def test_validation_documents_stay_validation_when_files_are_added(tmp_path: Path) -> None:
+    first, second = write(tmp_path / "a.txt", stories(60, seed=6)), write(tmp_path / "b.txt", stories(60, seed=7))
+    alone = split_documents(build([first], tmp_path / "alone"))
+    both = split_documents(build([first, second], tmp_path / "both"))
+    assert set(alone["val"]) == set(both["val"]) & set(stories(60, seed=6)) != set()
+    assert set(alone["train"]) <= set(both["train"])
+
+
+def test_prepared_corpus_starts_without_reading_text_or_hashing_shards(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    recipe = Recipe([str(write(tmp_path / "a.txt", stories(60, seed=8)))], doc_bytes=256, shard_tokens=500)
+    first = load(recipe, tmp_path / "data", num_proc=1)
+
+    def forbidden(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a prepared corpus was read or hashed again")
+
+    monkeypatch.setattr(formats.TextFormat, "parts", forbidden)
+    monkeypatch.setattr(formats.TextFormat, "units", forbidden)
+    monkeypatch.setattr(shards, "file_sha256", forbidden)
+    again = load(recipe, tmp_path / "data", num_proc=1)
+    assert again.folder == first.folder and shard_bytes(again) == shard_bytes(first)
+    sent = pickle.dumps(again.train)  # what ddp_spawn sends each rank: the paths, not the ids
+    assert len(sent) < 2000 < sum(a.nbytes for a in again.train.arrays)
+    assert isinstance(pickle.loads(sent).arrays[0], np.memmap)
+
+
+def test_command_line_prepares_what_training_then_finds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                       capsys: pytest.CaptureFixture) -> None:
+    corpus, root = write(tmp_path / "a.jsonl", stories(60, seed=12)), tmp_path / "data"
+    assert gpt.prepare.main([str(corpus), "--root", str(root), "--doc-bytes", "256", "--num-proc", "1"]) == 0
+    command = capsys.readouterr().out.split("train with: python train.py data=text ")[1].split()
+    assert command == [f"data.path={corpus}", "data.tokenizer=char", "data.doc_bytes=256"]
+    monkeypatch.setattr(gpt.prepare, "build", lambda *args: pytest.fail("prepared a second time"))
+    settings = {key.removeprefix("data."): OmegaConf.create(f"v: {value}").v
+                for key, value in (override.split("=", 1) for override in command)}
+    data = TextData(block_size=8, root=str(root), num_proc=1, **settings)  # the run the printed command starts
+    assert sorted(sum(split_documents(data.corpus).values(), [])) == sorted(stories(60, seed=12))
+    yaml = OmegaConf.load(ROOT / "configs" / "data" / "text.yaml")  # train.py's defaults are the command's
+    defaults = {name: value for name, value in vars(Recipe()).items() if name != "inputs"}
+    assert {name: yaml[name] for name in defaults} == defaults
+    monkeypatch.undo()
+    out = tmp_path / "out"
+    assert gpt.prepare.main([str(corpus), "--out", str(out), "--doc-bytes", "256", "--num-proc", "1"]) == 0
+    capsys.readouterr()
+    write(corpus, stories(61, seed=12))  # the input changed since
+    assert gpt.prepare.main([str(corpus), "--out", str(out), "--doc-bytes", "256", "--num-proc", "1"]) == 2
+    assert capsys.readouterr().err == f"error: {out} holds a corpus prepared from other inputs or settings: delete " \
+                                      "it or choose another --out\n"
+    assert gpt.prepare.main([str(corpus), "--out", str(tmp_path), "--num-proc", "1"]) == 2
+    assert "exists and is not a prepared corpus" in capsys.readouterr().err
+
+
+KILL = """
+import os, signal, sys
+import gpt.prepare as prepare, gpt.shards as shards
+real, written = getattr({module}, {name!r}), []
+def torn(path, data, *rest):
+    written.append(path)
+    if len(written) == {at}:  # half of this file reaches the disk, then the process dies
+        data = data.tobytes() if hasattr(data, "tobytes") else data
+        open(path, "wb").write(data[:len(data) // 2]); os.kill(os.getpid(), signal.SIGKILL)
+    return real(path, data, *rest)
+setattr({module}, {name!r}, torn)
+sys.exit(prepare.main(sys.argv[1:]))
+"""
+
+
+@pytest.mark.parametrize("module, name, at", [("shards", "save_shard", 3), ("prepare", "write_file", 1)],
+                         ids=["during a shard", "during the manifest"])
+def test_sigkill_during_preparation_leaves_nothing_read_and_a_rerun_finishes(tmp_path: Path, module: str,
+                                                                              name: str, at: int,
+                                                                              capsys: pytest.CaptureFixture) -> None:
+    corpus, out = write(tmp_path / "a.txt", stories(80, seed=9)), tmp_path / "prepared"
+    args = [str(corpus), "--out", str(out), "--doc-bytes", "256", "--shard-tokens", "500", "--num-proc", "1"]
+    killed = subprocess.run([sys.executable, "-c", KILL.format(module=module, name=name, at=at), *args], cwd=ROOT,
+                            capture_output=True, text=True)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
+    assert not out.exists() and len(list(tmp_path.glob(".prepared.tmp-*"))) == 1  # torn files, never at `out`
+    with pytest.raises(ValueError, match="missing or not a tinygpt manifest"):
+        open_prepared(out, "char")
+    assert gpt.prepare.main(args) == 0  # the command again, in this process
+    assert f"train with: python train.py data=text data.path={out} data.tokenizer=char" in capsys.readouterr().out
+    assert not list(tmp_path.glob(".prepared.tmp-*"))  # the dead run's leftovers are gone
+    clean = build([corpus], tmp_path / "clean")
+    assert shard_bytes(open_prepared(out, "char")) == shard_bytes(clean)
+
+
+def test_full_disk_is_one_line_and_leaves_nothing_half_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    corpus = write(tmp_path / "a.txt", stories(80, seed=10))
+    real_open = open
+
+    class FullDisk:
+        def __init__(self, f: object) -> None:
+            self.f = f
+
+        def __enter__(self) -> FullDisk:
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            self.f.close()
+
+        def write(self, data: bytes) -> None:
+            self.f.write(data[:len(data) // 2])
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+    def opened(path: Path, mode: str = "r", *args: object) -> object:
+        f = real_open(path, mode, *args)
+        return FullDisk(f) if Path(path).name == "train_00001.bin" else f
+
+    monkeypatch.setattr(shards, "open", opened, raising=False)
+    data = lambda: TextData(block_size=8, path=str(corpus), root=str(tmp_path / "data"), doc_bytes=256,  # noqa: E731
+                            shard_tokens=500, num_proc=1)
+    with pytest.raises(ValueError, match=r"^could not write .*train_00001.bin: No space left on device; free some "
+                                         r"disk space \(or set data.root= to another disk\)") as err:
+        data().vocab_size
+    assert "\n" not in str(err.value)
+    assert [p.name for p in (tmp_path / "data" / "shards").iterdir() if not p.name.endswith(".lock")] == []
+    monkeypatch.undo()
+    again = data()
+    assert split_documents(again.corpus) == split_documents(build([corpus], tmp_path / "clean"))
+
+
+def user_error(tmp_path: Path, case: str) -> tuple[dict, str]:
+    """TextData arguments that are each a user mistake about the inputs, and the message's expected pattern."""
+    jsonl, parquet, prepared = tmp_path / "bad.jsonl", tmp_path / "body.parquet", tmp_path / "prepared"
+    if case == "not json":
+        jsonl.write_text('{"text": "fine"}\n{"text": "cut off\n')
+        return {"path": str(jsonl)}, rf"^{jsonl}:2 is not JSON \(.*\): fix or delete that line$"
+    if case == "no field":
+        jsonl.write_text('{"body": "the text is here"}\n')
+        return {"path": str(jsonl)}, rf"^{jsonl}:1 has no text field 'text': set data.text_field=<the key"
+    if case == "no column":
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        pq.write_table(pa.table({"body": ["a", "b"], "id": [1, 2]}), parquet)
+        return {"path": str(parquet)}, rf"^{parquet} has no column 'text' \(it has body, id\): set data.text_field="
+    build([write(tmp_path / "a.txt", stories(60, seed=11))], prepared)
+    return ({"path": str(prepared), "tokenizer": "gpt2"},
+            rf"^{prepared}/manifest.json was prepared with data.tokenizer=char, not gpt2: set data.tokenizer=char, "
+            "or prepare it again with --tokenizer gpt2$")
+
+
+@pytest.mark.parametrize("case", ["not json", "no field", "no column", "another tokenizer"])
+def test_bad_inputs_are_one_line_naming_the_file_and_the_fix(tmp_path: Path, case: str) -> None:
+    kwargs, pattern = user_error(tmp_path, case)
+    with pytest.raises(ValueError, match=pattern) as err:
+        TextData(block_size=8, root=str(tmp_path / "data"), num_proc=1, **kwargs).vocab_size
+    assert "\n" not in str(err.value)
+    shards_folder = tmp_path / "data" / "shards"
+    assert not shards_folder.exists() or not any(p.is_dir() for p in shards_folder.iterdir())
