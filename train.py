@@ -191,9 +191,9 @@ def train(cfg: DictConfig, run_dir: Path | None = None) -> Path:
     sample = cfg.callbacks.sample
     trainer.callbacks.append(SampleText(datamodule.tokenizer, line_based, sample.prompt, sample.max_new_tokens,
                                         sample.temperature, cfg.seed))
-    if hasattr(datamodule, "eval_problems"):
-        trainer.callbacks.append(HeldOutAccuracy(datamodule.eval_problems, datamodule.tokenizer, datamodule.meta,
-                                                 order=datamodule.operations))
+    if hasattr(datamodule, "eval_examples"):
+        trainer.callbacks.append(HeldOutAccuracy(datamodule.eval_examples, datamodule.tokenizer, datamodule.meta,
+                                                 order=datamodule.groups))
     record = RunRecord(run_dir)  # history.csv + summary.json for the sweep report (gpt/report.py)
     trainer.callbacks.append(record)
     print(f"model: {lit.model.num_params():,} parameters, precision {precision}; run folder: {run_dir}")
@@ -203,7 +203,8 @@ def train(cfg: DictConfig, run_dir: Path | None = None) -> Path:
         return path
     finish(trainer.loggers)
     save_model(path, lit.model, datamodule.tokenizer, meta=datamodule.meta)
-    example = "ninety nine plus ninety nine equals" if line_based else "<text to continue>"
+    # A line-based corpus suggests one of its own questions; running text, a place to start.
+    example = getattr(datamodule, "example_prompt", None) or "<text to continue>"
     print(summary_line(record.history, trainer.global_step, time.perf_counter() - start, path))
     print(f'generate with: python generate.py --ckpt {path} --prompt "{example}"')
     if stopper.requested:

@@ -65,6 +65,20 @@ class RowBatches(BatchStream):
                 index += 1
 
 
+def line_tensors(rows: list[list[int]], scored: list[list[bool]], max_tokens: int,
+                 pad: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """One line per row: inputs and targets (N, max_tokens), and each row's unpadded length (N,). Target j is
+    row[j + 1] where scored[j + 1] is true, else IGNORE_INDEX, as is all padding after a line ends."""
+    table = torch.full((len(rows), max_tokens + 1), pad, dtype=torch.long)  # (N, T + 1)
+    keep = torch.zeros(len(rows), max_tokens + 1, dtype=torch.bool)
+    for i, (ids, marks) in enumerate(zip(rows, scored)):
+        table[i, :len(ids)] = torch.tensor(ids)
+        keep[i, :len(ids)] = torch.tensor(marks)
+    lengths = torch.tensor([len(ids) - 1 for ids in rows], dtype=torch.long)
+    # Padding inputs may be any id: the causal mask hides what follows a line.
+    return table[:, :-1], torch.where(keep[:, 1:], table[:, 1:], IGNORE_INDEX), lengths
+
+
 class BatchedData(L.LightningDataModule):
     """What every corpus shares once `setup` has made `train_set` (a BatchStream) and `val_set`
     (inputs and targets, fixed): the endless training stream and validation in fixed batches."""
@@ -111,7 +125,14 @@ class CalculatorData(BatchedData):
                 "test_fraction": self.fractions[1], "operations": self.operations}
 
     @property
-    def eval_problems(self) -> list[Problem]:
+    def groups(self) -> list[str]:
+        """The columns held-out accuracy is reported under, in order."""
+        return self.operations
+
+    example_prompt = "ninety nine plus ninety nine equals"  # what train.py suggests trying with generate.py
+
+    @property
+    def eval_examples(self) -> list[Problem]:
         """A fixed, seeded sample of validation problems graded by generation at each validation."""
         val = self.splits["val"]
         return random.Random(self.seed).sample(val, min(self.eval_problem_count, len(val)))
@@ -120,16 +141,9 @@ class CalculatorData(BatchedData):
         return [self.newline, *self.tokenizer.encode(problem.text), self.newline]
 
     def _tensors(self, problems: list[Problem]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Inputs and targets (N, max_tokens), padded, and each row's unpadded length (N,)."""
-        rows = torch.full((len(problems), self.max_tokens + 1), IGNORE_INDEX, dtype=torch.long)
-        lengths = torch.empty(len(problems), dtype=torch.long)
-        for i, problem in enumerate(problems):
-            ids = self._row(problem)
-            rows[i, :len(ids)] = torch.tensor(ids)
-            lengths[i] = len(ids) - 1
-        inputs = rows[:, :-1].clone()
-        inputs[inputs == IGNORE_INDEX] = self.newline  # any id works: the causal mask hides what follows a line
-        return inputs, rows[:, 1:], lengths
+        # Every token of a problem is scored: a model that writes problems is what the sample text shows.
+        rows = [self._row(p) for p in problems]
+        return line_tensors(rows, [[True] * len(row) for row in rows], self.max_tokens, self.newline)
 
     def setup(self, stage: str | None = None) -> None:
         self.train_set = RowBatches(*self._tensors(self.splits["train"]), self.batch_size, self.seed)

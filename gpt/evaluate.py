@@ -1,5 +1,6 @@
 """Grade a model by real greedy generation on held-out examples: prompt with each example's prompt
-("<a> <op> <b> equals"), decode to the end of the line through the text API, compare with its target.
+("<a> <op> <b> equals", an attention task's question), decode to the end of the line through the text API,
+compare with its target.
 A model of running text gets its loss and bits per byte on its corpus's validation split instead.
 
     python -m gpt.evaluate --ckpt outputs/<date>/<time>/model.pt [--split test]"""
@@ -17,6 +18,7 @@ from gpt.bpb import byte_counts, text_loss
 from gpt.calculator import OPERATIONS, split_problems
 from gpt.checkpoint import CheckpointError, model_file, newest_checkpoint
 from gpt.prepare import open_prepared
+from gpt.tasks import TASKS
 from gpt.text import TextModel, load
 
 
@@ -74,8 +76,19 @@ def calculator_examples(meta: dict[str, Any], seed: int, split: str) -> list[Exa
     return [p for p in problems if p.op in meta.get("operations", OPERATIONS)]
 
 
+TASK_LINES = 1000  # held-out lines graded per attention task
+
+
+def task_examples(meta: dict[str, Any], seed: int, split: str) -> list[Example]:
+    """An attention-task model's held-out lines, regenerated from the task knobs model.pt records."""
+    from gpt.tasks.datamodule import held_out_examples
+
+    return held_out_examples({**meta, "seed": seed}, split, TASK_LINES)
+
+
 # The corpora this command can grade: model.pt's meta["corpus"] -> its held-out examples of a split.
-HELD_OUT: dict[str, Callable[[dict[str, Any], int, str], list[Example]]] = {"calculator": calculator_examples}
+HELD_OUT: dict[str, Callable[[dict[str, Any], int, str], list[Example]]] = {
+    "calculator": calculator_examples, **dict.fromkeys([*TASKS, "tasks"], task_examples)}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -115,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
     right = Counter(g.example.group for g in graded if g.correct) + Counter(all=sum(g.correct for g in graded))
     print(f"{path}: {len(examples)} {args.split} examples, data.seed={seed}")
     for group, value in accuracy.items():
-        print(f"  {group:>10}: {100 * value:6.2f}%  ({right[group]} of {total[group]})")
+        print(f"  {group:>14}: {100 * value:6.2f}%  ({right[group]} of {total[group]})")
     return 0
 
 

@@ -1,6 +1,6 @@
-"""Figures: a sweep's validation-loss curves (seeds as bands) and a grid of attention heatmaps (layer x head)
-labelled with the prompt's tokens. Built on matplotlib's Figure directly (Agg canvas, no pyplot state),
-so they draw on headless machines and inside long sweeps without leaking figures."""
+"""Figures: a sweep's validation-loss curves (seeds as bands), its capability matrix as a heatmap, and a grid
+of attention heatmaps (layer x head) labelled with the prompt's tokens. Built on matplotlib's Figure directly
+(Agg canvas, no pyplot state), so they draw on headless machines and inside long sweeps without leaking figures."""
 from __future__ import annotations
 
 import numpy as np
@@ -31,6 +31,25 @@ def loss_figure(curves: dict[str, dict[str, list[float]]]) -> Figure:
         fig.suptitle("no run recorded a validation loss: see report.md for why")
     for ax in (by_step, by_time):
         ax.grid(alpha=0.3)
+    return fig
+
+
+def matrix_figure(rows: list[str], columns: list[str], means: list[list[float]]) -> Figure:
+    """The capability matrix as a heatmap: configurations (rows) x accuracy columns, each cell's mean exact
+    match in percent written on it; blank where a configuration has no value."""
+    data = np.array(means, dtype=float).reshape(len(rows), len(columns))  # (configurations, columns)
+    fig = Figure(figsize=(1.0 + 0.9 * len(columns) + 0.08 * max(map(len, rows)), 1.2 + 0.35 * len(rows)),
+                 layout="constrained")
+    ax = fig.subplots()
+    image = ax.imshow(np.ma.masked_invalid(data), vmin=0.0, vmax=100.0, cmap="viridis", aspect="auto")
+    for (i, j), value in np.ndenumerate(data):
+        if np.isfinite(value):
+            ax.text(j, i, f"{value:.0f}", ha="center", va="center", fontsize="small",
+                    color="black" if value > 60 else "white")
+    ax.set_xticks(range(len(columns)), columns, rotation=45, ha="right", fontsize="small")
+    ax.set_yticks(range(len(rows)), rows, fontsize="small")
+    ax.set_title("held-out exact match % (mean over seeds)")
+    fig.colorbar(image, ax=ax, label="exact match %")
     return fig
 
 

@@ -1,6 +1,7 @@
 """Sweep report from a multirun's run folders: report.md (one row per configuration, seeds pooled, mean ± std,
-best value per column in bold, failed jobs as rows with their reason) and loss.png (val loss curves, seeds
-as bands). Written when a multirun ends (the `WriteReport` Hydra callback), or again by hand:
+best value per column in bold, failed jobs as rows with their reason; then the capability matrix of held-out
+accuracy per task, bucket or length), loss.png (val loss curves, seeds as bands) and matrix.png (the matrix
+as a heatmap). Written when a multirun ends (the `WriteReport` Hydra callback), or again by hand:
 
     python -m gpt.report multirun/2026-01-01/12-00-00
 """
@@ -22,6 +23,8 @@ import yaml
 from hydra.core.utils import JobReturn, JobStatus
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
+
+from gpt import capability
 
 # The run-folder contract: gpt/run_record.py writes these, this module reads them.
 SUMMARY = "summary.json"
@@ -211,8 +214,15 @@ def markdown(sweep_dir: Path, runs: list[Run]) -> str:
               "and exact match (held-out calculator problems, greedy) are from the last validation. Train tok/s "
               "excludes validation time; peak memory is allocated tensors on GPU, process RSS on CPU; KV "
               "bytes/token is every layer's cache for a full block divided by block_size.", "",
-              "![validation loss](loss.png)", ""]
+              "![validation loss](loss.png)", "", *capability.markdown(summaries(runs))]
     return "\n".join(lines)
+
+
+def summaries(runs: list[Run]) -> dict[str, list[dict[str, Any]]]:
+    """Each configuration's label and its runs' summaries, for the capability matrix."""
+    groups = group(runs)
+    names, _ = labels(list(groups))
+    return {names[key]: [r.summary for r in group_runs] for key, group_runs in groups.items()}
 
 
 def empty_note(runs: list[Run], missing: list[str]) -> str:
@@ -249,8 +259,9 @@ def curves(runs: list[Run]) -> dict[str, dict[str, list[float]]]:
 
 
 def write_report(sweep_dir: str | Path) -> Path:
-    """Write report.md and loss.png into the sweep folder; return the report's path."""
-    from gpt.plots import loss_figure  # matplotlib only when a report is written, not at every train.py start
+    """Write report.md, loss.png and (when runs graded held-out groups) matrix.png into the sweep folder;
+    return the report's path."""
+    from gpt.plots import loss_figure, matrix_figure  # matplotlib only when a report is written
 
     sweep_dir = Path(sweep_dir)
     runs = find_runs(sweep_dir)
@@ -258,6 +269,9 @@ def write_report(sweep_dir: str | Path) -> Path:
         raise ValueError(f"no run folders (with {OVERRIDES}) under {sweep_dir}: pass the folder of a sweep "
                          "made by `python train.py -m ...`")
     loss_figure(curves(runs)).savefig(sweep_dir / "loss.png")
+    rows, columns, means = capability.matrix(summaries(runs))
+    if columns:
+        matrix_figure(rows, columns, means).savefig(sweep_dir / "matrix.png")
     path = sweep_dir / "report.md"
     path.write_text(markdown(sweep_dir, runs))
     return path
@@ -282,7 +296,7 @@ class WriteReport(Callback):
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="Write report.md and loss.png for a sweep's run folders.")
+    parser = argparse.ArgumentParser(description="Write report.md, loss.png and matrix.png for a sweep's runs.")
     parser.add_argument("sweep_dir", help="the sweep folder (hydra.sweep.dir), e.g. multirun/<date>/<time>")
     args = parser.parse_args(argv)
     try:

@@ -41,8 +41,9 @@ def sweep(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def table(report: str) -> dict[str, list[str]]:
-    """report.md's table as {configuration label: cells}, the header row under the key "configuration"."""
-    rows = [[c.strip() for c in re.split(r"(?<!\\)\|", line.strip("|"))] for line in report.splitlines()
+    """report.md's first table as {configuration label: cells}, the header row under the key "configuration"."""
+    first = report[report.index("\n| "):].split("\n\n")[0]  # the first table; the capability matrix follows
+    rows = [[c.strip() for c in re.split(r"(?<!\\)\|", line.strip("|"))] for line in first.splitlines()
             if line.startswith("| ")]
     return {cells[0].strip("`"): cells for cells in rows}
 

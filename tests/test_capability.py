@@ -1,0 +1,110 @@
+"""The sweep report's capability matrix: accuracy per task column, seeds pooled, best bold, gaps beyond seed
+noise marked, and its heatmap, from fake run folders and from a real tiny multirun over the task mixture."""
+from __future__ import annotations
+
+import json
+import statistics
+from pathlib import Path
+
+import pytest
+from matplotlib.image import imread
+
+from gpt import capability
+from gpt.report import find_runs, markdown, write_report
+from tests.conftest import run_cli
+from tests.test_report import fake_run
+
+
+def matrix_rows(report: str) -> dict[str, list[str]]:
+    """The capability matrix's table as {configuration label: cells}, its header under "configuration"."""
+    table = report[report.index("## Capability matrix"):].split("\n\n")[1]
+    rows = [[c.strip() for c in line.strip("|").split("|")] for line in table.splitlines() if line.startswith("| ")]
+    return {cells[0].strip("`"): cells for cells in rows}
+
+
+def test_matrix_pools_seeds_bolds_the_best_and_marks_gaps_beyond_noise(tmp_path: Path) -> None:
+    accuracy = {"a": [(1.0, 0.50), (1.0, 0.52)], "b": [(0.98, 0.9), (0.97, 0.3)], "c": [(0.2, 0.6)]}
+    i = 0
+    for name, seeds in accuracy.items():
+        for recall, far in seeds:
+            fake_run(tmp_path / str(i), [f"attention={name}", f"seed={i}"],
+                     {"status": "ok", "val_loss": 1.0, "val_acc": {"recall": recall, "distance_33_63": far, "all": 0}})
+            i += 1
+    fake_run(tmp_path / str(i), ["attention=d", "seed=0"], {"status": "failed", "reason": "boom"})
+    rows = matrix_rows(markdown(tmp_path, find_runs(tmp_path)))
+    header = rows["configuration"]
+    assert header[1:] == ["recall", "distance_33_63"]  # "all" is the main table's; groups in the runs' order
+    recall, far = header.index("recall"), header.index("distance_33_63")
+    assert rows["attention=a"][recall] == "**100.0 ± 0.0**"
+    assert rows["attention=b"][recall] == f"97.5 ± {statistics.stdev([98, 97]):.1f} {capability.BEYOND_NOISE}"
+    assert rows["attention=c"][recall] == "20.0"  # one seed: no claim about noise either way
+    # b's distance accuracy spreads over 60 points: 60 against a's 51 is within seed noise; c has the best mean.
+    assert rows["attention=c"][far] == "**60.0**" and rows["attention=a"][far] == "51.0 ± 1.4"
+    assert rows["attention=d"][recall] == "—"
+
+
+def test_no_matrix_without_groups(tmp_path: Path) -> None:
+    fake_run(tmp_path / "0", ["attention=a", "seed=0"], {"status": "ok", "val_loss": 1.0})
+    assert "Capability matrix" not in markdown(tmp_path, find_runs(tmp_path))
+
+
+SWEEP = ["data=tasks", "trainer=debug", "trainer.max_steps=4", "trainer.val_check_interval=2", "model.layers=1",
+         "model.dim=32", "data.train_lines=64", "data.val_lines=6", "data.batch_size=16", "logger=none",
+         "attention=mha,sliding_window", "seed=0,1"]
+
+
+@pytest.fixture(scope="module")
+def task_sweep(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("task_sweep")
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("OMP_NUM_THREADS", "1")
+        result = run_cli("train.py", "-m", f"hydra.sweep.dir={folder}", *SWEEP, cwd=folder)
+    assert result.returncode == 0, result.stderr[-2000:]
+    return folder
+
+
+def test_tiny_task_sweep_reports_every_task_column_and_a_heatmap(task_sweep: Path) -> None:
+    rows = matrix_rows((task_sweep / "report.md").read_text())
+    header = rows["configuration"]
+    assert header[1:3] == ["recall", "copy"] and len(header) > 3
+    assert all(c.startswith("distance_") for c in header[3:])
+    for attention in ("mha", "sliding_window"):
+        runs = [d for d in task_sweep.iterdir() if (d / "summary.json").is_file()
+                and f"attention={attention}" in (d / ".hydra" / "overrides.yaml").read_text()]
+        assert len(runs) == 2
+        for column in header[1:]:
+            values = [100 * json.loads((d / "summary.json").read_text())["val_acc"][column] for d in runs]
+            cell = rows[f"attention={attention}"][header.index(column)].strip("*").removesuffix(" ▼")
+            assert cell == f"{statistics.fmean(values):.1f} ± {statistics.stdev(values):.1f}"
+    image = imread(task_sweep / "matrix.png")
+    assert image.shape[0] > 100 and image.shape[1] > 300 and image[..., :3].std() > 0
+    (task_sweep / "matrix.png").unlink()
+    write_report(task_sweep)
+    assert (task_sweep / "matrix.png").is_file()
+
+
+def test_expected_time_counts_the_jobs_the_command_line_leaves() -> None:
+    from gpt.expected_time import sweep_sizes
+
+    params = {"attention": "a,b,c", "seed": "0,1,2"}
+    assert sweep_sizes(params, []) == {"attention": 3, "seed": 3}
+    assert sweep_sizes(params, ["seed=0", "model.dim=32,64", "hydra.sweep.dir=x,y", "+data.tasks={copy: {}}"]) == \
+        {"attention": 3, "seed": 1, "model.dim": 2, "data.tasks": 1}
+
+
+@pytest.mark.parametrize("preset, swept, registry", [("attention_tasks", "attention", "ATTENTION"),
+                                                      ("position_tasks", "pos", "POSITIONAL")])
+def test_task_presets_sweep_every_variant_over_three_seeds(preset: str, swept: str, registry: str) -> None:
+    from omegaconf import OmegaConf
+
+    import gpt.attention
+    import gpt.positional
+    from tests.conftest import ROOT
+    from tests.test_configs import compose_with
+
+    cfg = compose_with(f"experiment={preset}")
+    spec = OmegaConf.load(ROOT / "configs" / "experiment" / f"{preset}.yaml").hydra
+    names = {"ATTENTION": gpt.attention.ATTENTION, "POSITIONAL": gpt.positional.POSITIONAL}[registry]
+    assert set(spec.sweeper.params[swept].split(",")) == set(names)
+    assert spec.sweeper.params.seed.split(",") == ["0", "1", "2"]
+    assert spec.callbacks.expected_time.seconds_per_job > 0 and "tasks" in cfg.data
