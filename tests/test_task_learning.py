@@ -15,11 +15,11 @@ from gpt.tasks.datamodule import TaskData
 from gpt.text import TextModel
 
 
-def train_and_grade(data: TaskData, steps: int, **model: object) -> dict[str, float]:
+def train_and_grade(data: TaskData, steps: int, optim: str = "adamw", **model: object) -> dict[str, float]:
     L.seed_everything(0, verbose=False)
     cfg = ModelConfig(vocab_size=data.vocab_size, block_size=data.max_tokens, **{
         "layers": 2, "heads": 4, "dim": 64, "pos": "rope", **model})
-    lit = LitGPT(cfg, lr=1e-2, min_lr=1e-3, weight_decay=0.0, warmup_steps=50, max_steps=steps)
+    lit = LitGPT(cfg, name=optim, lr=1e-2, min_lr=1e-3, weight_decay=0.0, warmup_steps=50, max_steps=steps)
     trainer = L.Trainer(max_steps=steps, logger=False, enable_checkpointing=False, enable_progress_bar=False,
                         enable_model_summary=False, limit_val_batches=0, gradient_clip_val=1.0)
     start = time.perf_counter()
@@ -34,8 +34,9 @@ def test_mha_recalls_values_far_above_guessing_among_those_in_the_line() -> None
     pairs = 4
     data = TaskData({"recall": {"pairs": pairs, "queries": pairs, "keys": 16, "values": 16}}, batch_size=64,
                     train_lines=6000, val_lines=300)
-    accuracy = train_and_grade(data, steps=500)
-    assert accuracy["recall"] > 2 / pairs, accuracy  # guessing one of the line's values gets 1/pairs
+    # Muon (the default optimizer): with AdamW this setting still sits on recall's plateau at 500 steps (50%).
+    accuracy = train_and_grade(data, steps=300, optim="muon")
+    assert accuracy["recall"] > 0.9, accuracy  # guessing one of the line's values gets 1/pairs
 
 
 def test_mha_copies_whole_sequences() -> None:
