@@ -62,7 +62,7 @@ def model_config(overrides: list[str], vocab_size: int) -> ModelConfig:
 
 # nanoGPT's GPT in tinygpt's parts: the same arithmetic (fused QKV, one fused attention kernel call, GELU MLP,
 # LayerNorm without bias).
-NANOGPT = ["norm=layernorm", "attention=mha_fused", "mlp=gelu", "pos=learned", "bias=false"]
+NANOGPT = ["norm=layernorm", "attention=mha_fused", "mlp=gelu_exact", "pos=learned", "bias=false"]
 NANOGPT_BATCH = 12  # with model_config's context 64: its CPU recipe
 RECIPE = dict(lr=1e-3, min_lr=1e-4, betas=(0.9, 0.99), warmup_steps=100)  # its optimizer settings
 

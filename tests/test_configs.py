@@ -65,7 +65,7 @@ def test_shakespeare_char_cpu_is_nanogpts_model_and_optimizer() -> None:
     cfg = compose_with("experiment=shakespeare_char_cpu")
     model = ModelConfig.from_dict({**OmegaConf.to_container(cfg.model), "vocab_size": 65})
     parts = (model.norm, model.bias, model.mlp, model.pos, model.attention)
-    assert parts == ("layernorm", False, "gelu", "learned", "mha_fused")
+    assert parts == ("layernorm", False, "gelu_exact", "learned", "mha_fused")
     assert (model.layers, model.heads, model.dim, model.block_size, cfg.data.batch_size) == (4, 4, 128, 64, 12)
     optim = cfg.optim
     assert (optim.name, optim.schedule, list(optim.betas), optim.lr, optim.min_lr, optim.warmup_steps) == \

@@ -40,6 +40,11 @@ def test_mlps_compute_their_activation() -> None:
     torch.manual_seed(0)
     x = torch.randn(4, 8)
     relu2, swiglu = MLP["relu2"](8, 32), MLP["swiglu"](8, 48)
+    gelu, exact = MLP["gelu"](8, 32), MLP["gelu_exact"](8, 32)
+    exact.load_state_dict(gelu.state_dict())
+    torch.testing.assert_close(gelu(x), gelu.proj(F.gelu(gelu.fc(x), approximate="tanh")))
+    torch.testing.assert_close(exact(x), exact.proj(torch.nn.GELU()(exact.fc(x))))  # nanoGPT's module
+    assert not torch.allclose(gelu(x), exact(x))  # the two GELUs differ (by up to ~1e-3 per unit)
     torch.testing.assert_close(relu2(x), relu2.proj(F.relu(relu2.fc(x)) ** 2))
     torch.testing.assert_close(swiglu(x), swiglu.proj(F.silu(swiglu.gate(x)) * swiglu.fc(x)))
 
