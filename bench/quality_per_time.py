@@ -11,6 +11,17 @@ seeds 0, 1, 2 and the table gives the seconds until val loss first reached --tar
         "experiment=shakespeare_char_fast" "experiment=shakespeare_char_fast optim=muon"
     python bench/quality_per_time.py --corpus input.txt --seeds 3 --target 1.886 \
         "experiment=shakespeare_char_cpu" "experiment=shakespeare_char_fast trainer.val_check_interval=50"
+
+Against real nanoGPT in the same run: --nanogpt <a nanoGPT checkout> runs its CPU Tiny Shakespeare recipe
+(bench/nanogpt.py) as the first configuration, alternated with the others, and parses its log. Splits: nanoGPT
+trains on the first 90% of the characters and validates on the last 10%. tinygpt then trains on that same
+first 90% (split again by hashed ~4 KB pieces for its own validation curve, so its curve and time to target
+are on a different, smaller validation text than nanoGPT's), and each tinygpt model.pt is also measured on
+nanoGPT's last 10% (every window of the context; nanoGPT's own figure is 20 random batches): the column
+'nanoGPT val' compares the final models on one text that neither trained on.
+
+    python bench/quality_per_time.py --corpus ../shared/data/tinyshakespeare.txt --nanogpt ../nanoGPT \
+        --repeats 2 experiment=shakespeare_char_cpu experiment=shakespeare_char_fast
 """
 from __future__ import annotations
 
@@ -25,10 +36,17 @@ import sys
 import time
 from pathlib import Path
 
+import torch
+from torch.nn import functional as F
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # run from anywhere without installing
 
+import nanogpt  # noqa: E402  (bench/nanogpt.py, beside this file)
+from gpt.checkpoint import load_checkpoint  # noqa: E402
 from gpt.plots import loss_figure  # noqa: E402
+
+NANOGPT = "nanoGPT (its CPU recipe)"
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -43,6 +61,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--seeds", type=int, default=1,
                         help="seeds 0..n-1 per configuration and repeat (time to target: mean ± std over them)")
     parser.add_argument("--out", default="bench_runs/quality_per_time", help="run folders, table and plot go here")
+    parser.add_argument("--nanogpt", type=Path, help="a nanoGPT checkout: run its CPU recipe as the first configuration")
+    parser.add_argument("--nanogpt-args", default="", help='extra nanoGPT overrides, e.g. "--max_iters=500"')
     return parser.parse_args(argv)
 
 
@@ -57,6 +77,42 @@ def run(overrides: list[str], corpus: str, run_dir: Path) -> dict:
         history = [{k: float(v) for k, v in row.items() if v} for row in csv.DictReader(f)]
     summary = json.loads((run_dir / "summary.json").read_text())
     return {"history": history, "process_s": process_s, **summary}
+
+
+def run_one(config: str, args: argparse.Namespace, corpus: Path, held_out: str | None, seed: int,
+            run_dir: Path) -> dict:
+    """One configuration once: nanoGPT's recipe or train.py's overrides (measured on nanoGPT's val text too)."""
+    if config == NANOGPT:  # nanoGPT has no seed option: every round runs its fixed seed (1337)
+        result = nanogpt.run(args.nanogpt, Path(args.corpus), run_dir, shlex.split(args.nanogpt_args))
+        return {**result, "nanogpt_val": result["val_loss"]}
+    seeded = [*shlex.split(config), f"seed={seed}"] if args.seeds > 1 else shlex.split(config)
+    result = run(seeded, str(corpus), run_dir)
+    if held_out is not None:
+        result["nanogpt_val"] = text_loss(run_dir / "model.pt", held_out)
+    return result
+
+
+def split_texts(corpus: Path, folder: Path) -> tuple[Path, str]:
+    """nanoGPT's split of the characters (its prepare.py's): the first 90% written to a file tinygpt trains
+    on, and the last 10%, returned as text."""
+    text = corpus.read_text(encoding="utf-8")
+    cut = int(len(text) * 0.9)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "train.txt").write_text(text[:cut], encoding="utf-8")
+    return folder / "train.txt", text[cut:]
+
+
+@torch.no_grad()
+def text_loss(model_path: Path, text: str, batch_size: int = 64) -> float:
+    """Mean next-token loss of a model.pt over every non-overlapping window of its context in `text`."""
+    model, tokenizer = load_checkpoint(model_path)
+    block = model.cfg.block_size
+    ids = torch.tensor(tokenizer.encode(text))
+    count = (len(ids) - 1) // block
+    inputs, targets = ids[:count * block].view(count, block), ids[1:count * block + 1].view(count, block)  # (N, T)
+    total = sum(F.cross_entropy(model(x).flatten(0, 1), y.flatten(), reduction="sum").item()
+                for x, y in zip(inputs.split(batch_size), targets.split(batch_size)))
+    return total / targets.numel()
 
 
 def at_budget(history: list[dict], budget: float) -> float:
@@ -82,12 +138,16 @@ def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     out = Path(args.out)
     print(f"command: python {shlex.join(sys.argv)}", flush=True)
-    results: dict[str, list[dict]] = {config: [] for config in args.configs}
+    configs, corpus, held_out = args.configs, Path(args.corpus), None
+    if args.nanogpt:
+        nanogpt.check_checkout(args.nanogpt)
+        configs = [NANOGPT, *configs]
+        corpus, held_out = split_texts(corpus, out / "nanogpt_split")
+    results: dict[str, list[dict]] = {config: [] for config in configs}
     rounds = [(repeat, seed) for repeat in range(args.repeats) for seed in range(args.seeds)]
     for repeat, seed in rounds:
-        for index, config in enumerate(args.configs):
-            seeded = [*shlex.split(config), f"seed={seed}"] if args.seeds > 1 else shlex.split(config)
-            result = run(seeded, args.corpus, out / f"{index}-{repeat}-{seed}")
+        for index, config in enumerate(configs):
+            result = run_one(config, args, corpus, held_out, seed, out / f"{index}-{repeat}-{seed}")
             results[config].append(result)
             print(f"  {config} (run {repeat + 1}, seed {seed}): val loss {result['val_loss']:.4f} after "
                   f"{result['steps']} steps, {result['wall_s']:.1f} s training, {result['process_s']:.1f} s in all, "
@@ -96,21 +156,30 @@ def main(argv: list[str] | None = None) -> None:
     def median(config: str, key: object) -> float:
         return statistics.median(key(r) if callable(key) else r[key] for r in results[config])
 
-    first = results[args.configs[0]]
+    first = results[configs[0]]
     budgets = [args.budget or run["wall_s"] for run in first]  # one per round
     budget_note = f"{args.budget:.0f} s" if args.budget else \
         f"the first configuration's training time in the same round ({', '.join(f'{b:.1f}' for b in budgets)} s)"
     print(f"\nmedians over {len(rounds)} run(s); 'at budget': the last evaluation within {budget_note}; "
           f"'to {args.target}': seconds to that val loss, mean ± std over runs (inf: some never reached it)")
-    print(f"{'configuration':<52} {'params':>9} {'steps':>6} {'tok/s':>7} {'train s':>8} {'all s':>6} "
-          f"{'val loss':>8} {'bpb':>6} {'at budget':>9} {f'to {args.target}':>14}")
+    if args.nanogpt:
+        print("val loss, at budget, time to target: each on its own validation text (nanoGPT: its last 10%; "
+              "tinygpt: hashed pieces of that first 90%); 'nanoGPT val': the final model on nanoGPT's last 10%")
+    print(f"{'configuration':<52} {'params':>9} {'steps':>6} {'ms/step':>7} {'tok/s':>7} {'train s':>8} "
+          f"{'all s':>6} {'val loss':>8} {'bpb':>6} {'nanoGPT val':>11} {'at budget':>9} {f'to {args.target}':>14}")
     for config, runs in results.items():
         bpb = median(config, lambda r: r.get("val_bpb") or float("nan"))
-        print(f"{config:<52} {runs[0]['params']:>9,} {runs[0]['steps']:>6} {median(config, 'tokens_per_s'):>7.0f} "
-              f"{median(config, 'wall_s'):>8.1f} {median(config, 'process_s'):>6.1f} "
-              f"{median(config, 'val_loss'):>8.4f} "
-              f"{bpb:>6.3f} {statistics.median(at_budget(r['history'], b) for r, b in zip(runs, budgets)):>9.4f} "
+        print(f"{config:<52} {runs[0]['params']:>9,} {runs[0]['steps']:>6} {median(config, 'ms_per_step'):>7.1f} "
+              f"{median(config, 'tokens_per_s'):>7.0f} {median(config, 'wall_s'):>8.1f} "
+              f"{median(config, 'process_s'):>6.1f} {median(config, 'val_loss'):>8.4f} {bpb:>6.3f} "
+              f"{median(config, lambda r: r.get('nanogpt_val', float('nan'))):>11.4f} "
+              f"{statistics.median(at_budget(r['history'], b) for r, b in zip(runs, budgets)):>9.4f} "
               f"{mean_std([crossing(r['history'], args.target) for r in runs]):>14}")
+    if args.nanogpt:
+        for config in configs[1:]:  # per round, as the rounds alternate: a machine that changes speed biases none
+            ratios = [n["ms_per_step"] / t["ms_per_step"] for n, t in zip(results[NANOGPT], results[config])]
+            print(f"tokens/s against nanoGPT's, {config}: {statistics.median(ratios):.2f}x "
+                  f"(per-step time ratio, median over {len(ratios)} round(s))")
     curves = {config: {"step": [row["step"] for row in runs[0]["history"]],
                        "wall_s": [row["wall_s"] for row in runs[0]["history"]],
                        "mean": [row["val_loss"] for row in runs[0]["history"]],

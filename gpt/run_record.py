@@ -81,6 +81,7 @@ class RunRecord(L.Callback):
         self.history: list[dict[str, float]] = []
         self.tokens = 0
         self.start = self.val_start = self.val_seconds = self.earlier_seconds = 0.0
+        self.start_step = 0
         self.failure: str | None = None
 
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
@@ -88,7 +89,7 @@ class RunRecord(L.Callback):
         # A run resumed in its folder continues its history and its clock from the step it resumes at.
         self.history = [row for row in read_history(self.run_dir) if row["step"] <= trainer.global_step]
         self.earlier_seconds = self.history[-1]["wall_s"] if self.history else 0.0
-        self.start = time.perf_counter()
+        self.start, self.start_step = time.perf_counter(), trainer.global_step
 
     def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any,
                            batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int) -> None:
@@ -134,6 +135,7 @@ class RunRecord(L.Callback):
             "val_bpb": last.get("val_bpb"),  # text corpora only: bits per UTF-8 byte, comparable across tokenizers
             "val_acc": {k.removeprefix("val_acc_"): v for k, v in last.items() if k.startswith("val_acc_")},
             "tokens_per_s": self.tokens / max(seconds - self.val_seconds, 1e-9),  # training only, this session
+            "ms_per_step": 1000 * (seconds - self.val_seconds) / max(trainer.global_step - self.start_step, 1),
             "wall_s": self.earlier_seconds + seconds,
             "peak_memory_bytes": peak_memory_bytes(pl_module.device),
             "kv_bytes_per_token": kv_bytes,

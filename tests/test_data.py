@@ -290,9 +290,12 @@ def test_shakespeare_presets_train_on_a_local_text(tmp_path: Path, text_file: Pa
     ckpt = train_in_process(tmp_path / "run", f"experiment={preset}", f"data.path={text_file}", "model.layers=1",
                             "trainer.max_steps=4", "trainer.val_check_interval=4", "data.val_windows=4",
                             "trainer.enable_progress_bar=false", "logger=none", "callbacks.sample.max_new_tokens=4",
-                            "data.doc_bytes=256", "data.num_proc=1")
+                            "data.doc_bytes=256", "data.num_proc=1", "data.batch_size=4")
     summary = json.loads((ckpt.parent / "summary.json").read_text())
     assert summary["status"] == "ok" and summary["steps"] == 4 and math.isfinite(summary["val_loss"])
+    # Training time per optimizer step and tokens per training second describe the same seconds.
+    block_size = load_checkpoint(ckpt)[0].cfg.block_size
+    assert summary["tokens_per_s"] * summary["ms_per_step"] / 1000 == pytest.approx(4 * block_size)
     if preset.startswith("shakespeare_char"):  # an ASCII play, one byte per character
         assert summary["val_bpb"] == pytest.approx(summary["val_loss"] / math.log(2), rel=1e-5)
     else:

@@ -1,0 +1,85 @@
+"""Real nanoGPT (a checkout of github.com/karpathy/nanoGPT) run beside tinygpt by bench/quality_per_time.py: its
+CPU Tiny Shakespeare (char) recipe, its log parsed into the history and summary a tinygpt run leaves. Nothing of
+nanoGPT is copied here; the bench runs its own train.py in its own folder."""
+from __future__ import annotations
+
+import math
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+# nanoGPT's README, "I only have a macbook": its Shakespeare (char) recipe sized for a CPU.
+CPU_RECIPE = ["config/train_shakespeare_char.py", "--device=cpu", "--compile=False", "--eval_iters=20",
+              "--log_interval=1", "--block_size=64", "--batch_size=12", "--n_layer=4", "--n_head=4", "--n_embd=128",
+              "--max_iters=2000", "--lr_decay_iters=2000", "--dropout=0.0"]
+DATA = Path("data/shakespeare_char")
+EVAL_LINE = re.compile(r"^step (\d+): train loss ([\d.]+), val loss ([\d.]+)")
+ITER_LINE = re.compile(r"^iter (\d+): loss ([\d.]+), time ([\d.]+)ms")
+TOKENS_LINE = re.compile(r"^tokens per iteration will be: ([\d,]+)")
+PARAMS_LINE = re.compile(r"^num (?:non-)?decayed parameter tensors: \d+, with ([\d,]+) parameters")
+
+
+def check_checkout(checkout: Path) -> None:
+    if not (checkout / "train.py").is_file() or not (checkout / "config/train_shakespeare_char.py").is_file():
+        raise SystemExit(f"error: --nanogpt {checkout} is not a nanoGPT checkout (no train.py and "
+                         "config/train_shakespeare_char.py): git clone https://github.com/karpathy/nanoGPT")
+
+
+def prepare(checkout: Path, corpus: Path) -> None:
+    """nanoGPT's own data/shakespeare_char/prepare.py on `corpus` (as its input.txt, so nothing downloads),
+    once: its train.bin is the first 90% of the characters and val.bin the last 10%."""
+    folder = checkout / DATA
+    if (folder / "train.bin").is_file():
+        return
+    if not (folder / "input.txt").is_file():
+        shutil.copyfile(corpus, folder / "input.txt")
+    print(f"preparing nanoGPT's data: python {DATA / 'prepare.py'} in {checkout}", flush=True)
+    subprocess.run([sys.executable, "prepare.py"], cwd=folder, check=True, stdout=subprocess.DEVNULL)
+
+
+def parse_log(text: str, ascii_corpus: bool = True) -> dict:
+    """nanoGPT's printed log -> a history (one row per evaluation: step, wall_s, val_loss, train_loss) and
+    figures. nanoGPT times each iteration from the end of the previous one, so an iteration that evaluates
+    first includes its evaluation: wall time at evaluation k is the sum of iteration times through iteration
+    k, less that iteration's own training step (taken as the median of the iterations that did not
+    evaluate). Training speed is over those iterations only, as tinygpt's excludes its validations."""
+    evals = {int(m[1]): (float(m[2]), float(m[3])) for m in map(EVAL_LINE.match, text.splitlines()) if m}
+    iters = [(int(m[1]), float(m[3]) / 1000) for m in map(ITER_LINE.match, text.splitlines()) if m]
+    tokens = [int(m[1].replace(",", "")) for m in map(TOKENS_LINE.match, text.splitlines()) if m]
+    if not evals or not iters or not tokens:
+        raise ValueError("no nanoGPT 'step N: ... val loss', 'iter N: ... time' or 'tokens per iteration' lines")
+    training = [seconds for step, seconds in iters if step not in evals]
+    step_s = statistics.median(training)
+    history, elapsed = [], 0.0
+    for step, seconds in iters:
+        elapsed += seconds
+        if step in evals:
+            train_loss, val_loss = evals[step]
+            history.append({"step": step, "wall_s": max(elapsed - step_s, 0.0), "val_loss": val_loss,
+                            "train_loss": train_loss})
+    last = history[-1]
+    return {"history": history, "steps": last["step"], "val_loss": last["val_loss"], "wall_s": last["wall_s"],
+            # Tiny Shakespeare is ASCII: a character is a byte, so bits per byte is nats / ln 2.
+            "val_bpb": last["val_loss"] / math.log(2) if ascii_corpus else None,
+            "params": sum(int(m[1].replace(",", "")) for m in map(PARAMS_LINE.match, text.splitlines()) if m),
+            "tokens_per_s": tokens[0] * len(training) / sum(training), "ms_per_step": 1000 * step_s}
+
+
+def run(checkout: Path, corpus: Path, run_dir: Path, extra: list[str]) -> dict:
+    """nanoGPT's CPU recipe (plus `extra` overrides, e.g. --max_iters=500) with run_dir as its out_dir."""
+    prepare(checkout, corpus)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    command = [sys.executable, "train.py", *CPU_RECIPE, *extra, f"--out_dir={run_dir.resolve()}"]
+    start = time.perf_counter()
+    done = subprocess.run(command, cwd=checkout, capture_output=True, text=True, env={**os.environ,
+                          "PYTHONUNBUFFERED": "1"})
+    process_s = time.perf_counter() - start
+    (run_dir / "nanogpt.log").write_text(done.stdout + done.stderr)
+    if done.returncode:
+        raise SystemExit(f"error: nanoGPT failed (exit {done.returncode}); its log: {run_dir / 'nanogpt.log'}")
+    return {**parse_log(done.stdout, Path(corpus).read_bytes().isascii()), "process_s": process_s}

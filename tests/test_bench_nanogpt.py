@@ -1,0 +1,83 @@
+"""bench/quality_per_time.py against real nanoGPT: its printed log parsed into history and speed, nanoGPT's
+90/10 character split, and a model.pt measured on a text, all without running nanoGPT."""
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from torch.nn import functional as F
+
+from gpt import GPT, ModelConfig
+from gpt.checkpoint import save_model
+from gpt.tokenizers import CharTokenizer
+from tests.conftest import ROOT
+
+sys.path.insert(0, str(ROOT / "bench"))
+import nanogpt  # noqa: E402
+import quality_per_time  # noqa: E402
+
+# nanoGPT's own lines (its train.py and model.py print these), two evaluations 3 iterations apart.
+LOG = """\
+tokens per iteration will be: 768
+number of parameters: 0.80M
+num decayed parameter tensors: 18, with 802,944 parameters
+num non-decayed parameter tensors: 9, with 1,152 parameters
+using fused AdamW: False
+step 0: train loss 4.1676, val loss 4.1649
+iter 0: loss 4.1828, time 900.00ms, mfu -100.00%
+iter 1: loss 4.1373, time 50.00ms, mfu -100.00%
+iter 2: loss 4.1347, time 40.00ms, mfu -100.00%
+step 3: train loss 3.9000, val loss 3.9500
+saving checkpoint to out-shakespeare-char
+iter 3: loss 3.9904, time 540.00ms, mfu 0.02%
+"""
+
+
+def test_nanogpt_log_gives_history_speed_and_size() -> None:
+    result = nanogpt.parse_log(LOG)
+    # Training iterations are those that did not evaluate (1 and 2): median 45 ms; an evaluating iteration's
+    # time less one training step is when its evaluation ended.
+    assert result["ms_per_step"] == pytest.approx(45.0)
+    assert result["tokens_per_s"] == pytest.approx(768 * 2 / 0.090)
+    assert [row["step"] for row in result["history"]] == [0, 3]
+    assert [row["wall_s"] for row in result["history"]] == pytest.approx([0.855, 1.485])
+    assert [row["val_loss"] for row in result["history"]] == [4.1649, 3.95]
+    assert (result["steps"], result["val_loss"], result["wall_s"]) == (3, 3.95, pytest.approx(1.485))
+    assert result["params"] == 802_944 + 1_152
+    assert result["val_bpb"] == pytest.approx(3.95 / math.log(2))
+    assert nanogpt.parse_log(LOG, ascii_corpus=False)["val_bpb"] is None
+
+
+def test_a_log_without_nanogpts_lines_is_refused() -> None:
+    with pytest.raises(ValueError, match="no nanoGPT"):
+        nanogpt.parse_log("Traceback (most recent call last):\n")
+
+
+def test_a_folder_that_is_not_nanogpt_is_refused_in_one_line(tmp_path: Path) -> None:
+    with pytest.raises(SystemExit, match="is not a nanoGPT checkout"):
+        nanogpt.check_checkout(tmp_path)
+
+
+def test_split_is_nanogpts_first_ninety_percent_of_the_characters(tmp_path: Path) -> None:
+    corpus = tmp_path / "input.txt"
+    corpus.write_text("abcdefghij" * 3 + "é", encoding="utf-8")  # 31 characters, 32 bytes: the cut counts characters
+    train, held_out = quality_per_time.split_texts(corpus, tmp_path / "split")
+    assert train.read_text(encoding="utf-8") == "abcdefghij" * 2 + "abcdefg"  # int(31 * 0.9) = 27 characters
+    assert held_out == "hijé"
+
+
+def test_text_loss_is_the_mean_over_every_window(tmp_path: Path) -> None:
+    torch.manual_seed(0)
+    text = "to be or not to be, that is the question\n" * 3
+    tokenizer = CharTokenizer.fit(text)
+    model = GPT(ModelConfig(vocab_size=tokenizer.vocab_size, layers=1, heads=2, dim=16, block_size=8)).eval()
+    save_model(tmp_path / "model.pt", model, tokenizer, meta={})
+    ids = torch.tensor(tokenizer.encode(text))
+    count = (len(ids) - 1) // 8
+    inputs, targets = ids[:count * 8].view(count, 8), ids[1:count * 8 + 1].view(count, 8)
+    with torch.no_grad():
+        expected = F.cross_entropy(model(inputs).flatten(0, 1), targets.flatten()).item()
+    assert quality_per_time.text_loss(tmp_path / "model.pt", text, batch_size=5) == pytest.approx(expected, rel=1e-5)
