@@ -47,7 +47,8 @@ def parse_log(text: str, ascii_corpus: bool = True) -> dict:
     figures. nanoGPT times each iteration from the end of the previous one, so an iteration that evaluates
     first includes its evaluation: wall time at evaluation k is the sum of iteration times through iteration
     k, less that iteration's own training step (taken as the median of the iterations that did not
-    evaluate). Training speed is over those iterations only, as tinygpt's excludes its validations."""
+    evaluate). Training speed is the mean over those iterations only, as tinygpt's is its training time (its
+    validations excluded) over its steps."""
     evals = {int(m[1]): (float(m[2]), float(m[3])) for m in map(EVAL_LINE.match, text.splitlines()) if m}
     iters = [(int(m[1]), float(m[3]) / 1000) for m in map(ITER_LINE.match, text.splitlines()) if m]
     tokens = [int(m[1].replace(",", "")) for m in map(TOKENS_LINE.match, text.splitlines()) if m]
@@ -67,7 +68,8 @@ def parse_log(text: str, ascii_corpus: bool = True) -> dict:
             # Tiny Shakespeare is ASCII: a character is a byte, so bits per byte is nats / ln 2.
             "val_bpb": last["val_loss"] / math.log(2) if ascii_corpus else None,
             "params": sum(int(m[1].replace(",", "")) for m in map(PARAMS_LINE.match, text.splitlines()) if m),
-            "tokens_per_s": tokens[0] * len(training) / sum(training), "ms_per_step": 1000 * step_s}
+            "tokens_per_s": tokens[0] * len(training) / sum(training),
+            "ms_per_step": 1000 * sum(training) / len(training)}
 
 
 def run(checkout: Path, corpus: Path, run_dir: Path, extra: list[str]) -> dict:
