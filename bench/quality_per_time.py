@@ -61,8 +61,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--seeds", type=int, default=1,
                         help="seeds 0..n-1 per configuration and repeat (time to target: mean ± std over them)")
     parser.add_argument("--out", default="bench_runs/quality_per_time", help="run folders, table and plot go here")
-    parser.add_argument("--nanogpt", type=Path, help="a nanoGPT checkout: run its CPU recipe as the first configuration")
-    parser.add_argument("--nanogpt-args", default="", help='extra nanoGPT overrides, e.g. "--max_iters=500"')
+    parser.add_argument("--nanogpt", type=Path,
+                        help="a nanoGPT checkout: run its CPU recipe as the first configuration")
+    parser.add_argument("--nanogpt-args", default="",
+                        help='extra nanoGPT overrides, after an equals sign: --nanogpt-args="--max_iters=500"')
     return parser.parse_args(argv)
 
 
