@@ -18,7 +18,8 @@ trains on the first 90% of the characters and validates on the last 10%. tinygpt
 first 90% (split again by hashed ~4 KB pieces for its own validation curve, so its curve and time to target
 are on a different, smaller validation text than nanoGPT's), and each tinygpt model.pt is also measured on
 nanoGPT's last 10% (every window of the context; nanoGPT's own figure is 20 random batches): the column
-'nanoGPT val' compares the final models on one text that neither trained on.
+'nanoGPT val' compares the final models on one text that neither trained on. nanoGPT has no seed option:
+with --seeds, every one of its runs uses its fixed seed.
 
     python bench/quality_per_time.py --corpus ../shared/data/tinyshakespeare.txt --nanogpt ../nanoGPT \
         --repeats 2 experiment=shakespeare_char_cpu experiment=shakespeare_char_fast
@@ -179,9 +180,10 @@ def main(argv: list[str] | None = None) -> None:
               f"{mean_std([crossing(r['history'], args.target) for r in runs]):>14}")
     if args.nanogpt:
         for config in configs[1:]:  # per round, as the rounds alternate: a machine that changes speed biases none
-            ratios = [n["ms_per_step"] / t["ms_per_step"] for n, t in zip(results[NANOGPT], results[config])]
-            print(f"tokens/s against nanoGPT's, {config}: {statistics.median(ratios):.2f}x "
-                  f"(per-step time ratio, median over {len(ratios)} round(s))")
+            ratios = [t["tokens_per_s"] / n["tokens_per_s"] for n, t in zip(results[NANOGPT], results[config])]
+            steps = [n["ms_per_step"] / t["ms_per_step"] for n, t in zip(results[NANOGPT], results[config])]
+            print(f"training tokens/s against nanoGPT's, {config}: {statistics.median(ratios):.2f}x; steps/s "
+                  f"{statistics.median(steps):.2f}x (medians over {len(ratios)} alternated round(s))")
     curves = {config: {"step": [row["step"] for row in runs[0]["history"]],
                        "wall_s": [row["wall_s"] for row in runs[0]["history"]],
                        "mean": [row["val_loss"] for row in runs[0]["history"]],
