@@ -6,6 +6,8 @@ from typing import Any
 
 from gpt.validate import PositiveFloat, PositiveInt, Probability, check_fields
 
+INIT_STD = 0.02  # GPT-2's initial std of every weight matrix and embedding
+
 
 @dataclass(frozen=True)
 class ModelConfig:

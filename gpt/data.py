@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Iterator
+from itertools import chain
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -69,12 +70,15 @@ def line_tensors(rows: list[list[int]], scored: list[list[bool]], max_tokens: in
                  pad: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """One line per row: inputs and targets (N, max_tokens), and each row's unpadded length (N,). Target j is
     row[j + 1] where scored[j + 1] is true, else IGNORE_INDEX, as is all padding after a line ends."""
-    table = torch.full((len(rows), max_tokens + 1), pad, dtype=torch.long)  # (N, T + 1)
-    keep = torch.zeros(len(rows), max_tokens + 1, dtype=torch.bool)
-    for i, (ids, marks) in enumerate(zip(rows, scored)):
-        table[i, :len(ids)] = torch.tensor(ids)
-        keep[i, :len(ids)] = torch.tensor(marks)
-    lengths = torch.tensor([len(ids) - 1 for ids in rows], dtype=torch.long)
+    lengths = np.fromiter(map(len, rows), dtype=np.int64, count=len(rows))
+    line = np.repeat(np.arange(len(rows)), lengths)  # (sum of lengths,): each token's row...
+    column = np.arange(lengths.sum()) - np.repeat(np.cumsum(lengths) - lengths, lengths)  # ...and column
+    table = np.full((len(rows), max_tokens + 1), pad, dtype=np.int64)  # (N, T + 1)
+    keep = np.zeros((len(rows), max_tokens + 1), dtype=bool)
+    table[line, column] = np.fromiter(chain.from_iterable(rows), dtype=np.int64, count=len(line))
+    keep[line, column] = np.fromiter(chain.from_iterable(scored), dtype=bool, count=len(line))
+    table, keep = torch.from_numpy(table), torch.from_numpy(keep)
+    lengths = torch.from_numpy(lengths - 1)
     # Padding inputs may be any id: the causal mask hides what follows a line.
     return table[:, :-1], torch.where(keep[:, 1:], table[:, 1:], IGNORE_INDEX), lengths
 

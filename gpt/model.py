@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 from gpt.block import Block
-from gpt.config import ModelConfig
+from gpt.config import INIT_STD, ModelConfig
 from gpt.norm import NORM
 from gpt.positional import POSITIONAL
 
@@ -33,12 +33,12 @@ class GPT(nn.Module):
         # stays constant however many blocks add to it.
         for name, param in self.named_parameters():
             if name.endswith("proj.weight"):
-                nn.init.normal_(param, mean=0.0, std=0.02 / math.sqrt(2 * cfg.layers))
+                nn.init.normal_(param, mean=0.0, std=INIT_STD / math.sqrt(2 * cfg.layers))
 
     @staticmethod
     def _init_weights(module: nn.Module) -> None:
         if isinstance(module, (nn.Linear, nn.Embedding)):
-            nn.init.normal_(module.weight, mean=0.0, std=0.02)
+            nn.init.normal_(module.weight, mean=0.0, std=INIT_STD)
         if isinstance(module, nn.Linear) and module.bias is not None:
             nn.init.zeros_(module.bias)
 

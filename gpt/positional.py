@@ -7,7 +7,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from gpt.config import ModelConfig
+from gpt.config import INIT_STD, ModelConfig
 
 
 class Positional(nn.Module):
@@ -56,13 +56,16 @@ class LearnedPositional(Positional):
 
 
 class SinusoidalPositional(Positional):
-    """Fixed sines and cosines of geometrically spaced frequencies added to the embeddings."""
+    """Fixed sines and cosines of geometrically spaced frequencies added to the embeddings, scaled to the
+    embeddings' initial size: at amplitude 1 (RMS 0.71 against the tokens' 0.02) the positions drowned the
+    tokens and position_tasks' copying barely trained (README). Vaswani et al. scale the embeddings up by
+    sqrt(dim) instead; with a tied head that would scale the logits too."""
 
     def __init__(self, block_size: int, dim: int, base: float = 10000.0) -> None:
         super().__init__()
         angles = torch.outer(torch.arange(block_size).float(), _inverse_frequencies(dim, base))  # (block_size, C/2)
         table = torch.stack([angles.sin(), angles.cos()], dim=-1).flatten(1)[:, :dim]  # (block_size, C), interleaved
-        self.register_buffer("table", table, persistent=False)
+        self.register_buffer("table", table * INIT_STD * 2 ** 0.5, persistent=False)  # RMS INIT_STD
 
     @classmethod
     def from_config(cls, cfg: ModelConfig) -> SinusoidalPositional:

@@ -6,7 +6,8 @@ import math
 import pytest
 import torch
 
-from gpt import ModelConfig
+from gpt import GPT, ModelConfig
+from gpt.config import INIT_STD
 from gpt.positional import POSITIONAL, AlibiPositional, RotaryPositional, SinusoidalPositional, alibi_slopes
 
 CFG = ModelConfig(vocab_size=37, layers=1, heads=4, dim=32, block_size=16)
@@ -61,8 +62,8 @@ def test_alibi_slopes_for_six_heads_are_the_papers() -> None:
     torch.testing.assert_close(bias[:, 0, 0], -3 * paper)
 
 
-def test_sinusoidal_table_is_sines_and_cosines() -> None:
-    table = SinusoidalPositional(16, 8).table
+def test_sinusoidal_table_is_sines_and_cosines_at_the_embeddings_scale() -> None:
+    table = SinusoidalPositional(16, 8).table / (INIT_STD * math.sqrt(2))
     torch.testing.assert_close(table[5, 0:2], torch.tensor([math.sin(5), math.cos(5)]))
     torch.testing.assert_close(table[5, 2:4], torch.tensor([math.sin(5 / 10), math.cos(5 / 10)]))  # 10000^(-2/8)
 
@@ -70,3 +71,10 @@ def test_sinusoidal_table_is_sines_and_cosines() -> None:
 def test_rope_needs_an_even_head_width() -> None:
     with pytest.raises(ValueError, match="pos=rope needs an even head width"):
         ModelConfig(vocab_size=10, heads=4, dim=36, pos="rope")
+
+
+def test_sinusoidal_positions_do_not_drown_the_token_embeddings() -> None:
+    """The table's RMS matches the token embeddings' initial std, so neither signal swamps the other."""
+    table = SinusoidalPositional(64, 64).table
+    tokens = GPT(ModelConfig(vocab_size=50, dim=64, heads=4, pos="sinusoidal")).tok_emb.weight
+    assert 0.8 < table.pow(2).mean().sqrt() / tokens.std() < 1.25

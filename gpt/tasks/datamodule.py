@@ -3,7 +3,7 @@ held-out examples graded at each validation and everything model.pt needs to reg
 from __future__ import annotations
 
 import random
-from functools import cached_property
+from functools import cached_property, lru_cache
 from typing import Any
 
 import torch
@@ -13,7 +13,7 @@ from gpt.tasks import TASKS, Example, Line, Task
 from gpt.tokenizers import WordTokenizer
 
 
-def build_tasks(spec: dict[str, dict[str, Any]]) -> list[Task]:
+def build_tasks(spec: dict[str, dict[str, Any]]) -> tuple[Task, ...]:
     """Tasks from `{name: {knob: value}}` (configs/data/<name>.yaml's `tasks`), one clear error per mistake."""
     if not spec:
         raise ValueError(f"data.tasks is empty: name at least one of {', '.join(TASKS)}")
@@ -27,14 +27,39 @@ def build_tasks(spec: dict[str, dict[str, Any]]) -> list[Task]:
             raise ValueError(f"data.tasks.{name}.{unknown[0]} is not a knob of {name}; its knobs: "
                              f"{', '.join(sorted(known))}")
         tasks.append(TASKS[name](**(knobs or {})))
-    return tasks
+    return tuple(tasks)
 
 
-def task_lines(tasks: list[Task], seed: int, split: str, count: int) -> list[Line]:
-    """`count` lines of each task for `split`, tasks interleaved by a seeded shuffle."""
+@lru_cache(maxsize=8)
+def task_lines(tasks: tuple[Task, ...], seed: int, split: str, count: int) -> tuple[Line, ...]:
+    """`count` lines of each task for `split`, tasks interleaved by a seeded shuffle. Cached, with the rows
+    below: a sweep's jobs run in one process and share data.seed, so they draw and encode each split once."""
     lines = [line for task in tasks for line in task.lines(seed, split, count)]
     random.Random(f"{seed}/{split}").shuffle(lines)
-    return lines
+    return tuple(lines)
+
+
+@lru_cache(maxsize=4)
+def task_tokenizer(tasks: tuple[Task, ...]) -> WordTokenizer:
+    return WordTokenizer(["\n", *sorted({w for task in tasks for w in task.vocabulary()})])
+
+
+def encode_line(tokenizer: WordTokenizer, line: Line) -> tuple[list[int], list[bool]]:
+    """The line's token ids between newlines, and which of them the loss scores (answers, the end)."""
+    newline = tokenizer.encode("\n")[0]
+    ids, scored = [newline], [False]
+    for given, answer in line.turns:
+        given_ids, answer_ids = tokenizer.encode(given), tokenizer.encode(answer)
+        ids += given_ids + answer_ids
+        scored += [False] * len(given_ids) + [True] * len(answer_ids)
+    return ids + [newline], scored + [True]
+
+
+@lru_cache(maxsize=8)
+def task_rows(tasks: tuple[Task, ...], seed: int, split: str,
+              count: int) -> tuple[tuple[list[int], ...], tuple[list[bool], ...]]:
+    tokenizer = task_tokenizer(tasks)
+    return tuple(zip(*(encode_line(tokenizer, line) for line in task_lines(tasks, seed, split, count))))
 
 
 class TaskData(BatchedData):
@@ -52,25 +77,28 @@ class TaskData(BatchedData):
         self.seed, self.batch_size, self.train_lines, self.val_lines = seed, batch_size, train_lines, val_lines
 
     @cached_property
-    def tasks(self) -> list[Task]:
+    def tasks(self) -> tuple[Task, ...]:
         return build_tasks(self.spec)
 
-    @cached_property
+    @property
     def tokenizer(self) -> WordTokenizer:
-        return WordTokenizer(["\n", *sorted({w for task in self.tasks for w in task.vocabulary()})])
+        return task_tokenizer(self.tasks)
 
     @property
     def vocab_size(self) -> int:
         return self.tokenizer.vocab_size
 
-    @cached_property
-    def splits(self) -> dict[str, list[Line]]:
-        return {"train": task_lines(self.tasks, self.seed, "train", self.train_lines),
-                "val": task_lines(self.tasks, self.seed, "val", self.val_lines)}
+    @property
+    def counts(self) -> dict[str, int]:
+        return {"train": self.train_lines, "val": self.val_lines}
 
-    @cached_property
-    def rows(self) -> dict[str, tuple[list[list[int]], list[list[bool]]]]:
-        return {split: tuple(zip(*(self.row(line) for line in lines))) for split, lines in self.splits.items()}
+    @property
+    def splits(self) -> dict[str, tuple[Line, ...]]:
+        return {split: task_lines(self.tasks, self.seed, split, count) for split, count in self.counts.items()}
+
+    @property
+    def rows(self) -> dict[str, tuple[tuple[list[int], ...], tuple[list[bool], ...]]]:
+        return {split: task_rows(self.tasks, self.seed, split, count) for split, count in self.counts.items()}
 
     @property
     def max_tokens(self) -> int:
@@ -78,14 +106,7 @@ class TaskData(BatchedData):
         return max(len(ids) for ids_of_split, _ in self.rows.values() for ids in ids_of_split) - 1
 
     def row(self, line: Line) -> tuple[list[int], list[bool]]:
-        """The line's token ids between newlines, and which of them the loss scores (answers, the end)."""
-        newline = self.tokenizer.encode("\n")[0]
-        ids, scored = [newline], [False]
-        for given, answer in line.turns:
-            given_ids, answer_ids = self.tokenizer.encode(given), self.tokenizer.encode(answer)
-            ids += given_ids + answer_ids
-            scored += [False] * len(given_ids) + [True] * len(answer_ids)
-        return ids + [newline], scored + [True]
+        return encode_line(self.tokenizer, line)
 
     @property
     def groups(self) -> list[str]:
