@@ -1,9 +1,11 @@
 """Corpus preparation speed: MB/s of `python -m gpt.prepare` on generated corpora (stories of Zipf-distributed
 words, separated by <|endoftext|>) for each tokenizer and number of processes, the peak memory of the preparing
 process tree (PSS summed over its workers), and the data start-up of a training run on the prepared corpus (finding,
-checking and mapping the shards, then the first batch), which should not grow with the corpus.
+checking and mapping the shards, then the first batch), which should not grow with the corpus. Each corpus is
+generated once and prepared by every tokenizer and process count; `CPU s / s` near the process count says the
+cores were the run's own (the trained BPE learns on every core, tokenizers' threads, whatever --num-proc).
 
-    python bench/prepare_speed.py          # 64 MB, 512 MB and 2 GB; char, gpt2, bpe; 1 and 2 processes
+    python bench/prepare_speed.py          # 64 MB, 512 MB and 2 GB; char, gpt2, bpe; 1 and 2 processes (~15 min on 2 quiet cores)
     python bench/prepare_speed.py --sizes 64 --tokenizers char gpt2 bpe --procs 1 2 --dir /tmp/prepare_bench
 """
 from __future__ import annotations
