@@ -5,7 +5,7 @@ checking and mapping the shards, then the first batch), which should not grow wi
 generated once and prepared by every tokenizer and process count; `CPU s / s` near the process count says the
 cores were the run's own (the trained BPE learns on every core, tokenizers' threads, whatever --num-proc).
 
-    python bench/prepare_speed.py          # 64 MB, 512 MB and 2 GB; char, gpt2, bpe; 1 and 2 processes (~15 min on 2 quiet cores)
+    python bench/prepare_speed.py          # 64 MB, 512 MB and 2 GB; char, gpt2, bpe; 1 and 2 processes: ~15 min
     python bench/prepare_speed.py --sizes 64 --tokenizers char gpt2 bpe --procs 1 2 --dir /tmp/prepare_bench
 """
 from __future__ import annotations
