@@ -1,14 +1,17 @@
 """Corpus preparation speed: MB/s of `python -m gpt.prepare` on generated corpora (stories of Zipf-distributed
 words, separated by <|endoftext|>) for each tokenizer and number of processes, the peak memory of the preparing
 process tree (PSS summed over its workers), and the data start-up of a training run on the prepared corpus (finding,
-checking and mapping the shards, then the first batch), which should not grow with the corpus.
+checking and mapping the shards, then the first batch), which should not grow with the corpus. Each corpus is
+generated once and prepared by every tokenizer and process count; `CPU s / s` near the process count says the
+cores were the run's own (the trained BPE learns on every core, tokenizers' threads, whatever --num-proc).
 
-    python bench/prepare_speed.py          # 64 MB, 512 MB and 2 GB; char, gpt2, bpe; 1 and 2 processes
+    python bench/prepare_speed.py          # 64 MB, 512 MB and 2 GB; char, gpt2, bpe; 1 and 2 processes: ~15 min
     python bench/prepare_speed.py --sizes 64 --tokenizers char gpt2 bpe --procs 1 2 --dir /tmp/prepare_bench
 """
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import subprocess
 import sys
@@ -43,34 +46,41 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def generate(path: Path, megabytes: int, seed: int = 0) -> None:
-    """Stories of 3-10 sentences of 4-15 words drawn from a Zipf law over 20,000 made-up words."""
+    """Stories of 3-10 sentences of 4-15 words drawn from a Zipf law over 20,000 made-up words, built with array
+    operations (a 2 GB corpus in under a minute): each drawn word is looked up in a table of its written forms
+    (capitalized first in its sentence, with a full stop last, with the marker last in its story)."""
     rng = np.random.default_rng(seed)
     letters = np.array(list("etaoinshrdlucmfwypvbgkqjxz"))
-    words = np.array(["".join(rng.choice(letters, rng.integers(1, 10))) for _ in range(20_000)])
-    weights = 1.0 / np.arange(1, len(words) + 1)
-    weights /= weights.sum()
+    words = ["".join(rng.choice(letters, rng.integers(1, 10))) for _ in range(20_000)]
+    cdf = np.cumsum(1.0 / np.arange(1, len(words) + 1))
+    forms = np.array([*(w + " " for w in words), *(w.capitalize() + " " for w in words),
+                      *(w + ". " for w in words), *(w + ".\n<|endoftext|>\n" for w in words)], dtype=object)
     with open(path, "w") as f:
         while f.tell() < megabytes << 20:
-            stories = []
-            for _ in range(1000):
-                lengths = rng.integers(4, 16, rng.integers(3, 11))
-                drawn = iter(rng.choice(words, int(lengths.sum()), p=weights))
-                sentences = (" ".join(next(drawn) for _ in range(n)).capitalize() + "." for n in lengths)
-                stories.append(" ".join(sentences) + "\n<|endoftext|>\n")
-            f.write("".join(stories))
+            sentences = rng.integers(3, 11, 2_000)  # per story
+            lengths = rng.integers(4, 16, int(sentences.sum()))  # words per sentence
+            drawn = np.searchsorted(cdf, rng.random(int(lengths.sum())) * cdf[-1], side="right")
+            first = np.cumsum(lengths) - lengths  # each sentence's first word, then its last
+            form = np.zeros(len(drawn), np.int64)
+            form[first] = 1
+            form[first + lengths - 1] = 2
+            form[np.cumsum(lengths)[np.cumsum(sentences) - 1] - 1] = 3
+            f.write("".join(forms[drawn + form * len(words)].tolist()))
 
 
-def peak_memory(command: list[str]) -> tuple[float, float, str]:
-    """(seconds, peak MB of memory of the process and its children, stdout), sampled every 50 ms."""
+def peak_memory(command: list[str]) -> tuple[float, float, float, str]:
+    """(seconds, CPU seconds of the process and its children, their peak MB of memory sampled every 50 ms, stdout).
+    CPU seconds near processes x seconds say the cores were the command's own; far less, that it shared them."""
     start, peak = time.perf_counter(), 0
     proc = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    while proc.poll() is None:
+    while not (waited := os.wait4(proc.pid, os.WNOHANG))[0]:
         peak = max(peak, tree_pss(proc.pid))
         time.sleep(0.05)
-    out = proc.stdout.read()
+    seconds, (_, status, usage) = time.perf_counter() - start, waited
+    proc.returncode = os.waitstatus_to_exitcode(status)
     if proc.returncode:
         sys.exit(f"failed: {' '.join(command)}")
-    return time.perf_counter() - start, peak / 1024, out
+    return seconds, usage.ru_utime + usage.ru_stime, peak / 1024, proc.stdout.read()
 
 
 def tree_pss(pid: int) -> int:
@@ -90,26 +100,30 @@ def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     work = Path(args.dir or tempfile.mkdtemp(prefix="prepare_speed_")).resolve()
     work.mkdir(parents=True, exist_ok=True)
-    print("| corpus | tokenizer | processes | MB/s | peak memory (PSS) MB | data start-up s |")
-    print("|---|---|---|---|---|---|")
+    began = time.perf_counter()
+    print("| corpus | tokenizer | processes | MB/s | CPU s / s | peak memory (PSS) MB | data start-up s |")
+    print("|---|---|---|---|---|---|---|")
     try:
         for size in args.sizes:
             corpus = work / f"stories_{size}MB.txt"
-            generate(corpus, size)
+            generate(corpus, size)  # once per size, for every tokenizer and process count
             megabytes = corpus.stat().st_size / 2**20
             for tokenizer in args.tokenizers:
+                startup = None
                 for procs in args.procs:
                     root = work / "data"
                     shutil.rmtree(root, ignore_errors=True)
-                    seconds, pss, _ = peak_memory([sys.executable, "-m", "gpt.prepare", str(corpus), "--tokenizer",
-                                                tokenizer, "--vocab-size", str(args.vocab_size), "--num-proc",
-                                                str(procs), "--root", str(root)])
-                    startup = subprocess.run([sys.executable, "-c", STARTUP, str(corpus), tokenizer, str(root),
-                                              str(args.vocab_size)],
-                                             cwd=ROOT, capture_output=True, text=True, check=True).stdout
-                    print(f"| {megabytes:.0f} MB | {tokenizer} | {procs} | {megabytes / seconds:.1f} | {pss:.0f} | "
-                          f"{float(startup):.2f} |", flush=True)
+                    seconds, cpu, pss, _ = peak_memory([sys.executable, "-m", "gpt.prepare", str(corpus), "--tokenizer",
+                                                   tokenizer, "--vocab-size", str(args.vocab_size), "--num-proc",
+                                                   str(procs), "--root", str(root)])
+                    if startup is None:  # the shards are the same whatever the processes: one start-up tells
+                        startup = float(subprocess.run([sys.executable, "-c", STARTUP, str(corpus), tokenizer,
+                                                        str(root), str(args.vocab_size)], cwd=ROOT,
+                                                       capture_output=True, text=True, check=True).stdout)
+                    print(f"| {megabytes:.0f} MB | {tokenizer} | {procs} | {megabytes / seconds:.1f} | "
+                          f"{cpu / seconds:.2f} | {pss:.0f} | {startup:.2f} |", flush=True)
             corpus.unlink()
+        print(f"\n{(time.perf_counter() - began) / 60:.1f} minutes in all")
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

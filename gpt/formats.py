@@ -7,7 +7,7 @@ import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO, NamedTuple
 
 UNIT_BYTES = 4 << 20  # one task of a worker: big enough to amortize dispatch, small enough to bound memory
 MARKER = b"<|endoftext|>"  # separates documents in a text file (TinyStories' convention)
@@ -24,8 +24,7 @@ class Unit:
     first_line: int = 1
 
 
-@dataclass(frozen=True)
-class Part:
+class Part(NamedTuple):  # a tuple: millions are made
     text: str
     ends_document: bool
 
@@ -57,15 +56,53 @@ def _cut(buf: bytes, pos: int, doc_bytes: int, final: bool) -> tuple[int, int, b
     end = cap
     while buf[end] & 0xC0 == 0x80:  # a UTF-8 continuation byte: back up to the character's first byte
         end -= 1
+    while end < len(buf) and (end == pos or buf[end] & 0xC0 == 0x80):  # a character longer than 2 * doc_bytes
+        end += 1
     return end, end, False
 
 
 def _cuts(buf: bytes, doc_bytes: int, final: bool) -> Iterator[tuple[int, int, int, bool]]:
     """(start, end, next start, ends_document) of each part of `buf`, as far as it can be decided."""
-    pos = 0
-    while pos < len(buf) and (cut := _cut(buf, pos, doc_bytes, final)) is not None:
+    pos, reach = 0, 2 * doc_bytes + len(MARKER) + 1
+    while pos < len(buf):
+        # Most documents are one part, ending at a marker within doc_bytes: _cut's answer, found in one search.
+        marker = buf.find(MARKER, pos, pos + doc_bytes + len(MARKER))
+        if marker != -1 and (final or len(buf) >= pos + reach):
+            after = marker + len(MARKER)
+            cut = marker, after + (buf[after:after + 1] == b"\n"), True
+        elif (cut := _cut(buf, pos, doc_bytes, final)) is None:
+            return
         yield pos, *cut
         pos = cut[1]
+
+
+def _after_marker(f: BinaryIO, at: int, size: int) -> int | None:
+    """Where the part after the first marker in [at, at + UNIT_BYTES) starts (the file's end if `at` is past it),
+    or None when there is no such marker."""
+    if at >= size:
+        return size
+    f.seek(at)
+    window = f.read(UNIT_BYTES + len(MARKER) + 1)
+    marker = window.find(MARKER, 0, UNIT_BYTES + len(MARKER))
+    if marker == -1:
+        return None
+    after = marker + len(MARKER)
+    return at + after + (window[after:after + 1] == b"\n")
+
+
+def _part_start_past(f: BinaryIO, start: int, doc_bytes: int) -> int:
+    """The first part start at least UNIT_BYTES after `start` (a part start), or the file's end, by scanning parts."""
+    f.seek(start)
+    base, buf = start, b""
+    while True:
+        more = f.read(max(UNIT_BYTES, 4 * doc_bytes))
+        buf, final, pos = buf + more, not more, 0
+        for _, _, pos, _ in _cuts(buf, doc_bytes, final):
+            if base + pos - start >= UNIT_BYTES:
+                return base + pos
+        if final:
+            return base + len(buf)
+        base, buf = base + pos, buf[pos:]
 
 
 class TextFormat:
@@ -73,22 +110,15 @@ class TextFormat:
 
     @staticmethod
     def units(path: Path, doc_bytes: int, text_field: str) -> list[Unit]:
-        """Byte ranges of about UNIT_BYTES that start and end where parts do, found by one sequential pass."""
-        units, base, buf, start = [], 0, b"", 0
+        """Byte ranges of about UNIT_BYTES that start and end where parts do. Every marker ends a part, so a range
+        ends after the first marker past UNIT_BYTES (no need to read up to it); one with no marker near is cut
+        by scanning its parts."""
+        units, start, size = [], 0, path.stat().st_size
         with open(path, "rb") as f:
-            while True:
-                more = f.read(max(UNIT_BYTES, 4 * doc_bytes))
-                buf, final, pos = buf + more, not more, 0
-                for _, _, pos, _ in _cuts(buf, doc_bytes, final):
-                    if base + pos - start >= UNIT_BYTES:
-                        units.append(Unit("text", str(path), start, base + pos, base + pos - start))
-                        start = base + pos
-                if final:
-                    break
-                base, buf = base + pos, buf[pos:]
-        end = base + len(buf)
-        if end > start:
-            units.append(Unit("text", str(path), start, end, end - start))
+            while start < size:
+                stop = _after_marker(f, start + UNIT_BYTES, size) or _part_start_past(f, start, doc_bytes)
+                units.append(Unit("text", str(path), start, stop, stop - start))
+                start = stop
         return units
 
     @staticmethod

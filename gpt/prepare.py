@@ -69,21 +69,37 @@ def _parts(unit: Unit) -> Iterator[Part]:
     return FORMATS[unit.format].parts(unit, recipe.doc_bytes, recipe.text_field)
 
 
-def _encode(unit: Unit) -> tuple[np.ndarray, np.ndarray, int]:
-    """(train ids, val ids, documents) of one unit; each part goes to the split its content hashes to."""
+def _encode(unit: Unit) -> tuple[np.ndarray, np.ndarray, int, np.ndarray]:
+    """(train ids, val ids, documents, which ids occur) of one unit; each part goes to the split its content hashes
+    to. The parts are encoded in one call and split with array operations: per-part Python work would cost more
+    than the BPE itself."""
     tokenizer, recipe = _WORKER["tokenizer"], _WORKER["recipe"]
-    dtype, threshold = token_dtype(tokenizer.vocab_size), recipe.val_fraction * 2**64
-    splits: dict[bool, list[np.ndarray]] = {False: [np.empty(0, dtype)], True: [np.empty(0, dtype)]}
-    documents = 0
+    texts, ends = [], []
     for part in _parts(unit):
-        ids = tokenizer.encode(part.text)
-        if part.ends_document:
-            documents += 1
-            if tokenizer.eot_id is not None:  # a pretrained folder's tokenizer may have none
-                ids.append(tokenizer.eot_id)
-        digest = hashlib.blake2b(part.text.encode(), digest_size=8).digest()
-        splits[int.from_bytes(digest, "little") < threshold].append(np.array(ids, dtype))
-    return np.concatenate(splits[False]), np.concatenate(splits[True]), documents
+        texts.append(part.text)
+        ends.append(part.ends_document)
+    ids, lengths = tokenizer.encode_many(texts)
+    ends = np.array(ends, bool)
+    if tokenizer.eot_id is not None:  # a pretrained folder's tokenizer may have none
+        ids = np.insert(ids, np.cumsum(lengths)[ends], tokenizer.eot_id)
+        lengths = lengths + ends
+    threshold = recipe.val_fraction * 2**64
+    val = np.repeat([int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "little") < threshold
+                     for text in texts], lengths)  # (tokens,) whether each id's part is validation
+    occurs = np.zeros(tokenizer.vocab_size, bool)
+    occurs[ids] = True
+    dtype = token_dtype(tokenizer.vocab_size)
+    return ids[~val].astype(dtype), ids[val].astype(dtype), int(ends.sum()), occurs
+
+
+@contextmanager
+def _mapper(num_proc: int, tasks: int) -> Iterator[Callable]:
+    """map in order, over up to num_proc forked processes (which see _WORKER as it is now)."""
+    if num_proc <= 1 or tasks <= 1:
+        yield map
+        return
+    with multiprocessing.get_context("fork").Pool(min(num_proc, tasks)) as pool:
+        yield lambda fn, items: pool.imap(fn, items, chunksize=1)
 
 
 class Source:
@@ -93,22 +109,14 @@ class Source:
     def __init__(self, units: list[Unit], recipe: Recipe, num_proc: int, progress: bool | None) -> None:
         self.units, self.recipe, self.num_proc, self.progress = units, recipe, num_proc, progress
 
-    @contextmanager
-    def _pool(self, tokenizer: Tokenizer | None) -> Iterator[Callable]:
-        _WORKER.update(recipe=self.recipe, tokenizer=tokenizer)
-        if self.num_proc <= 1 or len(self.units) <= 1:
-            yield map
-            return
-        with multiprocessing.get_context("fork").Pool(min(self.num_proc, len(self.units))) as pool:
-            yield lambda fn, units: pool.imap(fn, units, chunksize=1)
-
     def run(self, fn: Callable[[Unit], T], desc: str, tokenizer: Tokenizer | None = None,
             tally: Callable[[T], dict[str, int]] | None = None) -> Iterator[T]:
         """fn of each unit, in unit order; the `tally` of each result is summed into the progress bar."""
         total, totals = sum(unit.nbytes for unit in self.units), {}
-        with self._pool(tokenizer) as mapper, tqdm(total=total, unit="B", unit_scale=True, desc=desc,
-                                                   disable=None if self.progress is None else not self.progress,
-                                                   file=sys.stderr) as bar:
+        _WORKER.update(recipe=self.recipe, tokenizer=tokenizer)
+        with _mapper(self.num_proc, len(self.units)) as mapper, \
+                tqdm(total=total, unit="B", unit_scale=True, desc=desc, file=sys.stderr,
+                     disable=None if self.progress is None else not self.progress) as bar:
             for unit, result in zip(self.units, mapper(fn, self.units)):
                 yield result
                 for key, value in (tally(result) if tally else {}).items():
@@ -153,20 +161,19 @@ def build(recipe: Recipe, folder: Path, num_proc: int, progress: bool | None = N
     dtype = token_dtype(tokenizer.vocab_size)
     writers = {split: ShardWriter(folder, split, recipe.shard_tokens, dtype) for split in ("train", "val")}
     narrow = getattr(tokenizer, "compact", None)  # gpt2 keeps only the ids the corpus uses
-    counts, documents = np.zeros(tokenizer.vocab_size, np.int64), 0
+    occurs, documents = np.zeros(tokenizer.vocab_size, bool), 0
     stats = lambda result: {"documents": result[2], "tokens": len(result[0]) + len(result[1])}  # noqa: E731
-    for train, val, docs in source.run(_encode, "encoding", tokenizer, stats):
+    for train, val, docs, present in source.run(_encode, "encoding", tokenizer, stats):
         writers["train"].write(train)
         writers["val"].write(val)
         documents += docs
-        if narrow is not None:
-            counts += np.bincount(train, minlength=len(counts)) + np.bincount(val, minlength=len(counts))
+        occurs |= present
     splits = {split: writer.close() for split, writer in writers.items()}
-    used = np.flatnonzero(counts)
+    used = np.flatnonzero(occurs)
     if narrow is not None and (recipe.compact_vocab or (recipe.compact_vocab is None
                                                         and len(used) < tokenizer.vocab_size // 2)):
         tokenizer = narrow(used.tolist())
-        _renumber(folder, splits, used, len(counts), dtype)
+        _renumber(folder, splits, used, len(occurs), dtype, num_proc)
     if not any(entries for entries in splits.values()):
         raise ValueError(f"no text in {', '.join(recipe.inputs)}: the corpus is empty")
     manifest = {"version": VERSION, "recipe": asdict(recipe), "tokenizer": tokenizer.to_dict(),
@@ -178,13 +185,20 @@ def build(recipe: Recipe, folder: Path, num_proc: int, progress: bool | None = N
 
 
 def _renumber(folder: Path, splits: dict[str, list[dict[str, Any]]], used: np.ndarray, vocab_size: int,
-              dtype: np.dtype) -> None:
-    """Rewrite each shard with id used[i] as i (a compact vocabulary), shard by shard, updating the manifest."""
+              dtype: np.dtype, num_proc: int) -> None:
+    """Rewrite each shard with id used[i] as i (a compact vocabulary), shards in parallel, updating the manifest."""
     lookup = np.zeros(vocab_size, dtype)
     lookup[used] = np.arange(len(used))
-    for entries in splits.values():
-        for entry in entries:
-            entry.update(save_shard(folder / entry["file"], lookup[np.fromfile(folder / entry["file"], dtype)]))
+    _WORKER.update(lookup=lookup)
+    entries = [entry for split in splits.values() for entry in split]
+    with _mapper(num_proc, len(entries)) as mapper:
+        for entry, saved in zip(entries, mapper(_renumber_shard, [folder / entry["file"] for entry in entries])):
+            entry.update(saved)
+
+
+def _renumber_shard(path: Path) -> dict[str, Any]:
+    lookup = _WORKER["lookup"]
+    return save_shard(path, lookup[np.fromfile(path, lookup.dtype)])
 
 
 @contextmanager

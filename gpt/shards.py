@@ -14,7 +14,7 @@ def token_dtype(vocab_size: int) -> np.dtype:
     return np.dtype(np.uint16 if vocab_size <= 2**16 else np.uint32)
 
 
-def write_file(path: Path, data: bytes) -> None:
+def write_file(path: Path, data: bytes | memoryview) -> None:
     """Write and flush to disk; a failure (a full disk) is one line naming the file, and a torn file is removed."""
     try:
         with open(path, "wb") as f:
@@ -56,7 +56,7 @@ class ShardWriter:
 
 def save_shard(path: Path, ids: np.ndarray) -> dict[str, Any]:
     """Write one shard; its manifest entry records size, checksum and the mtime the reader checks cheaply."""
-    data = ids.tobytes()
+    data = memoryview(np.ascontiguousarray(ids)).cast("B")  # the ids' bytes, not a copy of them
     write_file(path, data)
     return {"file": path.name, "tokens": len(ids), "sha256": hashlib.sha256(data).hexdigest(),
             "mtime_ns": path.stat().st_mtime_ns}

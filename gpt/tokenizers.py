@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
+import numpy as np
 import tiktoken
 import tokenizers
 from tiktoken.load import data_gym_to_mergeable_bpe_ranks
@@ -36,6 +37,10 @@ class Tokenizer(Protocol):
     eot_id: int | None  # the end-of-text id, None in vocabularies learned without one (the calculator's)
 
     def encode(self, text: str) -> list[int]: ...
+
+    def encode_many(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        """(the ids of all texts, one after the other, as uint32; how many ids each text gave): what `encode`
+        gives for each, in far fewer calls (corpus preparation encodes millions of documents)."""
 
     def decode(self, ids: list[int]) -> str: ...
 
@@ -78,6 +83,21 @@ class CharTokenizer:
             raise unknown_pieces_error("character(s)", unknown, self.ids)
         return [self.ids[c] for c in text]
 
+    def encode_many(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        points = np.frombuffer("".join(texts).encode("utf-32-le"), np.uint32)  # one code point per character
+        ids = self._by_point[np.minimum(points, len(self._by_point) - 1)]
+        if (ids < 0).any():
+            self.encode("".join(texts))  # raises, naming the unknown characters
+        return ids.astype(np.uint32), np.fromiter(map(len, texts), np.int64, len(texts))
+
+    @functools.cached_property
+    def _by_point(self) -> np.ndarray:
+        """The id of each code point up to the largest one in the alphabet (then one past it), -1 where unknown."""
+        points = {ord(c): i for c, i in self.ids.items() if len(c) == 1}
+        table = np.full(max(points, default=0) + 2, -1, np.int64)
+        table[list(points)] = list(points.values())
+        return table
+
     def decode(self, ids: list[int]) -> str:
         return "".join(self.chars[i] for i in ids)
 
@@ -119,6 +139,9 @@ class WordTokenizer:
         if unknown:
             raise unknown_pieces_error("word(s)", unknown, self.ids)
         return [self.ids[p] for p in pieces]
+
+    def encode_many(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        return concatenate([self.encode(text) for text in texts])
 
     def decode(self, ids: list[int]) -> str:
         out: list[str] = []
@@ -198,6 +221,17 @@ class GPT2Tokenizer:
                              f"vocabulary of {self.vocab_size} tokens lacks them: rephrase the prompt")
         return [self.ids[b] for b in bpe]
 
+    def encode_many(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        bpe, lengths = encode_ordinary_many(self.enc, texts)
+        if self.ids is None:
+            return bpe, lengths
+        narrow = np.full(self.enc.n_vocab, -1, np.int64)
+        narrow[self.vocab] = np.arange(len(self.vocab))
+        ids = narrow[bpe]
+        if (ids < 0).any():
+            self.encode("".join(texts))  # raises, naming the pieces the compact vocabulary lacks
+        return ids.astype(np.uint32), lengths
+
     def decode(self, ids: list[int]) -> str:
         bpe = list(ids) if self.vocab is None else [self.vocab[i] for i in ids]
         return self.enc.decode(bpe)  # a BPE piece cut mid-character decodes to U+FFFD, never raises
@@ -248,6 +282,9 @@ class BPETokenizer:
     def encode(self, text: str) -> list[int]:
         return self.enc.encode_ordinary(text)  # "<|endoftext|>" in user text is text, not the control token
 
+    def encode_many(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        return encode_ordinary_many(self.enc, texts)
+
     def decode(self, ids: list[int]) -> str:
         return self.enc.decode(list(ids))  # a cut mid-character decodes to U+FFFD
 
@@ -257,6 +294,23 @@ class BPETokenizer:
     def token_bytes(self) -> list[int]:
         """The real bytes of each piece (as GPT2Tokenizer's); end-of-text 0."""
         return [0 if i == self.eot_id else len(self.enc.decode_single_token_bytes(i)) for i in range(self.vocab_size)]
+
+
+def encode_ordinary_many(enc: tiktoken.Encoding, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """Each text as `enc.encode_ordinary` encodes it, in one call: the texts joined by end-of-text, where tiktoken
+    cuts before its split pattern runs (so no token spans two texts), and the ids cut at its id."""
+    if not texts or any(EOT in text for text in texts):  # text that spells the marker: encode it as text
+        return concatenate([enc.encode_ordinary(text) for text in texts])
+    ids = enc.encode_to_numpy(EOT.join(texts), allowed_special={EOT}, disallowed_special=())
+    cuts = np.flatnonzero(ids == enc.eot_token)  # ordinary text never gives the end-of-text id
+    lengths = np.diff(cuts, prepend=-1, append=len(ids)) - 1
+    return np.delete(ids, cuts), lengths
+
+
+def concatenate(encoded: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
+    """encode_many's result from each text's ids."""
+    lengths = np.fromiter(map(len, encoded), np.int64, len(encoded))
+    return np.fromiter((i for ids in encoded for i in ids), np.uint32, int(lengths.sum())), lengths
 
 
 @functools.cache
@@ -315,6 +369,9 @@ class HFTokenizer:
 
     def encode(self, text: str) -> list[int]:
         return self.backend.encode(text, add_special_tokens=False).ids
+
+    def encode_many(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        return concatenate([self.encode(text) for text in texts])
 
     def decode(self, ids: list[int]) -> str:
         return self.backend.decode(list(ids), skip_special_tokens=False)

@@ -104,6 +104,24 @@ def test_shards_are_byte_identical_whatever_the_processes_and_work_units(tmp_pat
         .splitlines())
 
 
+def test_text_parts_are_the_same_whatever_the_work_units(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Units end after a marker found by a jump, or where a scan of parts ends one: the parts never change; a
+    character longer than 2 * doc_bytes is one part (it once cut nothing, forever)."""
+    rng = random.Random(13)
+    pieces = [EOT, EOT + "\n", "\n", "a", "é", "🙂", "word ", "x" * 40, "line\n", "<|endof", "text|>"]
+    path = tmp_path / "a.txt"
+    for doc_bytes in (1, 3, 8, 32):
+        text = "".join(rng.choice(pieces) for _ in range(300))
+        path.write_text(text)
+        runs = []
+        for unit_bytes in (1 << 20, 1, 17, 200):
+            monkeypatch.setattr(formats, "UNIT_BYTES", unit_bytes)
+            runs.append([part for unit in formats.TextFormat.units(path, doc_bytes, "text")
+                         for part in formats.TextFormat.parts(unit, doc_bytes, "text")])
+        assert runs[1:] == runs[:1] * 3
+        assert "".join(part.text for part in runs[0]) == text.replace(EOT + "\n", "").replace(EOT, "")
+
+
 def test_every_text_document_ends_with_one_end_of_text(tmp_path: Path) -> None:
     """Even one whose doc_bytes line cut falls right before its marker, or that is cut into many parts."""
     docs = ["x" * 255 + "\n", "short\n", "a line\n" * 200, "no newline before the marker"]

@@ -3,6 +3,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TypeVar
 
+import numpy as np
 import pytest
 
 from gpt.tokenizers import (EOT, GPT2_FILES, TOKENIZERS, BPETokenizer, CharTokenizer, GPT2Tokenizer, WordTokenizer,
@@ -73,6 +74,31 @@ def test_every_tokenizer_learns_a_corpus_with_end_of_text_and_round_trips_throug
     restored = tokenizer_from_dict(tokenizer.to_dict())
     assert (restored.encode(text), restored.vocab_size, restored.eot_id) == (ids, tokenizer.vocab_size,
                                                                              tokenizer.eot_id)
+
+
+@pytest.mark.parametrize("name", sorted(TOKENIZERS))
+def test_encode_many_gives_each_texts_own_ids(name: str) -> None:
+    """As `encode` of each text, even where joining them would change the ids (spaces that BPE would merge across
+    texts, a text that spells end-of-text), and refusing what `encode` refuses."""
+    texts = ["To be, or not  ", "  to be:\n", "", "naïve café\n\n", play(3, seed=5), "that is the question."]
+    spelled = f"spelled {EOT} out"
+    tokenizer = TOKENIZERS[name].learn(Texts([*texts, spelled]), 300)
+    for batch in (texts, [*texts, spelled], texts[:1], []):
+        ids, lengths = tokenizer.encode_many(batch)
+        assert ids.dtype == np.uint32 and lengths.tolist() == [len(tokenizer.encode(text)) for text in batch]
+        assert ids.tolist() == [i for text in batch for i in tokenizer.encode(text)]
+    if name in ("char", "word"):
+        with pytest.raises(ValueError, match=r"'Z'"):
+            tokenizer.encode_many(["to be", "Z"])
+
+
+def test_compact_gpt2_encodes_many_in_its_own_ids() -> None:
+    full = GPT2Tokenizer()
+    compact = full.compact(full.encode("the cat sat on the mat\n"))
+    ids, lengths = compact.encode_many(["the mat", " sat\n"])
+    assert ids.tolist() == compact.encode("the mat") + compact.encode(" sat\n") and lengths.tolist() == [2, 2]
+    with pytest.raises(ValueError, match=r"' dog'.*compact vocabulary"):
+        compact.encode_many(["the mat", "the dog"])
 
 
 def test_trained_bpe_is_deterministic_sized_as_asked_and_exact_on_any_text() -> None:
