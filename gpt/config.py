@@ -1,10 +1,10 @@
 """ModelConfig: every size and part name of a GPT, validated once when it is built."""
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from typing import Any
 
-from gpt.validate import PositiveFloat, PositiveInt, Probability, check_fields
+from gpt.validate import PositiveFloat, PositiveInt, Probability, check_fields, check_known_fields
 
 INIT_STD = 0.02  # GPT-2's initial std of every weight matrix and embedding
 
@@ -60,8 +60,5 @@ class ModelConfig:
 
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> ModelConfig:
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(values) - known)
-        if unknown:
-            raise ValueError(f"unknown model field(s) {unknown}; known fields: {', '.join(sorted(known))}")
+        check_known_fields(cls, values, "model")
         return cls(**values)

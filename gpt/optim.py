@@ -4,7 +4,7 @@ embeddings, positions and norm gains; with OptimConfig, the settings both read, 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Annotated, Any
 
 import torch
@@ -12,7 +12,7 @@ from torch import nn
 
 from gpt.schedules import SCHEDULES
 from gpt.validate import (NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt, Probability, Range,
-                          check_fields)
+                          check_fields, check_known_fields)
 
 
 @dataclass(frozen=True)
@@ -46,10 +46,7 @@ class OptimConfig:
 
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> OptimConfig:
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(values) - known)
-        if unknown:
-            raise ValueError(f"unknown optim field(s) {unknown}; known fields: {', '.join(sorted(known))}")
+        check_known_fields(cls, values, "optim")
         if "betas" in values:
             values = {**values, "betas": tuple(values["betas"])}
         return cls(**values)

@@ -156,3 +156,11 @@ def check_fields(instance: Any) -> None:
     hints = declared_types(type(instance))
     for field in dataclasses.fields(instance):
         check_value(field.name, getattr(instance, field.name), hints[field.name])
+
+
+def check_known_fields(cls: type, values: Mapping[str, Any], section: str) -> None:
+    """A saved or hand-written dict names only fields of the dataclass `cls` (its `from_dict` calls this)."""
+    known = {field.name for field in dataclasses.fields(cls)}
+    unknown = sorted(set(values) - known)
+    if unknown:
+        raise ValueError(f"unknown {section} field(s) {unknown}; known fields: {', '.join(sorted(known))}")
