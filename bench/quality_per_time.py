@@ -14,12 +14,11 @@ seeds 0, 1, 2 and the table gives the seconds until val loss first reached --tar
 
 Against real nanoGPT in the same run: --nanogpt <a nanoGPT checkout> runs its CPU Tiny Shakespeare recipe
 (bench/nanogpt.py) as the first configuration, alternated with the others, and parses its log. Splits: nanoGPT
-trains on the first 90% of the characters and validates on the last 10%. tinygpt then trains on that same
-first 90% (split again by hashed ~4 KB pieces for its own validation curve, so its curve and time to target
-are on a different, smaller validation text than nanoGPT's), and each tinygpt model.pt is also measured on
-nanoGPT's last 10% (every window of the context; nanoGPT's own figure is 20 random batches): the column
-'nanoGPT val' compares the final models on one text that neither trained on. nanoGPT has no seed option:
-with --seeds, every one of its runs uses its fixed seed.
+trains on the first 90% of the characters and validates on the last 10%; tinygpt trains on that same first
+90% and validates on that same last 10% (data.val_path), so curves and times to target are on one text
+(nanoGPT's figure: 20 random batches of 12 windows each time; tinygpt's: its data.val_windows fixed windows).
+Each tinygpt model.pt is also measured on every window of the last 10%: the column 'nanoGPT val'. nanoGPT has
+no seed option: with --seeds, every one of its runs uses its fixed seed.
 
     python bench/quality_per_time.py --corpus ../shared/data/tinyshakespeare.txt --nanogpt ../nanoGPT \
         --repeats 2 experiment=shakespeare_char_cpu experiment=shakespeare_char_fast
@@ -69,9 +68,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def run(overrides: list[str], corpus: str, run_dir: Path) -> dict:
-    """Train one configuration; return its validation history and figures."""
-    command = [sys.executable, str(ROOT / "train.py"), *overrides, f"data.path={Path(corpus).resolve()}",
+def run(overrides: list[str], data: list[str], run_dir: Path) -> dict:
+    """Train one configuration on `data` (data.* overrides); return its validation history and figures."""
+    command = [sys.executable, str(ROOT / "train.py"), *overrides, *data,
                "trainer.enable_progress_bar=false", "logger=none", f"hydra.run.dir={run_dir.resolve()}"]
     start = time.perf_counter()
     subprocess.run(command, check=True, cwd=ROOT, stdout=subprocess.DEVNULL)
@@ -82,27 +81,29 @@ def run(overrides: list[str], corpus: str, run_dir: Path) -> dict:
     return {"history": history, "process_s": process_s, **summary}
 
 
-def run_one(config: str, args: argparse.Namespace, corpus: Path, held_out: str | None, seed: int,
+def run_one(config: str, args: argparse.Namespace, data: list[str], held_out: str | None, seed: int,
             run_dir: Path) -> dict:
     """One configuration once: nanoGPT's recipe or train.py's overrides (measured on nanoGPT's val text too)."""
     if config == NANOGPT:  # nanoGPT has no seed option: every round runs its fixed seed (1337)
         result = nanogpt.run(args.nanogpt, Path(args.corpus), run_dir, shlex.split(args.nanogpt_args))
         return {**result, "nanogpt_val": result["val_loss"]}
     seeded = [*shlex.split(config), f"seed={seed}"] if args.seeds > 1 else shlex.split(config)
-    result = run(seeded, str(corpus), run_dir)
+    result = run(seeded, data, run_dir)
     if held_out is not None:
         result["nanogpt_val"] = text_loss(run_dir / "model.pt", held_out)
     return result
 
 
-def split_texts(corpus: Path, folder: Path) -> tuple[Path, str]:
-    """nanoGPT's split of the characters (its prepare.py's): the first 90% written to a file tinygpt trains
-    on, and the last 10%, returned as text."""
+def split_texts(corpus: Path, folder: Path) -> tuple[list[str], str]:
+    """nanoGPT's split of the characters (its prepare.py's), written to two files: the data.* overrides that
+    train tinygpt on the first 90% and validate it on the last 10%, and that last 10% as text."""
     text = corpus.read_text(encoding="utf-8")
     cut = int(len(text) * 0.9)
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "train.txt").write_text(text[:cut], encoding="utf-8")
-    return folder / "train.txt", text[cut:]
+    (folder / "val.txt").write_text(text[cut:], encoding="utf-8")
+    return [f"data.path={(folder / 'train.txt').resolve()}", f"data.val_path={(folder / 'val.txt').resolve()}"], \
+        text[cut:]
 
 
 @torch.no_grad()
@@ -141,16 +142,16 @@ def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     out = Path(args.out)
     print(f"command: python {shlex.join(sys.argv)}", flush=True)
-    configs, corpus, held_out = args.configs, Path(args.corpus), None
+    configs, data, held_out = args.configs, [f"data.path={Path(args.corpus).resolve()}"], None
     if args.nanogpt:
         nanogpt.check_checkout(args.nanogpt)
         configs = [NANOGPT, *configs]
-        corpus, held_out = split_texts(corpus, out / "nanogpt_split")
+        data, held_out = split_texts(Path(args.corpus), out / "nanogpt_split")
     results: dict[str, list[dict]] = {config: [] for config in configs}
     rounds = [(repeat, seed) for repeat in range(args.repeats) for seed in range(args.seeds)]
     for repeat, seed in rounds:
         for index, config in enumerate(configs):
-            result = run_one(config, args, corpus, held_out, seed, out / f"{index}-{repeat}-{seed}")
+            result = run_one(config, args, data, held_out, seed, out / f"{index}-{repeat}-{seed}")
             results[config].append(result)
             print(f"  {config} (run {repeat + 1}, seed {seed}): val loss {result['val_loss']:.4f} after "
                   f"{result['steps']} steps, {result['wall_s']:.1f} s training, {result['process_s']:.1f} s in all, "
@@ -166,8 +167,8 @@ def main(argv: list[str] | None = None) -> None:
     print(f"\nmedians over {len(rounds)} run(s); 'at budget': the last evaluation within {budget_note}; "
           f"'to {args.target}': seconds to that val loss, mean ± std over runs (inf: some never reached it)")
     if args.nanogpt:
-        print("val loss, at budget, time to target: each on its own validation text (nanoGPT: its last 10%; "
-              "tinygpt: hashed pieces of that first 90%); 'nanoGPT val': the final model on nanoGPT's last 10%")
+        print("val loss, at budget, time to target: on nanoGPT's last 10% (nanoGPT: 20 random batches each time; "
+              "tinygpt: its fixed windows); 'nanoGPT val': the final model on every window of that text")
     print(f"{'configuration':<52} {'params':>9} {'steps':>6} {'ms/step':>7} {'tok/s':>7} {'train s':>8} "
           f"{'all s':>6} {'val loss':>8} {'bpb':>6} {'nanoGPT val':>11} {'at budget':>9} {f'to {args.target}':>14}")
     for config, runs in results.items():

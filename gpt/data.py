@@ -185,14 +185,16 @@ class TextData(BatchedData):
     The corpus loads on first use (`vocab_size`, `tokenizer`, ...), not in __init__: Hydra's instantiate
     would wrap a user's ValueError (a bad path) into a multi-line InstantiationException."""
 
-    def __init__(self, block_size: PositiveInt, path: str | list[str] | None = None, name: str = "text",
+    def __init__(self, block_size: PositiveInt, path: str | list[str] | None = None,
+                 val_path: str | list[str] | None = None, name: str = "text",
                  url: str | None = None, sha256: str | None = None, tokenizer: str = "char",
                  vocab_size: PositiveInt = 4096, compact_vocab: bool | None = None, val_fraction: Fraction = 0.1,
                  text_field: str = "text", doc_bytes: PositiveInt = 4096, shard_tokens: PositiveInt = 1 << 24,
                  num_proc: PositiveInt | None = None, batch_size: PositiveInt = 64, val_windows: PositiveInt = 512,
                  seed: int = 0, root: str = "data") -> None:
         super().__init__()
-        self.path, self.name, self.url, self.sha256, self.root = path, name, url, sha256, Path(root)
+        self.path, self.val_path, self.name, self.url = path, val_path, name, url
+        self.sha256, self.root = sha256, Path(root)
         self.tokenizer_name, self.num_proc = tokenizer, num_proc
         self.options = dict(tokenizer=tokenizer, vocab_size=vocab_size, compact_vocab=compact_vocab,
                             val_fraction=val_fraction, text_field=text_field, doc_bytes=doc_bytes,
@@ -210,8 +212,13 @@ class TextData(BatchedData):
         raise ValueError(f"data={self.name} needs data.path=<a text, JSONL or Parquet file, or a folder of them>")
 
     @cached_property
+    def val_sources(self) -> list[str]:
+        paths = [] if self.val_path is None else [self.val_path] if isinstance(self.val_path, str) else self.val_path
+        return [str(Path(p).resolve()) for p in paths]
+
+    @cached_property
     def corpus(self) -> Prepared:
-        corpus = load(Recipe(self.sources, **self.options), self.root, self.num_proc)
+        corpus = load(Recipe(self.sources, self.val_sources, **self.options), self.root, self.num_proc)
         for split, ids in (("training", corpus.train), ("validation", corpus.val)):
             if len(ids) < self.block_size + 1:
                 raise ValueError(f"the {split} split of {', '.join(self.sources)} has {len(ids)} {self.tokenizer_name} "
@@ -229,7 +236,8 @@ class TextData(BatchedData):
 
     @property
     def meta(self) -> dict[str, Any]:
-        return {"corpus": self.name, "path": ", ".join(self.sources), "tokenizer": self.tokenizer_name,
+        return {"corpus": self.name, "path": ", ".join(self.sources),
+                "val_path": ", ".join(self.val_sources) or None, "tokenizer": self.tokenizer_name,
                 "vocab_size": self.vocab_size, "val_fraction": self.corpus.manifest["recipe"]["val_fraction"],
                 "shards": str(self.corpus.folder), "train_tokens": len(self.corpus.train),
                 "val_tokens": len(self.corpus.val), "seed": self.seed}

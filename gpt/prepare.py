@@ -29,12 +29,16 @@ T = TypeVar("T")
 VALIDATION_RULE = ("a part (a document, or a ~doc_bytes line-aligned piece of a longer plain-text document) is "
                    "validation when the first 8 bytes of blake2b(its UTF-8), little-endian, are below "
                    "val_fraction * 2**64")
+VALIDATION_INPUTS_RULE = "every part of val_inputs is validation and every part of inputs is training"
 
 
 @dataclass(frozen=True)
 class Recipe:
     """Everything that decides the shards' bytes (the number of processes does not)."""
     inputs: list[str] = field(default_factory=list)
+    # When given, these are the validation text (all of it) and `inputs` all train: a fixed held-out file, as
+    # nanoGPT's last 10% of Tiny Shakespeare, instead of the hashed val_fraction.
+    val_inputs: list[str] = field(default_factory=list)
     tokenizer: str = "char"
     vocab_size: int = 4096       # bpe: the size of the trained vocabulary
     compact_vocab: bool | None = None  # gpt2: keep only the ids the corpus uses (None: when under half)
@@ -83,9 +87,12 @@ def _encode(unit: Unit) -> tuple[np.ndarray, np.ndarray, int, np.ndarray]:
     if tokenizer.eot_id is not None:  # a pretrained folder's tokenizer may have none
         ids = np.insert(ids, np.cumsum(lengths)[ends], tokenizer.eot_id)
         lengths = lengths + ends
-    threshold = recipe.val_fraction * 2**64
-    val = np.repeat([int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "little") < threshold
-                     for text in texts], lengths)  # (tokens,) whether each id's part is validation
+    if recipe.val_inputs:
+        val = np.full(len(ids), unit.path in _WORKER["val_files"])  # (tokens,) whether each id is validation
+    else:
+        threshold = recipe.val_fraction * 2**64
+        val = np.repeat([int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "little") < threshold
+                         for text in texts], lengths)  # (tokens,) whether each id's part is validation
     occurs = np.zeros(tokenizer.vocab_size, bool)
     occurs[ids] = True
     dtype = token_dtype(tokenizer.vocab_size)
@@ -153,9 +160,14 @@ class _Apply:
 def build(recipe: Recipe, folder: Path, num_proc: int, progress: bool | None = None) -> dict[str, Any]:
     """Write the shards and the manifest of `recipe` into `folder` (which the caller makes appear atomically)."""
     recipe.check()
-    files = input_files(recipe.inputs)
-    units = [unit for path in files for unit in FORMATS[format_of(path)].units(path, recipe.doc_bytes,
-                                                                              recipe.text_field)]
+    train_files, val_files = input_files(recipe.inputs), input_files(recipe.val_inputs, "data.val_path")
+    if both := {p.resolve() for p in train_files} & {p.resolve() for p in val_files}:
+        raise ValueError(f"{', '.join(map(str, sorted(both)))} is in both data.path and data.val_path: "
+                         "validation text must be held out")
+    # The tokenizer learns from both, as nanoGPT's char vocabulary does: validation text must encode.
+    units = [unit for path in [*train_files, *val_files]
+             for unit in FORMATS[format_of(path)].units(path, recipe.doc_bytes, recipe.text_field)]
+    _WORKER.update(val_files={str(path) for path in val_files})
     source = Source(units, recipe, num_proc, progress)
     tokenizer = learn_tokenizer(recipe.tokenizer, source, recipe.vocab_size)
     dtype = token_dtype(tokenizer.vocab_size)
@@ -178,7 +190,8 @@ def build(recipe: Recipe, folder: Path, num_proc: int, progress: bool | None = N
         raise ValueError(f"no text in {', '.join(recipe.inputs)}: the corpus is empty")
     manifest = {"version": VERSION, "recipe": asdict(recipe), "tokenizer": tokenizer.to_dict(),
                 "dtype": dtype.name, "eot_id": tokenizer.eot_id, "documents": documents,
-                "inputs": _fingerprints(recipe), "validation": VALIDATION_RULE,
+                "inputs": _fingerprints(recipe),
+                "validation": VALIDATION_INPUTS_RULE if recipe.val_inputs else VALIDATION_RULE,
                 "splits": splits}
     write_file(folder / "manifest.json", json.dumps(manifest, indent=1).encode())
     return manifest
@@ -235,7 +248,7 @@ def prepare(recipe: Recipe, out: Path, num_proc: int | None = None, progress: bo
 
 
 def _fingerprints(recipe: Recipe) -> list[list]:
-    return [row for path in input_files(recipe.inputs) for row in fingerprint(path)]
+    return [row for path in input_files([*recipe.inputs, *recipe.val_inputs]) for row in fingerprint(path)]
 
 
 def cache_folder(recipe: Recipe, root: Path) -> Path:
@@ -273,6 +286,9 @@ def load(recipe: Recipe, root: Path, num_proc: int | None = None) -> Prepared:
     """A training run's corpus: an already prepared folder as given, else the recipe's cache (prepared now
     if it is not there yet)."""
     if len(recipe.inputs) == 1 and (Path(recipe.inputs[0]) / "manifest.json").is_file():
+        if recipe.val_inputs:
+            raise ValueError(f"{recipe.inputs[0]} is prepared already, with its own validation split: drop "
+                             "data.val_path, or prepare it with --val")
         return open_prepared(Path(recipe.inputs[0]), recipe.tokenizer)
     return open_prepared(prepare(recipe, cache_folder(recipe, root), num_proc), recipe.tokenizer)
 
@@ -285,6 +301,8 @@ def main(argv: list[str] | None = None) -> int:
                         help=f"{', '.join(TOKENIZERS)}, or a Hugging Face model folder (its own tokenizer)")
     parser.add_argument("--vocab-size", type=int, default=defaults.vocab_size, help="bpe: trained vocabulary size")
     parser.add_argument("--val-fraction", type=float, default=defaults.val_fraction)
+    parser.add_argument("--val", nargs="+", default=[], metavar="INPUT",
+                        help="validate on all of these instead (the inputs then all train; --val-fraction unused)")
     parser.add_argument("--text-field", default=defaults.text_field, help="JSONL key / Parquet or dataset column")
     parser.add_argument("--doc-bytes", type=int, default=defaults.doc_bytes)
     parser.add_argument("--shard-tokens", type=int, default=defaults.shard_tokens)
@@ -292,8 +310,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--root", default="data", help="training's data.root: the shards go to <root>/shards/")
     parser.add_argument("--out", default=None, help="prepare into this folder instead (train with data.path=<it>)")
     args = parser.parse_args(argv)
-    recipe = Recipe([str(Path(p).resolve()) for p in args.inputs], args.tokenizer, args.vocab_size, None,
-                    args.val_fraction, args.text_field, args.doc_bytes, args.shard_tokens)
+    recipe = Recipe([str(Path(p).resolve()) for p in args.inputs], [str(Path(p).resolve()) for p in args.val],
+                    args.tokenizer, args.vocab_size, None, args.val_fraction, args.text_field, args.doc_bytes,
+                    args.shard_tokens)
     try:
         out = Path(args.out) if args.out else cache_folder(recipe, Path(args.root))
         prepared = open_prepared(prepare(recipe, out, args.num_proc, progress=True), recipe.tokenizer)
@@ -303,7 +322,10 @@ def main(argv: list[str] | None = None) -> int:
     paths = str(out) if args.out else ",".join(recipe.inputs)
     settings = {"path": paths if "," not in paths else f"[{paths}]", "tokenizer": recipe.tokenizer}
     if not args.out:  # the settings the run's lookup must see again; a prepared folder carries its own
-        settings.update((k, v) for k, v in asdict(recipe).items() if k != "inputs" and v != getattr(defaults, k))
+        settings.update((k, v) for k, v in asdict(recipe).items()
+                        if k not in ("inputs", "val_inputs") and v != getattr(defaults, k))
+        if recipe.val_inputs:
+            settings["val_path"] = f"[{','.join(recipe.val_inputs)}]"
     print(f"{out}: {prepared.manifest['documents']:,} documents, {len(prepared.train):,} training and "
           f"{len(prepared.val):,} validation tokens, vocabulary {prepared.tokenizer.vocab_size:,}\n"
           f"train with: python train.py data=text {' '.join(f'data.{k}={v}' for k, v in settings.items())}")

@@ -62,12 +62,13 @@ def test_a_folder_that_is_not_nanogpt_is_refused_in_one_line(tmp_path: Path) -> 
         nanogpt.check_checkout(tmp_path)
 
 
-def test_split_is_nanogpts_first_ninety_percent_of_the_characters(tmp_path: Path) -> None:
+def test_split_is_nanogpts_first_ninety_and_last_ten_percent_of_the_characters(tmp_path: Path) -> None:
     corpus = tmp_path / "input.txt"
     corpus.write_text("abcdefghij" * 3 + "é", encoding="utf-8")  # 31 characters, 32 bytes: the cut counts characters
-    train, held_out = quality_per_time.split_texts(corpus, tmp_path / "split")
-    assert train.read_text(encoding="utf-8") == "abcdefghij" * 2 + "abcdefg"  # int(31 * 0.9) = 27 characters
-    assert held_out == "hijé"
+    data, held_out = quality_per_time.split_texts(corpus, tmp_path / "split")
+    paths = dict(override.split("=", 1) for override in data)
+    assert Path(paths["data.path"]).read_text(encoding="utf-8") == "abcdefghij" * 2 + "abcdefg"  # int(31 * 0.9) = 27
+    assert Path(paths["data.val_path"]).read_text(encoding="utf-8") == held_out == "hijé"
 
 
 def test_text_loss_is_the_mean_over_every_window(tmp_path: Path) -> None:

@@ -130,6 +130,21 @@ def test_every_text_document_ends_with_one_end_of_text(tmp_path: Path) -> None:
     assert prepared.manifest["documents"] == len(docs) and len(prepared.val) == 0
 
 
+def test_a_validation_file_is_all_of_validation_and_nothing_else_is(tmp_path: Path) -> None:
+    """data.val_path: a fixed held-out text (nanoGPT's last 10%), whose characters the vocabulary learns too."""
+    train_docs, val_docs = stories(30, seed=8), [d + " ~ only here" for d in stories(10, seed=9)]
+    train, val = write(tmp_path / "train.txt", train_docs), write(tmp_path / "held" / "val.jsonl", val_docs)
+    prepared = build([train], tmp_path / "out", val_inputs=[str(tmp_path / "held")])
+    assert split_documents(prepared) == {"train": train_docs, "val": val_docs}
+    assert "every part of val_inputs" in prepared.manifest["validation"]
+    with pytest.raises(ValueError, match=r"is in both data.path and data.val_path"):
+        build([train, val], tmp_path / "both", val_inputs=[str(val)])
+    with pytest.raises(ValueError, match=r"^data.val_path=\S*missing.txt does not exist"):
+        build([train], tmp_path / "missing", val_inputs=[str(tmp_path / "missing.txt")])
+    with pytest.raises(ValueError, match=r"prepared already.*drop data.val_path"):
+        load(Recipe([str(tmp_path / "out")], [str(val)]), tmp_path)
+
+
 def test_validation_documents_stay_validation_when_files_are_added(tmp_path: Path) -> None:
     first, second = write(tmp_path / "a.txt", stories(60, seed=6)), write(tmp_path / "b.txt", stories(60, seed=7))
     alone = split_documents(build([first], tmp_path / "alone"))
@@ -168,9 +183,17 @@ def test_command_line_prepares_what_training_then_finds(tmp_path: Path, monkeypa
     data = TextData(block_size=8, root=str(root), num_proc=1, **settings)  # the run the printed command starts
     assert sorted(sum(split_documents(data.corpus).values(), [])) == sorted(stories(60, seed=12))
     yaml = OmegaConf.load(ROOT / "configs" / "data" / "text.yaml")  # train.py's defaults are the command's
-    defaults = {name: value for name, value in vars(Recipe()).items() if name != "inputs"}
-    assert {name: yaml[name] for name in defaults} == defaults
+    defaults = {name: value for name, value in vars(Recipe()).items() if name not in ("inputs", "val_inputs")}
+    assert {name: yaml[name] for name in defaults} == defaults and yaml.val_path is None
     monkeypatch.undo()
+    held = write(tmp_path / "held.txt", stories(5, seed=13))
+    assert gpt.prepare.main([str(corpus), "--val", str(held), "--root", str(root), "--num-proc", "1"]) == 0
+    command = capsys.readouterr().out.split("train with: python train.py data=text ")[1].split()
+    assert command == [f"data.path={corpus}", "data.tokenizer=char", f"data.val_path=[{held}]"]
+    settings = {key.removeprefix("data."): OmegaConf.create(f"v: {value}").v
+                for key, value in (override.split("=", 1) for override in command)}
+    data = TextData(block_size=8, root=str(root), num_proc=1, **settings)
+    assert split_documents(data.corpus)["val"] == stories(5, seed=13) and data.meta["val_path"] == str(held)
     out = tmp_path / "out"
     assert gpt.prepare.main([str(corpus), "--out", str(out), "--doc-bytes", "256", "--num-proc", "1"]) == 0
     capsys.readouterr()
