@@ -28,6 +28,7 @@ class OptimConfig:
     decay_fraction: Annotated[float, Range(0, 1, low_open=True)] = 0.2  # wsd: the final share of max_steps decaying
     muon_lr: PositiveFloat = 0.04  # muon: peak LR of the hidden matrices (torch scales it by sqrt(max(1, out/in)))
     momentum: Probability = 0.95  # muon: Nesterov momentum of the hidden matrices
+    ns_steps: Annotated[int, Range(1, 99)] = 5  # muon: Newton-Schulz iterations orthogonalising each update (each costs ~3 matmuls)
 
     def __post_init__(self) -> None:
         # Each field's type and range comes from its annotation (gpt.validate; train.py's check_config checks the
@@ -71,7 +72,8 @@ def muon(model: nn.Module, cfg: OptimConfig, fused: bool) -> torch.optim.Optimiz
     rest = [p for p in model.parameters() if p.requires_grad and id(p) not in chosen]
     return Chained([
         torch.optim.AdamW(adamw_groups(rest, cfg.weight_decay), lr=cfg.lr, betas=cfg.betas, fused=fused),
-        torch.optim.Muon(hidden, lr=cfg.muon_lr, weight_decay=cfg.weight_decay, momentum=cfg.momentum),
+        torch.optim.Muon(hidden, lr=cfg.muon_lr, weight_decay=cfg.weight_decay, momentum=cfg.momentum,
+                         ns_steps=cfg.ns_steps),
     ])
 
 

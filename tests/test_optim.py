@@ -73,6 +73,18 @@ def test_muon_takes_the_blocks_matrices_and_adamw_every_other_parameter(tie_embe
     assert ("head.weight" in adam_names) is not tie_embeddings  # an untied head is a matrix, yet AdamW's
 
 
+def test_muon_orthogonalises_with_the_configured_newton_schulz_steps() -> None:
+    """optim.ns_steps reaches torch.optim.Muon, and changes the update: fewer iterations, a less orthogonal one."""
+    updated = []
+    for steps in (1, 5):
+        model = tiny_model()
+        optimizer = OPTIMIZERS["muon"](model, OptimConfig(name="muon", ns_steps=steps), fused=True)
+        assert optimizer.optimizers[1].param_groups[0]["ns_steps"] == steps
+        train(model, optimizer, range(1))
+        updated.append(model.blocks[0].mlp.fc.weight.detach().clone())
+    assert not torch.equal(*updated)
+
+
 def loss_of(model: GPT, step: int) -> torch.Tensor:
     idx = torch.randint(0, 37, (4, 17), generator=torch.Generator().manual_seed(step))
     return F.cross_entropy(model(idx[:, :-1]).flatten(0, 1), idx[:, 1:].flatten())
