@@ -282,7 +282,8 @@ def test_row_stream_resumes_mid_way_and_shares_out_among_ranks() -> None:
     assert all(torch.equal(a, b) for (a, _), b in zip(islice(iter(rank1), 10), whole[3::2]))
 
 
-@pytest.mark.parametrize("preset", ["shakespeare_char_cpu", "shakespeare_char_fast", "shakespeare_gpt2"])
+@pytest.mark.parametrize("preset", ["shakespeare_char_cpu", "shakespeare_char_fast", "shakespeare_char_speedrun",
+                                    "shakespeare_gpt2"])
 def test_shakespeare_presets_train_on_a_local_text(tmp_path: Path, text_file: Path, preset: str,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     """Each preset's own parts (bf16 autocast, RoPE, fused QKV in the fast one) train; only the length is cut."""
