@@ -10,7 +10,7 @@ seeds 0, 1, 2 and the table gives the seconds until val loss first reached --tar
     python bench/quality_per_time.py --corpus input.txt --repeats 2 --budget 117 \
         "experiment=shakespeare_char_fast" "experiment=shakespeare_char_fast optim=muon"
     python bench/quality_per_time.py --corpus input.txt --seeds 3 --target 1.886 \
-        "experiment=shakespeare_char_cpu" "experiment=shakespeare_char_fast trainer.val_check_interval=50"
+        experiment=shakespeare_char_cpu experiment=shakespeare_char_speedrun
 
 Against real nanoGPT in the same run: --nanogpt <a nanoGPT checkout> runs its CPU Tiny Shakespeare recipe
 (bench/nanogpt.py) as the first configuration, alternated with the others, and parses its log. Splits: nanoGPT
@@ -20,8 +20,9 @@ trains on the first 90% of the characters and validates on the last 10%; tinygpt
 Each tinygpt model.pt is also measured on every window of the last 10%: the column 'nanoGPT val'. nanoGPT has
 no seed option: with --seeds, every one of its runs uses its fixed seed.
 
-    python bench/quality_per_time.py --corpus ../shared/data/tinyshakespeare.txt --nanogpt ../nanoGPT \
-        --repeats 2 experiment=shakespeare_char_cpu experiment=shakespeare_char_fast
+    python bench/quality_per_time.py --corpus ../shared/data/tinyshakespeare.txt --nanogpt ../nanoGPT --seeds 3 \
+        --target 1.886 experiment=shakespeare_char_cpu experiment=shakespeare_char_fast \
+        experiment=shakespeare_char_speedrun
 """
 from __future__ import annotations
 
