@@ -3,6 +3,7 @@ CPU Tiny Shakespeare (char) recipe, its log parsed into the history and summary 
 nanoGPT is copied here; the bench runs its own train.py in its own folder."""
 from __future__ import annotations
 
+import importlib.util
 import math
 import os
 import re
@@ -12,6 +13,10 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+import numpy as np
+import torch
+from torch.nn import functional as F
 
 # nanoGPT's README, "I only have a macbook": its Shakespeare (char) recipe sized for a CPU.
 CPU_RECIPE = ["config/train_shakespeare_char.py", "--device=cpu", "--compile=False", "--eval_iters=20",
@@ -85,3 +90,30 @@ def run(checkout: Path, corpus: Path, run_dir: Path, extra: list[str]) -> dict:
     if done.returncode:
         raise SystemExit(f"error: nanoGPT failed (exit {done.returncode}); its log: {run_dir / 'nanogpt.log'}")
     return {**parse_log(done.stdout, Path(corpus).read_bytes().isascii()), "process_s": process_s}
+
+
+@torch.no_grad()
+def final_val_loss(checkout: Path, run_dir: Path, steps: int, batch_size: int = 256) -> float:
+    """Mean loss of nanoGPT's final model over every non-overlapping context window of its validation text
+    (its val.bin), through nanoGPT's own model.py: the figure each tinygpt model.pt gets in the column
+    'nanoGPT val', where nanoGPT's log has only 20 random batches. NaN when its ckpt.pt is not from the last
+    step (its recipe saves only when the estimate improves)."""
+    checkpoint = torch.load(run_dir / "ckpt.pt", map_location="cpu", weights_only=False)
+    if checkpoint["iter_num"] != steps:
+        return float("nan")
+    spec = importlib.util.spec_from_file_location("nanogpt_model", checkout / "model.py")
+    code = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(code)
+    model = code.GPT(code.GPTConfig(**checkpoint["model_args"]))
+    # A compiled run saves its weights under _orig_mod.
+    model.load_state_dict({k.removeprefix("_orig_mod."): v for k, v in checkpoint["model"].items()})
+    model.eval()
+    ids = torch.from_numpy(np.fromfile(checkout / DATA / "val.bin", dtype=np.uint16).astype(np.int64))
+    block = checkpoint["model_args"]["block_size"]
+    count = (len(ids) - 1) // block
+    inputs, targets = ids[:count * block].view(count, block), ids[1:count * block + 1].view(count, block)  # (N, T)
+    total = 0.0
+    for x, y in zip(inputs.split(batch_size), targets.split(batch_size)):
+        logits, _ = model(x, y)  # with targets, nanoGPT returns every position's logits (B, T, V)
+        total += F.cross_entropy(logits.flatten(0, 1), y.flatten(), reduction="sum").item()
+    return total / targets.numel()

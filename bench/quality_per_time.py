@@ -17,8 +17,9 @@ Against real nanoGPT in the same run: --nanogpt <a nanoGPT checkout> runs its CP
 trains on the first 90% of the characters and validates on the last 10%; tinygpt trains on that same first
 90% and validates on that same last 10% (data.val_path), so curves and times to target are on one text
 (nanoGPT's figure: 20 random batches of 12 windows each time; tinygpt's: its data.val_windows fixed windows).
-Each tinygpt model.pt is also measured on every window of the last 10%: the column 'nanoGPT val'. nanoGPT has
-no seed option: with --seeds, every one of its runs uses its fixed seed.
+Each final model, nanoGPT's too (its ckpt.pt through its own model.py), is also measured on every window of the
+last 10%: the column 'nanoGPT val'. nanoGPT has no seed option: with --seeds, every one of its runs uses its
+fixed seed.
 
     python bench/quality_per_time.py --corpus ../shared/data/tinyshakespeare.txt --nanogpt ../nanoGPT --seeds 3 \
         --target 1.886 experiment=shakespeare_char_cpu experiment=shakespeare_char_fast \
@@ -87,7 +88,7 @@ def run_one(config: str, args: argparse.Namespace, data: list[str], held_out: st
     """One configuration once: nanoGPT's recipe or train.py's overrides (measured on nanoGPT's val text too)."""
     if config == NANOGPT:  # nanoGPT has no seed option: every round runs its fixed seed (1337)
         result = nanogpt.run(args.nanogpt, Path(args.corpus), run_dir, shlex.split(args.nanogpt_args))
-        return {**result, "nanogpt_val": result["val_loss"]}
+        return {**result, "nanogpt_val": nanogpt.final_val_loss(args.nanogpt, run_dir, result["steps"])}
     seeded = [*shlex.split(config), f"seed={seed}"] if args.seeds > 1 else shlex.split(config)
     result = run(seeded, data, run_dir)
     if held_out is not None:

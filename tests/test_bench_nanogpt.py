@@ -6,6 +6,7 @@ import math
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from torch.nn import functional as F
@@ -83,3 +84,42 @@ def test_text_loss_is_the_mean_over_every_window(tmp_path: Path) -> None:
     with torch.no_grad():
         expected = F.cross_entropy(model(inputs).flatten(0, 1), targets.flatten()).item()
     assert quality_per_time.text_loss(tmp_path / "model.pt", text, batch_size=5) == pytest.approx(expected, rel=1e-5)
+
+
+FAKE_MODEL = '''
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+
+@dataclass
+class GPTConfig:
+    block_size: int
+    vocab_size: int
+
+
+class GPT(nn.Module):  # nanoGPT's interface: logits for every position when given targets
+    def __init__(self, config):
+        super().__init__()
+        self.bias = nn.Parameter(torch.zeros(config.vocab_size))
+
+    def forward(self, idx, targets=None):
+        return self.bias.expand(*idx.shape, -1), None
+'''
+
+
+def test_nanogpts_final_checkpoint_is_scored_on_every_window_through_its_own_model_code(tmp_path: Path) -> None:
+    checkout = tmp_path / "nanoGPT"
+    (checkout / nanogpt.DATA).mkdir(parents=True)
+    (checkout / "model.py").write_text(FAKE_MODEL)
+    ids = np.random.default_rng(0).integers(0, 5, 1000, dtype=np.uint16)
+    ids.tofile(checkout / nanogpt.DATA / "val.bin")
+    bias = torch.tensor([0.5, -1.0, 2.0, 0.0, 1.0])
+    torch.save({"iter_num": 2000, "model_args": {"block_size": 8, "vocab_size": 5},
+                "model": {"_orig_mod.bias": bias}}, tmp_path / "ckpt.pt")  # as a compiled run saves it
+    count = (len(ids) - 1) // 8  # 124 windows of 8: the last 7 ids are no window's targets
+    targets = torch.from_numpy(ids[1:count * 8 + 1].astype(np.int64))
+    expected = F.cross_entropy(bias.expand(len(targets), -1), targets).item()
+    assert nanogpt.final_val_loss(checkout, tmp_path, steps=2000, batch_size=50) == pytest.approx(expected)
+    assert math.isnan(nanogpt.final_val_loss(checkout, tmp_path, steps=2500))  # saved before the end: no figure
