@@ -239,7 +239,7 @@ class TextData(BatchedData):
         return {"corpus": self.name, "path": ", ".join(self.sources),
                 "val_path": ", ".join(self.val_sources) or None, "tokenizer": self.tokenizer_name,
                 "vocab_size": self.vocab_size, "val_fraction": self.corpus.manifest["recipe"]["val_fraction"],
-                "shards": str(self.corpus.folder), "train_tokens": len(self.corpus.train),
+                "shards": str(self.corpus.folder.resolve()), "train_tokens": len(self.corpus.train),
                 "val_tokens": len(self.corpus.val), "seed": self.seed}
 
     def setup(self, stage: str | None = None) -> None:

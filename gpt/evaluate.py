@@ -68,7 +68,8 @@ def text_report(text_model: TextModel) -> str:
     ids = open_prepared(Path(meta["shards"]), meta["tokenizer"]).val.to_array()
     loss, bpb = text_loss(text_model.model, ids, byte_counts(text_model.tokenizer))
     tokens = f"{len(ids):,} {meta['tokenizer']} tokens"
-    return f"val split of {meta['path']} ({tokens}): loss {loss:.4f}, bpb {bpb:.4f}"
+    text = meta["val_path"] if meta.get("val_path") else f"val split of {meta['path']}"  # data.val_path: all of it
+    return f"{text} ({tokens}): loss {loss:.4f}, bpb {bpb:.4f}"
 
 
 def calculator_examples(meta: dict[str, Any], seed: int, split: str) -> list[Example]:

@@ -248,7 +248,8 @@ def prepare(recipe: Recipe, out: Path, num_proc: int | None = None, progress: bo
 
 
 def _fingerprints(recipe: Recipe) -> list[list]:
-    return [row for path in input_files([*recipe.inputs, *recipe.val_inputs]) for row in fingerprint(path)]
+    files = [*input_files(recipe.inputs), *input_files(recipe.val_inputs, "data.val_path")]
+    return [row for path in files for row in fingerprint(path)]
 
 
 def cache_folder(recipe: Recipe, root: Path) -> Path:

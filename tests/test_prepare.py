@@ -141,6 +141,8 @@ def test_a_validation_file_is_all_of_validation_and_nothing_else_is(tmp_path: Pa
         build([train, val], tmp_path / "both", val_inputs=[str(val)])
     with pytest.raises(ValueError, match=r"^data.val_path=\S*missing.txt does not exist"):
         build([train], tmp_path / "missing", val_inputs=[str(tmp_path / "missing.txt")])
+    with pytest.raises(ValueError, match=r"^data.val_path=\S*missing.txt does not exist"):
+        load(Recipe([str(train)], [str(tmp_path / "missing.txt")]), tmp_path / "data")  # how a run finds its shards
     with pytest.raises(ValueError, match=r"prepared already.*drop data.val_path"):
         load(Recipe([str(tmp_path / "out")], [str(val)]), tmp_path)
 
