@@ -1,12 +1,15 @@
 """Autoregressive decoding: sampling rules and the KV-cached loop. No Lightning here."""
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Callable, Iterator
 from unittest import mock
 
 import torch
+from torch import nn
 from torch.nn import functional as F
 
+from gpt.attention import KVCache
 from gpt.model import GPT
 
 
@@ -101,13 +104,86 @@ def _decode_backend(graph: torch.fx.GraphModule, example_inputs: list[torch.Tens
         return compile_fx(graph, example_inputs, config_patches=DECODE_INDUCTOR_OPTIONS)
 
 
-def compile_for_decoding(model: GPT) -> GPT:
-    """`model` through torch.compile for sampling. Per-token Python and kernel-call overhead is most of a tiny
-    model's decode step, and this removes most of it. Shapes start static (the batch stays so, which the
-    decomposition above needs) and the cache length turns dynamic at its first change, so the compiles are one
-    for the prompt, one for the first step and one for every later step (tens of seconds on a small CPU), not
-    one per length."""
-    return torch.compile(model, backend=_decode_backend)
+class _CacheView(KVCache):
+    """A KVCache over given buffers whose length is a traced size, for exporting the one-token step."""
+
+    def __init__(self, k: torch.Tensor, v: torch.Tensor, length: int) -> None:
+        self.k, self.v, self.length = k, v, length
+
+
+class _OneTokenStep(nn.Module):
+    """(token (B, 1), positions (L,), every layer's k and v buffers) -> logits (B, V) of a cached decode step;
+    the cached length L is a tensor's size, so one export serves every length."""
+
+    def __init__(self, model: GPT) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, token: torch.Tensor, positions: torch.Tensor, buffers: list[torch.Tensor]) -> torch.Tensor:
+        length = positions.shape[0]
+        caches = [_CacheView(k, v, length) for k, v in zip(buffers[::2], buffers[1::2])]
+        return self.model(token, caches)[:, -1]
+
+
+class CompiledDecoding:
+    """`model` compiled for sampling (generate.py --compile): called as the model is, by `stream`. Per-token
+    Python and kernel-call overhead is most of a tiny model's decode step. For the caches of the softmax
+    variants (KVCache) the one-token step is exported and compiled ahead of time by AOTInductor, once per
+    batch size, into a shared library called with no Dynamo guards and no Python graph wrapper: on the 2-core
+    dev CPU a batch-1 step of the 4x4x128 model took 0.42 ms through torch.compile, 174 us of it the fused
+    kernel and the rest guards and wrappers. The prompt (and a refill once the window slides) runs eagerly;
+    other caches (a window's, linear attention's state, per-head caches) go through torch.compile, whose
+    cache length turns dynamic at its first change: one compile for the prompt, one for the first step and
+    one for every later step, not one per length."""
+
+    def __init__(self, model: GPT) -> None:
+        self.model, self.cfg = model, model.cfg
+        self.compiled = torch.compile(model, backend=_decode_backend)
+        self.steps: dict[int, Callable[[list[torch.Tensor]], list[torch.Tensor]]] = {}  # batch size -> step
+        self.positions = torch.empty(model.cfg.block_size, device=model.tok_emb.weight.device)
+
+    def new_caches(self, batch: int, device: torch.device | None = None, dtype: torch.dtype | None = None) -> list:
+        return self.model.new_caches(batch, device, dtype)
+
+    def __call__(self, idx: torch.Tensor, caches: list | None = None) -> torch.Tensor:
+        if not caches or not all(type(cache) is KVCache for cache in caches) or self.model.training:
+            return self.compiled(idx, caches)
+        if idx.shape[1] != 1 or not 0 < caches[0].length <= self.cfg.block_size - 2:
+            return self.model(idx, caches)  # the prompt, and the step that fills the cache (see _compile_step)
+        step = self.steps.get(idx.shape[0]) or self._compile_step(idx.shape[0], caches)
+        buffers = [t for cache in caches for t in (cache.k, cache.v)]
+        logits = step([idx, self.positions[:caches[0].length], *buffers])[0]  # writes k, v at the length
+        for cache in caches:
+            cache.length += 1
+        return logits.unsqueeze(1)  # (B, 1, V)
+
+    def _compile_step(self, batch: int, caches: list[KVCache]) -> Callable[[list[torch.Tensor]], list[torch.Tensor]]:
+        # Imported here: inductor takes seconds to import, and only compiling needs it.
+        from torch._inductor import aoti_compile_and_package, aoti_load_package
+        from torch._inductor.fx_passes import decompose_mem_bound_mm
+
+        # Traced on zeroed stand-ins of the buffers at length 2 (a length of 1 would be specialised on).
+        buffers = [torch.zeros_like(t) for cache in caches for t in (cache.k, cache.v)]
+        example = (torch.zeros(batch, 1, dtype=torch.long, device=self.positions.device), self.positions[:2], buffers)
+        # The step that fills the cache is left out: a slice that ends at the buffer's end is a special case.
+        length = torch.export.Dim("length", min=1, max=self.cfg.block_size - 2)
+        with torch.no_grad():
+            exported = torch.export.export(_OneTokenStep(self.model), example,
+                                           dynamic_shapes=({}, {0: length}, [{}] * len(buffers)))
+        with tempfile.TemporaryDirectory() as folder, \
+                mock.patch.object(decompose_mem_bound_mm, "cpu_max_first_dimension_decomposition",
+                                  DECODE_MAX_ROWS_DECOMPOSED):
+            package = aoti_compile_and_package(exported, package_path=f"{folder}/step.pt2",
+                                               inductor_configs=DECODE_INDUCTOR_OPTIONS)
+            # boxed_run takes the inputs flat, as (token, positions, buffers) flattens: the package's own
+            # __call__ flattens and rebuilds the argument tree on every call, ~15% of a batch-1 step.
+            self.steps[batch] = aoti_load_package(package).loader.boxed_run
+        return self.steps[batch]
+
+
+def compile_for_decoding(model: GPT) -> CompiledDecoding:
+    """`model` compiled for sampling: see CompiledDecoding."""
+    return CompiledDecoding(model)
 
 
 def generate(model: GPT, idx: torch.Tensor, max_new_tokens: int, temperature: float = 1.0,

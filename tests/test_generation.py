@@ -23,15 +23,19 @@ def test_cached_and_uncached_greedy_tokens_are_identical(tiny_cfg: ModelConfig, 
                                        {"attention": "gqa", "kv_heads": 1}])
 def test_compiled_decoding_chooses_the_eager_tokens(tiny_cfg: ModelConfig, overrides: dict) -> None:
     """generate.py --compile: the compiled model decodes token for token as the eager one, through the
-    single-token steps (written-out attention with a window mask, a score bias, grouped keys) and the cache
-    refill once the window slides past block_size."""
+    single-token steps (written-out attention with a window mask, a score bias, grouped keys), the step that
+    fills the cache and the refill once the window slides past block_size."""
     model = build(dataclasses.replace(tiny_cfg, **overrides))
     idx = torch.randint(0, tiny_cfg.vocab_size, (2, 3))
     eager = generate(model, idx, tiny_cfg.block_size + 4, temperature=0)
     torch._dynamo.reset()  # graphs compiled for other models here would count towards the recompile limit
+    decoding = compile_for_decoding(model)
     with torch._dynamo.config.patch(fail_on_recompile_limit_hit=True):  # never fall back to eager unseen
-        compiled = generate(compile_for_decoding(model), idx, tiny_cfg.block_size + 4, temperature=0)
+        compiled = generate(decoding, idx, tiny_cfg.block_size + 4, temperature=0)
     assert torch.equal(compiled, eager)
+    # The softmax variants' KV caches decode through the step AOTInductor compiled for batch 2; a window's
+    # cache through torch.compile.
+    assert list(decoding.steps) == ([2] if overrides.get("attention") != "sliding_window" else [])
 
 
 def test_cached_logits_match_full_forward(tiny_cfg: ModelConfig) -> None:
