@@ -9,6 +9,7 @@ import torch
 from gpt import ModelConfig, TextModel, generate, load
 from gpt.calculator import vocabulary
 from gpt.checkpoint import save_model
+from gpt.generation import compile_for_decoding
 from gpt.tokenizers import CharTokenizer, WordTokenizer
 from tests.conftest import build
 
@@ -62,3 +63,12 @@ def test_load_gives_the_text_model_of_a_saved_checkpoint(tmp_path: Path) -> None
     save_model(tmp_path / "model.pt", text_model.model, text_model.tokenizer, text_model.meta)
     loaded = load(tmp_path / "model.pt")
     assert loaded.line_based and [loaded.complete(p) for p in PROMPTS] == [text_model.complete(p) for p in PROMPTS]
+
+
+def test_a_model_compiled_for_decoding_completes_as_the_eager_one() -> None:
+    """generate.py --compile swaps the text model's model for gpt.generation.compile_for_decoding's."""
+    text_model = calculator_model()
+    eager = [text_model.complete(p) for p in PROMPTS]
+    text_model.model = compile_for_decoding(text_model.model)
+    assert [text_model.complete(p) for p in PROMPTS] == eager
+    assert text_model.complete_batch(PROMPTS, max_new_tokens=24) == eager
