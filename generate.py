@@ -40,8 +40,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="seed of the sampling random stream; same seed, same samples (default: 0)")
     parser.add_argument("--device", default="cpu", help="cpu, cuda, cuda:<index> or mps (default: cpu)")
     parser.add_argument("--compile", action="store_true",
-                        help="compile the decode step (AOTInductor, or torch.compile): tens of seconds once on a small CPU, then "
-                             "several times faster per token; worth it for long generations")
+                        help="compile the decode step (AOTInductor, or torch.compile): tens of seconds once on a "
+                             "small CPU, then several times faster per token; worth it for long generations")
     parser.add_argument("--attention-map", metavar="PATH",
                         help="draw every layer and head's attention over the prompt into this PNG (no generation)")
     parser.add_argument("--attention-html", metavar="PATH",
