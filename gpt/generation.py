@@ -126,21 +126,25 @@ class _OneTokenStep(nn.Module):
         return self.model(token, caches)[:, -1]
 
 
+Step = Callable[[list[torch.Tensor]], list[torch.Tensor]]  # flat inputs -> flat outputs of a compiled step
+
+
 class CompiledDecoding:
     """`model` compiled for sampling (generate.py --compile): called as the model is, by `stream`. Per-token
     Python and kernel-call overhead is most of a tiny model's decode step. For the caches of the softmax
     variants (KVCache) the one-token step is exported and compiled ahead of time by AOTInductor, once per
     batch size, into a shared library called with no Dynamo guards and no Python graph wrapper: on the 2-core
-    dev CPU a batch-1 step of the 4x4x128 model took 0.42 ms through torch.compile, 174 us of it the fused
-    kernel and the rest guards and wrappers, and 0.18-0.25 ms so. The prompt (and a refill once the window slides) runs eagerly;
-    other caches (a window's, linear attention's state, per-head caches) go through torch.compile, whose
-    cache length turns dynamic at its first change: one compile for the prompt, one for the first step and
-    one for every later step, not one per length."""
+    dev CPU a batch-1 step of the 4x4x128 model took 0.42 ms through torch.compile (174 us of it the fused
+    kernel, the rest guards and wrappers) and takes 0.18-0.25 ms so. The prompt (and a refill once the window
+    slides) runs eagerly. Other caches (a window's, linear attention's state, per-head caches), and a step that
+    does not export, go through torch.compile, whose cache length turns dynamic at its first change: one
+    compile for the prompt, one for the first step and one for every later step, not one per length."""
 
     def __init__(self, model: GPT) -> None:
         self.model = model
         self.compiled = torch.compile(model, backend=_decode_backend)
-        self.steps: dict[int, Callable[[list[torch.Tensor]], list[torch.Tensor]]] = {}  # batch size -> step
+        # batch size -> the compiled step, or None where it did not export
+        self.steps: dict[int, Step | None] = {}
         self.positions = torch.empty(model.cfg.block_size, device=model.tok_emb.weight.device)
 
     def __getattr__(self, name: str) -> object:
@@ -153,14 +157,17 @@ class CompiledDecoding:
             return self.compiled(idx, caches)
         if idx.shape[1] != 1 or not 0 < caches[0].length <= self.cfg.block_size - 2:
             return self.model(idx, caches)  # the prompt, and the step that fills the cache (see _compile_step)
-        step = self.steps.get(idx.shape[0]) or self._compile_step(idx.shape[0], caches)
+        batch = idx.shape[0]
+        step = self.steps[batch] if batch in self.steps else self._compile_step(batch, caches)
+        if step is None:  # the step did not export
+            return self.compiled(idx, caches)
         buffers = [t for cache in caches for t in (cache.k, cache.v)]
         logits = step([idx, self.positions[:caches[0].length], *buffers])[0]  # writes k, v at the length
         for cache in caches:
             cache.length += 1
         return logits.unsqueeze(1)  # (B, 1, V)
 
-    def _compile_step(self, batch: int, caches: list[KVCache]) -> Callable[[list[torch.Tensor]], list[torch.Tensor]]:
+    def _compile_step(self, batch: int, caches: list[KVCache]) -> Step | None:
         # Imported here: inductor takes seconds to import, and only compiling needs it.
         from torch._inductor import aoti_compile_and_package, aoti_load_package
         from torch._inductor.fx_passes import decompose_mem_bound_mm
@@ -170,9 +177,15 @@ class CompiledDecoding:
         example = (torch.zeros(batch, 1, dtype=torch.long, device=self.positions.device), self.positions[:2], buffers)
         # The step that fills the cache is left out: a slice that ends at the buffer's end is a special case.
         length = torch.export.Dim("length", min=1, max=self.cfg.block_size - 2)
-        with torch.no_grad():
-            exported = torch.export.export(_OneTokenStep(self.model), example,
-                                           dynamic_shapes=({}, {0: length}, [{}] * len(buffers)))
+        try:
+            with torch.no_grad():
+                exported = torch.export.export(_OneTokenStep(self.model), example,
+                                               dynamic_shapes=({}, {0: length}, [{}] * len(buffers)))
+        except Exception as err:  # noqa: BLE001 (export refuses code in many ways; torch.compile takes any)
+            # e.g. torch's nn.MultiheadAttention under RoPE; torch.compile decodes the same tokens, only slower.
+            warnings.warn(f"the decode step did not export ({type(err).__name__}); compiling it with torch.compile")
+            self.steps[batch] = None
+            return None
         with tempfile.TemporaryDirectory() as folder, warnings.catch_warnings(), \
                 mock.patch.object(decompose_mem_bound_mm, "cpu_max_first_dimension_decomposition",
                                   DECODE_MAX_ROWS_DECOMPOSED):

@@ -88,3 +88,22 @@ def test_bad_sampling_settings_are_refused(tiny_cfg: ModelConfig, kwargs: dict, 
     args = {"max_new_tokens": 5, **kwargs}
     with pytest.raises(ValueError, match=message):
         list(stream(build(tiny_cfg), torch.zeros(1, 1, dtype=torch.long), **args))
+
+
+def test_a_step_that_does_not_export_decodes_through_torch_compile(tiny_cfg: ModelConfig,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """Export refuses some code (torch's nn.MultiheadAttention with ALiBi does): the step then goes through
+    torch.compile, saying so once, and still chooses the eager tokens."""
+    model = build(tiny_cfg)
+    idx = torch.randint(0, tiny_cfg.vocab_size, (1, 3))
+    eager = generate(model, idx, 8, temperature=0)
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise torch._dynamo.exc.UserError(torch._dynamo.exc.UserErrorType.INVALID_INPUT, "refused")
+
+    monkeypatch.setattr(torch.export, "export", refuse)
+    torch._dynamo.reset()
+    decoding = compile_for_decoding(model)
+    with pytest.warns(UserWarning, match=r"did not export \(UserError\); compiling it with torch.compile"):
+        assert torch.equal(generate(decoding, idx, 8, temperature=0), eager)
+    assert decoding.steps == {1: None}
