@@ -12,6 +12,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -93,11 +94,21 @@ def run(checkout: Path, corpus: Path, run_dir: Path, extra: list[str]) -> dict:
 
 
 @torch.no_grad()
+def window_loss(logits_of: Callable[[torch.Tensor], torch.Tensor], ids: torch.Tensor, block: int,
+                batch_size: int) -> float:
+    """Mean next-token loss over every non-overlapping window of `block` tokens of `ids` (the column 'nanoGPT
+    val', for nanoGPT's model and tinygpt's alike); logits_of maps inputs (B, T) to logits (B, T, V)."""
+    count = (len(ids) - 1) // block
+    inputs, targets = ids[:count * block].view(count, block), ids[1:count * block + 1].view(count, block)  # (N, T)
+    total = sum(F.cross_entropy(logits_of(x).flatten(0, 1), y.flatten(), reduction="sum").item()
+                for x, y in zip(inputs.split(batch_size), targets.split(batch_size)))
+    return total / targets.numel()
+
+
 def final_val_loss(checkout: Path, run_dir: Path, steps: int, batch_size: int = 256) -> float:
-    """Mean loss of nanoGPT's final model over every non-overlapping context window of its validation text
-    (its val.bin), through nanoGPT's own model.py: the figure each tinygpt model.pt gets in the column
-    'nanoGPT val', where nanoGPT's log has only 20 random batches. NaN when its ckpt.pt is not from the last
-    step (its recipe saves only when the estimate improves)."""
+    """window_loss of nanoGPT's final model on its validation text (its val.bin), through nanoGPT's own
+    model.py, where nanoGPT's log has only 20 random batches. NaN when its ckpt.pt is not from the last step
+    (its recipe saves only when the estimate improves)."""
     checkpoint = torch.load(run_dir / "ckpt.pt", map_location="cpu", weights_only=False)
     if checkpoint["iter_num"] != steps:
         return float("nan")
@@ -109,11 +120,5 @@ def final_val_loss(checkout: Path, run_dir: Path, steps: int, batch_size: int = 
     model.load_state_dict({k.removeprefix("_orig_mod."): v for k, v in checkpoint["model"].items()})
     model.eval()
     ids = torch.from_numpy(np.fromfile(checkout / DATA / "val.bin", dtype=np.uint16).astype(np.int64))
-    block = checkpoint["model_args"]["block_size"]
-    count = (len(ids) - 1) // block
-    inputs, targets = ids[:count * block].view(count, block), ids[1:count * block + 1].view(count, block)  # (N, T)
-    total = 0.0
-    for x, y in zip(inputs.split(batch_size), targets.split(batch_size)):
-        logits, _ = model(x, y)  # with targets, nanoGPT returns every position's logits (B, T, V)
-        total += F.cross_entropy(logits.flatten(0, 1), y.flatten(), reduction="sum").item()
-    return total / targets.numel()
+    # Given targets (any), nanoGPT's forward returns every position's logits (B, T, V), not just the last.
+    return window_loss(lambda x: model(x, x)[0], ids, checkpoint["model_args"]["block_size"], batch_size)

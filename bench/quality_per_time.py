@@ -39,7 +39,6 @@ import time
 from pathlib import Path
 
 import torch
-from torch.nn import functional as F
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # run from anywhere without installing
@@ -108,17 +107,10 @@ def split_texts(corpus: Path, folder: Path) -> tuple[list[str], str]:
         text[cut:]
 
 
-@torch.no_grad()
 def text_loss(model_path: Path, text: str, batch_size: int = 64) -> float:
     """Mean next-token loss of a model.pt over every non-overlapping window of its context in `text`."""
     model, tokenizer = load_checkpoint(model_path)
-    block = model.cfg.block_size
-    ids = torch.tensor(tokenizer.encode(text))
-    count = (len(ids) - 1) // block
-    inputs, targets = ids[:count * block].view(count, block), ids[1:count * block + 1].view(count, block)  # (N, T)
-    total = sum(F.cross_entropy(model(x).flatten(0, 1), y.flatten(), reduction="sum").item()
-                for x, y in zip(inputs.split(batch_size), targets.split(batch_size)))
-    return total / targets.numel()
+    return nanogpt.window_loss(model, torch.tensor(tokenizer.encode(text)), model.cfg.block_size, batch_size)
 
 
 def at_budget(history: list[dict], budget: float) -> float:

@@ -176,6 +176,11 @@ class RandomWindows(BatchStream):
             index += 1
 
 
+def resolved(paths: str | list[str]) -> list[str]:
+    """A data.path-style setting (one path, or a list of them) as absolute paths."""
+    return [str(Path(p).resolve()) for p in ([paths] if isinstance(paths, str) else paths)]
+
+
 class TextData(BatchedData):
     """Running text: files (text, JSONL, Parquet, Arrow), folders of them, a saved Hugging Face dataset, a folder that
     `python -m gpt.prepare` wrote, or a corpus downloaded once from `url` (checked by `sha256`) into
@@ -205,16 +210,14 @@ class TextData(BatchedData):
     @cached_property
     def sources(self) -> list[str]:
         if self.path:
-            paths = [self.path] if isinstance(self.path, str) else list(self.path)
-            return [str(Path(p).resolve()) for p in paths]
+            return resolved(self.path)
         if self.url and self.sha256:
             return [str(download(self.url, self.root / self.name / Path(self.url).name, self.sha256).resolve())]
         raise ValueError(f"data={self.name} needs data.path=<a text, JSONL or Parquet file, or a folder of them>")
 
     @cached_property
     def val_sources(self) -> list[str]:
-        paths = [] if self.val_path is None else [self.val_path] if isinstance(self.val_path, str) else self.val_path
-        return [str(Path(p).resolve()) for p in paths]
+        return resolved(self.val_path) if self.val_path else []
 
     @cached_property
     def corpus(self) -> Prepared:

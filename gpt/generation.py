@@ -1,6 +1,7 @@
 """Autoregressive decoding: sampling rules and the KV-cached loop. No Lightning here."""
 from __future__ import annotations
 
+import contextlib
 import tempfile
 import warnings
 from collections.abc import Callable, Iterator
@@ -93,15 +94,21 @@ DECODE_INDUCTOR_OPTIONS = {"post_grad_fusion_options": {"decompose_mm_pass": {}}
 DECODE_MAX_ROWS_DECOMPOSED = 8  # inductor's own CPU limit is 1 row; batch 8 measured faster decomposed too
 
 
-def _decode_backend(graph: torch.fx.GraphModule, example_inputs: list[torch.Tensor]) -> Callable:
-    """Inductor with DECODE_INDUCTOR_OPTIONS. Inductor decomposes CPU multiplies of one row only, a limit
-    kept in a module variable rather than its config, so it is raised here for this compile alone."""
+def _decomposing_decode_rows() -> contextlib.AbstractContextManager:
+    """Inductor decomposes CPU multiplies of one row only, a limit kept in a module variable rather than its
+    config, so it is raised to DECODE_MAX_ROWS_DECOMPOSED while a decode step compiles."""
     # Imported here: inductor takes seconds to import, and only compiling needs it.
-    from torch._inductor.compile_fx import compile_fx
     from torch._inductor.fx_passes import decompose_mem_bound_mm
 
-    with mock.patch.object(decompose_mem_bound_mm, "cpu_max_first_dimension_decomposition",
-                           DECODE_MAX_ROWS_DECOMPOSED):
+    return mock.patch.object(decompose_mem_bound_mm, "cpu_max_first_dimension_decomposition",
+                             DECODE_MAX_ROWS_DECOMPOSED)
+
+
+def _decode_backend(graph: torch.fx.GraphModule, example_inputs: list[torch.Tensor]) -> Callable:
+    """Inductor with DECODE_INDUCTOR_OPTIONS, for torch.compile."""
+    from torch._inductor.compile_fx import compile_fx
+
+    with _decomposing_decode_rows():
         return compile_fx(graph, example_inputs, config_patches=DECODE_INDUCTOR_OPTIONS)
 
 
@@ -170,7 +177,6 @@ class CompiledDecoding:
     def _compile_step(self, batch: int, caches: list[KVCache]) -> Step | None:
         # Imported here: inductor takes seconds to import, and only compiling needs it.
         from torch._inductor import aoti_compile_and_package, aoti_load_package
-        from torch._inductor.fx_passes import decompose_mem_bound_mm
 
         # Traced on zeroed stand-ins of the buffers at length 2 (a length of 1 would be specialised on).
         buffers = [torch.zeros_like(t) for cache in caches for t in (cache.k, cache.v)]
@@ -182,13 +188,11 @@ class CompiledDecoding:
                 exported = torch.export.export(_OneTokenStep(self.model), example,
                                                dynamic_shapes=({}, {0: length}, [{}] * len(buffers)))
         except Exception as err:  # noqa: BLE001 (export refuses code in many ways; torch.compile takes any)
-            # e.g. torch's nn.MultiheadAttention under RoPE; torch.compile decodes the same tokens, only slower.
+            # e.g. torch's nn.MultiheadAttention with ALiBi; torch.compile decodes the same tokens, only slower.
             warnings.warn(f"the decode step did not export ({type(err).__name__}); compiling it with torch.compile")
             self.steps[batch] = None
             return None
-        with tempfile.TemporaryDirectory() as folder, warnings.catch_warnings(), \
-                mock.patch.object(decompose_mem_bound_mm, "cpu_max_first_dimension_decomposition",
-                                  DECODE_MAX_ROWS_DECOMPOSED):
+        with tempfile.TemporaryDirectory() as folder, warnings.catch_warnings(), _decomposing_decode_rows():
             # torch's own packaging copies pytree specs through a check torch deprecates: not the user's to fix.
             warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\)")
             package = aoti_compile_and_package(exported, package_path=f"{folder}/step.pt2",

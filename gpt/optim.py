@@ -28,7 +28,8 @@ class OptimConfig:
     decay_fraction: Annotated[float, Range(0, 1, low_open=True)] = 0.2  # wsd: the final share of max_steps decaying
     muon_lr: PositiveFloat = 0.04  # muon: peak LR of the hidden matrices (torch scales it by sqrt(max(1, out/in)))
     momentum: Probability = 0.95  # muon: Nesterov momentum of the hidden matrices
-    ns_steps: Annotated[int, Range(1, 99)] = 5  # muon: Newton-Schulz iterations orthogonalising each update (each costs ~3 matmuls)
+    # muon: Newton-Schulz iterations orthogonalising each update (each ~3 matrix multiplies per matrix)
+    ns_steps: Annotated[int, Range(1, 99)] = 5
 
     def __post_init__(self) -> None:
         # Each field's type and range comes from its annotation (gpt.validate; train.py's check_config checks the
