@@ -13,9 +13,9 @@ import sys
 
 import torch
 
-from gpt.checkpoint import CheckpointError, describe, model_file, newest_checkpoint
-from gpt.generation import compile_for_decoding
-from gpt.text import TextModel, load
+from gpt.inference.checkpoint import CheckpointError, describe, model_file, newest_checkpoint
+from gpt.inference.generation import compile_for_decoding
+from gpt.inference.text import TextModel, load
 
 SEPARATOR = "---"  # printed between --num-samples outputs
 
@@ -52,7 +52,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def draw_attention_map(text_model: TextModel, prompt: str, path: str) -> int:
     """Save the layer x head grid of attention heatmaps over the prompt's ids to `path`; the exit status."""
-    from gpt.plots import attention_map  # matplotlib only when a map is asked for
+    from gpt.evaluation.plots import attention_map  # matplotlib only when a map is asked for
 
     ids = text_model.prompt_ids(prompt)
     try:
@@ -82,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.attention_map:
             return draw_attention_map(text_model, args.prompt, args.attention_map)
         if args.attention_html:
-            from gpt.viewer import write_for_cli  # the viewer's template only when a viewer is asked for
+            from gpt.evaluation.viewer import write_for_cli  # the viewer's template only when a viewer is asked for
 
             return write_for_cli(args.attention_html, text_model, args.prompt, **settings, seed=args.seed)
         if args.compile:

@@ -27,19 +27,19 @@ from hydra.utils import get_class, instantiate
 from lightning.fabric.utilities.exceptions import MisconfigurationException
 from omegaconf import DictConfig, OmegaConf
 
-from gpt.bpb import byte_counts
-from gpt.callbacks import (HeldOutAccuracy, Interrupted, ResumeCheckpoint, SampleText, StepProgressBar,
+from gpt.evaluation.bpb import byte_counts
+from gpt.inference.checkpoint import CheckpointError, save_model
+from gpt.model.config import ModelConfig
+from gpt.sweeps.report import record_failure
+from gpt.training.callbacks import (HeldOutAccuracy, Interrupted, ResumeCheckpoint, SampleText, StepProgressBar,
                            StopOnInterrupt, TrainingStopped, ValidateAtEnd)
-from gpt.checkpoint import CheckpointError, save_model
-from gpt.config import ModelConfig
-from gpt.lit import LitGPT
-from gpt.loggers import finish, make_logger
-from gpt.optim import OptimConfig
-from gpt.preflight import preflight
-from gpt.pretrained import check_init_from, start_from
-from gpt.report import record_failure
-from gpt.resume import AtomicCheckpointIO, find_resume_checkpoint, load_resume_checkpoint
-from gpt.run_record import RunRecord
+from gpt.training.init_from import check_init_from, start_from
+from gpt.training.lit import LitGPT
+from gpt.training.loggers import finish, make_logger
+from gpt.training.optim import OptimConfig
+from gpt.training.preflight import preflight
+from gpt.training.resume import AtomicCheckpointIO, find_resume_checkpoint, load_resume_checkpoint
+from gpt.training.run_record import RunRecord
 from gpt.validate import check_section, check_value
 
 # Lightning's start-up notes (GPU/TPU availability, a logger advertisement) would bury our own lines, as
@@ -177,7 +177,7 @@ def train(cfg: DictConfig, run_dir: Path | None = None) -> Path:
         datamodule = instantiate(cfg.data)
     except InstantiationException as err:  # Hydra wraps the DataModule's own one-line ValueError in many lines
         raise err.__cause__ if isinstance(err.__cause__, ValueError) else err from None
-    # From scratch, or init_from's architecture and weights (gpt/pretrained.py) when its tokenizer is the corpus's.
+    # From scratch, or init_from's architecture and weights (gpt/training/init_from.py) when its tokenizer is the corpus's.
     model_cfg, weights = start_from(cfg.init_from, model_config(cfg, datamodule.vocab_size), datamodule.tokenizer)
     if model_cfg.block_size < datamodule.max_tokens:
         raise ValueError(f"model.block_size={model_cfg.block_size} is shorter than the corpus's longest line "
@@ -194,7 +194,7 @@ def train(cfg: DictConfig, run_dir: Path | None = None) -> Path:
     if hasattr(datamodule, "eval_examples"):
         trainer.callbacks.append(HeldOutAccuracy(datamodule.eval_examples, datamodule.tokenizer, datamodule.meta,
                                                  order=datamodule.groups))
-    record = RunRecord(run_dir)  # history.csv + summary.json for the sweep report (gpt/report.py)
+    record = RunRecord(run_dir)  # history.csv + summary.json for the sweep report (gpt/sweeps/report.py)
     trainer.callbacks.append(record)
     print(f"model: {lit.model.num_params():,} parameters, precision {precision}; run folder: {run_dir}")
     trainer.fit(lit, datamodule=datamodule, ckpt_path=ckpt_path, weights_only=True)

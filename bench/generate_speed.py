@@ -20,8 +20,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from anywhere without installing
 
 from gpt import GPT, ModelConfig, generate  # noqa: E402
-from gpt.generation import compile_for_decoding  # noqa: E402
-from gpt.attention import ATTENTION  # noqa: E402
+from gpt.inference.generation import compile_for_decoding  # noqa: E402
+from gpt.model.attention import ATTENTION  # noqa: E402
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -30,7 +30,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--uncached", nargs="*", default=["mha"],
                         help="variants also timed without the cache (slow: a full forward per token); 'all' for every one")
     parser.add_argument("--compiled", nargs="*", default=["mha"],
-                        help="variants also timed through gpt.generation.compile_for_decoding (compiled in the untimed warm-up run)")
+                        help="variants also timed through gpt.inference.generation.compile_for_decoding (compiled in the untimed warm-up run)")
     parser.add_argument("--batch", nargs="+", type=int, default=[1, 8])
     parser.add_argument("--new-tokens", type=int, default=500)
     parser.add_argument("--prompt-len", type=int, default=1)

@@ -30,11 +30,11 @@ from torch.nn import functional as F
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from anywhere without installing
 
 from gpt import GPT, ModelConfig  # noqa: E402
-from gpt.data import RandomWindows  # noqa: E402
-from gpt.lit import LitGPT  # noqa: E402
-from gpt.optim import OPTIMIZERS, OptimConfig  # noqa: E402
-from gpt.schedules import SCHEDULES  # noqa: E402
-from gpt.shards import TokenShards  # noqa: E402
+from gpt.data.datamodules import RandomWindows  # noqa: E402
+from gpt.data.shards import TokenShards  # noqa: E402
+from gpt.training.lit import LitGPT  # noqa: E402
+from gpt.training.optim import OPTIMIZERS, OptimConfig  # noqa: E402
+from gpt.training.schedules import SCHEDULES  # noqa: E402
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

@@ -5,16 +5,16 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from gpt.attention import ATTENTION
-    from gpt.checkpoint import load_checkpoint
-    from gpt.config import ModelConfig
-    from gpt.generation import generate
-    from gpt.model import GPT
-    from gpt.text import TextModel, load
+    from gpt.model.attention import ATTENTION
+    from gpt.inference.checkpoint import load_checkpoint
+    from gpt.model.config import ModelConfig
+    from gpt.inference.generation import generate
+    from gpt.model.gpt import GPT
+    from gpt.inference.text import TextModel, load
 
-# Each public name's module, imported on first use: `python -m gpt.prepare` needs no torch (1-2 s of start-up).
-_HOMES = {"ATTENTION": "gpt.attention", "load_checkpoint": "gpt.checkpoint", "ModelConfig": "gpt.config",
-          "generate": "gpt.generation", "GPT": "gpt.model", "TextModel": "gpt.text", "load": "gpt.text"}
+# Each public name's module, imported on first use: `python -m gpt.data.prepare` needs no torch (1-2 s of start-up).
+_HOMES = {"ATTENTION": "gpt.model.attention", "load_checkpoint": "gpt.inference.checkpoint", "ModelConfig": "gpt.model.config",
+          "generate": "gpt.inference.generation", "GPT": "gpt.model.gpt", "TextModel": "gpt.inference.text", "load": "gpt.inference.text"}
 __all__ = ["ATTENTION", "GPT", "ModelConfig", "TextModel", "generate", "load", "load_checkpoint"]
 
 

@@ -54,8 +54,8 @@ def learned_calculator(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, 
     """The causal model of tests/test_learning.py (plus and minus, trained once per session; a minute or more):
     (its run folder holding model.pt, its final training loss, its held-out accuracy per operation). The README's
     Python snippet is run on it as well, since it answers held-out problems as the default run's model does."""
-    from gpt.checkpoint import save_model
-    from gpt.data import CalculatorData
+    from gpt.inference.checkpoint import save_model
+    from gpt.data.datamodules import CalculatorData
     from tests.test_learning import OPERATIONS, train_and_grade
 
     data = CalculatorData(seed=0, batch_size=128, operations=OPERATIONS)

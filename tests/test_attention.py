@@ -11,11 +11,11 @@ import torch
 from torch.nn import functional as F
 
 from gpt import GPT, ModelConfig, generate
-from gpt.attention import ATTENTION, Attention
-from gpt.attention.kernels import TorchMultiheadAttention
-from gpt.attention.linear import LinearAttention
-from gpt.data import IGNORE_INDEX, CalculatorData
-from gpt.positional import POSITIONAL, Positional
+from gpt.data.datamodules import IGNORE_INDEX, CalculatorData
+from gpt.model.attention import ATTENTION, Attention
+from gpt.model.attention.kernels import TorchMultiheadAttention
+from gpt.model.attention.linear import LinearAttention
+from gpt.model.positional import POSITIONAL, Positional
 from tests.conftest import build
 
 BASE = dict(vocab_size=37, layers=2, heads=4, dim=32, block_size=16, window=4, kv_heads=2, kv_latent_dim=12)

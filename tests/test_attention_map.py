@@ -11,10 +11,10 @@ from matplotlib.image import imread
 
 import generate
 from gpt import ModelConfig
-from gpt.calculator import vocabulary
-from gpt.checkpoint import save_model
-from gpt.plots import attention_map
-from gpt.tokenizers import WordTokenizer
+from gpt.data.calculator import vocabulary
+from gpt.data.tokenizers import WordTokenizer
+from gpt.evaluation.plots import attention_map
+from gpt.inference.checkpoint import save_model
 from tests.conftest import build
 
 PROMPT = "seven times six equals"

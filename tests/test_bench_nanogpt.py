@@ -12,8 +12,8 @@ import torch
 from torch.nn import functional as F
 
 from gpt import GPT, ModelConfig
-from gpt.checkpoint import save_model
-from gpt.tokenizers import CharTokenizer
+from gpt.data.tokenizers import CharTokenizer
+from gpt.inference.checkpoint import save_model
 from tests.conftest import ROOT
 
 sys.path.insert(0, str(ROOT / "bench"))

@@ -12,9 +12,9 @@ from torch.nn import functional as F
 from torch.utils.data import DataLoader
 
 from gpt import GPT, ModelConfig
-from gpt.bpb import byte_counts, text_loss
-from gpt.lit import LitGPT
-from gpt.tokenizers import BPETokenizer, CharTokenizer, GPT2Tokenizer, HFTokenizer, Tokenizer, WordTokenizer
+from gpt.data.tokenizers import BPETokenizer, CharTokenizer, GPT2Tokenizer, HFTokenizer, Tokenizer, WordTokenizer
+from gpt.evaluation.bpb import byte_counts, text_loss
+from gpt.training.lit import LitGPT
 from tests.test_tokenizers import Texts
 
 ASCII = "First Citizen:\nBefore we proceed any further, hear me speak.\n" * 8

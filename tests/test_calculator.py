@@ -1,6 +1,6 @@
 import pytest
 
-from gpt.calculator import OPERATIONS, all_problems, number_to_words, split_problems, vocabulary, words_to_number
+from gpt.data.calculator import OPERATIONS, all_problems, number_to_words, split_problems, vocabulary, words_to_number
 
 
 @pytest.mark.parametrize("n, words", [

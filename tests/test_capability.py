@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from matplotlib.image import imread
 
-from gpt import capability
-from gpt.report import find_runs, markdown, write_report
+from gpt.sweeps import capability
+from gpt.sweeps.report import find_runs, markdown, write_report
 from tests.conftest import run_cli
 from tests.test_report import fake_run
 
@@ -84,7 +84,7 @@ def test_tiny_task_sweep_reports_every_task_column_and_a_heatmap(task_sweep: Pat
 
 
 def test_expected_time_counts_the_jobs_the_command_line_leaves() -> None:
-    from gpt.expected_time import sweep_sizes
+    from gpt.sweeps.expected_time import sweep_sizes
 
     params = {"attention": "a,b,c", "seed": "0,1,2"}
     assert sweep_sizes(params, []) == {"attention": 3, "seed": 3}
@@ -97,14 +97,14 @@ def test_expected_time_counts_the_jobs_the_command_line_leaves() -> None:
 def test_task_presets_sweep_every_variant_over_three_seeds(preset: str, swept: str, registry: str) -> None:
     from omegaconf import OmegaConf
 
-    import gpt.attention
-    import gpt.positional
+    import gpt.model.attention
+    import gpt.model.positional
     from tests.conftest import ROOT
     from tests.test_configs import compose_with
 
     cfg = compose_with(f"experiment={preset}")
     spec = OmegaConf.load(ROOT / "configs" / "experiment" / f"{preset}.yaml").hydra
-    names = {"ATTENTION": gpt.attention.ATTENTION, "POSITIONAL": gpt.positional.POSITIONAL}[registry]
+    names = {"ATTENTION": gpt.model.attention.ATTENTION, "POSITIONAL": gpt.model.positional.POSITIONAL}[registry]
     assert set(spec.sweeper.params[swept].split(",")) == set(names)
     assert spec.sweeper.params.seed.split(",") == ["0", "1", "2"]
     assert spec.callbacks.expected_time.seconds_per_job > 0 and "tasks" in cfg.data

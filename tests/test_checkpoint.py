@@ -4,8 +4,8 @@ import pytest
 import torch
 
 from gpt import ModelConfig, load_checkpoint
-from gpt.checkpoint import CheckpointError, newest_checkpoint, save_model
-from gpt.tokenizers import WordTokenizer
+from gpt.data.tokenizers import WordTokenizer
+from gpt.inference.checkpoint import CheckpointError, newest_checkpoint, save_model
 from tests.conftest import CodeRunningPickle, build
 
 

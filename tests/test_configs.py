@@ -7,12 +7,12 @@ import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig, OmegaConf
 
-from gpt.attention import ATTENTION
-from gpt.checkpoint import save_model
-from gpt.config import ModelConfig
-from gpt.model import GPT
-from gpt.positional import POSITIONAL
-from gpt.tokenizers import CharTokenizer
+from gpt.data.tokenizers import CharTokenizer
+from gpt.inference.checkpoint import save_model
+from gpt.model.attention import ATTENTION
+from gpt.model.config import ModelConfig
+from gpt.model.gpt import GPT
+from gpt.model.positional import POSITIONAL
 from tests.conftest import ROOT
 from train import check_config
 

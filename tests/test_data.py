@@ -16,15 +16,15 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import open_dict
 
 import generate
-import gpt.corpora as corpora
-import gpt.evaluate as evaluate
-import gpt.prepare as prepare
-import train
-from gpt.data import TextData
-from gpt.checkpoint import load_checkpoint
-from gpt.shards import TokenShards
-from gpt.tokenizers import EOT
+from gpt.data.datamodules import TextData
+import gpt.data.download as corpora
+import gpt.data.prepare as prepare
+from gpt.data.shards import TokenShards
+from gpt.data.tokenizers import EOT
+import gpt.evaluation.evaluate as evaluate
+from gpt.inference.checkpoint import load_checkpoint
 from tests.conftest import ROOT, play, run_cli
+import train
 
 
 @pytest.fixture
@@ -251,7 +251,7 @@ def test_window_stream_resumes_mid_way_and_shares_out_among_ranks_across_shards(
     over several shards equal those over one array holding the same ids."""
     from itertools import islice
 
-    from gpt.data import RandomWindows
+    from gpt.data.datamodules import RandomWindows
 
     tokens = np.arange(500, dtype=np.uint16)
     sharded = TokenShards([tokens[i:i + 37] for i in range(0, 500, 37)])
@@ -271,7 +271,7 @@ def test_row_stream_resumes_mid_way_and_shares_out_among_ranks() -> None:
     sharded text): skipping `start` batches, and rank r reading every world-th batch."""
     from itertools import islice
 
-    from gpt.data import RowBatches
+    from gpt.data.datamodules import RowBatches
 
     rows = torch.arange(40 * 6).reshape(40, 6)
     stream = lambda: RowBatches(rows, rows + 1, torch.full((40,), 6), batch_size=4, seed=3)  # noqa: E731

@@ -1,6 +1,6 @@
 """A new user's first hour, each trap that once gave a wrong result or a wall of text: every bad value or typo'd key
 is one line before any work and leaves no run folder; generate.py says which model answers and prints exactly what
-the text API returns; gpt.evaluate refuses what it cannot grade honestly; a debugging switch does not travel; the
+the text API returns; gpt.evaluation.evaluate refuses what it cannot grade honestly; a debugging switch does not travel; the
 README's Python snippet, run as written, answers its held-out problem."""
 from __future__ import annotations
 
@@ -13,11 +13,11 @@ from omegaconf import OmegaConf
 
 import generate
 from gpt import ModelConfig, load
-from gpt.calculator import split_problems
-from gpt.checkpoint import load_checkpoint, save_model
-from gpt.evaluate import main as evaluate
-from gpt.preflight import preflight
-from gpt.tokenizers import CharTokenizer, WordTokenizer
+from gpt.data.calculator import split_problems
+from gpt.data.tokenizers import CharTokenizer, WordTokenizer
+from gpt.evaluation.evaluate import main as evaluate
+from gpt.inference.checkpoint import load_checkpoint, save_model
+from gpt.training.preflight import preflight
 from tests.conftest import ROOT, build, run_cli
 from tests.test_configs import compose_with
 from train import CONFIGS, check_config, resume_from

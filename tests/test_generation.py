@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from gpt import ModelConfig, generate
-from gpt.generation import compile_for_decoding, sample_next, stream
+from gpt.inference.generation import compile_for_decoding, sample_next, stream
 from tests.conftest import build
 
 

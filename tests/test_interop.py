@@ -1,4 +1,4 @@
-"""Train here, use anywhere: `python -m gpt.export` folders that transformers loads and decodes exactly as
+"""Train here, use anywhere: `python -m gpt.hf.export` folders that transformers loads and decodes exactly as
 tinygpt does, and `train.py init_from=` fine-tuning from a Hugging Face folder or a model.pt."""
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import pytest
 import torch
 
 from gpt import GPT, ModelConfig, generate, load_checkpoint
-from gpt.checkpoint import save_model
-from gpt.export import main as export_main
-from gpt.tokenizers import CharTokenizer, GPT2Tokenizer
+from gpt.data.tokenizers import CharTokenizer, GPT2Tokenizer
+from gpt.hf.export import main as export_main
+from gpt.inference.checkpoint import save_model
 from tests.conftest import build
 from tests.test_data import play, train_in_process
 
@@ -38,7 +38,7 @@ def test_exported_gpt2_folder_loads_in_transformers_and_decodes_the_same_text(
                                   **GPT2_PARTS))
     save_model(tmp_path / "model.pt", model, tokenizer)
     monkeypatch.chdir(tmp_path)
-    assert export_main(["--ckpt", "model.pt", "--to", "hf"]) == 0  # python -m gpt.export --ckpt model.pt --to hf
+    assert export_main(["--ckpt", "model.pt", "--to", "hf"]) == 0  # python -m gpt.hf.export --ckpt model.pt --to hf
     assert "a Hugging Face gpt2 model and GPT-2's tokenizer files" in capsys.readouterr().out
     hf = transformers.AutoModelForCausalLM.from_pretrained(tmp_path / "hf").eval()
     hf_tokenizer = transformers.AutoTokenizer.from_pretrained(tmp_path / "hf")

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from gpt.loggers import wandb_mode
+from gpt.training.loggers import wandb_mode
 from tests.conftest import ROOT, run_cli
 
 TINY = ["trainer=debug", "model.layers=1", "model.dim=32", "model.heads=2", "data.batch_size=32",

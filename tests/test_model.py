@@ -4,8 +4,8 @@ import pytest
 import torch
 
 from gpt import GPT, ModelConfig, load_checkpoint
-from gpt.checkpoint import save_model
-from gpt.tokenizers import CharTokenizer
+from gpt.data.tokenizers import CharTokenizer
+from gpt.inference.checkpoint import save_model
 from tests.conftest import build
 
 

@@ -9,8 +9,8 @@ import torch
 from torch.nn import functional as F
 
 from gpt import GPT, ModelConfig
-from gpt.optim import OPTIMIZERS, Chained, OptimConfig
-from gpt.schedules import SCHEDULES
+from gpt.training.optim import OPTIMIZERS, Chained, OptimConfig
+from gpt.training.schedules import SCHEDULES
 from tests.test_configs import options
 
 CFG = OptimConfig(lr=1e-2, min_lr=1e-3, warmup_steps=10, max_steps=110, decay_fraction=0.25)

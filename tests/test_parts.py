@@ -6,8 +6,8 @@ import torch
 from torch.nn import functional as F
 
 from gpt import ATTENTION, ModelConfig
-from gpt.mlp import MLP
-from gpt.norm import NORM, RMSNorm
+from gpt.model.mlp import MLP
+from gpt.model.norm import NORM, RMSNorm
 from tests.conftest import build
 
 

@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from gpt import GPT, ModelConfig
-from gpt.config import INIT_STD
-from gpt.positional import POSITIONAL, AlibiPositional, RotaryPositional, SinusoidalPositional, alibi_slopes
+from gpt.model.config import INIT_STD
+from gpt.model.positional import POSITIONAL, AlibiPositional, RotaryPositional, SinusoidalPositional, alibi_slopes
 
 CFG = ModelConfig(vocab_size=37, layers=1, heads=4, dim=32, block_size=16)
 

@@ -10,10 +10,10 @@ import torch
 from torch.utils.data import DataLoader
 
 from gpt import ModelConfig, load_checkpoint
-from gpt.checkpoint import save_model
-from gpt.data import IGNORE_INDEX
-from gpt.lit import LitGPT
-from gpt.tokenizers import WordTokenizer
+from gpt.data.datamodules import IGNORE_INDEX
+from gpt.data.tokenizers import WordTokenizer
+from gpt.inference.checkpoint import save_model
+from gpt.training.lit import LitGPT
 from tests.conftest import run_cli
 
 def batches(count: int, rows: int, cfg: ModelConfig, seed: int = 0) -> list[tuple[torch.Tensor, torch.Tensor]]:

@@ -14,10 +14,10 @@ from matplotlib.colors import to_rgb
 from matplotlib.image import imread
 from omegaconf import OmegaConf
 
-from gpt.attention import ATTENTION
-from gpt.checkpoint import load_checkpoint
-from gpt.plots import LOSS_FIGSIZE, loss_figure
-from gpt.report import curves, find_runs, main, markdown
+from gpt.evaluation.plots import LOSS_FIGSIZE, loss_figure
+from gpt.inference.checkpoint import load_checkpoint
+from gpt.model.attention import ATTENTION
+from gpt.sweeps.report import curves, find_runs, main, markdown
 from tests.conftest import ROOT, run_cli
 from tests.test_configs import compose_with
 

@@ -18,10 +18,10 @@ import torch
 from torch.utils.data import DataLoader
 
 from gpt import ModelConfig, load_checkpoint
-from gpt.callbacks import ResumeCheckpoint, TrainingStopped
-from gpt.checkpoint import CheckpointError
-from gpt.lit import LitGPT
-from gpt.resume import AtomicCheckpointIO, load_resume_checkpoint
+from gpt.inference.checkpoint import CheckpointError
+from gpt.training.callbacks import ResumeCheckpoint, TrainingStopped
+from gpt.training.lit import LitGPT
+from gpt.training.resume import AtomicCheckpointIO, load_resume_checkpoint
 from tests.conftest import CodeRunningPickle, ROOT, play, run_cli
 
 # Dropout on, so the restored RNG matters; a checkpoint every 10 steps; the loss logged at every step.
@@ -72,7 +72,7 @@ def test_sigkill_during_checkpoint_write_keeps_previous(tmp_path: Path) -> None:
     path = tmp_path / "last.ckpt"
     script = f"""
 import os, signal, torch
-from gpt.resume import AtomicCheckpointIO
+from gpt.training.resume import AtomicCheckpointIO
 io = AtomicCheckpointIO()
 io.save_checkpoint({{"loops": {{}}, "optimizer_states": [], "step": 1}}, {str(path)!r})
 def torn_save(obj, f):  # half a file written, then the process dies mid-write

@@ -12,8 +12,8 @@ from hydra.core.utils import JobReturn, JobStatus
 from omegaconf import OmegaConf
 
 from gpt import ModelConfig
-from gpt.report import WriteReport
-from gpt.run_record import RunRecord, kv_cache_bytes_per_token, tensor_bytes
+from gpt.sweeps.report import WriteReport
+from gpt.training.run_record import RunRecord, kv_cache_bytes_per_token, tensor_bytes
 from tests.conftest import build
 
 

@@ -8,11 +8,11 @@ import time
 import lightning as L
 import pytest
 
-from gpt.config import ModelConfig
-from gpt.evaluate import accuracy_by_group, grade
-from gpt.lit import LitGPT
-from gpt.tasks.datamodule import TaskData
-from gpt.text import TextModel
+from gpt.data.tasks.datamodule import TaskData
+from gpt.evaluation.evaluate import accuracy_by_group, grade
+from gpt.inference.text import TextModel
+from gpt.model.config import ModelConfig
+from gpt.training.lit import LitGPT
 
 
 def train_and_grade(data: TaskData, steps: int, optim: str = "adamw", **model: object) -> dict[str, float]:

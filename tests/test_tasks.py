@@ -7,10 +7,10 @@ import re
 import pytest
 import torch
 
-from gpt.data import IGNORE_INDEX
-from gpt.tasks import TASKS, Example
-from gpt.tasks.base import split_of
-from gpt.tasks.datamodule import TaskData, build_tasks, held_out_examples
+from gpt.data.datamodules import IGNORE_INDEX
+from gpt.data.tasks import TASKS, Example
+from gpt.data.tasks.base import split_of
+from gpt.data.tasks.datamodule import TaskData, build_tasks, held_out_examples
 
 SMALL = {"recall": {"pairs": 4, "queries": 3, "keys": 8, "values": 8}, "copy": {"length": 5, "vocab": 6, "blanks": 3},
          "distance": {"context": 24, "facts": 3, "keys": 8, "values": 8, "first_bucket": 4},

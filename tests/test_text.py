@@ -7,10 +7,10 @@ from pathlib import Path
 import torch
 
 from gpt import ModelConfig, TextModel, generate, load
-from gpt.calculator import vocabulary
-from gpt.checkpoint import save_model
-from gpt.generation import compile_for_decoding
-from gpt.tokenizers import CharTokenizer, WordTokenizer
+from gpt.data.calculator import vocabulary
+from gpt.data.tokenizers import CharTokenizer, WordTokenizer
+from gpt.inference.checkpoint import save_model
+from gpt.inference.generation import compile_for_decoding
 from tests.conftest import build
 
 PROMPTS = ["two plus three equals", "ninety nine plus ninety nine equals", "six times eight equals", ""]
@@ -66,7 +66,7 @@ def test_load_gives_the_text_model_of_a_saved_checkpoint(tmp_path: Path) -> None
 
 
 def test_a_model_compiled_for_decoding_completes_as_the_eager_one() -> None:
-    """generate.py --compile swaps the text model's model for gpt.generation.compile_for_decoding's."""
+    """generate.py --compile swaps the text model's model for gpt.inference.generation.compile_for_decoding's."""
     text_model = calculator_model()
     eager = [text_model.complete(p) for p in PROMPTS]
     text_model.model = compile_for_decoding(text_model.model)

@@ -6,7 +6,7 @@ from typing import TypeVar
 import numpy as np
 import pytest
 
-from gpt.tokenizers import (EOT, GPT2_FILES, TOKENIZERS, BPETokenizer, CharTokenizer, GPT2Tokenizer, WordTokenizer,
+from gpt.data.tokenizers import (EOT, GPT2_FILES, TOKENIZERS, BPETokenizer, CharTokenizer, GPT2Tokenizer, WordTokenizer,
                             gpt2_encoding, learn_tokenizer, tokenizer_from_dict)
 from tests.conftest import play
 
@@ -14,7 +14,7 @@ T = TypeVar("T")
 
 
 class Texts:
-    """A corpus in memory, in the shape tokenizers learn from (gpt/prepare.py's Source, without processes)."""
+    """A corpus in memory, in the shape tokenizers learn from (gpt/data/prepare.py's Source, without processes)."""
 
     def __init__(self, texts: list[str]) -> None:
         self.texts_ = texts

@@ -1,5 +1,5 @@
 """The CLIs end to end as a user runs them: train.py with trainer=debug writes model.pt, last.ckpt,
-metrics and samples (the `trained` run of tests/conftest.py); generate.py and gpt.evaluate use that model.pt;
+metrics and samples (the `trained` run of tests/conftest.py); generate.py and gpt.evaluation.evaluate use that model.pt;
 user mistakes are one line each (train.py's command line: tests/test_first_hour.py)."""
 from __future__ import annotations
 
@@ -14,9 +14,9 @@ from hydra import compose, initialize_config_dir
 
 import generate
 from gpt import load_checkpoint
-from gpt.calculator import split_problems
-from gpt.generation import generate as generate_ids
-from gpt.resume import load_resume_checkpoint
+from gpt.data.calculator import split_problems
+from gpt.inference.generation import generate as generate_ids
+from gpt.training.resume import load_resume_checkpoint
 from tests.conftest import ROOT, run_cli
 import train
 from train import check_config
@@ -61,7 +61,7 @@ def test_generate_cli_prints_the_models_greedy_continuation(trained: Path) -> No
 
 
 def test_evaluate_cli_grades_the_test_split(trained: Path) -> None:
-    result = run_cli("-m", "gpt.evaluate", "--ckpt", str(trained / "model.pt"), cwd=trained)
+    result = run_cli("-m", "gpt.evaluation.evaluate", "--ckpt", str(trained / "model.pt"), cwd=trained)
     assert result.returncode == 0, result.stderr
     assert f"{len(split_problems(0, 0.1, 0.1)['test'])} test examples, data.seed=0" in result.stdout
     accuracy = float(result.stdout.split("all:")[1].split("%")[0])

@@ -14,13 +14,13 @@ import torch
 
 import generate
 from gpt import ModelConfig
-from gpt.attention import ATTENTION
-from gpt.calculator import vocabulary
-from gpt.checkpoint import save_model
-from gpt.generation import generate as generate_ids
-from gpt.text import TextModel
-from gpt.tokenizers import WordTokenizer
-from gpt.viewer import attention_view, head_stats, induction_scores, render_html, write_attention_html
+from gpt.data.calculator import vocabulary
+from gpt.data.tokenizers import WordTokenizer
+from gpt.evaluation.viewer import attention_view, head_stats, induction_scores, render_html, write_attention_html
+from gpt.inference.checkpoint import save_model
+from gpt.inference.generation import generate as generate_ids
+from gpt.inference.text import TextModel
+from gpt.model.attention import ATTENTION
 from tests.conftest import build
 
 TOKENIZER = WordTokenizer(vocabulary())

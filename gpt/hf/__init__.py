@@ -8,14 +8,14 @@ from typing import Any
 
 import torch
 
-from gpt.config import ModelConfig
+from gpt.data.tokenizers import Tokenizer
 from gpt.hf.family import Family
 from gpt.hf.gpt2 import GPT2
 from gpt.hf.llama import Llama
 from gpt.hf.mistral import Mistral
 from gpt.hf.qwen3 import Qwen3
-from gpt.model import GPT
-from gpt.tokenizers import Tokenizer
+from gpt.model.config import ModelConfig
+from gpt.model.gpt import GPT
 
 FAMILIES: dict[str, Family] = {family.model_type: family for family in (GPT2(), Llama(), Mistral(), Qwen3())}
 

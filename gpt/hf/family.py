@@ -6,9 +6,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from gpt.config import ModelConfig
-from gpt.model import GPT
-from gpt.tokenizers import HFTokenizer, Tokenizer
+from gpt.data.tokenizers import HFTokenizer, Tokenizer
+from gpt.model.config import ModelConfig
+from gpt.model.gpt import GPT
 
 
 class Family:

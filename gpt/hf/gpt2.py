@@ -6,10 +6,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from gpt.config import ModelConfig
+from gpt.data.tokenizers import GPT2Tokenizer, Tokenizer
 from gpt.hf.family import Family, mlp_ratio_for, refuse
-from gpt.model import GPT
-from gpt.tokenizers import GPT2Tokenizer, Tokenizer
+from gpt.model.config import ModelConfig
+from gpt.model.gpt import GPT
 
 # (tinygpt name, GPT-2 name, a Conv1D stored transposed?) inside block i
 _BLOCK = [("attn_norm", "ln_1", False), ("attn.qkv", "attn.c_attn", True), ("attn.proj", "attn.c_proj", True),

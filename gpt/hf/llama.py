@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from gpt.config import ModelConfig
 from gpt.hf.family import Family, mlp_ratio_for, refuse
-from gpt.model import GPT
+from gpt.model.config import ModelConfig
+from gpt.model.gpt import GPT
 
 QUERY_HEAD_ATTENTION = ("mha", "sdpa", "gqa", "mqa")  # separate query/key/value projections viewed into heads
 _ATTENTION = [("attn.query", "self_attn.q_proj"), ("attn.key", "self_attn.k_proj"), ("attn.value", "self_attn.v_proj"),

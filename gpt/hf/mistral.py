@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpt.config import ModelConfig
 from gpt.hf.family import refuse
 from gpt.hf.llama import Llama, grouped_heads
-from gpt.model import GPT
+from gpt.model.config import ModelConfig
+from gpt.model.gpt import GPT
 
 
 class Mistral(Llama):

@@ -1,0 +1,151 @@
+"""The calculator corpus: arithmetic on 0..99 written in words ("two plus three equals five"),
+split by problem so held-out problems test whether the model computes rather than recalls."""
+from __future__ import annotations
+
+import argparse
+import random
+import sys
+from dataclasses import dataclass
+
+UNITS = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten",
+         "eleven", "twelve", "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen"]
+TENS = ["", "", "twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety"]
+OPERATIONS = ("plus", "minus", "times", "divided by")
+MAX_OPERAND = 99
+
+
+def number_to_words(n: int) -> str:
+    """0 <= n < 1,000,000 -> lowercase words with no "and" and no hyphens: 9801 -> "nine thousand eight hundred one"."""
+    if not 0 <= n < 1_000_000:
+        raise ValueError(f"{n} is outside 0..999999")
+    if n < 20:
+        return UNITS[n]
+    if n < 100:
+        return TENS[n // 10] + ("" if n % 10 == 0 else " " + UNITS[n % 10])
+    if n < 1000:
+        head, rest = divmod(n, 100)
+        return f"{UNITS[head]} hundred" + ("" if rest == 0 else " " + number_to_words(rest))
+    head, rest = divmod(n, 1000)
+    return f"{number_to_words(head)} thousand" + ("" if rest == 0 else " " + number_to_words(rest))
+
+
+_WORD_VALUES = {w: i for i, w in enumerate(UNITS)} | {w: 10 * i for i, w in enumerate(TENS) if w}
+
+
+def words_to_number(text: str) -> int:
+    """Inverse of number_to_words; ValueError for anything it would not write."""
+    total, current = 0, 0
+    for word in text.split():
+        if word in _WORD_VALUES:
+            current += _WORD_VALUES[word]
+        elif word == "hundred":
+            current *= 100
+        elif word == "thousand":
+            total, current = total + current * 1000, 0
+        else:
+            raise ValueError(f"{word!r} is not a number word")
+    value = total + current
+    if number_to_words(value) != " ".join(text.split()):
+        raise ValueError(f"{text!r} is not a canonical number")
+    return value
+
+
+@dataclass(frozen=True)
+class Problem:
+    a: int
+    op: str  # one of OPERATIONS
+    b: int
+
+    @property
+    def answer(self) -> int:
+        if self.op == "plus":
+            return self.a + self.b
+        if self.op == "minus":
+            return self.a - self.b
+        if self.op == "times":
+            return self.a * self.b
+        return self.a // self.b
+
+    @property
+    def prompt(self) -> str:
+        return f"{number_to_words(self.a)} {self.op} {number_to_words(self.b)} equals"
+
+    @property
+    def target(self) -> str:
+        """The exact completion graded (gpt.evaluation.evaluate): the answer in words."""
+        return number_to_words(self.answer)
+
+    @property
+    def group(self) -> str:
+        """The column accuracy is reported under."""
+        return self.op
+
+    @property
+    def text(self) -> str:
+        return f"{self.prompt} {self.target}"
+
+
+def all_problems() -> list[Problem]:
+    """Every problem with operands 0..99: minus only when the answer is not negative, division only
+    when it is exact and the divisor is not zero."""
+    operands = range(MAX_OPERAND + 1)
+    problems = []
+    for a in operands:
+        for b in operands:
+            problems.append(Problem(a, "plus", b))
+            if a >= b:
+                problems.append(Problem(a, "minus", b))
+            problems.append(Problem(a, "times", b))
+            if b and a % b == 0:
+                problems.append(Problem(a, "divided by", b))
+    return problems
+
+
+def split_problems(seed: int, val_fraction: float, test_fraction: float) -> dict[str, list[Problem]]:
+    """Shuffle each operation's problems with `seed` and cut train / val / test, so every split has
+    every operation in proportion and no problem is in two splits."""
+    if not (0 < val_fraction < 1 and 0 < test_fraction < 1 and val_fraction + test_fraction < 1):
+        raise ValueError(f"val_fraction={val_fraction} and test_fraction={test_fraction} must be in (0, 1) "
+                         "and sum to less than 1")
+    rng = random.Random(seed)
+    splits: dict[str, list[Problem]] = {"train": [], "val": [], "test": []}
+    for op in OPERATIONS:
+        problems = [p for p in all_problems() if p.op == op]
+        rng.shuffle(problems)
+        n_val, n_test = round(len(problems) * val_fraction), round(len(problems) * test_fraction)
+        splits["val"] += problems[:n_val]
+        splits["test"] += problems[n_val:n_val + n_test]
+        splits["train"] += problems[n_val + n_test:]
+    for problems in splits.values():
+        rng.shuffle(problems)
+    return splits
+
+
+def vocabulary() -> list[str]:
+    """Every word the corpus can contain, plus the newline that ends a line."""
+    words = set(UNITS) | {w for w in TENS if w} | {"hundred", "thousand", "equals", "plus", "minus", "times",
+                                                 "divided", "by"}
+    return ["\n", *sorted(words)]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """python -m gpt.data.calculator "ninety nine plus ninety nine equals": which split of data.seed it is in."""
+    parser = argparse.ArgumentParser(description="Say which split (train, val, test) a calculator problem is in, "
+                                                 "so a prompt can be checked to be held out from training.")
+    parser.add_argument("prompt", help='a problem as the corpus writes it, e.g. "two plus three equals"')
+    parser.add_argument("--seed", type=int, default=0, help="the data.seed of the training run (default: 0)")
+    args = parser.parse_args(argv)
+    prompt = " ".join(args.prompt.split()).removesuffix(" equals") + " equals"
+    split = next((name for name, problems in split_problems(args.seed, 0.1, 0.1).items()
+                  if any(p.prompt == prompt for p in problems)), None)
+    if split is None:
+        print(f"error: {args.prompt!r} is not a calculator problem: two numbers 0..99 in words around plus, minus, "
+              "times or divided by (an exact, non-negative answer), e.g. \"two plus three equals\"", file=sys.stderr)
+        return 2
+    seen = "trained on" if split == "train" else "held out from training"
+    print(f"{prompt!r} is in the {split} split of data.seed={args.seed}: {seen}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,38 @@
+"""Corpora fetched from the web: download once, verify by sha256, write atomically. Preparing text into
+token shards is gpt/data/prepare.py's."""
+from __future__ import annotations
+
+import hashlib
+import os
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    """Write beside `path`, then rename over it: a killed process leaves the old file or none, never half."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_bytes(data)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def download(url: str, path: Path, sha256: str) -> Path:
+    """Fetch `url` into `path` once, refusing (and not keeping) bytes whose sha256 differs."""
+    if path.is_file():
+        return path
+    try:
+        with urllib.request.urlopen(url, timeout=30) as response:
+            data = response.read()
+    except (urllib.error.URLError, OSError) as err:
+        reason = getattr(err, "reason", err)
+        raise ValueError(f"could not download {url} ({reason}); offline? pass data.path=<a local copy>") from None
+    actual = hashlib.sha256(data).hexdigest()
+    if actual != sha256:
+        raise ValueError(f"checksum mismatch for {url}: sha256 {actual}, expected {sha256}; nothing was saved "
+                         "(retry, or pass data.path=<a trusted copy>)")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    _atomic_write(path, data)
+    return path

@@ -1,0 +1,337 @@
+"""Corpus preparation: stream documents from the inputs, learn the tokenizer, encode in parallel processes and
+write fixed-size token shards plus a manifest; the same inputs and recipe give byte-identical shards whatever
+the number of processes. `python -m gpt.data.prepare <inputs> ...`, or on first use by a training run."""
+from __future__ import annotations
+
+import argparse
+import fcntl
+import hashlib
+import json
+import multiprocessing
+import os
+import shutil
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+import numpy as np
+from tqdm import tqdm
+
+from gpt.data.formats import FORMATS, Part, Unit, fingerprint, format_of, input_files
+from gpt.data.shards import ShardWriter, TokenShards, check_shard, save_shard, token_dtype, write_file
+from gpt.data.tokenizers import TOKENIZERS, Tokenizer, learn_tokenizer, tokenizer_from_dict, tokenizer_label
+
+VERSION = 1  # bump when the shard layout, the cut rule or the split rule changes
+T = TypeVar("T")
+VALIDATION_RULE = ("a part (a document, or a ~doc_bytes line-aligned piece of a longer plain-text document) is "
+                   "validation when the first 8 bytes of blake2b(its UTF-8), little-endian, are below "
+                   "val_fraction * 2**64")
+VALIDATION_INPUTS_RULE = "every part of val_inputs is validation and every part of inputs is training"
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """Everything that decides the shards' bytes (the number of processes does not)."""
+    inputs: list[str] = field(default_factory=list)
+    # When given, these are the validation text (all of it) and `inputs` all train: a fixed held-out file, as
+    # nanoGPT's last 10% of Tiny Shakespeare, instead of the hashed val_fraction.
+    val_inputs: list[str] = field(default_factory=list)
+    tokenizer: str = "char"
+    vocab_size: int = 4096       # bpe: the size of the trained vocabulary
+    compact_vocab: bool | None = None  # gpt2: keep only the ids the corpus uses (None: when under half)
+    val_fraction: float = 0.1
+    text_field: str = "text"
+    doc_bytes: int = 4096
+    shard_tokens: int = 1 << 24
+
+    def check(self) -> None:
+        tokenizer_label(self.tokenizer)  # refuses a name that is neither a kind nor a tokenizer folder
+        if not 0.0 < self.val_fraction < 1.0:
+            raise ValueError(f"data.val_fraction={self.val_fraction} must be between 0 and 1 (exclusive)")
+        if self.doc_bytes < 1 or self.shard_tokens < 1:
+            raise ValueError("data.doc_bytes and data.shard_tokens must be positive")
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A prepared corpus opened for training: its split shards through memory maps and its tokenizer."""
+    folder: Path
+    manifest: dict[str, Any]
+    tokenizer: Tokenizer
+    train: TokenShards
+    val: TokenShards
+
+
+_WORKER: dict[str, Any] = {}  # what every task of a pool needs; set before the fork, so never pickled
+
+
+def _parts(unit: Unit) -> Iterator[Part]:
+    recipe = _WORKER["recipe"]
+    return FORMATS[unit.format].parts(unit, recipe.doc_bytes, recipe.text_field)
+
+
+def _encode(unit: Unit) -> tuple[np.ndarray, np.ndarray, int, np.ndarray]:
+    """(train ids, val ids, documents, which ids occur) of one unit; each part goes to the split its content hashes
+    to. The parts are encoded in one call and split with array operations: per-part Python work would cost more
+    than the BPE itself."""
+    tokenizer, recipe = _WORKER["tokenizer"], _WORKER["recipe"]
+    texts, ends = [], []
+    for part in _parts(unit):
+        texts.append(part.text)
+        ends.append(part.ends_document)
+    ids, lengths = tokenizer.encode_many(texts)
+    ends = np.array(ends, bool)
+    if tokenizer.eot_id is not None:  # a pretrained folder's tokenizer may have none
+        ids = np.insert(ids, np.cumsum(lengths)[ends], tokenizer.eot_id)
+        lengths = lengths + ends
+    if recipe.val_inputs:
+        val = np.full(len(ids), unit.path in _WORKER["val_files"])  # (tokens,) whether each id is validation
+    else:
+        threshold = recipe.val_fraction * 2**64
+        val = np.repeat([int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "little") < threshold
+                         for text in texts], lengths)  # (tokens,) whether each id's part is validation
+    occurs = np.zeros(tokenizer.vocab_size, bool)
+    occurs[ids] = True
+    dtype = token_dtype(tokenizer.vocab_size)
+    return ids[~val].astype(dtype), ids[val].astype(dtype), int(ends.sum()), occurs
+
+
+@contextmanager
+def _mapper(num_proc: int, tasks: int) -> Iterator[Callable]:
+    """map in order, over up to num_proc forked processes (which see _WORKER as it is now)."""
+    if num_proc <= 1 or tasks <= 1:
+        yield map
+        return
+    with multiprocessing.get_context("fork").Pool(min(num_proc, tasks)) as pool:
+        yield lambda fn, items: pool.imap(fn, items, chunksize=1)
+
+
+class Source:
+    """The corpus as work units, mapped over by `num_proc` forked processes in unit order (so the result
+    never depends on how many there are), with a progress bar of bytes, documents, tokens, MB/s and ETA."""
+
+    def __init__(self, units: list[Unit], recipe: Recipe, num_proc: int, progress: bool | None) -> None:
+        self.units, self.recipe, self.num_proc, self.progress = units, recipe, num_proc, progress
+
+    def run(self, fn: Callable[[Unit], T], desc: str, tokenizer: Tokenizer | None = None,
+            tally: Callable[[T], dict[str, int]] | None = None) -> Iterator[T]:
+        """fn of each unit, in unit order; the `tally` of each result is summed into the progress bar."""
+        total, totals = sum(unit.nbytes for unit in self.units), {}
+        _WORKER.update(recipe=self.recipe, tokenizer=tokenizer)
+        with _mapper(self.num_proc, len(self.units)) as mapper, \
+                tqdm(total=total, unit="B", unit_scale=True, desc=desc, file=sys.stderr,
+                     disable=None if self.progress is None else not self.progress) as bar:
+            for unit, result in zip(self.units, mapper(fn, self.units)):
+                yield result
+                for key, value in (tally(result) if tally else {}).items():
+                    totals[key] = totals.get(key, 0) + value
+                bar.set_postfix(totals, refresh=False)
+                bar.update(unit.nbytes)
+
+    def map(self, fn: Callable[[Iterator[str]], T]) -> Iterator[T]:
+        yield from self.run(_Apply(fn), "learning the vocabulary")
+
+    def texts(self, max_bytes: int) -> Iterator[str]:
+        _WORKER.update(recipe=self.recipe)
+        total = min(max_bytes, sum(unit.nbytes for unit in self.units))
+        with tqdm(total=total, unit="B", unit_scale=True, desc="reading for the tokenizer", file=sys.stderr,
+                  disable=None if self.progress is None else not self.progress) as bar:
+            for unit in self.units:
+                for part in _parts(unit):
+                    yield part.text
+                    bar.update(len(part.text))
+                    if bar.n >= max_bytes:
+                        return
+
+
+class _Apply:
+    """fn over a unit's texts, as a picklable callable (a lambda would not cross to a worker)."""
+
+    def __init__(self, fn: Callable[[Iterator[str]], T]) -> None:
+        self.fn = fn
+
+    def __call__(self, unit: Unit) -> T:
+        return self.fn(part.text for part in _parts(unit))
+
+
+def build(recipe: Recipe, folder: Path, num_proc: int, progress: bool | None = None) -> dict[str, Any]:
+    """Write the shards and the manifest of `recipe` into `folder` (which the caller makes appear atomically)."""
+    recipe.check()
+    train_files, val_files = input_files(recipe.inputs), input_files(recipe.val_inputs, "data.val_path")
+    if both := {p.resolve() for p in train_files} & {p.resolve() for p in val_files}:
+        raise ValueError(f"{', '.join(map(str, sorted(both)))} is in both data.path and data.val_path: "
+                         "validation text must be held out")
+    # The tokenizer learns from both, as nanoGPT's char vocabulary does: validation text must encode.
+    units = [unit for path in [*train_files, *val_files]
+             for unit in FORMATS[format_of(path)].units(path, recipe.doc_bytes, recipe.text_field)]
+    _WORKER.update(val_files={str(path) for path in val_files})
+    source = Source(units, recipe, num_proc, progress)
+    tokenizer = learn_tokenizer(recipe.tokenizer, source, recipe.vocab_size)
+    dtype = token_dtype(tokenizer.vocab_size)
+    writers = {split: ShardWriter(folder, split, recipe.shard_tokens, dtype) for split in ("train", "val")}
+    narrow = getattr(tokenizer, "compact", None)  # gpt2 keeps only the ids the corpus uses
+    occurs, documents = np.zeros(tokenizer.vocab_size, bool), 0
+    stats = lambda result: {"documents": result[2], "tokens": len(result[0]) + len(result[1])}  # noqa: E731
+    for train, val, docs, present in source.run(_encode, "encoding", tokenizer, stats):
+        writers["train"].write(train)
+        writers["val"].write(val)
+        documents += docs
+        occurs |= present
+    splits = {split: writer.close() for split, writer in writers.items()}
+    used = np.flatnonzero(occurs)
+    if narrow is not None and (recipe.compact_vocab or (recipe.compact_vocab is None
+                                                        and len(used) < tokenizer.vocab_size // 2)):
+        tokenizer = narrow(used.tolist())
+        _renumber(folder, splits, used, len(occurs), dtype, num_proc)
+    if not any(entries for entries in splits.values()):
+        raise ValueError(f"no text in {', '.join(recipe.inputs)}: the corpus is empty")
+    manifest = {"version": VERSION, "recipe": asdict(recipe), "tokenizer": tokenizer.to_dict(),
+                "dtype": dtype.name, "eot_id": tokenizer.eot_id, "documents": documents,
+                "inputs": _fingerprints(recipe),
+                "validation": VALIDATION_INPUTS_RULE if recipe.val_inputs else VALIDATION_RULE,
+                "splits": splits}
+    write_file(folder / "manifest.json", json.dumps(manifest, indent=1).encode())
+    return manifest
+
+
+def _renumber(folder: Path, splits: dict[str, list[dict[str, Any]]], used: np.ndarray, vocab_size: int,
+              dtype: np.dtype, num_proc: int) -> None:
+    """Rewrite each shard with id used[i] as i (a compact vocabulary), shards in parallel, updating the manifest."""
+    lookup = np.zeros(vocab_size, dtype)
+    lookup[used] = np.arange(len(used))
+    _WORKER.update(lookup=lookup)
+    entries = [entry for split in splits.values() for entry in split]
+    with _mapper(num_proc, len(entries)) as mapper:
+        for entry, saved in zip(entries, mapper(_renumber_shard, [folder / entry["file"] for entry in entries])):
+            entry.update(saved)
+
+
+def _renumber_shard(path: Path) -> dict[str, Any]:
+    lookup = _WORKER["lookup"]
+    return save_shard(path, lookup[np.fromfile(path, lookup.dtype)])
+
+
+@contextmanager
+def _locked(out: Path) -> Iterator[None]:
+    """One preparer per output at a time (DDP ranks, two runs): the others wait, then find it prepared."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with open(out.parent / f".{out.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
+def prepare(recipe: Recipe, out: Path, num_proc: int | None = None, progress: bool | None = None) -> Path:
+    """Prepare into a temporary folder beside `out` and rename it into place once the manifest is written:
+    a killed or failed run leaves nothing at `out`, and its leftovers are removed by the next one."""
+    with _locked(out):
+        if (out / "manifest.json").is_file():
+            manifest = json.loads((out / "manifest.json").read_text())
+            if manifest.get("recipe") != asdict(recipe) or manifest.get("inputs") != _fingerprints(recipe):
+                raise ValueError(f"{out} holds a corpus prepared from other inputs or settings: delete it or "
+                                 "choose another --out")
+            return out
+        if out.exists():
+            raise ValueError(f"{out} exists and is not a prepared corpus: delete it or choose another --out")
+        for stale in out.parent.glob(f".{out.name}.tmp-*"):
+            shutil.rmtree(stale, ignore_errors=True)  # from a preparer that died (we hold the lock)
+        tmp = out.parent / f".{out.name}.tmp-{os.getpid()}"
+        tmp.mkdir()
+        try:
+            build(recipe, tmp, num_proc or len(os.sched_getaffinity(0)), progress)
+            os.rename(tmp, out)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return out
+
+
+def _fingerprints(recipe: Recipe) -> list[list]:
+    files = [*input_files(recipe.inputs), *input_files(recipe.val_inputs, "data.val_path")]
+    return [row for path in files for row in fingerprint(path)]
+
+
+def cache_folder(recipe: Recipe, root: Path) -> Path:
+    """Where training keeps a recipe's shards: keyed by the inputs' paths, sizes and mtimes, so finding a
+    prepared corpus reads none of its text, whatever its size."""
+    recipe.check()
+    label = tokenizer_label(recipe.tokenizer)
+    key = json.dumps({"version": VERSION, "recipe": asdict(recipe), "inputs": _fingerprints(recipe), "label": label},
+                     sort_keys=True)
+    return root / "shards" / f"{label}-{hashlib.sha256(key.encode()).hexdigest()[:16]}"
+
+
+def open_prepared(folder: Path, tokenizer: str) -> Prepared:
+    """A prepared corpus, checked against its manifest (shard sizes, and checksums of shards whose mtime moved)."""
+    path = folder / "manifest.json"
+    try:
+        manifest = json.loads(path.read_text())
+        recipe, splits, dtype = manifest["recipe"], manifest["splits"], np.dtype(manifest["dtype"])
+    except (OSError, ValueError, KeyError):
+        raise ValueError(f"{path} is missing or not a tinygpt manifest: prepare the corpus again "
+                         "(python -m gpt.data.prepare <inputs> --out <folder>)") from None
+    if manifest.get("version") != VERSION:
+        raise ValueError(f"{path} is from another version of tinygpt's shard format: prepare the corpus again")
+    if recipe["tokenizer"] != tokenizer:
+        raise ValueError(f"{path} was prepared with data.tokenizer={recipe['tokenizer']}, not {tokenizer}: set "
+                         f"data.tokenizer={recipe['tokenizer']}, or prepare it again with --tokenizer {tokenizer}")
+    for entries in splits.values():
+        for entry in entries:
+            check_shard(folder, entry, dtype.itemsize)
+    train, val = (TokenShards.open([folder / e["file"] for e in splits[s]], dtype.name) for s in ("train", "val"))
+    return Prepared(folder, manifest, tokenizer_from_dict(manifest["tokenizer"]), train, val)
+
+
+def load(recipe: Recipe, root: Path, num_proc: int | None = None) -> Prepared:
+    """A training run's corpus: an already prepared folder as given, else the recipe's cache (prepared now
+    if it is not there yet)."""
+    if len(recipe.inputs) == 1 and (Path(recipe.inputs[0]) / "manifest.json").is_file():
+        if recipe.val_inputs:
+            raise ValueError(f"{recipe.inputs[0]} is prepared already, with its own validation split: drop "
+                             "data.val_path, or prepare it with --val")
+        return open_prepared(Path(recipe.inputs[0]), recipe.tokenizer)
+    return open_prepared(prepare(recipe, cache_folder(recipe, root), num_proc), recipe.tokenizer)
+
+
+def main(argv: list[str] | None = None) -> int:
+    defaults = Recipe()
+    parser = argparse.ArgumentParser(prog="python -m gpt.data.prepare", description=__doc__)
+    parser.add_argument("inputs", nargs="+", help="text/JSONL/Parquet files, folders of them, or a saved dataset")
+    parser.add_argument("--tokenizer", default=defaults.tokenizer,
+                        help=f"{', '.join(TOKENIZERS)}, or a Hugging Face model folder (its own tokenizer)")
+    parser.add_argument("--vocab-size", type=int, default=defaults.vocab_size, help="bpe: trained vocabulary size")
+    parser.add_argument("--val-fraction", type=float, default=defaults.val_fraction)
+    parser.add_argument("--val", nargs="+", default=[], metavar="INPUT",
+                        help="validate on all of these instead (the inputs then all train; --val-fraction unused)")
+    parser.add_argument("--text-field", default=defaults.text_field, help="JSONL key / Parquet or dataset column")
+    parser.add_argument("--doc-bytes", type=int, default=defaults.doc_bytes)
+    parser.add_argument("--shard-tokens", type=int, default=defaults.shard_tokens)
+    parser.add_argument("--num-proc", type=int, default=None, help="processes (default: every core)")
+    parser.add_argument("--root", default="data", help="training's data.root: the shards go to <root>/shards/")
+    parser.add_argument("--out", default=None, help="prepare into this folder instead (train with data.path=<it>)")
+    args = parser.parse_args(argv)
+    recipe = Recipe([str(Path(p).resolve()) for p in args.inputs], [str(Path(p).resolve()) for p in args.val],
+                    args.tokenizer, args.vocab_size, None, args.val_fraction, args.text_field, args.doc_bytes,
+                    args.shard_tokens)
+    try:
+        out = Path(args.out) if args.out else cache_folder(recipe, Path(args.root))
+        prepared = open_prepared(prepare(recipe, out, args.num_proc, progress=True), recipe.tokenizer)
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    paths = str(out) if args.out else ",".join(recipe.inputs)
+    settings = {"path": paths if "," not in paths else f"[{paths}]", "tokenizer": recipe.tokenizer}
+    if not args.out:  # the settings the run's lookup must see again; a prepared folder carries its own
+        settings.update((k, v) for k, v in asdict(recipe).items()
+                        if k not in ("inputs", "val_inputs") and v != getattr(defaults, k))
+        if recipe.val_inputs:
+            settings["val_path"] = f"[{','.join(recipe.val_inputs)}]"
+    print(f"{out}: {prepared.manifest['documents']:,} documents, {len(prepared.train):,} training and "
+          f"{len(prepared.val):,} validation tokens, vocabulary {prepared.tokenizer.vocab_size:,}\n"
+          f"train with: python train.py data=text {' '.join(f'data.{k}={v}' for k, v in settings.items())}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

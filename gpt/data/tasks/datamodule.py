@@ -1,0 +1,142 @@
+"""TaskData: one attention task, or several mixed (`data=tasks`), as a DataModule of one line per row, with the
+held-out examples graded at each validation and everything model.pt needs to regenerate the test split."""
+from __future__ import annotations
+
+import random
+from functools import cached_property, lru_cache
+from typing import Any
+
+import torch
+
+from gpt.data.datamodules import BatchedData, RowBatches, line_tensors
+from gpt.data.tasks import TASKS, Example, Line, Task
+from gpt.data.tokenizers import WordTokenizer
+
+
+def build_tasks(spec: dict[str, dict[str, Any]]) -> tuple[Task, ...]:
+    """Tasks from `{name: {knob: value}}` (configs/data/<name>.yaml's `tasks`), one clear error per mistake."""
+    if not spec:
+        raise ValueError(f"data.tasks is empty: name at least one of {', '.join(TASKS)}")
+    tasks = []
+    for name, knobs in spec.items():
+        if name not in TASKS:
+            raise ValueError(f"data.tasks.{name} is not a task; choose from {', '.join(TASKS)}")
+        known = set(TASKS[name].__dataclass_fields__)
+        unknown = sorted(set(knobs or {}) - known)
+        if unknown:
+            raise ValueError(f"data.tasks.{name}.{unknown[0]} is not a knob of {name}; its knobs: "
+                             f"{', '.join(sorted(known))}")
+        tasks.append(TASKS[name](**(knobs or {})))
+    return tuple(tasks)
+
+
+@lru_cache(maxsize=8)
+def task_lines(tasks: tuple[Task, ...], seed: int, split: str, count: int) -> tuple[Line, ...]:
+    """`count` lines of each task for `split`, tasks interleaved by a seeded shuffle. Cached, with the rows
+    below: a sweep's jobs run in one process and share data.seed, so they draw and encode each split once."""
+    lines = [line for task in tasks for line in task.lines(seed, split, count)]
+    random.Random(f"{seed}/{split}").shuffle(lines)
+    return tuple(lines)
+
+
+@lru_cache(maxsize=4)
+def task_tokenizer(tasks: tuple[Task, ...]) -> WordTokenizer:
+    return WordTokenizer(["\n", *sorted({w for task in tasks for w in task.vocabulary()})])
+
+
+def encode_line(tokenizer: WordTokenizer, line: Line) -> tuple[list[int], list[bool]]:
+    """The line's token ids between newlines, and which of them the loss scores (answers, the end)."""
+    newline = tokenizer.encode("\n")[0]
+    ids, scored = [newline], [False]
+    for given, answer in line.turns:
+        given_ids, answer_ids = tokenizer.encode(given), tokenizer.encode(answer)
+        ids += given_ids + answer_ids
+        scored += [False] * len(given_ids) + [True] * len(answer_ids)
+    return ids + [newline], scored + [True]
+
+
+@lru_cache(maxsize=8)
+def task_rows(tasks: tuple[Task, ...], seed: int, split: str,
+              count: int) -> tuple[tuple[list[int], ...], tuple[list[bool], ...]]:
+    tokenizer = task_tokenizer(tasks)
+    return tuple(zip(*(encode_line(tokenizer, line) for line in task_lines(tasks, seed, split, count))))
+
+
+class TaskData(BatchedData):
+    """Rows `\\n <line> \\n` of the tasks in `tasks` ({name: knobs}). The loss scores only the answers and the
+    newline that ends the line: every other token is a random draw (a key, a value, a filler) that no model
+    can predict, so scoring it would only add noise to the gradient that teaches the answers.
+
+    Built on first use, not in __init__: Hydra's instantiate would wrap a user's ValueError (an unknown knob)
+    into a multi-line InstantiationException."""
+
+    def __init__(self, tasks: dict[str, dict[str, Any]], seed: int = 0, batch_size: int = 64,
+                 train_lines: int = 20000, val_lines: int = 256) -> None:
+        super().__init__()
+        self.spec = {name: dict(knobs or {}) for name, knobs in tasks.items()}
+        self.seed, self.batch_size, self.train_lines, self.val_lines = seed, batch_size, train_lines, val_lines
+
+    @cached_property
+    def tasks(self) -> tuple[Task, ...]:
+        return build_tasks(self.spec)
+
+    @property
+    def tokenizer(self) -> WordTokenizer:
+        return task_tokenizer(self.tasks)
+
+    @property
+    def vocab_size(self) -> int:
+        return self.tokenizer.vocab_size
+
+    @property
+    def counts(self) -> dict[str, int]:
+        return {"train": self.train_lines, "val": self.val_lines}
+
+    @property
+    def splits(self) -> dict[str, tuple[Line, ...]]:
+        return {split: task_lines(self.tasks, self.seed, split, count) for split, count in self.counts.items()}
+
+    @property
+    def rows(self) -> dict[str, tuple[tuple[list[int], ...], tuple[list[bool], ...]]]:
+        return {split: task_rows(self.tasks, self.seed, split, count) for split, count in self.counts.items()}
+
+    @property
+    def max_tokens(self) -> int:
+        """The longest row's inputs: every token of it but the last."""
+        return max(len(ids) for ids_of_split, _ in self.rows.values() for ids in ids_of_split) - 1
+
+    def row(self, line: Line) -> tuple[list[int], list[bool]]:
+        return encode_line(self.tokenizer, line)
+
+    @property
+    def groups(self) -> list[str]:
+        return [group for task in self.tasks for group in task.groups()]
+
+    @property
+    def eval_examples(self) -> list[Example]:
+        """Every validation line's question, graded by generation at each validation."""
+        return [line.example for line in self.splits["val"]]
+
+    @property
+    def example_prompt(self) -> str:
+        """A held-out question, for train.py to suggest trying with generate.py."""
+        return self.splits["val"][0].example.prompt
+
+    @property
+    def meta(self) -> dict[str, Any]:
+        name = self.tasks[0].name if len(self.tasks) == 1 else "tasks"
+        return {"corpus": name, "one_example_per_line": True, "seed": self.seed,
+                "tasks": {task.name: task.knobs() for task in self.tasks}}
+
+    def tensors(self, split: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        ids, scored = self.rows[split]
+        return line_tensors(list(ids), list(scored), self.max_tokens, self.tokenizer.encode("\n")[0])
+
+    def setup(self, stage: str | None = None) -> None:
+        self.train_set = RowBatches(*self.tensors("train"), self.batch_size, self.seed)
+        self.val_set = self.tensors("val")[:2]
+
+
+def held_out_examples(meta: dict[str, Any], split: str, count: int) -> list[Example]:
+    """The examples of `count` lines per task of a split, regenerated from model.pt's meta."""
+    return [line.example for line in task_lines(build_tasks(meta["tasks"]), meta["seed"], split, count)]

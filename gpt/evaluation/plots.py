@@ -1,0 +1,87 @@
+"""Figures: a sweep's validation-loss curves (seeds as bands), its capability matrix as a heatmap, and a grid
+of attention heatmaps (layer x head) labelled with the prompt's tokens. Built on matplotlib's Figure directly
+(Agg canvas, no pyplot state), so they draw on headless machines and inside long sweeps without leaking figures."""
+from __future__ import annotations
+
+import numpy as np
+import torch
+from matplotlib.figure import Figure
+
+from gpt.data.tokenizers import Tokenizer
+from gpt.model.gpt import GPT
+
+LOSS_FIGSIZE = (12.0, 4.5)  # inches at matplotlib's default 100 dpi: loss.png is 1200 x 450 pixels
+
+
+def loss_figure(curves: dict[str, dict[str, list[float]]]) -> Figure:
+    """Val loss against step and against wall time, one line per configuration, mean ± std over seeds as
+    a band. `curves[label]` has lists "step", "wall_s", "mean", "std" (see gpt.sweeps.report.curves)."""
+    fig = Figure(figsize=LOSS_FIGSIZE, layout="constrained")
+    by_step, by_time = fig.subplots(1, 2, sharey=True)
+    for label, c in curves.items():
+        mean, std = np.array(c["mean"]), np.array(c["std"])
+        for ax, x in ((by_step, c["step"]), (by_time, c["wall_s"])):
+            (line,) = ax.plot(x, mean, marker=".", label=label)
+            ax.fill_between(x, mean - std, mean + std, color=line.get_color(), alpha=0.2, linewidth=0)
+    by_step.set(xlabel="step", ylabel="validation loss", title="val loss vs step")
+    by_time.set(xlabel="wall time (s)", title="val loss vs wall time")
+    if curves:
+        by_step.legend(fontsize="small")
+    else:  # an empty plot must say so rather than look like a bug
+        fig.suptitle("no run recorded a validation loss: see report.md for why")
+    for ax in (by_step, by_time):
+        ax.grid(alpha=0.3)
+    return fig
+
+
+def matrix_figure(rows: list[str], columns: list[str], means: list[list[float]]) -> Figure:
+    """The capability matrix as a heatmap: configurations (rows) x accuracy columns, each cell's mean exact
+    match in percent written on it; blank where a configuration has no value."""
+    data = np.array(means, dtype=float).reshape(len(rows), len(columns))  # (configurations, columns)
+    fig = Figure(figsize=(1.0 + 0.9 * len(columns) + 0.08 * max(map(len, rows)), 1.2 + 0.35 * len(rows)),
+                 layout="constrained")
+    ax = fig.subplots()
+    image = ax.imshow(np.ma.masked_invalid(data), vmin=0.0, vmax=100.0, cmap="viridis", aspect="auto")
+    for (i, j), value in np.ndenumerate(data):
+        if np.isfinite(value):
+            ax.text(j, i, f"{value:.0f}", ha="center", va="center", fontsize="small",
+                    color="black" if value > 60 else "white")
+    ax.set_xticks(range(len(columns)), columns, rotation=45, ha="right", fontsize="small")
+    ax.set_yticks(range(len(rows)), rows, fontsize="small")
+    ax.set_title("held-out exact match % (mean over seeds)")
+    fig.colorbar(image, ax=ax, label="exact match %")
+    return fig
+
+
+def token_label(text: str) -> str:
+    """A token as a readable tick label: whitespace made visible."""
+    return repr(text)[1:-1] if not text.strip() else text
+
+
+def attention_figure(maps: list[np.ndarray], labels: list[str]) -> Figure:
+    """One heatmap per layer (rows) and head (columns); `maps[layer]` is (H, T, T), query rows x key columns."""
+    layers, heads, T = len(maps), maps[0].shape[0], len(labels)
+    panel = max(2.5, 0.3 * T + 1.2)  # inches: room for T tick labels
+    fig = Figure(figsize=(panel * heads, panel * layers), layout="constrained")
+    axes = fig.subplots(layers, heads, squeeze=False)
+    for layer, weights in enumerate(maps):
+        for head in range(heads):
+            ax = axes[layer, head]
+            image = ax.imshow(weights[head], vmin=0.0, vmax=1.0, cmap="viridis")
+            ax.set_title(f"layer {layer} head {head}", fontsize="small")
+            ax.set_xticks(range(T), labels, rotation=90, fontsize="x-small")
+            ax.set_yticks(range(T), labels, fontsize="x-small")
+    for ax in axes[-1]:
+        ax.set_xlabel("key")
+    for ax in axes[:, 0]:
+        ax.set_ylabel("query")
+    fig.colorbar(image, ax=axes, shrink=0.6, label="attention weight")
+    return fig
+
+
+def attention_map(model: GPT, ids: list[int], tokenizer: Tokenizer) -> Figure:
+    """The attention of every layer and head of `model` over the token ids, drawn by `attention_figure`.
+    Raises ValueError for ids longer than block_size."""
+    idx = torch.tensor([ids], device=next(model.parameters()).device)  # (1, T)
+    maps = [m[0].float().cpu().numpy() for m in model.attention_maps(idx)]  # per layer (H, T, T)
+    return attention_figure(maps, [token_label(tokenizer.decode([i])) for i in ids])

@@ -1,0 +1,71 @@
+"""Export a model.pt as a Hugging Face folder (config.json + model.safetensors, plus GPT-2's tokenizer files
+when the model reads GPT-2's full BPE) that `transformers.AutoModelForCausalLM.from_pretrained` loads.
+
+    python -m gpt.hf.export --ckpt outputs/<date>/<time>/model.pt --to my-model
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+from pathlib import Path
+
+from gpt.data.tokenizers import GPT2Tokenizer, Tokenizer, gpt2_files
+from gpt.hf import to_hf
+from gpt.inference.checkpoint import CheckpointError, load_checkpoint, newest_checkpoint
+from gpt.model.gpt import GPT
+
+ENDOFTEXT_ID = 50256
+
+
+def save_hf(model: GPT, tokenizer: Tokenizer, folder: Path) -> str:
+    """Write the Hugging Face folder; returns one line saying what was written (and why no tokenizer, if so)."""
+    hf = to_hf(model)
+    full_gpt2 = isinstance(tokenizer, GPT2Tokenizer) and tokenizer.vocab is None
+    if full_gpt2:  # GPT-2's own end-of-text token, so transformers' generate stops where GPT-2's would
+        hf.config.bos_token_id = hf.config.eos_token_id = ENDOFTEXT_ID
+        hf.generation_config.bos_token_id = hf.generation_config.eos_token_id = ENDOFTEXT_ID
+    hf.save_pretrained(folder)
+    wrote = f"wrote {folder}: a Hugging Face {hf.config.model_type} model"
+    if not full_gpt2:
+        return (f"{wrote}, no tokenizer files: transformers has no equal of this model's "
+                f"{tokenizer.to_dict()['kind']} tokenizer (GPT-2's full BPE has one: data.tokenizer=gpt2 "
+                "data.compact_vocab=false)")
+    write_gpt2_tokenizer(folder, model.cfg.block_size)
+    return f"{wrote} and GPT-2's tokenizer files"
+
+
+def write_gpt2_tokenizer(folder: Path, max_length: int) -> None:
+    """GPT-2's BPE in the layout transformers' GPT2Tokenizer reads: the same two files tinygpt builds it from."""
+    files = gpt2_files()
+    shutil.copyfile(files["encoder.json"], folder / "vocab.json")
+    shutil.copyfile(files["vocab.bpe"], folder / "merges.txt")
+    special = "<|endoftext|>"
+    (folder / "tokenizer_config.json").write_text(json.dumps(
+        {"tokenizer_class": "GPT2Tokenizer", "model_max_length": max_length, "add_prefix_space": False,
+         "bos_token": special, "eos_token": special, "unk_token": special}, indent=2))
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--ckpt", type=Path, help="model.pt to export (default: the newest under outputs/)")
+    parser.add_argument("--to", type=Path, required=True, help="folder to create (must be new or empty)")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    try:
+        if args.to.exists() and (not args.to.is_dir() or any(args.to.iterdir())):
+            raise ValueError(f"--to {args.to} already exists and is not an empty folder: name a new one")
+        model, tokenizer = load_checkpoint(args.ckpt or newest_checkpoint())
+        print(save_hf(model, tokenizer, args.to))
+    except (CheckpointError, ValueError) as err:
+        print(f"error: {str(err).strip().splitlines()[0]}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,130 @@
+"""model.pt: a self-describing export (format version, model config, tokenizer, weights, metadata)
+that loads with torch.load(weights_only=True) and is all that generation needs."""
+from __future__ import annotations
+
+import os
+import pickle
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from gpt.data.tokenizers import Tokenizer, tokenizer_from_dict
+from gpt.model.config import ModelConfig
+from gpt.model.gpt import GPT
+
+FORMAT = "tinygpt"
+VERSION = 1
+# Debugging switches are for the run that set them: a saved model never carries them into later generations.
+RUN_ONLY = {"trace_shapes": False}
+
+
+class CheckpointError(ValueError):
+    """A checkpoint a user pointed at is missing, foreign or unsafe; the message is one line."""
+
+
+def unwrap(model: nn.Module) -> nn.Module:
+    """The plain module under torch.compile's wrapper, so saved names carry no `_orig_mod.` prefix."""
+    return getattr(model, "_orig_mod", model)
+
+
+def atomic_save(obj: Any, path: str | Path) -> None:
+    """Write to a temporary file and rename it over `path`, so a crash never leaves a torn file."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp")
+    torch.save(obj, tmp)
+    os.replace(tmp, path)
+
+
+def save_model(path: str | Path, model: GPT, tokenizer: Tokenizer, meta: dict[str, Any] | None = None) -> None:
+    plain = unwrap(model)
+    atomic_save({
+        "format": FORMAT,
+        "version": VERSION,
+        "model_config": {**plain.cfg.to_dict(), **RUN_ONLY},
+        "tokenizer": tokenizer.to_dict(),
+        "state_dict": {k: v.detach().cpu() for k, v in plain.state_dict().items()},
+        "meta": meta or {},
+    }, path)
+
+
+def safe_load(path: Path, map_location: Any = "cpu") -> Any:
+    """torch.load with weights_only=True: plain tensors and containers only, so a crafted pickle cannot
+    run code. Any failure is a CheckpointError of one line saying what is wrong with the file."""
+    if not zipfile.is_zipfile(path):  # torch.save writes a zip; anything else is not a checkpoint at all
+        raise CheckpointError(f"{path} is not a readable torch file (not written by torch.save)")
+    try:
+        return torch.load(path, map_location=map_location, weights_only=True)
+    except pickle.UnpicklingError:
+        raise CheckpointError(f"{path} holds objects outside plain tensors and containers; refusing to "
+                              "unpickle it (weights_only=True) because it could run code") from None
+    except Exception as err:  # a torn or corrupt file raises many types; all mean "not loadable"
+        raise CheckpointError(f"{path} is not a readable torch file ({type(err).__name__})") from None
+
+
+def model_file(path: str | Path) -> Path:
+    """`path` itself, or the model.pt inside it when it is a run folder."""
+    path = Path(path)
+    return path / "model.pt" if path.is_dir() else path
+
+
+def read_checkpoint(path: str | Path) -> dict[str, Any]:
+    """Load a model.pt's dict safely (given a run folder, the model.pt inside it), or raise CheckpointError
+    naming what is wrong with the file."""
+    path = model_file(path)
+    if not path.is_file():
+        raise CheckpointError(f"no checkpoint at {path}: train one with `python train.py` or pass --ckpt PATH")
+    payload = safe_load(path)
+    if not isinstance(payload, dict) or payload.get("format") != FORMAT:
+        raise CheckpointError(f"{path} is not a tinygpt model.pt (a Lightning .ckpt is for resuming training; "
+                              "generate from the model.pt next to it)")
+    if payload.get("version") != VERSION:
+        raise CheckpointError(f"{path} has format version {payload.get('version')}; this tinygpt reads {VERSION}")
+    return payload
+
+
+def load_checkpoint(path: str | Path, device: str = "cpu", with_meta: bool = False) -> tuple:
+    """model.pt (or its run folder) -> (model in eval mode, tokenizer), plus its metadata dict when with_meta."""
+    check_device(device)
+    payload = read_checkpoint(path)
+    try:
+        model = GPT(ModelConfig.from_dict({**payload["model_config"], **RUN_ONLY}))
+        model.load_state_dict(payload["state_dict"])
+        tokenizer = tokenizer_from_dict(payload["tokenizer"])
+    except (KeyError, ValueError, RuntimeError) as err:
+        raise CheckpointError(f"{path} is damaged: {str(err).splitlines()[0]}") from None
+    model.to(device).eval()
+    return (model, tokenizer, payload.get("meta", {})) if with_meta else (model, tokenizer)
+
+
+def check_device(name: str) -> None:
+    """Refuse, in one line, a device this torch cannot use (torch's own error is a long assertion)."""
+    try:
+        device = torch.device(name)
+    except RuntimeError:
+        raise ValueError(f"--device {name} is not a device name: use cpu, cuda, cuda:<index> or mps") from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"--device {name}: this torch ({torch.__version__}) has no CUDA device it can use; "
+                         "use --device cpu")
+    if device.type == "cuda" and (device.index or 0) >= torch.cuda.device_count():
+        raise ValueError(f"--device {name}: only {torch.cuda.device_count()} CUDA device(s) here")
+    if device.type == "mps" and not torch.backends.mps.is_available():
+        raise ValueError(f"--device {name}: MPS is not available here; use --device cpu")
+
+
+def describe(path: Path, meta: dict[str, Any]) -> str:
+    """Which model was loaded, in one line: its path and the corpus it learned (model.pt's meta)."""
+    corpus = meta.get("corpus", "an unrecorded corpus")
+    source = f" ({meta['path']})" if meta.get("path") else ""
+    return f"model: {path} (trained on {corpus}{source})"
+
+
+def newest_checkpoint(roots: tuple[str, ...] = ("outputs", "multirun")) -> Path:
+    """The most recently written model.pt under Hydra's run and sweep folders."""
+    found = [p for root in map(Path, roots) if root.is_dir() for p in root.rglob("model.pt")]
+    if not found:
+        raise CheckpointError(f"no model.pt under {'/ or '.join(roots)}/: run `python train.py` first, "
+                              "or pass --ckpt PATH")
+    return max(found, key=lambda p: p.stat().st_mtime)

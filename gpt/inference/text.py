@@ -1,0 +1,117 @@
+"""The text API: a trained model, its tokenizer and its corpus's conventions, from text to text.
+
+    import gpt
+    gpt.load("outputs/<date>/<time>/model.pt").complete("ninety nine plus ninety nine equals")  # "one hundred ninety eight"
+
+Line-based corpora (the calculator, the attention tasks) hold one example per line and were trained with each
+line starting after a newline: prompts get that line start, completions stop at the end of the line, and
+decoding is greedy by default because each prompt has one right answer. generate.py, gpt.evaluation.evaluate and the
+training callbacks all decode through here, so that convention lives in one place."""
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from gpt.data.tokenizers import Tokenizer
+from gpt.inference.checkpoint import load_checkpoint
+from gpt.inference.generation import check_sampling, generate, stream
+from gpt.model.gpt import GPT
+
+RUNNING_TEXT_TOKENS = 200  # default length of a continuation of running text
+RUNNING_TEXT_TEMPERATURE = 0.8  # running text has no one right answer; greedy decoding of it loops
+
+
+class TextModel:
+    """A GPT with its tokenizer and the conventions of the corpus it was trained on (model.pt's `meta`)."""
+
+    def __init__(self, model: GPT, tokenizer: Tokenizer, meta: dict[str, Any] | None = None) -> None:
+        self.model, self.tokenizer, self.meta = model, tokenizer, dict(meta or {})
+        self.line_based = bool(self.meta.get("one_example_per_line"))
+        self.newline = tokenizer.encode("\n")[0] if self.line_based else None
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+    def prompt_ids(self, prompt: str) -> list[int]:
+        """The ids the model is fed for `prompt`: after a line start on line-based corpora; running text with
+        no prompt starts as after a line break."""
+        ids = self.tokenizer.encode(prompt)
+        if self.line_based:
+            return [self.newline, *ids]
+        return ids or self.tokenizer.encode("\n")
+
+    def defaults(self, max_new_tokens: int | None, temperature: float | None) -> tuple[int, float, int | None]:
+        """(max_new_tokens, temperature, stop token) with the corpus's defaults filled in. A line-based model
+        stops at the end of its line unless a length is asked for."""
+        stop = self.newline if max_new_tokens is None else None
+        if max_new_tokens is None:
+            max_new_tokens = self.model.cfg.block_size if self.line_based else RUNNING_TEXT_TOKENS
+        if temperature is None:
+            temperature = 0.0 if self.line_based else RUNNING_TEXT_TEMPERATURE
+        return max_new_tokens, temperature, stop
+
+    def stream(self, prompt: str, max_new_tokens: int | None = None, temperature: float | None = None,
+               top_k: int | None = None, top_p: float | None = None, seed: int | None = None,
+               generator: torch.Generator | None = None) -> Iterator[str]:
+        """Yield the continuation of `prompt` piece by piece as it is decoded (the prompt itself is not
+        repeated). Pass `seed` for a reproducible sample, or a `generator` to continue one across calls."""
+        max_new_tokens, temperature, stop = self.defaults(max_new_tokens, temperature)
+        check_sampling(temperature, top_k, top_p, max_new_tokens)
+        ids = self.prompt_ids(prompt)
+        if generator is None and seed is not None:
+            generator = torch.Generator(device=self.device).manual_seed(seed)
+        shown = self.tokenizer.decode(ids)
+        idx = torch.tensor([ids], device=self.device)
+        for token in stream(self.model, idx, max_new_tokens, temperature, top_k, top_p, stop_token=stop,
+                            generator=generator):
+            if stop is not None and token.item() == stop:
+                return
+            ids.append(token.item())
+            # Decode the whole so a BPE piece that completes a multi-byte character prints whole.
+            text = self.tokenizer.decode(ids)
+            yield text[len(shown):]
+            shown = text
+
+    def complete(self, prompt: str, max_new_tokens: int | None = None, temperature: float | None = None,
+                 top_k: int | None = None, top_p: float | None = None, seed: int | None = None,
+                 generator: torch.Generator | None = None) -> str:
+        """The continuation of `prompt` as one string: exactly what `stream` yields, joined. On line-based
+        corpora the leading space between the prompt and the answer is dropped ("five", not " five")."""
+        text = "".join(self.stream(prompt, max_new_tokens, temperature, top_k, top_p, seed, generator))
+        return text.lstrip(" ") if self.line_based else text
+
+    @torch.no_grad()
+    def complete_batch(self, prompts: list[str], max_new_tokens: int, batch_size: int = 512) -> list[str]:
+        """Greedy completions of many prompts (what grading needs), batched by token length so no padding
+        is needed; each stops at the end of its line on line-based corpora. Same answers as `complete`."""
+        was_training = self.model.training
+        self.model.eval()
+        by_length: dict[int, list[tuple[int, list[int]]]] = defaultdict(list)
+        for i, prompt in enumerate(prompts):
+            ids = self.prompt_ids(prompt)
+            by_length[len(ids)].append((i, ids))
+        outputs = [""] * len(prompts)
+        for group in by_length.values():
+            for start in range(0, len(group), batch_size):
+                chunk = group[start:start + batch_size]
+                idx = torch.tensor([ids for _, ids in chunk], device=self.device)  # (B, T)
+                new = generate(self.model, idx, max_new_tokens, temperature=0.0,
+                               stop_token=self.newline)[:, idx.shape[1]:].tolist()  # (B, <= max_new_tokens)
+                for (i, ids), row in zip(chunk, new):
+                    if self.newline in row:
+                        row = row[:row.index(self.newline)]
+                    text = self.tokenizer.decode(ids + row)[len(self.tokenizer.decode(ids)):]
+                    outputs[i] = text.lstrip(" ") if self.line_based else text
+        self.model.train(was_training)
+        return outputs
+
+
+def load(path: str | Path, device: str = "cpu") -> TextModel:
+    """A model.pt (from train.py) as a TextModel; CheckpointError with a one-line reason if it cannot load."""
+    model, tokenizer, meta = load_checkpoint(path, device=device, with_meta=True)
+    return TextModel(model, tokenizer, meta)

@@ -1,0 +1,1 @@
+"""What a GPT is: config, embeddings, blocks of attention and MLP, norms, positions. Plain torch only."""

@@ -1,0 +1,64 @@
+"""ModelConfig: every size and part name of a GPT, validated once when it is built."""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from gpt.validate import PositiveFloat, PositiveInt, Probability, check_fields, check_known_fields
+
+INIT_STD = 0.02  # GPT-2's initial std of every weight matrix and embedding
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    vocab_size: PositiveInt
+    layers: PositiveInt = 4
+    heads: PositiveInt = 4
+    dim: PositiveInt = 128
+    block_size: PositiveInt = 64
+    dropout: Probability = 0.0
+    attention: str = "mha"
+    pos: str = "rope"
+    norm: str = "rmsnorm"
+    mlp: str = "gelu"
+    mlp_ratio: PositiveFloat = 4.0
+    bias: bool = False
+    norm_eps: PositiveFloat = 1e-5
+    rope_base: PositiveFloat = 10000.0
+    kv_heads: int = 2  # gqa: key/value heads shared by the query heads
+    window: int = 8  # sliding_window: positions each query sees, itself included
+    kv_latent_dim: int = 32  # mla: width of the latent keys and values are rebuilt from
+    qk_norm: bool = False  # RMSNorm on each head's queries and keys
+    tie_embeddings: bool = True  # the LM head reuses the token embedding matrix (Press & Wolf, 2017)
+    trace_shapes: bool = False  # print every module's output shape during the first forward pass
+
+    def __post_init__(self) -> None:
+        # Imported here because the registries import nothing from this module but their modules are heavy.
+        from gpt.model.attention import ATTENTION
+        from gpt.model.mlp import MLP
+        from gpt.model.norm import NORM
+        from gpt.model.positional import POSITIONAL
+
+        check_fields(self)  # each field's type and range, from the annotations above
+        if self.dim % self.heads:
+            raise ValueError(f"heads={self.heads} does not divide dim={self.dim}: pick heads from "
+                             f"{[h for h in range(1, self.dim + 1) if self.dim % h == 0 and h <= 64]}")
+        for field_name, registry in (("attention", ATTENTION), ("pos", POSITIONAL), ("norm", NORM), ("mlp", MLP)):
+            value = getattr(self, field_name)
+            if value not in registry:
+                raise ValueError(f"{field_name}={value!r} is unknown; choose one of: {', '.join(sorted(registry))}")
+        # Each part checks its own parameters and the combinations it cannot compute.
+        POSITIONAL[self.pos].validate(self)
+        ATTENTION[self.attention].validate(self)
+
+    @property
+    def head_dim(self) -> int:
+        return self.dim // self.heads
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any]) -> ModelConfig:
+        check_known_fields(cls, values, "model")
+        return cls(**values)

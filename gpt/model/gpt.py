@@ -1,0 +1,101 @@
+"""GPT: token embeddings -> positional encoding -> pre-norm blocks -> final norm -> LM head, tied to the
+embeddings unless model.tie_embeddings=false (Radford et al. 2019, with the parts chosen by ModelConfig)."""
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import torch
+from torch import nn
+
+from gpt.model.block import Block
+from gpt.model.config import INIT_STD, ModelConfig
+from gpt.model.norm import NORM
+from gpt.model.positional import POSITIONAL
+
+
+class GPT(nn.Module):
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.cfg = cfg
+        self.tok_emb = nn.Embedding(cfg.vocab_size, cfg.dim)
+        self.pos = POSITIONAL[cfg.pos].from_config(cfg)
+        self.drop = nn.Dropout(cfg.dropout)
+        self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.layers))
+        self.norm = NORM[cfg.norm](cfg.dim, cfg.norm_eps, cfg.bias)
+        self.head = nn.Linear(cfg.dim, cfg.vocab_size, bias=False)
+        if cfg.tie_embeddings:
+            self.head.weight = self.tok_emb.weight  # weight tying (Press & Wolf, 2017)
+        self.shapes_pending = cfg.trace_shapes  # print shapes through the first forward pass only
+        self.apply(self._init_weights)
+        # GPT-2: projections that write into the residual stream shrink with depth so its variance
+        # stays constant however many blocks add to it.
+        for name, param in self.named_parameters():
+            if name.endswith("proj.weight"):
+                nn.init.normal_(param, mean=0.0, std=INIT_STD / math.sqrt(2 * cfg.layers))
+
+    @staticmethod
+    def _init_weights(module: nn.Module) -> None:
+        if isinstance(module, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(module.weight, mean=0.0, std=INIT_STD)
+        if isinstance(module, nn.Linear) and module.bias is not None:
+            nn.init.zeros_(module.bias)
+
+    def new_caches(self, batch: int, device: torch.device | None = None,
+                   dtype: torch.dtype | None = None) -> list:
+        """One empty cache per block, holding up to block_size positions."""
+        weight = self.tok_emb.weight
+        return [block.attn.new_cache(batch, self.cfg.block_size, device or weight.device, dtype or weight.dtype)
+                for block in self.blocks]
+
+    def forward(self, idx: torch.Tensor, caches: list | None = None) -> torch.Tensor:
+        """Token ids (B, T) -> logits (B, T, vocab_size). With caches, idx continues the cached positions."""
+        if self.shapes_pending:
+            self.shapes_pending = False
+            with print_shapes(self, idx):
+                return self(idx, caches)
+        start = caches[0].length if caches else 0
+        if start + idx.shape[1] > self.cfg.block_size:
+            raise ValueError(f"sequence of {start + idx.shape[1]} tokens exceeds block_size={self.cfg.block_size}")
+        x = self.drop(self.pos.embed(self.tok_emb(idx), start))  # (B, T, C)
+        for i, block in enumerate(self.blocks):
+            x = block(x, self.pos, caches[i] if caches else None)
+        return self.head(self.norm(x))  # (B, T, V)
+
+    @torch.no_grad()
+    def attention_maps(self, idx: torch.Tensor) -> list[torch.Tensor]:
+        """Attention weights (B, H, T, T) of every layer for token ids (B, T), for plotting. Variants that
+        never form them (has_weights False) compute them the explicit way while this call lasts."""
+        for block in self.blocks:
+            block.attn.keep_weights = True
+        try:
+            self(idx)
+            return [block.attn.weights for block in self.blocks]
+        finally:
+            for block in self.blocks:
+                block.attn.keep_weights, block.attn.weights = False, None
+
+    def num_params(self) -> int:
+        """Trainable parameters; a tied embedding and head count once, an untied head on its own."""
+        return sum(p.numel() for p in self.parameters())
+
+
+@contextmanager
+def print_shapes(model: nn.Module, idx: torch.Tensor) -> Iterator[None]:
+    """Print each submodule's input and output shapes as a forward pass runs (model.trace_shapes=true);
+    hooks fire as modules finish, so a module's parts print before the module itself."""
+    def hook(name: str):  # noqa: ANN202 - a forward hook's signature is torch's
+        def show(module: nn.Module, inputs: tuple, output: object) -> None:
+            shapes = [tuple(t.shape) for t in inputs if isinstance(t, torch.Tensor)]
+            out = tuple(output.shape) if isinstance(output, torch.Tensor) else type(output).__name__
+            print(f"{name:<28} {type(module).__name__:<26} {', '.join(map(str, shapes)):<16} -> {out}")
+        return show
+
+    print(f"{'idx':<28} {'token ids':<26} {'':<16} -> {tuple(idx.shape)}")
+    handles = [module.register_forward_hook(hook(name)) for name, module in model.named_modules() if name]
+    try:
+        yield
+    finally:
+        for handle in handles:
+            handle.remove()

@@ -1,0 +1,160 @@
+"""Positional encodings. Each one acts where it belongs: added to the token embeddings (learned;
+sinusoidal, Vaswani et al. 2017), rotating queries and keys (RoPE, Su et al. 2021), or biasing
+attention scores (ALiBi, Press et al. 2022); `start` is the absolute position of the first token,
+which is how they stay correct with a KV cache."""
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from gpt.model.config import INIT_STD, ModelConfig
+
+
+class Positional(nn.Module):
+    """No positional information: the base every encoding overrides where it acts."""
+
+    rotates = False  # acts in `rotate`: the attention must project queries/keys itself to apply it
+    biases_scores = False  # acts in `score_bias`: the attention must form scores to add it
+
+    @classmethod
+    def from_config(cls, cfg: ModelConfig) -> Positional:
+        return cls()
+
+    @classmethod
+    def validate(cls, cfg: ModelConfig) -> None:
+        """Raise ValueError naming the fix when cfg cannot use this encoding."""
+
+    def embed(self, x: torch.Tensor, start: int) -> torch.Tensor:
+        """Token embeddings (B, T, C) -> embeddings with absolute positions added."""
+        return x
+
+    def rotate(self, q: torch.Tensor, k: torch.Tensor, start: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Queries (B, H, T, D) and keys (B, H_kv, T, D) of positions start..start+T-1."""
+        return q, k
+
+    def score_bias(self, q_len: int, k_len: int, start: int, heads: int,
+                   device: torch.device) -> torch.Tensor | None:
+        """An additive (heads, q_len, k_len) bias on attention scores, or None. Query i sits at
+        position start + i relative to key 0 (keys end where the queries end)."""
+        return None
+
+
+class LearnedPositional(Positional):
+    """GPT-2's learned absolute position embeddings."""
+
+    def __init__(self, block_size: int, dim: int) -> None:
+        super().__init__()
+        self.table = nn.Embedding(block_size, dim)
+
+    @classmethod
+    def from_config(cls, cfg: ModelConfig) -> LearnedPositional:
+        return cls(cfg.block_size, cfg.dim)
+
+    def embed(self, x: torch.Tensor, start: int) -> torch.Tensor:
+        positions = torch.arange(start, start + x.shape[1], device=x.device)
+        return x + self.table(positions)
+
+
+class SinusoidalPositional(Positional):
+    """Fixed sines and cosines of geometrically spaced frequencies added to the embeddings, scaled to the
+    embeddings' initial size: at amplitude 1 (RMS 0.71 against the tokens' 0.02) the positions drowned the
+    tokens and position_tasks' copying barely trained (README). Vaswani et al. scale the embeddings up by
+    sqrt(dim) instead; with a tied head that would scale the logits too."""
+
+    def __init__(self, block_size: int, dim: int, base: float = 10000.0) -> None:
+        super().__init__()
+        angles = torch.outer(torch.arange(block_size).float(), _inverse_frequencies(dim, base))  # (block_size, C/2)
+        table = torch.stack([angles.sin(), angles.cos()], dim=-1).flatten(1)[:, :dim]  # (block_size, C), interleaved
+        self.register_buffer("table", table * INIT_STD * 2 ** 0.5, persistent=False)  # RMS INIT_STD
+
+    @classmethod
+    def from_config(cls, cfg: ModelConfig) -> SinusoidalPositional:
+        return cls(cfg.block_size, cfg.dim)
+
+    def embed(self, x: torch.Tensor, start: int) -> torch.Tensor:
+        return x + self.table[start:start + x.shape[1]].to(x.dtype)
+
+
+def _inverse_frequencies(dim: int, base: float) -> torch.Tensor:
+    """(ceil(dim / 2),) frequencies base^(-2i/dim), from one turn per position down to very slow."""
+    return 1.0 / base ** (torch.arange(0, dim, 2).float() / dim)
+
+
+class RotaryPositional(Positional):
+    """RoPE: rotate each feature pair (i, i + D/2) of queries and keys by a position-dependent angle,
+    so that q.k depends only on the distance between positions. Angles are computed for the head
+    width they are given, so every variant (one wide head, decoupled MLA keys) can use it."""
+
+    rotates = True
+
+    def __init__(self, base: float = 10000.0) -> None:
+        super().__init__()
+        self.base = base
+        # (cos, sin) tables per (head width, device), each (positions, D), grown on demand: computing the
+        # angles afresh for every layer's queries and keys cost ~13% of a training step at nanoGPT's CPU shapes.
+        self._tables: dict[tuple[int, torch.device], tuple[torch.Tensor, torch.Tensor]] = {}
+
+    @classmethod
+    def from_config(cls, cfg: ModelConfig) -> RotaryPositional:
+        return cls(cfg.rope_base)
+
+    @classmethod
+    def validate(cls, cfg: ModelConfig) -> None:
+        if cfg.head_dim % 2:
+            raise ValueError(f"pos=rope needs an even head width, got dim/heads={cfg.head_dim}: "
+                             "change model.dim or model.heads")
+
+    def _angles(self, width: int, end: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+        """cos and sin of the angles of positions 0..end-1 (at least), each (positions, width)."""
+        cos, sin = self._tables.get((width, device), (None, None))
+        if cos is None or cos.shape[0] < end:
+            positions = torch.arange(max(end, 256), device=device, dtype=torch.float32)
+            angles = torch.outer(positions, _inverse_frequencies(width, self.base).to(device))  # (P, D/2)
+            angles = torch.cat([angles, angles], dim=-1)  # (P, D)
+            cos, sin = self._tables[(width, device)] = angles.cos(), angles.sin()
+        return cos, sin
+
+    def rotate(self, q: torch.Tensor, k: torch.Tensor, start: int) -> tuple[torch.Tensor, torch.Tensor]:
+        T, D = q.shape[-2:]
+        cos, sin = self._angles(D, start + T, q.device)
+        cos, sin = cos[start:start + T].to(q.dtype), sin[start:start + T].to(q.dtype)  # (T, D), shared by q and k
+        return _turn(q, cos, sin), _turn(k, cos, sin)
+
+
+def _turn(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Rotate each feature pair (i, i + D/2) of x (..., T, D) by the angles whose cos/sin are (T, D)."""
+    first, second = x.chunk(2, dim=-1)
+    return x * cos + torch.cat([-second, first], dim=-1) * sin
+
+
+def alibi_slopes(heads: int) -> torch.Tensor:
+    """(heads,) ALiBi slopes as the paper sets them: 2^(-8h/H) for h = 1..H when H is a power of two;
+    otherwise those of the power of two below H, then every other slope of the next power of two up
+    (the in-between ones) until there are H."""
+    below = 2 ** (heads.bit_length() - 1)
+    slopes = 2.0 ** (-8.0 * torch.arange(1, below + 1) / below)
+    between = 2.0 ** (-8.0 * torch.arange(1, 2 * below + 1, 2) / (2 * below))
+    return torch.cat([slopes, between[:heads - below]])
+
+
+class AlibiPositional(Positional):
+    """ALiBi: no embedding at all; each head h subtracts slope_h * distance from its scores, with
+    geometric slopes (2^(-8h/H) for H a power of two) so some heads look far and some only nearby."""
+
+    biases_scores = True
+
+    def score_bias(self, q_len: int, k_len: int, start: int, heads: int, device: torch.device) -> torch.Tensor:
+        slopes = alibi_slopes(heads).to(device)  # (H,)
+        queries = torch.arange(start, start + q_len, device=device)
+        distance = (queries[:, None] - torch.arange(k_len, device=device)[None, :]).clamp(min=0)  # (T, S)
+        # Future keys (negative distance) are masked anyway; clamping keeps their bias finite.
+        return -slopes[:, None, None] * distance  # (H, T, S)
+
+
+POSITIONAL: dict[str, type[Positional]] = {
+    "none": Positional,
+    "learned": LearnedPositional,
+    "sinusoidal": SinusoidalPositional,
+    "rope": RotaryPositional,
+    "alibi": AlibiPositional,
+}

@@ -1,0 +1,312 @@
+"""Sweep report from a multirun's run folders: report.md (one row per configuration, seeds pooled, mean ± std,
+best value per column in bold, failed jobs as rows with their reason; then the capability matrix of held-out
+accuracy per task, bucket or length), loss.png (val loss curves, seeds as bands) and matrix.png (the matrix
+as a heatmap). Written when a multirun ends (the `WriteReport` Hydra callback), or again by hand:
+
+    python -m gpt.sweeps.report multirun/2026-01-01/12-00-00
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import math
+import re
+import statistics
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from hydra.core.utils import JobReturn, JobStatus
+from hydra.experimental.callback import Callback
+from omegaconf import DictConfig
+
+from gpt.sweeps import capability
+
+# The run-folder contract: gpt/training/run_record.py writes these, this module reads them.
+SUMMARY = "summary.json"
+HISTORY = "history.csv"
+OVERRIDES = Path(".hydra") / "overrides.yaml"
+
+
+def write_summary(run_dir: Path, summary: dict[str, Any]) -> None:
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / SUMMARY).write_text(json.dumps(summary, indent=2) + "\n")
+
+
+def record_failure(run_dir: Path, error: BaseException | str) -> None:
+    """Mark a run failed with a one-line reason, so the report shows it as a failed row."""
+    if isinstance(error, str):
+        reason = error
+    else:
+        reason = (str(error).strip().splitlines() or [""])[0]
+        if not isinstance(error, ValueError):  # a user error's message says it all; others need their type
+            reason = f"{type(error).__name__}: {reason}".rstrip(": ")
+    write_summary(run_dir, {"status": "failed", "reason": reason})
+
+
+@dataclass
+class Run:
+    path: Path
+    overrides: list[str]
+    summary: dict[str, Any]
+    history: list[dict[str, float]]
+
+    @property
+    def ok(self) -> bool:
+        return self.summary.get("status") == "ok"
+
+    @property
+    def config(self) -> tuple[str, ...]:
+        """The configuration's identity: its overrides without the seed, so seeds pool into one row."""
+        return tuple(sorted(o for o in self.overrides if o.split("=", 1)[0].lstrip("+~") != "seed"))
+
+
+def natural_key(path: Path) -> list[Any]:
+    """Job folders in job order (2 before 10)."""
+    return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", str(path))]
+
+
+def read_run(path: Path) -> Run:
+    overrides = yaml.safe_load((path / OVERRIDES).read_text()) or []
+    summary_file = path / SUMMARY
+    summary = (json.loads(summary_file.read_text()) if summary_file.is_file()
+               else {"status": "failed", "reason": f"no {SUMMARY}: the job stopped early or is still running"})
+    return Run(path, list(overrides), summary, read_history(path))
+
+
+def read_history(run_dir: Path) -> list[dict[str, float]]:
+    """history.csv's rows (one per validation), or none when the run never validated."""
+    if not (run_dir / HISTORY).is_file():
+        return []
+    with open(run_dir / HISTORY, newline="") as f:
+        return [{k: float(v) for k, v in row.items() if v != ""} for row in csv.DictReader(f)]
+
+
+def find_runs(sweep_dir: Path) -> list[Run]:
+    """Every run folder under the sweep folder (any depth, so merged or nested sweeps work), in job order."""
+    folders = sorted((p.parent.parent for p in sweep_dir.rglob(str(OVERRIDES))), key=natural_key)
+    return [read_run(p) for p in folders]
+
+
+def labels(configs: list[tuple[str, ...]]) -> tuple[dict[tuple[str, ...], str], list[str]]:
+    """A short label per configuration (only the overrides that differ between them) and the common ones."""
+    if len(configs) < 2:  # nothing differs: the label is the whole configuration
+        return {c: " ".join(c) or "(defaults)" for c in configs}, []
+    common = sorted(set.intersection(*map(set, configs)))
+    return {c: " ".join(o for o in c if o not in common) or "(defaults)" for c in configs}, common
+
+
+@dataclass
+class Column:
+    header: str
+    value: Callable[[dict[str, Any]], float | None]
+    lower_is_better: bool
+    fmt: str
+    spread: bool = False  # show mean ± std over seeds
+    per_corpus: bool = False  # only some corpora have it (bpb: text; exact match: right answers to grade)
+
+
+def _get(key: str, scale: float = 1.0) -> Callable[[dict[str, Any]], float | None]:
+    return lambda s: None if s.get(key) is None else s[key] * scale
+
+
+COLUMNS = [
+    Column("params", _get("params"), True, "{:,.0f}"),
+    Column("val loss", _get("val_loss"), True, "{:.4f}", spread=True),
+    Column("ppl", _get("val_ppl"), True, "{:.3f}", spread=True),
+    Column("bpb", _get("val_bpb"), True, "{:.4f}", spread=True, per_corpus=True),
+    Column("exact match %", lambda s: None if "all" not in s.get("val_acc", {}) else 100 * s["val_acc"]["all"],
+           False, "{:.1f}", spread=True, per_corpus=True),
+    Column("train tok/s", _get("tokens_per_s"), False, "{:,.0f}"),
+    Column("wall s", _get("wall_s"), True, "{:.1f}"),
+    Column("peak MiB", _get("peak_memory_bytes", 1 / 2**20), True, "{:,.0f}"),
+    Column("KV bytes/token", _get("kv_bytes_per_token"), True, "{:,.0f}"),
+]
+
+
+def column_values(runs: list[Run], column: Column) -> list[float]:
+    """A column's finite values over a configuration's successful runs (one per seed)."""
+    return [v for r in runs if r.ok and (v := column.value(r.summary)) is not None and math.isfinite(v)]
+
+
+def pooled(runs: list[Run], column: Column) -> tuple[float, float | None] | None:
+    """(mean, sample std or None for one seed) of a column over a configuration's successful runs."""
+    values = column_values(runs, column)
+    if not values:
+        return None
+    return statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else None
+
+
+def cell(stat: tuple[float, float | None] | None, column: Column, best: bool) -> str:
+    if stat is None:
+        return "—"
+    text = column.fmt.format(stat[0])
+    if column.spread and stat[1] is not None:
+        text += " ± " + column.fmt.format(stat[1])
+    return f"**{text}**" if best else text
+
+
+def status(runs: list[Run]) -> str:
+    failed = [r for r in runs if not r.ok]
+    if not failed:
+        return "ok"
+    reasons = "; ".join(dict.fromkeys(r.summary.get("reason", "unknown") for r in failed))
+    head = "failed" if len(failed) == len(runs) else f"{len(failed)} of {len(runs)} failed"
+    return f"{head}: {reasons}".replace("|", "\\|")
+
+
+def seed_noise(groups: dict[tuple[str, ...], list[Run]], names: dict[tuple[str, ...], str]) -> str | None:
+    """Which configurations' final val loss differs from the best one's by more than seed noise: more than
+    two standard errors of the difference of means (Welch), which needs two seeds or more on both sides."""
+    loss = {key: v for key, g in groups.items() if len(v := column_values(g, COLUMNS[1])) > 1}
+    if len(loss) < 2:
+        return None
+    best = min(loss, key=lambda key: statistics.fmean(loss[key]))
+    within, beyond = [], []
+    for key, values in loss.items():
+        if key == best:
+            continue
+        error = math.sqrt(sum(statistics.variance(v) / len(v) for v in (values, loss[best])))
+        difference = statistics.fmean(values) - statistics.fmean(loss[best])
+        (within if difference <= 2 * error else beyond).append(f"`{names[key]}`")
+    return (f"Final val loss against the best (`{names[best]}`), beyond seed noise (difference > 2 standard "
+            f"errors): {', '.join(beyond) or 'none'}; within it: {', '.join(within) or 'none'}.")
+
+
+def group(runs: list[Run]) -> dict[tuple[str, ...], list[Run]]:
+    """Runs by configuration, in the order the sweep first ran each configuration."""
+    groups: dict[tuple[str, ...], list[Run]] = {}
+    for run in runs:
+        groups.setdefault(run.config, []).append(run)
+    return groups
+
+
+def markdown(sweep_dir: Path, runs: list[Run]) -> str:
+    groups = group(runs)
+    names, common = labels(list(groups))
+    columns = [c for c in COLUMNS if any(pooled(g, c) for g in groups.values())]
+    stats = {c.header: {k: pooled(g, c) for k, g in groups.items()} for c in columns}
+    best = {}
+    for c in columns:
+        means = [s[0] for s in stats[c.header].values() if s is not None]
+        # Bold only what tells rows apart: nothing when one row has a value or all rows tie.
+        best[c.header] = (min if c.lower_is_better else max)(means) if len(set(means)) > 1 else None
+    lines = [f"# Sweep report: {sweep_dir}", "",
+             f"Runs: {len(runs)}, configurations: {len(groups)}, failed runs: {sum(not r.ok for r in runs)}. "
+             f"Common to all configurations: `{' '.join(common) or '(nothing)'}`.", "",
+             "| configuration | seeds | " + " | ".join(c.header for c in columns) + " | status |",
+             "|---|---:|" + "---:|" * len(columns) + "---|"]
+    for key, group_runs in groups.items():
+        cells = [cell(stats[c.header][key], c, stats[c.header][key] is not None
+                      and stats[c.header][key][0] == best[c.header]) for c in columns]
+        lines.append(f"| `{names[key]}` | {sum(r.ok for r in group_runs)} | " + " | ".join(cells)
+                     + f" | {status(group_runs)} |")
+    noise = seed_noise(groups, names)
+    validated = COLUMNS[1] in columns  # then a per-corpus column is absent because the corpus has none
+    missing = [c.header for c in COLUMNS if c not in columns and not (c.per_corpus and validated)]
+    lines += ["", *([noise, ""] if noise else []), *([empty_note(runs, missing), ""] if missing else []),
+              "Mean ± sample std over seeds; **bold** is the best value of its column. Val loss, perplexity, "
+              "bpb (bits per UTF-8 byte of the text predicted, comparable across tokenizers; text corpora) "
+              "and exact match (held-out calculator problems, greedy) are from the last validation. Train tok/s "
+              "excludes validation time; peak memory is allocated tensors on GPU, process RSS on CPU; KV "
+              "bytes/token is every layer's cache for a full block divided by block_size.", "",
+              "![validation loss](loss.png)", "", *capability.markdown(summaries(runs))]
+    return "\n".join(lines)
+
+
+def summaries(runs: list[Run]) -> dict[str, list[dict[str, Any]]]:
+    """Each configuration's label and its runs' summaries, for the capability matrix."""
+    groups = group(runs)
+    names, _ = labels(list(groups))
+    return {names[key]: [r.summary for r in group_runs] for key, group_runs in groups.items()}
+
+
+def empty_note(runs: list[Run], missing: list[str]) -> str:
+    """Why columns are left out: a report never goes empty without saying so."""
+    ok = [r for r in runs if r.ok]
+    if not ok:
+        why = "no run finished (see the status column)"
+    elif not any(r.history for r in ok):
+        why = "no run validated (trainer.limit_val_batches=0?), so there is no val loss and loss.png is empty"
+    else:
+        why = "no finished run recorded them (exact match needs a corpus with right answers, such as the calculator)"
+    return f"Left out, with no value in any run: {', '.join(missing)}: {why}."
+
+
+def curves(runs: list[Run]) -> dict[str, dict[str, list[float]]]:
+    """Per configuration: steps every successful seed validated at, mean wall time there, loss mean and std."""
+    groups = group(runs)
+    names, _ = labels(list(groups))
+    result = {}
+    for key, group_runs in groups.items():
+        histories = [{row["step"]: row for row in r.history if "val_loss" in row} for r in group_runs if r.ok]
+        histories = [h for h in histories if h]  # a run that never validated has no curve to draw
+        if not histories:
+            continue
+        steps = sorted(set.intersection(*(set(h) for h in histories)))
+        losses = [[h[s]["val_loss"] for h in histories] for s in steps]
+        result[names[key]] = {
+            "step": steps,
+            "wall_s": [statistics.fmean(h[s]["wall_s"] for h in histories) for s in steps],
+            "mean": [statistics.fmean(v) for v in losses],
+            "std": [statistics.stdev(v) if len(v) > 1 else 0.0 for v in losses],
+        }
+    return result
+
+
+def write_report(sweep_dir: str | Path) -> Path:
+    """Write report.md, loss.png and (when runs graded held-out groups) matrix.png into the sweep folder;
+    return the report's path."""
+    from gpt.evaluation.plots import loss_figure, matrix_figure  # matplotlib only when a report is written
+
+    sweep_dir = Path(sweep_dir)
+    runs = find_runs(sweep_dir)
+    if not runs:
+        raise ValueError(f"no run folders (with {OVERRIDES}) under {sweep_dir}: pass the folder of a sweep "
+                         "made by `python train.py -m ...`")
+    loss_figure(curves(runs)).savefig(sweep_dir / "loss.png")
+    rows, columns, means = capability.matrix(summaries(runs))
+    if columns:
+        matrix_figure(rows, columns, means).savefig(sweep_dir / "matrix.png")
+    path = sweep_dir / "report.md"
+    path.write_text(markdown(sweep_dir, runs))
+    return path
+
+
+class WriteReport(Callback):
+    """Hydra callback (configs/train.yaml): a job that raised becomes a failed run, and when a multirun
+    ends its report is written into the sweep folder."""
+
+    def on_job_end(self, config: DictConfig, job_return: JobReturn, **kwargs: Any) -> None:
+        if job_return.status == JobStatus.FAILED:
+            try:
+                job_return.return_value  # re-raises the job's exception
+            except Exception as err:
+                record_failure(Path(config.hydra.runtime.output_dir), err)
+
+    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        try:
+            print(f"report: {write_report(config.hydra.sweep.dir)}")
+        except ValueError as err:  # e.g. hydra.output_subdir=null left no overrides to group runs by
+            print(f"no report: {err}", file=sys.stderr)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Write report.md, loss.png and matrix.png for a sweep's runs.")
+    parser.add_argument("sweep_dir", help="the sweep folder (hydra.sweep.dir), e.g. multirun/<date>/<time>")
+    args = parser.parse_args(argv)
+    try:
+        path = write_report(args.sweep_dir)
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    print(path.read_text())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""How a GPT learns: the Lightning module, optimizers, callbacks, resume, loggers, the run record."""

@@ -1,0 +1,203 @@
+"""Lightning callbacks: held-out accuracy and sample text at each validation, a resume checkpoint that
+is always good (atomic, finite, with RNG state), and a clean stop on Ctrl-C."""
+from __future__ import annotations
+
+import signal
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import lightning as L
+import torch
+from lightning.pytorch.callbacks import Checkpoint, RichProgressBar
+
+from gpt.data.tokenizers import Tokenizer
+from gpt.evaluation.evaluate import Example, accuracy_by_group, grade
+from gpt.inference.generation import generate
+from gpt.inference.text import TextModel
+from gpt.training.loggers import log_text
+from gpt.validate import NonNegativeFloat, NonNegativeInt, PositiveInt
+
+
+class TrainingStopped(RuntimeError):
+    """Training cannot go on (a non-finite loss); the message is one line naming the last good checkpoint."""
+
+
+class Interrupted(RuntimeError):
+    """Training stopped on Ctrl-C with last.ckpt and model.pt saved; the message says how to continue."""
+
+
+class ValidateAtEnd(L.Callback):
+    """Validate (and so grade and record) at the last step whatever val_check_interval is: a run shorter than
+    one interval, or one whose last step falls between two, still ends with a val loss. Asking Lightning to
+    stop at max_steps is what makes its loop validate there; at an interval step it validates once."""
+
+    def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any,
+                           batch_idx: int) -> None:
+        if 0 < trainer.max_steps <= trainer.global_step:
+            trainer.should_stop = True
+
+
+class StepProgressBar(RichProgressBar):
+    """Lightning's progress bar counting optimizer steps up to trainer.max_steps, so a resumed run's bar
+    continues where it stopped (not "Epoch 1: 80% 178/223"), and without the logger's version number."""
+
+    @property
+    def total_train_batches(self) -> int | float:
+        return self.trainer.max_steps if self.trainer.max_steps > 0 else float("inf")
+
+    def _get_train_description(self, current_epoch: int) -> str:
+        return "step".ljust(len(self.validation_description))
+
+    def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any,
+                           batch_idx: int) -> None:
+        if not self.is_disabled and self.train_progress_bar_id is None:
+            self._initialize_train_progress_bar_id()  # a run resumed mid-epoch
+        self._update(self.train_progress_bar_id, trainer.global_step)
+        self._update_metrics(trainer, pl_module)
+        self.refresh()
+
+    def get_metrics(self, trainer: L.Trainer, pl_module: L.LightningModule) -> dict[str, int | str | float]:
+        metrics = super().get_metrics(trainer, pl_module)
+        metrics.pop("v_num", None)
+        return metrics
+
+
+class HeldOutAccuracy(L.Callback):
+    """Greedy-decode a fixed sample of held-out examples through the text API, log exact-match accuracy
+    per group as val/acc_<group>, show a few answers."""
+
+    def __init__(self, examples: list[Example], tokenizer: Tokenizer, meta: dict[str, Any],
+                 order: Sequence[str] = (), show: int = 3) -> None:
+        self.examples, self.tokenizer, self.meta, self.order, self.show = examples, tokenizer, meta, order, show
+
+    def on_validation_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if trainer.sanity_checking:
+            return
+        graded = grade(TextModel(pl_module.model, self.tokenizer, self.meta), self.examples)
+        accuracy = accuracy_by_group(graded, self.order)
+        pl_module.log_dict({f"val/acc_{group.replace(' ', '_')}": value for group, value in accuracy.items()})
+        counts = Counter(g.example.group for g in graded) + Counter(all=len(graded))
+        summary = "  ".join(f"{group} {100 * value:.1f}% of {counts[group]}" for group, value in accuracy.items())
+        pl_module.print(f"\nstep {trainer.global_step}: held-out exact match: {summary}")
+        for g in graded[:self.show]:
+            mark = "ok" if g.correct else "WRONG"
+            pl_module.print(f"  {g.example.prompt} -> {g.output}  [{mark}]")
+
+
+class SampleText(L.Callback):
+    """Sample one continuation of `prompt` at each validation with a fixed seed (its own generator, so
+    training's random stream is untouched), print it and log it as text. On one-example-per-line
+    corpora the sample starts a fresh line and stops at its end."""
+
+    def __init__(self, tokenizer: Tokenizer, one_example_per_line: bool, prompt: str = "",
+                 max_new_tokens: NonNegativeInt = 100, temperature: NonNegativeFloat = 0.8, seed: int = 0) -> None:
+        self.tokenizer, self.prompt, self.max_new_tokens = tokenizer, prompt, max_new_tokens
+        self.temperature, self.seed = temperature, seed
+        self.newline = tokenizer.encode("\n")[0] if one_example_per_line else None
+        try:  # now, so a prompt the vocabulary cannot encode stops the run before training, not at its first validation
+            tokenizer.encode(prompt)
+        except ValueError as err:
+            raise ValueError(f"callbacks.sample.prompt={prompt!r}: {err}") from None
+
+    def on_validation_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if trainer.sanity_checking or not trainer.is_global_zero:
+            return
+        ids = self.tokenizer.encode(self.prompt or "\n") if self.newline is None else \
+            [self.newline, *self.tokenizer.encode(self.prompt)]
+        device = next(pl_module.model.parameters()).device
+        generator = torch.Generator(device=device).manual_seed(self.seed)
+        out = generate(pl_module.model, torch.tensor([ids], device=device), self.max_new_tokens,
+                       self.temperature, stop_token=self.newline, generator=generator)[0, len(ids):].tolist()
+        if self.newline in out:
+            out = out[:out.index(self.newline)]
+        text = self.prompt + self.tokenizer.decode(out) if self.newline is not None else \
+            self.tokenizer.decode([*ids, *out])
+        pl_module.print(f"step {trainer.global_step} sample: {text}")
+        log_text(trainer.loggers, "val/sample", text, trainer.global_step)
+
+
+class ResumeCheckpoint(Checkpoint):
+    """Keep <dirpath>/last.ckpt current and good: written through the trainer's (atomic) checkpoint IO
+    every `every_n_steps` optimizer steps and when training ends, with the RNG state, never with
+    non-finite weights. A non-finite loss stops training naming the step and this checkpoint."""
+
+    def __init__(self, dirpath: str | Path, every_n_steps: PositiveInt) -> None:
+        self.path = Path(dirpath) / "last.ckpt"
+        self.every_n_steps = every_n_steps
+        self.saved_step: int | None = None
+        self._restored_rng: dict[str, Any] | None = None
+
+    def _stop(self, what: str, step: int) -> None:
+        good = f"last good checkpoint: {self.path} (step {self.saved_step}); resume with ckpt_path={self.path}" \
+            if self.saved_step is not None else "no checkpoint was written before it"
+        raise TrainingStopped(f"{what} at step {step}; {good} and a lower optim.lr or trainer.gradient_clip_val")
+
+    def save(self, trainer: L.Trainer) -> None:
+        if not all(torch.isfinite(p).all() for p in trainer.lightning_module.parameters()):
+            self._stop("weights became non-finite", trainer.global_step)
+        self.saved_step = trainer.global_step
+        trainer.save_checkpoint(self.path, weights_only=False)  # the full training state
+
+    def on_train_batch_start(self, trainer: L.Trainer, pl_module: L.LightningModule, batch: Any,
+                             batch_idx: int) -> None:
+        # Restored here, right before the first forward, so nothing Lightning does while restarting
+        # (building data loaders, seeding workers) draws from the stream dropout will use.
+        if self._restored_rng is not None:
+            torch.set_rng_state(self._restored_rng["cpu"])
+            if torch.cuda.is_available() and self._restored_rng.get("cuda") is not None:
+                torch.cuda.set_rng_state(self._restored_rng["cuda"])
+            self._restored_rng = None
+
+    def on_before_backward(self, trainer: L.Trainer, pl_module: L.LightningModule, loss: torch.Tensor) -> None:
+        # Before backward, so the step named is the one whose loss it is and no NaN gradient is applied.
+        if not torch.isfinite(loss):
+            self._stop(f"loss is {loss.item()}", trainer.global_step)
+
+    def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any,
+                           batch_idx: int) -> None:
+        step = trainer.global_step  # counts optimizer steps: equal to saved_step until an accumulation completes
+        if step and step != self.saved_step and step % self.every_n_steps == 0:
+            self.save(trainer)
+
+    def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if trainer.global_step != self.saved_step:
+            self.save(trainer)
+
+    def state_dict(self) -> dict[str, Any]:
+        cuda = torch.cuda.get_rng_state() if torch.cuda.is_available() and torch.cuda.is_initialized() else None
+        return {"saved_step": self.saved_step, "rng": {"cpu": torch.get_rng_state(), "cuda": cuda}}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        self.saved_step, self._restored_rng = state_dict["saved_step"], state_dict["rng"]
+
+
+class StopOnInterrupt(L.Callback):
+    """The first Ctrl-C finishes the current optimizer step and stops training cleanly, so last.ckpt and
+    model.pt are written; a second Ctrl-C interrupts at once. Ranks agree before stopping."""
+
+    def __init__(self) -> None:
+        self.requested = False
+        self._previous: Any = None
+
+    def _request(self, signum: int, frame: Any) -> None:
+        self.requested = True
+        signal.signal(signal.SIGINT, self._previous)
+
+    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self._previous = signal.signal(signal.SIGINT, self._request)
+
+    def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any,
+                           batch_idx: int) -> None:
+        if (batch_idx + 1) % trainer.accumulate_grad_batches == 0 and \
+                trainer.strategy.reduce_boolean_decision(self.requested, all=False):
+            self.requested = True
+            trainer.should_stop = True
+
+    def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if self._previous is not None and not self.requested:
+            signal.signal(signal.SIGINT, self._previous)
+
+    def on_exception(self, trainer: L.Trainer, pl_module: L.LightningModule, exception: BaseException) -> None:
+        self.on_train_end(trainer, pl_module)

@@ -1,0 +1,70 @@
+"""Start training from pretrained weights (`python train.py init_from=<Hugging Face folder or model.pt>`):
+their architecture and weights, this run's block_size and dropout, and the tokenizer they came with."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from gpt.data.tokenizers import GPT2Tokenizer, Tokenizer
+from gpt.inference.checkpoint import load_checkpoint
+from gpt.model.config import ModelConfig
+from gpt.model.gpt import GPT
+
+
+def check_init_from(init_from: str | None) -> None:
+    """Refuse a path that holds no weights, before any data work."""
+    if init_from is None:
+        return
+    path = Path(init_from)
+    if not path.is_file() and not (path / "config.json").is_file():
+        raise ValueError(f"init_from={init_from} is neither a model.pt nor a Hugging Face folder with config.json")
+
+
+def load_pretrained(path: Path) -> tuple[GPT, Tokenizer]:
+    """A model.pt, or a Hugging Face folder (gpt.hf.from_hf) with its tokenizer: GPT-2's BPE from this
+    project's offline files for the gpt2 family, the folder's own tokenizer for the others."""
+    if path.is_file():
+        return load_checkpoint(path)
+    from gpt.hf import folder_tokenizer, from_hf  # transformers is optional: only Hugging Face folders need it
+    model, tokenizer = from_hf(path), folder_tokenizer(path)
+    if tokenizer.vocab_size > model.cfg.vocab_size:
+        raise ValueError(f"init_from={path} has vocab_size={model.cfg.vocab_size}, fewer than its tokenizer's "
+                         f"{tokenizer.vocab_size} ids: every id needs an embedding row")
+    return model, tokenizer
+
+
+def data_setting(tokenizer: Tokenizer, init_from: str) -> str:
+    """The data overrides that give a corpus this tokenizer."""
+    kind = tokenizer.to_dict()["kind"]
+    if isinstance(tokenizer, GPT2Tokenizer) and tokenizer.vocab is None:
+        return "data.tokenizer=gpt2 data.compact_vocab=false"
+    if kind == "hf":
+        return f"data.tokenizer={init_from}"
+    return f"data.tokenizer={kind} on the text it was trained on"
+
+
+def start_from(init_from: str | None, cfg: ModelConfig,
+               tokenizer: Tokenizer) -> tuple[ModelConfig, dict[str, Any] | None]:
+    """(config, weights) to train: `cfg` and fresh weights without init_from; otherwise init_from's architecture
+    and weights with cfg's block_size and dropout, if the corpus's tokenizer is the one it came with."""
+    if init_from is None:
+        return cfg, None
+    model, its_tokenizer = load_pretrained(Path(init_from))
+    if its_tokenizer.to_dict() != tokenizer.to_dict():
+        raise ValueError(f"init_from={init_from} reads {describe(its_tokenizer)} but this corpus is tokenized "
+                         f"with {describe(tokenizer)}: set {data_setting(its_tokenizer, init_from)}")
+    state = model.state_dict()
+    table = state.get("pos.table.weight")  # learned positions: one row per position
+    if table is not None:
+        if table.shape[0] < cfg.block_size:
+            raise ValueError(f"init_from={init_from} learned {table.shape[0]} positions: set model.block_size="
+                             f"{table.shape[0]} or less")
+        state["pos.table.weight"] = table[:cfg.block_size].clone()
+    tuned = ModelConfig.from_dict({**model.cfg.to_dict(), "block_size": cfg.block_size, "dropout": cfg.dropout})
+    print(f"init_from={init_from}: {model.num_params():,} pretrained parameters; model.block_size="
+          f"{cfg.block_size} and model.dropout={cfg.dropout} apply, the other model fields come from it")
+    return tuned, state
+
+
+def describe(tokenizer: Tokenizer) -> str:
+    return f"a {tokenizer.to_dict()['kind']} tokenizer of {tokenizer.vocab_size:,} ids"

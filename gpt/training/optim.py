@@ -1,0 +1,114 @@
+"""Optimizers, keyed by the Hydra option `optim=<name>` (configs/optim/<name>.yaml): AdamW (Loshchilov &
+Hutter 2019) for every parameter, or Muon (Jordan et al. 2024) for the blocks' 2-D matrices with AdamW for
+embeddings, positions and norm gains; with OptimConfig, the settings both read, validated once."""
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Annotated, Any
+
+import torch
+from torch import nn
+
+from gpt.training.schedules import SCHEDULES
+from gpt.validate import (NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt, Probability, Range,
+                          check_fields, check_known_fields)
+
+
+@dataclass(frozen=True)
+class OptimConfig:
+    name: str = "adamw"
+    lr: PositiveFloat = 3e-3  # AdamW's peak LR
+    min_lr: NonNegativeFloat = 3e-4  # where cosine and wsd end: every group (Muon's too) at min_lr / lr of its peak
+    weight_decay: NonNegativeFloat = 0.1
+    betas: tuple[Probability, Probability] = (0.9, 0.98)
+    schedule: str = "cosine"
+    warmup_steps: NonNegativeInt = 100
+    max_steps: PositiveInt = 1000  # where the schedule reaches min_lr
+    decay_fraction: Annotated[float, Range(0, 1, low_open=True)] = 0.2  # wsd: the final share of max_steps decaying
+    muon_lr: PositiveFloat = 0.04  # muon: peak LR of the hidden matrices (torch scales it by sqrt(max(1, out/in)))
+    momentum: Probability = 0.95  # muon: Nesterov momentum of the hidden matrices
+    # muon: Newton-Schulz iterations orthogonalising each update (each ~3 matrix multiplies per matrix)
+    ns_steps: Annotated[int, Range(1, 99)] = 5
+
+    def __post_init__(self) -> None:
+        # Each field's type and range comes from its annotation (gpt.validate; train.py's check_config checks the
+        # command line the same way); what is left are the registry names and the one rule between two fields.
+        check_fields(self)
+        for name, registry in (("name", OPTIMIZERS), ("schedule", SCHEDULES)):
+            if getattr(self, name) not in registry:
+                raise ValueError(f"optim.{name}={getattr(self, name)!r} is unknown; choose one of: "
+                                 f"{', '.join(sorted(registry))}")
+        if self.min_lr > self.lr:
+            raise ValueError(f"optim.min_lr={self.min_lr} must be between 0 and optim.lr={self.lr}")
+
+    @property
+    def min_ratio(self) -> float:
+        return self.min_lr / self.lr
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any]) -> OptimConfig:
+        check_known_fields(cls, values, "optim")
+        if "betas" in values:
+            values = {**values, "betas": tuple(values["betas"])}
+        return cls(**values)
+
+
+def adamw_groups(params: Iterable[nn.Parameter], weight_decay: float) -> list[dict[str, Any]]:
+    # Decay only matrices: biases and norm gains are few, and shrinking them only hurts.
+    params = list(params)
+    return [{"params": [p for p in params if p.dim() >= 2], "weight_decay": weight_decay},
+            {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
+
+
+def adamw(model: nn.Module, cfg: OptimConfig, fused: bool) -> torch.optim.Optimizer:
+    params = [p for p in model.parameters() if p.requires_grad]
+    return torch.optim.AdamW(adamw_groups(params, cfg.weight_decay), lr=cfg.lr, betas=cfg.betas, fused=fused)
+
+
+def muon(model: nn.Module, cfg: OptimConfig, fused: bool) -> torch.optim.Optimizer:
+    # Muon orthogonalises an update of a linear map; embeddings, positions and gains are not such maps.
+    hidden = [p for name, p in model.named_parameters() if p.requires_grad and "blocks." in name and p.dim() == 2]
+    chosen = {id(p) for p in hidden}
+    rest = [p for p in model.parameters() if p.requires_grad and id(p) not in chosen]
+    return Chained([
+        torch.optim.AdamW(adamw_groups(rest, cfg.weight_decay), lr=cfg.lr, betas=cfg.betas, fused=fused),
+        torch.optim.Muon(hidden, lr=cfg.muon_lr, weight_decay=cfg.weight_decay, momentum=cfg.momentum,
+                         ns_steps=cfg.ns_steps),
+    ])
+
+
+class Chained(torch.optim.Optimizer):
+    """Optimizers over disjoint parameters stepped as one. Their groups and their state are this object's
+    own (shared, not copied), so Lightning's single-optimizer loop, gradient clipping, an LR schedule and
+    the resume checkpoint see one ordinary optimizer."""
+
+    def __init__(self, optimizers: list[torch.optim.Optimizer]) -> None:
+        self.optimizers = optimizers
+        super().__init__([group for o in optimizers for group in o.param_groups], {})
+        self._share()
+
+    def _share(self) -> None:
+        """Point each optimizer at its slice of this one's groups and at this one's state."""
+        start = 0
+        for optimizer in self.optimizers:
+            count = len(optimizer.param_groups)
+            optimizer.param_groups, optimizer.state = self.param_groups[start:start + count], self.state
+            start += count
+
+    def step(self, closure: Callable[[], torch.Tensor] | None = None) -> torch.Tensor | None:
+        loss = None
+        if closure is not None:  # Lightning's closure runs forward and backward once, for all of them
+            with torch.enable_grad():
+                loss = closure()
+        for optimizer in self.optimizers:
+            optimizer.step()
+        return loss
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        super().load_state_dict(state_dict)  # replaces this one's groups and state with new objects
+        self._share()
+
+
+OPTIMIZERS: dict[str, Callable[[nn.Module, OptimConfig, bool], torch.optim.Optimizer]] = {
+    "adamw": adamw, "muon": muon}

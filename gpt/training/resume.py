@@ -1,0 +1,69 @@
+"""Resuming training from Lightning checkpoints: crash-safe writes, safe loading (weights_only=True),
+and finding the newest run with the same config."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import torch
+from lightning.pytorch.plugins.io import TorchCheckpointIO
+from omegaconf import DictConfig, OmegaConf
+
+from gpt.inference.checkpoint import CheckpointError, safe_load
+
+# Keys that say how to start a run, not what the run is: two runs differing only here are the same run.
+NOT_IDENTITY = ("resume", "ckpt_path")
+CHECKPOINT = "checkpoints/last.ckpt"
+
+
+class AtomicCheckpointIO(TorchCheckpointIO):
+    """Write each checkpoint to a temporary file, flush it to disk, then rename it over the old one:
+    a SIGKILL at any moment leaves either the previous or the new checkpoint, never a torn one."""
+
+    def save_checkpoint(self, checkpoint: dict[str, Any], path: str | Path, storage_options: Any = None) -> None:
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.tmp")
+        with open(tmp, "wb") as f:
+            torch.save(checkpoint, f)
+            f.flush()
+            os.fsync(f.fileno())  # the rename must not reach the disk before the bytes do
+        os.replace(tmp, path)
+
+    def load_checkpoint(self, path: str | Path, map_location: Any = None, weights_only: bool | None = None) -> dict:
+        # Always weights_only=True, whatever the caller asks: Lightning also loads ddp_spawn's weights here.
+        return safe_load(Path(path), map_location)
+
+
+def load_resume_checkpoint(path: str | Path, map_location: Any = "cpu") -> dict[str, Any]:
+    """A Lightning checkpoint's dict, loaded with weights_only=True; CheckpointError says what is wrong."""
+    path = Path(path)
+    if not path.is_file():
+        raise CheckpointError(f"ckpt_path={path} does not exist: pass a checkpoints/last.ckpt or use resume=true")
+    checkpoint = safe_load(path, map_location)
+    if not isinstance(checkpoint, dict) or "loops" not in checkpoint or "optimizer_states" not in checkpoint:
+        raise CheckpointError(f"{path} is not a Lightning training checkpoint (a model.pt cannot resume "
+                              "training: its optimizer state is not saved)")
+    return checkpoint
+
+
+def run_identity(cfg: DictConfig) -> dict[str, Any]:
+    """The config as written (interpolations unresolved), without the keys that only say how to start."""
+    values = OmegaConf.to_container(cfg, resolve=False)
+    return {k: v for k, v in values.items() if k not in NOT_IDENTITY}
+
+
+def find_resume_checkpoint(cfg: DictConfig, roots: list[Path]) -> Path:
+    """The newest last.ckpt of a run under `roots` whose saved .hydra/config.yaml equals `cfg`."""
+    mine = run_identity(cfg)
+    found = []
+    for root in {r.resolve() for r in roots if r.is_dir()}:
+        for saved in root.rglob(".hydra/config.yaml"):
+            ckpt = saved.parent.parent / CHECKPOINT
+            if ckpt.is_file() and run_identity(OmegaConf.load(saved)) == mine:
+                found.append(ckpt)
+    if not found:
+        raise CheckpointError(f"resume=true found no run with this config and a {CHECKPOINT} under "
+                              f"{', '.join(str(r) for r in roots)}: pass ckpt_path=<path> or drop resume=true")
+    return max(found, key=lambda p: p.stat().st_mtime)

@@ -1,0 +1,143 @@
+"""What each training run leaves for the sweep report, whatever the logger: `history.csv` (one row per
+validation: step, wall time, val loss, perplexity, bits per byte on text, held-out accuracy) and `summary.json`
+(final numbers and costs, or status "failed" with a one-line reason)."""
+from __future__ import annotations
+
+import csv
+import math
+import resource
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import lightning as L
+import torch
+from torch import nn
+
+from gpt.inference.checkpoint import unwrap
+from gpt.sweeps.report import HISTORY, read_history, record_failure, write_summary
+
+
+def tensor_bytes(obj: Any, seen: set[int] | None = None) -> int:
+    """Bytes of every distinct tensor reachable from a cache object (attributes, lists, tuples, dicts)."""
+    seen = set() if seen is None else seen
+    if isinstance(obj, torch.Tensor):
+        if id(obj) in seen:
+            return 0
+        seen.add(id(obj))
+        return obj.numel() * obj.element_size()
+    if isinstance(obj, dict):
+        return sum(tensor_bytes(v, seen) for v in obj.values())
+    if isinstance(obj, (list, tuple)):
+        return sum(tensor_bytes(v, seen) for v in obj)
+    if hasattr(obj, "__dict__"):
+        return tensor_bytes(vars(obj), seen)
+    return 0
+
+
+@torch.no_grad()
+def kv_cache_bytes_per_token(model: nn.Module) -> float:
+    """Cache memory a generated token costs: what every layer's cache holds after one sequence of
+    block_size tokens (all positions, a window of them, or a fixed-size state), divided by block_size.
+    Filled rather than just allocated, because some caches grow as they go."""
+    model = unwrap(model)
+    caches = model.new_caches(1)
+    model(torch.zeros(1, model.cfg.block_size, dtype=torch.long, device=next(model.parameters()).device), caches)
+    return tensor_bytes(caches) / model.cfg.block_size
+
+
+def reset_peak_memory(device: torch.device) -> None:
+    """Start counting peak memory from now: jobs of a multirun share one process, so without this
+    every job would report the largest peak of the jobs before it."""
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+        return
+    try:
+        Path("/proc/self/clear_refs").write_text("5")  # Linux: resets the peak resident set size (VmHWM)
+    except OSError:
+        pass  # elsewhere the peak is the process's since it started
+
+
+def peak_memory_bytes(device: torch.device) -> int:
+    """Peak memory since `reset_peak_memory`: allocated tensors on GPU, resident set size of the process on CPU."""
+    if device.type == "cuda":
+        return torch.cuda.max_memory_allocated(device)
+    status = Path("/proc/self/status")
+    if status.is_file():
+        for line in status.read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024  # reported in kB
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak if sys.platform == "darwin" else peak * 1024  # bytes on macOS, KiB on Linux
+
+
+class RunRecord(L.Callback):
+    """Writes history.csv at each validation and summary.json when training ends. A non-finite val loss
+    stops training and marks the run failed (a NaN run's later numbers mean nothing)."""
+
+    def __init__(self, run_dir: str | Path) -> None:
+        self.run_dir = Path(run_dir)
+        self.history: list[dict[str, float]] = []
+        self.tokens = 0
+        self.start = self.val_start = self.val_seconds = self.earlier_seconds = 0.0
+        self.start_step = 0
+        self.failure: str | None = None
+
+    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        reset_peak_memory(pl_module.device)
+        # A run resumed in its folder continues its history and its clock from the step it resumes at.
+        self.history = [row for row in read_history(self.run_dir) if row["step"] <= trainer.global_step]
+        self.earlier_seconds = self.history[-1]["wall_s"] if self.history else 0.0
+        self.start, self.start_step = time.perf_counter(), trainer.global_step
+
+    def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any,
+                           batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int) -> None:
+        self.tokens += batch[0].numel()
+
+    def on_validation_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self.val_start = time.perf_counter()
+
+    def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        # Here, after every on_validation_epoch_end hook, callback_metrics hold the loss, ppl and accuracy.
+        if trainer.sanity_checking:
+            return
+        now = time.perf_counter()
+        self.val_seconds += now - self.val_start
+        metrics = {k.replace("/", "_"): float(v) for k, v in trainer.callback_metrics.items() if k.startswith("val/")}
+        self.history.append({"step": trainer.global_step, "wall_s": self.earlier_seconds + now - self.start, **metrics})
+        loss = metrics.get("val_loss")
+        if loss is not None and not math.isfinite(loss):
+            self.failure = f"val loss became {loss} at step {trainer.global_step}"
+            trainer.should_stop = True
+        if trainer.is_global_zero:  # one writer when several processes train (DDP)
+            with open(self.run_dir / HISTORY, "w", newline="") as f:
+                writer = csv.DictWriter(f, fieldnames=list(self.history[-1]))
+                writer.writeheader()
+                writer.writerows(self.history)
+
+    def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        seconds = time.perf_counter() - self.start
+        # Every process runs this forward pass: a sharded (FSDP) model's forward needs all of them.
+        kv_bytes = kv_cache_bytes_per_token(pl_module.model) if not self.failure else None
+        if not trainer.is_global_zero:
+            return
+        if self.failure:
+            record_failure(self.run_dir, self.failure)
+            return
+        last = self.history[-1] if self.history else {}
+        write_summary(self.run_dir, {
+            "status": "ok",
+            "params": pl_module.model.num_params(),
+            "steps": trainer.global_step,
+            "val_loss": last.get("val_loss"),
+            "val_ppl": last.get("val_ppl"),
+            "val_bpb": last.get("val_bpb"),  # text corpora only: bits per UTF-8 byte, comparable across tokenizers
+            "val_acc": {k.removeprefix("val_acc_"): v for k, v in last.items() if k.startswith("val_acc_")},
+            "tokens_per_s": self.tokens / max(seconds - self.val_seconds, 1e-9),  # training only, this session
+            "ms_per_step": 1000 * (seconds - self.val_seconds) / max(trainer.global_step - self.start_step, 1),
+            "wall_s": self.earlier_seconds + seconds,
+            "peak_memory_bytes": peak_memory_bytes(pl_module.device),
+            "kv_bytes_per_token": kv_bytes,
+            "device": str(pl_module.device),
+        })
