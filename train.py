@@ -30,6 +30,7 @@ from omegaconf import DictConfig, OmegaConf
 from gpt.evaluation.bpb import byte_counts
 from gpt.inference.checkpoint import CheckpointError, save_model
 from gpt.model.config import ModelConfig
+from gpt.model.gpt import check_parts
 from gpt.sweeps.report import record_failure
 from gpt.training.callbacks import (HeldOutAccuracy, Interrupted, ResumeCheckpoint, SampleText, StepProgressBar,
                            StopOnInterrupt, TrainingStopped, ValidateAtEnd)
@@ -89,7 +90,7 @@ def check_config(cfg: DictConfig) -> None:
     """Refuse settings that cannot work, one line each, before any data or model work: every section against
     the signature of what it is passed to, top-level keys against the type of their default in train.yaml."""
     check_section("model", user_values(cfg.model), ModelConfig, not_settable=["vocab_size"])
-    model_config(cfg, vocab_size=1)
+    check_parts(model_config(cfg, vocab_size=1))
     check_section("data", user_values(cfg.data), get_class(cfg.data._target_))
     check_section("optim", user_values(cfg.optim), OptimConfig)
     precision = resolve_precision(str(cfg.trainer.precision), cfg.trainer.accelerator)

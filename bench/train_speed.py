@@ -33,8 +33,7 @@ from gpt import GPT, ModelConfig  # noqa: E402
 from gpt.data.datamodules import RandomWindows  # noqa: E402
 from gpt.data.shards import TokenShards  # noqa: E402
 from gpt.training.lit import LitGPT  # noqa: E402
-from gpt.training.optim import OPTIMIZERS, OptimConfig  # noqa: E402
-from gpt.training.schedules import SCHEDULES  # noqa: E402
+from gpt.training.optim import OPTIMIZERS, SCHEDULES, OptimConfig  # noqa: E402
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -64,7 +63,7 @@ def model_config(overrides: list[str], vocab_size: int) -> ModelConfig:
 # LayerNorm without bias).
 NANOGPT = ["norm=layernorm", "attention=mha_fused", "mlp=gelu_exact", "pos=learned", "bias=false"]
 NANOGPT_BATCH = 12  # with model_config's context 64: its CPU recipe
-RECIPE = dict(lr=1e-3, min_lr=1e-4, betas=(0.9, 0.99), warmup_steps=100)  # its optimizer settings
+RECIPE = dict(name="adamw", lr=1e-3, min_lr=1e-4, betas=(0.9, 0.99), warmup_steps=100)  # its optimizer settings
 
 
 def corpus_ids(args: argparse.Namespace) -> tuple[np.ndarray, int]:

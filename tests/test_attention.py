@@ -12,9 +12,11 @@ from torch.nn import functional as F
 
 from gpt import GPT, ModelConfig, generate
 from gpt.data.datamodules import IGNORE_INDEX, CalculatorData
-from gpt.model.attention import ATTENTION, Attention
+from gpt.model.attention import ATTENTION
+from gpt.model.attention.base import Attention
 from gpt.model.attention.kernels import TorchMultiheadAttention
 from gpt.model.attention.linear import LinearAttention
+from gpt.model.gpt import check_parts
 from gpt.model.positional import POSITIONAL, Positional
 from tests.conftest import build
 
@@ -22,7 +24,9 @@ BASE = dict(vocab_size=37, layers=2, heads=4, dim=32, block_size=16, window=4, k
 
 
 def make(attention: str, pos: str = "rope", **overrides: object) -> ModelConfig:
-    return ModelConfig(**{**BASE, "attention": attention, "pos": pos, **overrides})
+    cfg = ModelConfig(**{**BASE, "attention": attention, "pos": pos, **overrides})
+    check_parts(cfg)
+    return cfg
 
 
 def accepts(attention: str, pos: str) -> bool:
@@ -63,7 +67,7 @@ def test_refused_combinations_are_the_impossible_ones_with_one_line() -> None:
 ])
 def test_bad_variant_parameters_name_the_field(overrides: dict, message: str) -> None:
     with pytest.raises(ValueError, match=message):
-        ModelConfig(**{**BASE, **overrides})
+        check_parts(ModelConfig(**{**BASE, **overrides}))
 
 
 @pytest.mark.parametrize("attention, pos", PAIRS)

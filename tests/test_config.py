@@ -1,19 +1,28 @@
 import pytest
 
-from gpt import ModelConfig
+from gpt import GPT, ModelConfig
 
 
 @pytest.mark.parametrize("overrides, message", [
     ({"heads": 5, "dim": 128}, "heads=5 does not divide dim=128"),
     ({"layers": 0}, "layers=0 must be a positive integer"),
     ({"heads": "four"}, "heads='four' must be a positive integer"),
-    ({"attention": "nope"}, "attention='nope' is unknown; choose one of: "),
-    ({"pos": "nope"}, "pos='nope' is unknown"),
     ({"dropout": 1.5}, "dropout=1.5 must be a number in"),
 ])
 def test_bad_config_names_the_field(overrides: dict, message: str) -> None:
     with pytest.raises(ValueError, match=message.replace("(", r"\(")):
         ModelConfig(vocab_size=10, **overrides)
+
+
+@pytest.mark.parametrize("overrides, message", [
+    ({"attention": "nope"}, "attention='nope' is unknown; choose one of: "),
+    ({"pos": "nope"}, "pos='nope' is unknown"),
+    ({"norm": "batchnorm"}, "norm='batchnorm' is unknown; choose one of: layernorm, rmsnorm"),
+])
+def test_an_unknown_part_is_named_when_the_model_is_built(overrides: dict, message: str) -> None:
+    cfg = ModelConfig(vocab_size=10, **overrides)  # a description; the parts are looked up when a GPT is built
+    with pytest.raises(ValueError, match=message):
+        GPT(cfg)
 
 
 def test_config_is_frozen_and_round_trips() -> None:

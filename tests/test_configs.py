@@ -13,6 +13,7 @@ from gpt.model.attention import ATTENTION
 from gpt.model.config import ModelConfig
 from gpt.model.gpt import GPT
 from gpt.model.positional import POSITIONAL
+from gpt.training.optim import OptimConfig
 from tests.conftest import ROOT
 from train import check_config
 
@@ -70,3 +71,12 @@ def test_shakespeare_char_cpu_is_nanogpts_model_and_optimizer() -> None:
     optim = cfg.optim
     assert (optim.name, optim.schedule, list(optim.betas), optim.lr, optim.min_lr, optim.warmup_steps) == \
         ("adamw", "cosine", [0.9, 0.99], 1e-3, 1e-4, 100)
+
+
+def test_the_dataclass_defaults_are_what_python_train_py_trains() -> None:
+    """One set of defaults: a notebook's ModelConfig(vocab_size=...) and OptimConfig() are the README's run."""
+    cfg = compose_with()
+    vocab_size = 37  # the calculator's words and the newline
+    assert ModelConfig.from_dict({**OmegaConf.to_container(cfg.model, resolve=True), "vocab_size": vocab_size}) \
+        == ModelConfig(vocab_size=vocab_size)
+    assert OptimConfig.from_dict(OmegaConf.to_container(cfg.optim, resolve=True)) == OptimConfig()

@@ -151,11 +151,11 @@ def test_a_model_type_without_a_family_is_refused() -> None:
 
 
 @pytest.mark.parametrize("parts, message", [
-    ({}, "llama needs mlp=gelu \\(needs swiglu\\)$"),  # tinygpt's default parts
-    ({"mlp": "swiglu", "attention": "mla"}, "llama needs attention=mla \\(needs mha or sdpa or gqa or mqa\\); "
-                                            "mistral needs attention=mla \\(needs sliding_window\\)$"),
-    ({"mlp": "swiglu", "attention": "sliding_window", "bias": True}, "llama needs attention=sliding_window .*; "
-                                                                     "mistral needs bias=True \\(needs False\\)$"),
+    ({"pos": "rope"}, "llama needs mlp=gelu \\(needs swiglu\\)$"),  # tinygpt's default parts with RoPE
+    ({"pos": "rope", "mlp": "swiglu", "attention": "mla"},
+     "llama needs attention=mla \\(needs mha or sdpa or gqa or mqa\\); mistral needs attention=mla \\(needs sliding_window\\)$"),
+    ({"pos": "rope", "mlp": "swiglu", "attention": "sliding_window", "bias": True},
+     "llama needs attention=sliding_window .*; mistral needs bias=True \\(needs False\\)$"),
 ])
 def test_a_tinygpt_model_no_family_expresses_is_refused_with_what_to_change(parts: dict, message: str) -> None:
     with pytest.raises(ValueError, match=f"^no Hugging Face family has this model's parts: {message}"):

@@ -14,7 +14,7 @@ from gpt.data.calculator import Problem
 from gpt.data.datamodules import CalculatorData
 from gpt.evaluation.evaluate import accuracy_by_group, grade
 from gpt.inference.text import TextModel
-import gpt.model.attention
+import gpt.model.attention.base
 from gpt.model.config import ModelConfig
 from gpt.training.lit import LitGPT
 
@@ -56,7 +56,7 @@ def test_causal_model_answers_unseen_problems_and_a_leaky_mask_is_caught(
     bar = {op: 20 * max(chance[op], 1 / len(data.splits["test"])) for op in OPERATIONS}  # "well above chance"
 
     _, causal_loss, causal_accuracy = learned_calculator
-    monkeypatch.setattr(gpt.model.attention, "causal_mask", leaky_mask)
+    monkeypatch.setattr(gpt.model.attention.base, "causal_mask", leaky_mask)
     leaky_loss, leaky_accuracy, _ = train_and_grade(data)
 
     for op in OPERATIONS:

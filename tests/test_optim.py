@@ -9,8 +9,7 @@ import torch
 from torch.nn import functional as F
 
 from gpt import GPT, ModelConfig
-from gpt.training.optim import OPTIMIZERS, Chained, OptimConfig
-from gpt.training.schedules import SCHEDULES
+from gpt.training.optim import OPTIMIZERS, SCHEDULES, Chained, OptimConfig
 from tests.test_configs import options
 
 CFG = OptimConfig(lr=1e-2, min_lr=1e-3, warmup_steps=10, max_steps=110, decay_fraction=0.25)
@@ -47,9 +46,9 @@ def test_constant_holds_the_peak_after_warmup() -> None:
     assert curve("constant")[10:] == pytest.approx([1.0] * (CFG.max_steps + 10))
 
 
-def test_registries_match_their_yaml_options_and_the_default_is_adamw_cosine() -> None:
+def test_registries_match_their_yaml_options_and_the_default_is_muon_cosine() -> None:
     assert set(OPTIMIZERS) == set(options("optim"))
-    assert (OptimConfig().name, OptimConfig().schedule) == ("adamw", "cosine")
+    assert (OptimConfig().name, OptimConfig().schedule) == ("muon", "cosine")
 
 
 def tiny_model(tie_embeddings: bool = True) -> GPT:

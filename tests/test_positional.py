@@ -70,7 +70,7 @@ def test_sinusoidal_table_is_sines_and_cosines_at_the_embeddings_scale() -> None
 
 def test_rope_needs_an_even_head_width() -> None:
     with pytest.raises(ValueError, match="pos=rope needs an even head width"):
-        ModelConfig(vocab_size=10, heads=4, dim=36, pos="rope")
+        GPT(ModelConfig(vocab_size=10, heads=4, dim=36, pos="rope"))
 
 
 def test_sinusoidal_positions_do_not_drown_the_token_embeddings() -> None:

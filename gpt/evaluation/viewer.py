@@ -16,7 +16,8 @@ from gpt.data.tokenizers import Tokenizer
 from gpt.evaluation.plots import token_label
 from gpt.inference.generation import check_sampling, generate
 from gpt.inference.text import TextModel
-from gpt.model.attention import ATTENTION, Attention
+from gpt.model.attention import ATTENTION
+from gpt.model.attention.base import Attention
 from gpt.model.gpt import GPT
 from gpt.model.positional import POSITIONAL
 

@@ -11,7 +11,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from gpt.model.attention import KVCache
+from gpt.model.attention.base import KVCache
 from gpt.model.gpt import GPT
 
 

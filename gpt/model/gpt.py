@@ -9,14 +9,28 @@ from contextlib import contextmanager
 import torch
 from torch import nn
 
+from gpt.model.attention import ATTENTION
 from gpt.model.block import Block
 from gpt.model.config import INIT_STD, ModelConfig
+from gpt.model.mlp import MLP
 from gpt.model.norm import NORM
 from gpt.model.positional import POSITIONAL
 
 
+def check_parts(cfg: ModelConfig) -> None:
+    """Raise ValueError naming the fix unless every part cfg names exists and each suits the others (a window of
+    at least one position, ALiBi with an attention that forms scores, ...): each part checks its own needs."""
+    for field_name, registry in (("attention", ATTENTION), ("pos", POSITIONAL), ("norm", NORM), ("mlp", MLP)):
+        value = getattr(cfg, field_name)
+        if value not in registry:
+            raise ValueError(f"{field_name}={value!r} is unknown; choose one of: {', '.join(sorted(registry))}")
+    POSITIONAL[cfg.pos].validate(cfg)
+    ATTENTION[cfg.attention].validate(cfg)
+
+
 class GPT(nn.Module):
     def __init__(self, cfg: ModelConfig) -> None:
+        check_parts(cfg)
         super().__init__()
         self.cfg = cfg
         self.tok_emb = nn.Embedding(cfg.vocab_size, cfg.dim)

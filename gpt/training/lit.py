@@ -13,8 +13,7 @@ from gpt.data.datamodules import IGNORE_INDEX
 from gpt.evaluation.bpb import bits_per_byte
 from gpt.model.config import ModelConfig
 from gpt.model.gpt import GPT
-from gpt.training.optim import OPTIMIZERS, OptimConfig
-from gpt.training.schedules import SCHEDULES
+from gpt.training.optim import OPTIMIZERS, SCHEDULES, OptimConfig
 
 
 class LitGPT(L.LightningModule):

@@ -1,8 +1,10 @@
-"""Optimizers, keyed by the Hydra option `optim=<name>` (configs/optim/<name>.yaml): AdamW (Loshchilov &
-Hutter 2019) for every parameter, or Muon (Jordan et al. 2024) for the blocks' 2-D matrices with AdamW for
-embeddings, positions and norm gains; with OptimConfig, the settings both read, validated once."""
+"""Optimizers, keyed by the Hydra option `optim=<name>` (configs/optim/<name>.yaml): AdamW (Loshchilov & Hutter
+2019) for every parameter, or Muon (Jordan et al. 2024) for the blocks' 2-D matrices with AdamW for embeddings,
+positions and norm gains; learning-rate schedules, keyed by `optim.schedule`; and OptimConfig, the settings they
+read, validated once, whose defaults are what `python train.py` trains (optim=muon)."""
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Annotated, Any
@@ -10,21 +12,20 @@ from typing import Annotated, Any
 import torch
 from torch import nn
 
-from gpt.training.schedules import SCHEDULES
 from gpt.validate import (NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt, Probability, Range,
                           check_fields, check_known_fields)
 
 
 @dataclass(frozen=True)
 class OptimConfig:
-    name: str = "adamw"
+    name: str = "muon"
     lr: PositiveFloat = 3e-3  # AdamW's peak LR
     min_lr: NonNegativeFloat = 3e-4  # where cosine and wsd end: every group (Muon's too) at min_lr / lr of its peak
     weight_decay: NonNegativeFloat = 0.1
     betas: tuple[Probability, Probability] = (0.9, 0.98)
     schedule: str = "cosine"
     warmup_steps: NonNegativeInt = 100
-    max_steps: PositiveInt = 1000  # where the schedule reaches min_lr
+    max_steps: PositiveInt = 600  # where the schedule reaches min_lr (trainer.max_steps)
     decay_fraction: Annotated[float, Range(0, 1, low_open=True)] = 0.2  # wsd: the final share of max_steps decaying
     muon_lr: PositiveFloat = 0.04  # muon: peak LR of the hidden matrices (torch scales it by sqrt(max(1, out/in)))
     momentum: Probability = 0.95  # muon: Nesterov momentum of the hidden matrices
@@ -112,3 +113,36 @@ class Chained(torch.optim.Optimizer):
 
 OPTIMIZERS: dict[str, Callable[[nn.Module, OptimConfig, bool], torch.optim.Optimizer]] = {
     "adamw": adamw, "muon": muon}
+
+
+# Learning-rate schedules, keyed by `optim.schedule`: each gives the multiplier of the peak LR at a step.
+# Cosine with warmup (GPT-2/3's), warmup-stable-decay (Hu et al. 2024, MiniCPM) and constant with warmup.
+def warmup(step: int, cfg: OptimConfig) -> float:
+    """Linear rise over warmup_steps (never 0, so the first step already moves), then 1."""
+    return (step + 1) / cfg.warmup_steps if step < cfg.warmup_steps else 1.0
+
+
+def cosine(step: int, cfg: OptimConfig) -> float:
+    """Warmup, then half a cosine from 1 down to min_lr / lr at max_steps, flat after."""
+    if step < cfg.warmup_steps:
+        return warmup(step, cfg)
+    progress = min(1.0, (step - cfg.warmup_steps) / max(1, cfg.max_steps - cfg.warmup_steps))
+    return cfg.min_ratio + (1 - cfg.min_ratio) * 0.5 * (1 + math.cos(math.pi * progress))
+
+
+def wsd(step: int, cfg: OptimConfig) -> float:
+    """Warmup, hold the peak, then fall linearly to min_lr / lr over the last decay_fraction of max_steps:
+    the stable phase does not depend on when training ends, so one run can branch into several lengths."""
+    decay_start = max(cfg.warmup_steps, cfg.max_steps - round(cfg.decay_fraction * cfg.max_steps))
+    if step < decay_start:
+        return warmup(step, cfg)
+    progress = min(1.0, (step - decay_start) / max(1, cfg.max_steps - decay_start))
+    return 1 - (1 - cfg.min_ratio) * progress
+
+
+def constant(step: int, cfg: OptimConfig) -> float:
+    """Warmup, then the peak LR to the end."""
+    return warmup(step, cfg)
+
+
+SCHEDULES: dict[str, Callable[[int, OptimConfig], float]] = {"cosine": cosine, "wsd": wsd, "constant": constant}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from gpt.model.attention import Attention, KVCache
+from gpt.model.attention.base import Attention, KVCache
 from gpt.model.config import ModelConfig
 from gpt.model.positional import Positional
 

@@ -7,7 +7,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from gpt.model.attention import Attention, KVCache, MultiHeadAttention
+from gpt.model.attention.base import Attention, KVCache
+from gpt.model.attention.mha import MultiHeadAttention
 from gpt.model.config import ModelConfig
 from gpt.model.positional import POSITIONAL, Positional
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 from torch.nn import functional as F
 
-from gpt.model.attention import MultiHeadAttention
+from gpt.model.attention.mha import MultiHeadAttention
 from gpt.model.config import ModelConfig
 from gpt.model.positional import POSITIONAL, Positional
 

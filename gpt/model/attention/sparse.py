@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from gpt.model.attention import MultiHeadAttention
+from gpt.model.attention.mha import MultiHeadAttention
 from gpt.model.config import ModelConfig
 
 
