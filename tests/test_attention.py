@@ -14,8 +14,8 @@ from gpt import GPT, ModelConfig, generate
 from gpt.data.datamodules import IGNORE_INDEX, CalculatorData
 from gpt.model.attention import ATTENTION
 from gpt.model.attention.base import Attention
-from gpt.model.attention.kernels import TorchMultiheadAttention
 from gpt.model.attention.linear import LinearAttention
+from gpt.model.attention.torch_mha import TorchMultiheadAttention
 from gpt.model.gpt import check_parts
 from gpt.model.positional import POSITIONAL, Positional
 from tests.conftest import build
@@ -131,7 +131,7 @@ def mha_state_as(attention: str, state: dict[str, torch.Tensor], heads: int) -> 
     return out
 
 
-@pytest.mark.parametrize("twin", ["mha_wrapper", "mha_fused", "sdpa", "torch_mha", "gqa", "sliding_window"])
+@pytest.mark.parametrize("twin", ["mha_wrapper", "mha_fused", "torch_mha", "gqa", "sliding_window"])
 @pytest.mark.parametrize("pos", list(POSITIONAL))
 @pytest.mark.parametrize("qk_norm", [False, True])
 def test_twins_of_mha_compute_the_same_function(twin: str, pos: str, qk_norm: bool) -> None:
@@ -144,29 +144,6 @@ def test_twins_of_mha_compute_the_same_function(twin: str, pos: str, qk_norm: bo
     model.load_state_dict(mha_state_as(twin, reference.state_dict(), heads=4))
     idx = torch.randint(0, 37, (3, 16))
     torch.testing.assert_close(model(idx), reference(idx), rtol=1e-4, atol=1e-5)
-
-
-# Variants whose forward goes through Attention.attend (linear and torch_mha attend their own way).
-SOFTMAX = [name for name, cls in ATTENTION.items()
-           if issubclass(cls, Attention) and cls not in (LinearAttention, TorchMultiheadAttention)]
-
-
-@pytest.mark.parametrize("attention", SOFTMAX)
-@pytest.mark.parametrize("pos", ["none", "alibi"])
-def test_newest_position_fast_path_is_the_maths(attention: str, pos: str) -> None:
-    """The decode step's fused-kernel call equals the written-out attention (kept weights force the latter),
-    with keys beyond the window too, where the sliding window must still mask."""
-    if not accepts(attention, pos):
-        pytest.skip(f"{attention} refuses pos={pos}")
-    cfg = make(attention, pos)
-    layer = ATTENTION[attention].from_config(cfg).eval()
-    positional = POSITIONAL[pos].from_config(cfg)
-    torch.manual_seed(0)
-    q = torch.randn(2, layer.heads, 1, 16)  # (B, H, 1, D): one new position
-    k, v = torch.randn(2, layer.kv_heads, 10, 16), torch.randn(2, layer.kv_heads, 10, 16)  # 10 keys > window=4
-    fast = layer.attend(q, k, v, positional)
-    layer.keep_weights = True
-    torch.testing.assert_close(fast, layer.attend(q, k, v, positional))
 
 
 def test_mqa_is_gqa_with_one_key_value_head() -> None:
@@ -202,17 +179,17 @@ def test_linear_parallel_form_equals_the_recurrence() -> None:
     torch.testing.assert_close(attn(x, Positional()), recurrent, rtol=1e-5, atol=1e-6)
 
 
-@pytest.mark.parametrize("attention, held", [("gqa", (2, 15)), ("mqa", (1, 15)), ("sliding_window", (4, 3)),
+@pytest.mark.parametrize("attention, held", [("gqa", (2, 15)), ("mqa", (1, 15)), ("sliding_window", (4, 4)),
                                               ("mla", (1, 15))])
 def test_caches_hold_only_what_the_variant_promises(attention: str, held: tuple[int, int]) -> None:
-    """Key/value heads and positions held after 15 tokens (a window of 4 keeps the last 3)."""
+    """Key/value heads and positions held after 15 tokens (a window of 4 keeps a ring of 4)."""
     model = build(make(attention))
     caches = model.new_caches(1)
     model(torch.randint(0, 37, (1, 15)), caches)
     k, v = caches[0].k, caches[0].v
     assert (k.shape[1], min(k.shape[2], caches[0].length)) == held
-    if attention == "mla":
-        assert v.shape[-1] == BASE["kv_latent_dim"]  # the latent, not heads x head_dim values
+    if attention == "mla":  # the latent and one rotary key, not heads x head_dim keys and values
+        assert (k.shape[-1], v.shape[-1]) == (BASE["kv_latent_dim"] + model.blocks[0].attn.rope_dim, 0)
 
 
 @pytest.mark.parametrize("attention, pos", [(a, p) for a, p in PAIRS if p in ("learned", "alibi")])
@@ -228,13 +205,14 @@ def test_every_variant_gives_causal_maps_whose_rows_sum_to_one(attention: str, p
             assert torch.all(weights.tril(diagonal=-BASE["window"]) == 0)
 
 
-@pytest.mark.parametrize("twin, pos", [("sdpa", "rope"), ("sdpa", "alibi"), ("torch_mha", "learned"),
+@pytest.mark.parametrize("twin, pos", [("mha", "rope"), ("mha", "alibi"), ("torch_mha", "learned"),
                                        ("torch_mha", "alibi")])
 def test_weights_of_fused_kernels_are_mhas_and_keeping_them_changes_no_output(twin: str, pos: str) -> None:
-    """sdpa's written-out maths and torch's own per-head weights are `mha`'s weights, and the model gives the
-    same logits while it keeps them (so the maps describe the function that runs)."""
-    reference = build(make("mha", pos))
-    model = GPT(make(twin, pos)).eval()
+    """The fused kernel's weights, formed the written-out way when kept, and torch's own per-head weights are the
+    maths' weights, and the model gives the same logits while it keeps them (so the maps describe the function
+    that runs)."""
+    reference = build(make("mha", pos, kernel="math"))
+    model = GPT(make(twin, pos, kernel="sdpa")).eval()
     model.load_state_dict(mha_state_as(twin, reference.state_dict(), heads=4))
     idx = torch.randint(0, 37, (2, 12))
     for got, expected in zip(model.attention_maps(idx), reference.attention_maps(idx)):

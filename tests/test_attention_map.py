@@ -63,8 +63,8 @@ def test_cli_writes_a_readable_png(tmp_path: Path, cfg: ModelConfig, tokenizer: 
 
 
 def test_cli_draws_a_variant_that_never_forms_weights(tmp_path: Path, tokenizer: WordTokenizer) -> None:
-    """sdpa's fused kernel forms no weight matrix; the map shows the equal written-out maths' weights."""
-    cfg = ModelConfig(vocab_size=tokenizer.vocab_size, layers=2, heads=2, dim=32, block_size=16, attention="sdpa")
+    """The fused kernel forms no weight matrix; the map shows the equal written-out maths' weights."""
+    cfg = ModelConfig(vocab_size=tokenizer.vocab_size, layers=2, heads=2, dim=32, block_size=16, kernel="sdpa")
     out = tmp_path / "maps.png"
     assert generate.main(["--ckpt", str(save(tmp_path, cfg, tokenizer)), "--prompt", PROMPT,
                           "--attention-map", str(out)]) == 0

@@ -103,7 +103,7 @@ BASE = dict(vocab_size=37, layers=2, heads=4, dim=32, block_size=16)
 TINYGPT_MODELS = [
     ("gpt2", dict(pos="learned", norm="layernorm", mlp="gelu", attention="mha_fused", bias=True)),
     ("llama", dict(pos="rope", norm="rmsnorm", mlp="swiglu", attention="mqa", tie_embeddings=False)),
-    ("llama", dict(pos="rope", norm="rmsnorm", mlp="swiglu", attention="sdpa", bias=True, mlp_ratio=3.0)),
+    ("llama", dict(pos="rope", norm="rmsnorm", mlp="swiglu", attention="mha", bias=True, mlp_ratio=3.0)),
     ("mistral", dict(pos="rope", norm="rmsnorm", mlp="swiglu", attention="sliding_window", window=3)),
     ("qwen3", dict(pos="rope", norm="rmsnorm", mlp="swiglu", attention="gqa", kv_heads=2, qk_norm=True,
                    norm_eps=1e-6, rope_base=1e6)),
@@ -153,7 +153,7 @@ def test_a_model_type_without_a_family_is_refused() -> None:
 @pytest.mark.parametrize("parts, message", [
     ({"pos": "rope"}, "llama needs mlp=gelu \\(needs swiglu\\)$"),  # tinygpt's default parts with RoPE
     ({"pos": "rope", "mlp": "swiglu", "attention": "mla"},
-     "llama needs attention=mla \\(needs mha or sdpa or gqa or mqa\\); mistral needs attention=mla \\(needs sliding_window\\)$"),
+     "llama needs attention=mla \\(needs mha or gqa or mqa\\); mistral needs attention=mla \\(needs sliding_window\\)$"),
     ({"pos": "rope", "mlp": "swiglu", "attention": "sliding_window", "bias": True},
      "llama needs attention=sliding_window .*; mistral needs bias=True \\(needs False\\)$"),
 ])

@@ -30,9 +30,9 @@ WINDOW = 3
 LINES = {"one_example_per_line": True}  # the calculator's convention: a prompt starts a line
 
 
-def make(attention: str, pos: str = "learned") -> ModelConfig:
+def make(attention: str, pos: str = "learned", kernel: str = "math") -> ModelConfig:
     return ModelConfig(vocab_size=TOKENIZER.vocab_size, layers=2, heads=2, dim=16, block_size=12,
-                       attention=attention, pos=pos, window=WINDOW, kv_heads=1, kv_latent_dim=8)
+                       attention=attention, pos=pos, window=WINDOW, kv_heads=1, kv_latent_dim=8, kernel=kernel)
 
 
 def embedded(html: str) -> dict:
@@ -41,14 +41,17 @@ def embedded(html: str) -> dict:
     return json.loads(match.group(1).replace("<\\/", "</"))
 
 
-# Every variant with learned positions (all accept them), plus the cases with their own mask maths.
-CASES = [(name, "learned") for name in ATTENTION] + [("sliding_window", "alibi"), ("mha", "alibi"),
-                                                     ("linear", "rope")]
+# Every variant with learned positions (all accept them), plus the cases with their own mask maths, plus the fused
+# kernel, which forms no weights of its own.
+CASES = [(name, "learned", "math") for name in ATTENTION] + [
+    ("sliding_window", "alibi", "math"), ("mha", "alibi", "math"), ("linear", "rope", "math"),
+    ("mha", "learned", "sdpa"), ("sliding_window", "alibi", "sdpa")]
 
 
-@pytest.mark.parametrize("attention, pos", CASES)
-def test_page_embeds_every_heads_weights_with_the_mask_applied(attention: str, pos: str, tmp_path: Path) -> None:
-    model = build(make(attention, pos))
+@pytest.mark.parametrize("attention, pos, kernel", CASES)
+def test_page_embeds_every_heads_weights_with_the_mask_applied(attention: str, pos: str, kernel: str,
+                                                               tmp_path: Path) -> None:
+    model = build(make(attention, pos, kernel))
     path = tmp_path / "view.html"
     returned = write_attention_html(path, TextModel(model, TOKENIZER, LINES), "two plus three equals",
                                     max_new_tokens=6)
@@ -67,7 +70,7 @@ def test_page_embeds_every_heads_weights_with_the_mask_applied(attention: str, p
         torch.testing.assert_close(weights.sum(-1), torch.ones(2, heads, T), atol=T * 5e-5, rtol=0)
     for name in ("entropy", "previous", "first", "induction"):
         assert torch.tensor(view["stats"][name]).shape == (2, heads)
-    assert view["forms_weights"] == ATTENTION[attention].has_weights
+    assert view["forms_weights"] == (ATTENTION[attention].has_weights and kernel == "math")
     assert ("explicit way" in view["notes"]["attention"]) != view["forms_weights"]
     if pos == "alibi":
         slopes = 2.0 ** (-8.0 * torch.arange(1, heads + 1) / heads)  # (H,)
@@ -156,11 +159,11 @@ def save(tmp_path: Path, cfg: ModelConfig) -> Path:
 
 def test_generate_writes_the_viewer_of_prompt_and_generated_tokens(tmp_path: Path,
                                                                   capsys: pytest.CaptureFixture) -> None:
-    ckpt, out = save(tmp_path, make("sdpa")), tmp_path / "view.html"
+    ckpt, out = save(tmp_path, make("mha", kernel="sdpa")), tmp_path / "view.html"
     assert generate.main(["--ckpt", str(ckpt), "--prompt", "two plus three equals", "--max-new-tokens", "3",
                           "--attention-html", str(out)]) == 0
     view = embedded(out.read_text())
-    expected = generate_ids(build(make("sdpa")), torch.tensor([PROMPT]), 3, temperature=0)[0].tolist()
+    expected = generate_ids(build(make("mha", kernel="sdpa")), torch.tensor([PROMPT]), 3, temperature=0)[0].tolist()
     assert view["tokens"] == [TOKENIZER.decode([i]).replace("\n", "\\n") for i in expected]
     assert "wrote" in capsys.readouterr().out
 

@@ -18,13 +18,15 @@ from gpt.inference.generation import check_sampling, generate
 from gpt.inference.text import TextModel
 from gpt.model.attention import ATTENTION
 from gpt.model.attention.base import Attention
+from gpt.model.config import ModelConfig
 from gpt.model.gpt import GPT
 from gpt.model.positional import POSITIONAL
 
 DECIMALS = 4  # weights as embedded: rows still sum to 1 within T * 5e-5
 INDUCTION_TOKENS = 16  # length of the random sequence that is shown twice to measure induction
-EXPLICIT_NOTE = ("Its ordinary forward never forms this matrix; the weights shown are computed the explicit way "
-                 "for this view, and tests prove them equal to what the fast path computes.")
+EXPLICIT_NOTE = ("Its ordinary forward never forms this matrix (torch's fused kernel, model.kernel=sdpa, or no softmax "
+                 "at all); the weights shown are computed the explicit way for this view, and tests prove them equal "
+                 "to what the fast path computes.")
 
 
 def attention_parts(attn: torch.nn.Module) -> list[Attention]:
@@ -39,6 +41,11 @@ def applied_mask(model: GPT, T: int) -> tuple[torch.Tensor, torch.Tensor | None]
     parts = attention_parts(model.blocks[0].attn)
     biases = [b for b in (part.score_bias(model.pos, T, T, 0, device) for part in parts) if b is not None]
     return parts[0].mask(T, T, 0, device), torch.cat(biases) if biases else None  # (T, T), (H, T, T)
+
+
+def forms_weights(cfg: ModelConfig) -> bool:
+    """Whether the model's ordinary forward forms the weight matrix: a softmax variant through the written-out maths."""
+    return ATTENTION[cfg.attention].has_weights and cfg.kernel == "math"
 
 
 def head_stats(weights: torch.Tensor) -> dict[str, list[float]]:
@@ -78,7 +85,7 @@ def attention_view(model: GPT, tokenizer: Tokenizer, ids: list[int], prompt_len:
     maps = [w[0] for w in model.attention_maps(torch.tensor([ids], device=model.tok_emb.weight.device))]  # (H, T, T)
     allowed, bias = applied_mask(model, len(ids))
     per_head = [head_stats(w) for w in maps]
-    forms = ATTENTION[cfg.attention].has_weights
+    forms = forms_weights(cfg)
     return {
         "attention": cfg.attention, "pos": cfg.pos, "forms_weights": forms,
         "notes": {"attention": inspect.cleandoc(ATTENTION[cfg.attention].__doc__ or "") + ("" if forms else

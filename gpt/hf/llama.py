@@ -9,7 +9,7 @@ from gpt.hf.family import Family, mlp_ratio_for, refuse
 from gpt.model.config import ModelConfig
 from gpt.model.gpt import GPT
 
-QUERY_HEAD_ATTENTION = ("mha", "sdpa", "gqa", "mqa")  # separate query/key/value projections viewed into heads
+QUERY_HEAD_ATTENTION = ("mha", "gqa", "mqa")  # separate query/key/value projections viewed into heads
 _ATTENTION = [("attn.query", "self_attn.q_proj"), ("attn.key", "self_attn.k_proj"), ("attn.value", "self_attn.v_proj"),
               ("attn.proj", "self_attn.o_proj")]
 _MLP = [("mlp.gate", "mlp.gate_proj"), ("mlp.fc", "mlp.up_proj"), ("mlp.proj", "mlp.down_proj")]

@@ -30,6 +30,11 @@ class ModelConfig:
     kv_heads: int = 2  # gqa: key/value heads shared by the query heads
     window: int = 8  # sliding_window: positions each query sees, itself included
     kv_latent_dim: int = 32  # mla: width of the latent keys and values are rebuilt from
+    linear_features: int | None = None  # linear: features per head of queries and keys (None: the head width)
+    # How softmax attention is computed: "sdpa", torch's fused kernel (trains faster on CPU and GPU and holds no
+    # (T, S) weights, so long prompts fit), or "math", the written-out maths to read and step through. The viewer
+    # and attention_maps always get weights, whatever the kernel.
+    kernel: str = "sdpa"
     qk_norm: bool = False  # RMSNorm on each head's queries and keys
     tie_embeddings: bool = True  # the LM head reuses the token embedding matrix (Press & Wolf, 2017)
     trace_shapes: bool = False  # print every module's output shape during the first forward pass

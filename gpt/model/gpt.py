@@ -10,6 +10,7 @@ import torch
 from torch import nn
 
 from gpt.model.attention import ATTENTION
+from gpt.model.attention.kernels import KERNELS
 from gpt.model.block import Block
 from gpt.model.config import INIT_STD, ModelConfig
 from gpt.model.mlp import MLP
@@ -20,7 +21,8 @@ from gpt.model.positional import POSITIONAL
 def check_parts(cfg: ModelConfig) -> None:
     """Raise ValueError naming the fix unless every part cfg names exists and each suits the others (a window of
     at least one position, ALiBi with an attention that forms scores, ...): each part checks its own needs."""
-    for field_name, registry in (("attention", ATTENTION), ("pos", POSITIONAL), ("norm", NORM), ("mlp", MLP)):
+    for field_name, registry in (("attention", ATTENTION), ("pos", POSITIONAL), ("norm", NORM), ("mlp", MLP),
+                                 ("kernel", KERNELS)):
         value = getattr(cfg, field_name)
         if value not in registry:
             raise ValueError(f"{field_name}={value!r} is unknown; choose one of: {', '.join(sorted(registry))}")
@@ -76,6 +78,11 @@ class GPT(nn.Module):
         for i, block in enumerate(self.blocks):
             x = block(x, self.pos, caches[i] if caches else None)
         return self.head(self.norm(x))  # (B, T, V)
+
+    def cache_bytes(self, batch: int, positions: int, dtype: torch.dtype | None = None) -> int:
+        """Bytes every layer's cache holds for `positions` tokens, by each variant's formula."""
+        element_size = (dtype or self.tok_emb.weight.dtype).itemsize
+        return sum(block.attn.cache_bytes(batch, positions, element_size) for block in self.blocks)
 
     @torch.no_grad()
     def attention_maps(self, idx: torch.Tensor) -> list[torch.Tensor]:

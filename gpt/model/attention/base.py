@@ -1,17 +1,16 @@
 """What every attention variant shares: the causal mask, the preallocated KV cache and `Attention`, the
-project -> rotate -> cache -> attend -> project-back pipeline whose `attend` is softmax attention written out.
+project -> rotate -> cache -> attend -> project-back pipeline whose `attend` hands blocks of queries, each with
+the keys it may see, to the kernel that model.kernel names (attention/kernels.py).
 
 Every variant maps (B, T, C) -> (B, T, C), takes the model's positional encoding (which may rotate
 queries/keys or bias scores) and an optional cache from `new_cache`; its output projection into the
 residual stream is named `proj` so the model can scale its init by depth."""
 from __future__ import annotations
 
-import math
-
 import torch
 from torch import nn
-from torch.nn import functional as F
 
+from gpt.model.attention.kernels import KERNELS, math_attention, math_weights
 from gpt.model.config import ModelConfig
 from gpt.model.norm import RMSNorm
 from gpt.model.positional import Positional
@@ -24,12 +23,14 @@ def causal_mask(q_len: int, k_len: int, start: int, device: torch.device) -> tor
 
 class KVCache:
     """Preallocated key/value buffers of one layer; `append` writes in place, so decoding one token
-    costs no reallocation. Values may be wider or narrower than keys (MLA caches a latent there)."""
+    costs no reallocation. Values may be narrower than keys, or absent (value_dim=0) where the keys
+    serve as values too (MLA's latent, torch_mha's inputs)."""
 
     def __init__(self, batch: int, heads: int, max_len: int, head_dim: int,
                  device: torch.device, dtype: torch.dtype, value_dim: int | None = None) -> None:
         self.k = torch.zeros(batch, heads, max_len, head_dim, device=device, dtype=dtype)
-        self.v = torch.zeros(batch, heads, max_len, value_dim or head_dim, device=device, dtype=dtype)
+        self.v = torch.zeros(batch, heads, max_len, head_dim if value_dim is None else value_dim, device=device,
+                             dtype=dtype)
         self.length = 0
 
     def append(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -46,20 +47,27 @@ class KVCache:
         self.length = 0
 
 
+# Most attention scores one block of queries may form at once (16 MiB in fp32): a long prompt through the written-
+# out maths is cut into blocks of queries, so it never holds the (T, S) score matrix of every query.
+SCORE_BUDGET = 2 ** 22
+
+
 class Attention(nn.Module):
-    """What the softmax variants share: project, rotate, cache, attend, project back. A variant
-    supplies `project` (and a `proj`); `attend` below is the maths they all compute."""
+    """What the softmax variants share: project, rotate, cache, attend, project back. A variant supplies
+    `project` (and a `proj`), and may narrow which keys a query sees (`mask`, `key_range`); `attend`
+    computes softmax attention through the chosen kernel."""
 
     # False for variants whose ordinary forward never forms the (T, S) weight matrix; with keep_weights
     # every variant computes it (or, for linear attention, its implied weights) the explicit way.
     has_weights = True
 
     def __init__(self, heads: int, kv_heads: int, head_dim: int, dropout: float = 0.0,
-                 qk_norm: bool = False, norm_eps: float = 1e-5) -> None:
+                 qk_norm: bool = False, norm_eps: float = 1e-5, kernel: str = "math") -> None:
         super().__init__()
         self.keep_weights = False  # when True, forward stores its attention weights (B, H, T, S) in .weights
         self.weights: torch.Tensor | None = None
         self.heads, self.kv_heads, self.head_dim = heads, kv_heads, head_dim
+        self.kernel = kernel
         # QK-norm (Henry et al. 2020; Dehghani et al. 2023) bounds the logits, which steadies training.
         self.q_norm = RMSNorm(head_dim, norm_eps) if qk_norm else nn.Identity()
         self.k_norm = RMSNorm(head_dim, norm_eps) if qk_norm else nn.Identity()
@@ -72,6 +80,11 @@ class Attention(nn.Module):
 
     def new_cache(self, batch: int, max_len: int, device: torch.device, dtype: torch.dtype) -> KVCache:
         return KVCache(batch, self.kv_heads, max_len, self.head_dim, device, dtype)
+
+    def cache_bytes(self, batch: int, positions: int, element_size: int) -> int:
+        """Bytes this layer's cache holds for `positions` tokens (what new_cache(batch, positions) allocates):
+        a key and a value of head_dim per key/value head and position."""
+        return batch * self.kv_heads * positions * 2 * self.head_dim * element_size
 
     def project(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """(B, T, C) -> queries (B, H, T, D), keys and values (B, H_kv, T, D)."""
@@ -88,45 +101,53 @@ class Attention(nn.Module):
         y = y.transpose(1, 2).reshape(B, T, -1)  # (B, T, H * D)
         return self.resid_dropout(self.proj(y))
 
-    def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, pos: Positional) -> torch.Tensor:
-        """softmax(q k^T / sqrt(D) + bias, causal) v for queries (B, H, T, D), keys/values (B, H_kv, S, D)."""
+    def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, pos: Positional,
+               scale: float | None = None) -> torch.Tensor:
+        """softmax(q k^T * scale + bias, masked) v for queries (B, H, T, D) and keys/values (B, H_kv, S, D), the
+        keys ending where the queries end; scale defaults to 1/sqrt(D). Blocks of queries go to the kernel
+        with only the keys they may see, so a long prompt never forms every query's scores at once."""
         T, S = q.shape[2], k.shape[2]
-        # Compiled, the maths below fuses with the layers around it into a few loops: a decode step of the
-        # 4x4x128 model ran 1.2-1.3x faster so than through torch's fused kernel for one query.
-        if T == 1 and self.decoding() and not torch.compiler.is_compiling():
-            return self.attend_newest(q, k, v, pos)
-        offset = S - T  # keys end where the queries end, so query i sits at key position offset + i
-        if k.shape[1] != q.shape[1]:  # grouped keys/values: each serves heads // kv_heads query heads
-            k = k.repeat_interleave(q.shape[1] // k.shape[1], dim=1)  # (B, H, S, D)
-            v = v.repeat_interleave(q.shape[1] // v.shape[1], dim=1)  # (B, H, S, D)
-        scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # (B, H, T, S)
-        bias = self.score_bias(pos, T, S, offset, q.device)
-        if bias is not None:
-            scores = scores + bias.to(scores.dtype)
-        scores = scores.masked_fill(~self.mask(T, S, offset, q.device), float("-inf"))
-        weights = F.softmax(scores, dim=-1)
-        if self.keep_weights:
-            self.weights = weights.detach()
-        return self.attn_dropout(weights) @ v  # (B, H, T, D)
+        scale = q.shape[-1] ** -0.5 if scale is None else scale
+        dropout = self.attn_dropout.p if self.training else 0.0
+        offset = S - T  # query i sits at key position offset + i
+        if self.keep_weights:  # every query's weights over every key, formed the written-out way to be kept
+            allowed, bias = self.mask(T, S, offset, q.device), self.score_bias(pos, T, S, offset, q.device)
+            weights = math_weights(q, k, scale, allowed, bias)  # (B, H_kv, G, T, S)
+            self.weights = weights.detach().reshape(q.shape[0], self.heads, T, S)  # (B, H, T, S)
+            return math_attention(q, k, v, scale, allowed, bias, dropout, weights=weights)
+        # Compiled, the maths of one query fuses with the layers around it into a few loops: a decode step of the
+        # 4x4x128 model ran 1.2-1.3x faster so than through torch's fused kernel.
+        kernel = math_attention if T == 1 and torch.compiler.is_compiling() else KERNELS[self.kernel]
+        # The maths forms every score of a block, so blocks are sized to a budget; the fused kernel forms none,
+        # and applies a square causal mask itself, so only an explicit mask or a score bias needs cutting. A
+        # compiled graph takes one block: cut by a dynamic length, it would be a new graph per length.
+        whole = T == 1 or torch.compiler.is_compiling() or (kernel is not math_attention and offset == 0
+                                                            and not pos.biases_scores and self.plain_causal(T))
+        block = T if whole else self.query_block(q.shape[0] * q.shape[1], T, S)
+        outputs = []
+        for first in range(0, T, block):
+            n = min(block, T - first)  # queries first .. first + n - 1
+            lo, hi = self.key_range(offset + first, offset + first + n - 1)
+            at = offset + first - lo  # where the block's first query sits among its keys
+            # One query's key range is exactly what it sees; a block's queries see different parts of theirs.
+            allowed = None if n == 1 else self.mask(n, hi - lo, at, q.device)  # (n, hi - lo)
+            bias = self.score_bias(pos, n, hi - lo, at, q.device)  # (H, n, hi - lo) or None
+            causal = at == 0 and hi - lo == n and self.plain_causal(n)
+            outputs.append(kernel(q[:, :, first:first + n], k[:, :, lo:hi], v[:, :, lo:hi], scale, allowed, bias,
+                                  dropout, causal))
+        return outputs[0] if len(outputs) == 1 else torch.cat(outputs, dim=2)  # (B, H, T, Dv)
 
-    def decoding(self) -> bool:
-        """True when no weights are kept and no dropout applies: the fused kernel may then stand in."""
-        return not self.keep_weights and not (self.training and self.attn_dropout.p > 0)
+    def query_block(self, batch_heads: int, q_len: int, k_len: int) -> int:
+        """Queries per block: as many as keep one block's scores within SCORE_BUDGET."""
+        return max(1, SCORE_BUDGET // (batch_heads * k_len))
 
-    def attend_newest(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, pos: Positional) -> torch.Tensor:
-        """`attend` for one query (B, H, 1, D) at the newest position, the KV-cached decode step. Causality
-        hides no cached key from it, so torch's fused kernel needs a mask only for a score bias (ALiBi) or a
-        variant's own limit (a window); the maths is `attend`'s, in one call instead of ten."""
-        S = k.shape[2]
-        mask = self.newest_mask(S, q.device)  # (1, S) or None
-        bias = self.score_bias(pos, 1, S, S - 1, q.device)  # (H, 1, S) or None
-        if bias is not None:
-            mask = bias.to(q.dtype) if mask is None else bias.to(q.dtype).masked_fill(~mask, float("-inf"))
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=k.shape[1] != q.shape[1])
+    def key_range(self, first: int, last: int) -> tuple[int, int]:
+        """The keys [lo, hi) that queries at key positions first..last may see between them."""
+        return 0, last + 1
 
-    def newest_mask(self, k_len: int, device: torch.device) -> torch.Tensor | None:
-        """Which of k_len keys the newest position may see, or None for all of them (plain causality)."""
-        return None
+    def plain_causal(self, n: int) -> bool:
+        """Whether n queries against their own n keys see exactly the causal triangle (a window may cut it)."""
+        return True
 
     def score_bias(self, pos: Positional, q_len: int, k_len: int, offset: int,
                    device: torch.device) -> torch.Tensor | None:
@@ -135,4 +156,3 @@ class Attention(nn.Module):
     def mask(self, q_len: int, k_len: int, offset: int, device: torch.device) -> torch.Tensor:
         # Looked up at call time so a test can swap in a leaky mask and see causality tests fail.
         return causal_mask(q_len, k_len, offset, device)
-

@@ -14,13 +14,14 @@ class WeightlessAttention(Attention):
     """Each position's output is a softmax-weighted average of the inputs themselves, weighted by
     their dot products with it: queries, keys and values are the inputs, nothing is learned."""
 
-    def __init__(self, dim: int, dropout: float = 0.0, qk_norm: bool = False, norm_eps: float = 1e-5) -> None:
-        super().__init__(heads=1, kv_heads=1, head_dim=dim, dropout=dropout, qk_norm=qk_norm, norm_eps=norm_eps)
+    def __init__(self, dim: int, dropout: float = 0.0, qk_norm: bool = False, norm_eps: float = 1e-5,
+                 kernel: str = "math") -> None:
+        super().__init__(1, 1, dim, dropout, qk_norm, norm_eps, kernel)
         self.proj = nn.Identity()
 
     @classmethod
     def from_config(cls, cfg: ModelConfig) -> WeightlessAttention:
-        return cls(cfg.dim, cfg.dropout, cfg.qk_norm, cfg.norm_eps)
+        return cls(cfg.dim, cfg.dropout, cfg.qk_norm, cfg.norm_eps, cfg.kernel)
 
     def project(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         x = x.unsqueeze(1)  # (B, 1, T, C): one head as wide as the model
@@ -31,9 +32,9 @@ class Head(Attention):
     """One causal attention head of width head_dim with its own query/key/value projections.
     As head `index` of `of` heads it takes that head's share of a score bias (ALiBi slopes)."""
 
-    def __init__(self, dim: int, head_dim: int, dropout: float = 0.0, bias: bool = False,
-                 qk_norm: bool = False, index: int = 0, of: int = 1, norm_eps: float = 1e-5) -> None:
-        super().__init__(heads=1, kv_heads=1, head_dim=head_dim, dropout=dropout, qk_norm=qk_norm, norm_eps=norm_eps)
+    def __init__(self, dim: int, head_dim: int, dropout: float = 0.0, bias: bool = False, qk_norm: bool = False,
+                 index: int = 0, of: int = 1, norm_eps: float = 1e-5, kernel: str = "math") -> None:
+        super().__init__(1, 1, head_dim, dropout, qk_norm, norm_eps, kernel)
         self.index, self.of = index, of
         self.query = nn.Linear(dim, head_dim, bias=bias)
         self.key = nn.Linear(dim, head_dim, bias=bias)
@@ -56,7 +57,7 @@ class SingleHeadAttention(Head):
 
     @classmethod
     def from_config(cls, cfg: ModelConfig) -> SingleHeadAttention:
-        return cls(cfg.dim, cfg.dim, cfg.dropout, cfg.bias, cfg.qk_norm, norm_eps=cfg.norm_eps)
+        return cls(cfg.dim, cfg.dim, cfg.dropout, cfg.bias, cfg.qk_norm, norm_eps=cfg.norm_eps, kernel=cfg.kernel)
 
 
 class HeadCaches(list):
@@ -78,18 +79,18 @@ class MultiHeadWrapper(nn.Module):
     has_weights = True
 
     def __init__(self, dim: int, heads: int, dropout: float = 0.0, bias: bool = False,
-                 qk_norm: bool = False, norm_eps: float = 1e-5) -> None:
+                 qk_norm: bool = False, norm_eps: float = 1e-5, kernel: str = "math") -> None:
         super().__init__()
         self.keep_weights = False
         self.weights: torch.Tensor | None = None
-        self.heads = nn.ModuleList(Head(dim, dim // heads, dropout, bias, qk_norm, i, heads, norm_eps)
+        self.heads = nn.ModuleList(Head(dim, dim // heads, dropout, bias, qk_norm, i, heads, norm_eps, kernel)
                                    for i in range(heads))
         self.proj = nn.Linear(dim, dim, bias=bias)
         self.resid_dropout = nn.Dropout(dropout)
 
     @classmethod
     def from_config(cls, cfg: ModelConfig) -> MultiHeadWrapper:
-        return cls(cfg.dim, cfg.heads, cfg.dropout, cfg.bias, cfg.qk_norm, cfg.norm_eps)
+        return cls(cfg.dim, cfg.heads, cfg.dropout, cfg.bias, cfg.qk_norm, cfg.norm_eps, cfg.kernel)
 
     @classmethod
     def validate(cls, cfg: ModelConfig) -> None:
@@ -97,6 +98,9 @@ class MultiHeadWrapper(nn.Module):
 
     def new_cache(self, batch: int, max_len: int, device: torch.device, dtype: torch.dtype) -> HeadCaches:
         return HeadCaches(head.new_cache(batch, max_len, device, dtype) for head in self.heads)
+
+    def cache_bytes(self, batch: int, positions: int, element_size: int) -> int:
+        return sum(head.cache_bytes(batch, positions, element_size) for head in self.heads)
 
     def forward(self, x: torch.Tensor, pos: Positional, cache: list[KVCache] | None = None) -> torch.Tensor:
         outputs = []

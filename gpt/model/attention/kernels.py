@@ -1,118 +1,94 @@
-"""Multi-head attention computed faster: one fused query/key/value projection (GPT-2's layout),
-torch's fused scaled_dot_product_attention kernels (FlashAttention, Dao et al. 2022, where the
-device has them), and torch.nn.MultiheadAttention. All three compute exactly what `mha` computes."""
+"""How softmax attention is computed, the axis `model.kernel` picks (like Hugging Face's attn_implementation):
+the maths written out (the teaching reference, and the weights the viewer shows) or torch's fused
+scaled_dot_product_attention (FlashAttention, Dao et al. 2022), which never forms the weight matrix.
+
+Both take one block of queries against the keys it may see. Grouped key/value heads (GQA, MQA, absorbed MLA)
+are never repeated per query head: each key/value head's query heads are folded into its rows instead."""
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
-from torch import nn
 from torch.nn import functional as F
 
-from gpt.model.attention.base import Attention, KVCache
-from gpt.model.attention.mha import MultiHeadAttention
-from gpt.model.config import ModelConfig
-from gpt.model.positional import POSITIONAL, Positional
+
+def fold_groups(q: torch.Tensor, kv_heads: int) -> torch.Tensor:
+    """Queries (B, H, T, D) -> (B, H_kv, G * T, D): the G = H / H_kv query heads sharing a key/value head
+    side by side, so one multiply per key/value head serves them all."""
+    B, H, T, D = q.shape
+    return q.reshape(B, kv_heads, H // kv_heads * T, D)  # (B, H_kv, G * T, D)
 
 
-class FusedMultiHeadAttention(Attention):
-    """One (C -> 3C) matrix multiply gives queries, keys and values at once, then a view into heads."""
-
-    def __init__(self, dim: int, heads: int, dropout: float = 0.0, bias: bool = False, qk_norm: bool = False,
-                 norm_eps: float = 1e-5) -> None:
-        super().__init__(heads, heads, dim // heads, dropout, qk_norm, norm_eps)
-        self.qkv = nn.Linear(dim, 3 * dim, bias=bias)
-        self.proj = nn.Linear(dim, dim, bias=bias)
-
-    @classmethod
-    def from_config(cls, cfg: ModelConfig) -> FusedMultiHeadAttention:
-        return cls(cfg.dim, cfg.heads, cfg.dropout, cfg.bias, cfg.qk_norm, cfg.norm_eps)
-
-    def project(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        B, T, _ = x.shape
-        qkv = self.qkv(x).view(B, T, 3, self.heads, self.head_dim).permute(2, 0, 3, 1, 4)  # (3, B, H, T, D)
-        return qkv.unbind(0)
-
-    def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, pos: Positional) -> torch.Tensor:
-        # nanoGPT's and GPT-2's layout at its fastest: training and prompts through the fused kernel, except in
-        # bf16 on a CPU, where torch's kernel has no fast path (a 4x4x128 training step at context 64 on one
-        # Sapphire Rapids thread: fused kernel 1.1x faster than the maths below in fp32, 1.6x slower in bf16).
-        # Weights asked for (plots) and the one-query decode step (faster compiled as written) go as in `mha`.
-        if self.keep_weights or q.shape[2] == 1 or (q.device.type == "cpu" and q.dtype == torch.bfloat16):
-            return super().attend(q, k, v, pos)
-        return fused_attend(self, q, k, v, pos)
+def unfold_groups(y: torch.Tensor, heads: int) -> torch.Tensor:
+    """(B, H_kv, G * T, D) -> (B, H, T, D), undoing fold_groups."""
+    B, _, rows, D = y.shape
+    return y.reshape(B, heads, rows * y.shape[1] // heads, D)  # (B, H, T, D)
 
 
-def fused_attend(attn: Attention, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, pos: Positional) -> torch.Tensor:
-    """`Attention.attend`'s maths in torch's fused kernel, which never builds the (T, S) weight matrix
-    when it needs no explicit mask."""
-    T, S = q.shape[2], k.shape[2]
-    offset = S - T
-    dropout = attn.attn_dropout.p if attn.training else 0.0
-    bias = attn.score_bias(pos, T, S, offset, q.device)
-    if bias is None and offset == 0:  # the flash kernel's own causal mask: square, top-left aligned
-        return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout, is_causal=True)
-    allowed = attn.mask(T, S, offset, q.device)  # (T, S)
-    mask = allowed if bias is None else bias.to(q.dtype).masked_fill(~allowed, float("-inf"))
-    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout)
+def scores_bias(allowed: torch.Tensor | None, bias: torch.Tensor | None, heads: int,
+                dtype: torch.dtype) -> torch.Tensor | None:
+    """One additive (H, T, S) term: the score bias, -inf where a key may not be seen; None when neither applies."""
+    if bias is None:
+        return None
+    bias = bias.to(dtype).expand(heads, *bias.shape[-2:])  # (H, T, S)
+    return bias if allowed is None else bias.masked_fill(~allowed, float("-inf"))
 
 
-class SDPAttention(MultiHeadAttention):
-    """`mha`'s projections with the attention itself in torch's fused kernel, which never builds
-    the (T, S) weight matrix; asked to keep weights, it computes `mha`'s written-out maths instead."""
+def math_weights(q: torch.Tensor, k: torch.Tensor, scale: float, allowed: torch.Tensor | None,
+                 bias: torch.Tensor | None) -> torch.Tensor:
+    """softmax(q k^T * scale + bias) over the allowed keys, for queries (B, H, T, D) and keys (B, H_kv, S, D):
+    (B, H_kv, G, T, S), the G query heads of each key/value head side by side."""
+    B, H, T, _ = q.shape
+    H_kv, S = k.shape[1], k.shape[2]
+    scores = (fold_groups(q, H_kv) @ k.transpose(-2, -1) * scale).view(B, H_kv, H // H_kv, T, S)  # (B, H_kv, G, T, S)
+    if bias is not None:
+        scores = scores + bias.to(scores.dtype).view(H_kv, H // H_kv, T, S)
+    if allowed is not None:
+        scores = scores.masked_fill(~allowed, float("-inf"))
+    return F.softmax(scores, dim=-1)
 
-    has_weights = False
 
-    def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, pos: Positional) -> torch.Tensor:
-        if self.keep_weights:
-            return super().attend(q, k, v, pos)
-        if q.shape[2] == 1 and self.decoding():
-            return self.attend_newest(q, k, v, pos)
-        return fused_attend(self, q, k, v, pos)
+def math_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float, allowed: torch.Tensor | None,
+                   bias: torch.Tensor | None, dropout: float, causal: bool = False,
+                   weights: torch.Tensor | None = None) -> torch.Tensor:
+    """The maths written out: softmax(q k^T * scale + bias, masked) v; queries (B, H, T, D), keys and values
+    (B, H_kv, S, D); `allowed` (T, S) says which keys each query sees (None: all). `weights` are this
+    call's, when the caller formed them already (to keep them)."""
+    weights = math_weights(q, k, scale, allowed, bias) if weights is None else weights  # (B, H_kv, G, T, S)
+    if dropout:
+        weights = F.dropout(weights, dropout)
+    B, H_kv, G, T, S = weights.shape
+    return unfold_groups(weights.view(B, H_kv, G * T, S) @ v, H_kv * G)  # (B, H_kv, G * T, Dv) -> (B, H, T, Dv)
 
 
-class TorchMultiheadAttention(Attention):
-    """torch.nn.MultiheadAttention with a causal mask. It projects queries, keys and values inside,
-    so RoPE and QK-norm cannot reach them, and its cache holds the block's inputs, not keys/values.
-    Asked to keep weights, it has torch return them per head (torch's slower, written-out path)."""
+def _computes_in_fp32(q: torch.Tensor) -> bool:
+    """Training in bf16 on a CPU: torch's CPU flash kernel differentiates bf16 ~13x slower than fp32 (queries
+    (256, 4, 16, 32) on one Xeon thread with AVX512-BF16: 74 ms against 5.5 ms forward and backward)."""
+    return q.device.type == "cpu" and q.dtype == torch.bfloat16 and torch.is_grad_enabled()
 
-    has_weights = False
 
-    def __init__(self, dim: int, heads: int, dropout: float = 0.0, bias: bool = False) -> None:
-        super().__init__(heads, heads, dim // heads, dropout)
-        self.mha = nn.MultiheadAttention(dim, heads, dropout=dropout, bias=bias, batch_first=True)
-        # GPT's init, not torch's Xavier; its `out_proj` ends in "proj", so the model scales it by depth.
-        nn.init.normal_(self.mha.in_proj_weight, mean=0.0, std=0.02)
+def sdpa_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float, allowed: torch.Tensor | None,
+                   bias: torch.Tensor | None, dropout: float, causal: bool = False) -> torch.Tensor:
+    """`math_attention` in torch's fused kernel. `causal`: `allowed` is the square causal mask, which the
+    kernel applies itself (skipping the keys above the diagonal instead of reading a mask)."""
+    if _computes_in_fp32(q):
+        with torch.autocast("cpu", enabled=False):
+            return sdpa_attention(q.float(), k.float(), v.float(), scale, allowed, bias, dropout, causal).to(q.dtype)
+    heads, kv_heads = q.shape[1], k.shape[1]
+    if causal and bias is None and not (dropout and kv_heads != heads):
+        return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout, is_causal=True, scale=scale,
+                                              enable_gqa=kv_heads != heads)
+    # An explicit mask, a score bias or dropout with shared key/value heads send torch's CPU kernel to its
+    # written-out fallback, which repeats them per query head; folded query heads keep every call a plain one.
+    groups = heads // kv_heads
+    mask = scores_bias(allowed, bias, heads, q.dtype)  # (H, T, S) or None
+    if mask is None:
+        mask = allowed if allowed is None or groups == 1 else allowed.repeat(groups, 1)  # (G * T, S) or None
+    else:
+        mask = mask.reshape(1, kv_heads, -1, mask.shape[-1])  # (1, H_kv, G * T, S): 4-D, which the flash kernel takes
+    y = F.scaled_dot_product_attention(fold_groups(q, kv_heads), k, v, attn_mask=mask, dropout_p=dropout, scale=scale)
+    return unfold_groups(y, heads)  # (B, H_kv, G * T, Dv) -> (B, H, T, Dv)
 
-    @classmethod
-    def from_config(cls, cfg: ModelConfig) -> TorchMultiheadAttention:
-        return cls(cfg.dim, cfg.heads, cfg.dropout, cfg.bias)
 
-    @classmethod
-    def validate(cls, cfg: ModelConfig) -> None:
-        if POSITIONAL[cfg.pos].rotates:
-            raise ValueError(f"attention=torch_mha projects queries/keys inside torch, where pos={cfg.pos} cannot "
-                             "rotate them: use pos=learned, sinusoidal, alibi or none, or attention=sdpa")
-        if cfg.qk_norm:
-            raise ValueError("attention=torch_mha projects queries/keys inside torch, where model.qk_norm cannot "
-                             "reach them: set model.qk_norm=false or use attention=sdpa")
-
-    def new_cache(self, batch: int, max_len: int, device: torch.device, dtype: torch.dtype) -> KVCache:
-        return KVCache(batch, 1, max_len, self.mha.embed_dim, device, dtype)
-
-    def forward(self, x: torch.Tensor, pos: Positional, cache: KVCache | None = None) -> torch.Tensor:
-        B, T, C = x.shape
-        context = x
-        if cache is not None:  # the inputs stand in for both keys and values: torch projects them
-            context = cache.append(x.unsqueeze(1), x.unsqueeze(1))[0].squeeze(1)  # (B, S, C)
-        S = context.shape[1]
-        allowed = self.mask(T, S, S - T, x.device)  # (T, S)
-        bias = self.score_bias(pos, T, S, S - T, x.device)
-        if bias is None:
-            mask = ~allowed  # torch's boolean convention: True marks what may NOT be seen
-        else:
-            mask = bias.to(x.dtype).masked_fill(~allowed, float("-inf"))  # (H, T, S)
-            mask = mask.expand(B, -1, -1, -1).reshape(B * self.heads, T, S)  # (B * H, T, S), batch-major
-        y, weights = self.mha(x, context, context, attn_mask=mask, need_weights=self.keep_weights,
-                              average_attn_weights=False)  # weights (B, H, T, S) or None
-        if self.keep_weights:
-            self.weights = weights.detach()
-        return self.resid_dropout(y)
+Kernel = Callable[..., torch.Tensor]
+KERNELS: dict[str, Kernel] = {"math": math_attention, "sdpa": sdpa_attention}

@@ -1,22 +1,28 @@
 """Causal linear attention (Katharopoulos et al. 2020, "Transformers are RNNs"): softmax(q.k) is
 replaced by phi(q).phi(k) with the positive feature map phi = elu + 1, so the past folds into a
-fixed-size state and generation needs constant memory per token."""
+fixed-size state and generation needs constant memory per token. Prompts run in the chunkwise-parallel
+form (as in Yang et al. 2024, "Gated Linear Attention"), linear in their length."""
 from __future__ import annotations
 
 import torch
+from torch import nn
 from torch.nn import functional as F
 
 from gpt.model.attention.mha import MultiHeadAttention
 from gpt.model.config import ModelConfig
+from gpt.model.norm import RMSNorm
 from gpt.model.positional import POSITIONAL, Positional
+
+CHUNK = 64  # positions per chunk of a prompt: dense (CHUNK x CHUNK) products inside, the state between chunks
 
 
 class LinearState:
-    """The recurrent state of one layer: sum of phi(k) v^T (B, H, D, D) and of phi(k) (B, H, D)."""
+    """The recurrent state of one layer: sum of phi(k) v^T (B, H, F, D) and of phi(k) (B, H, F)."""
 
-    def __init__(self, batch: int, heads: int, head_dim: int, device: torch.device, dtype: torch.dtype) -> None:
-        self.kv = torch.zeros(batch, heads, head_dim, head_dim, device=device, dtype=dtype)
-        self.k = torch.zeros(batch, heads, head_dim, device=device, dtype=dtype)
+    def __init__(self, batch: int, heads: int, features: int, head_dim: int, device: torch.device,
+                 dtype: torch.dtype) -> None:
+        self.kv = torch.zeros(batch, heads, features, head_dim, device=device, dtype=dtype)
+        self.k = torch.zeros(batch, heads, features, device=device, dtype=dtype)
         self.length = 0
 
     def reset(self) -> None:
@@ -26,45 +32,90 @@ class LinearState:
 
 
 class LinearAttention(MultiHeadAttention):
-    """`mha`'s projections; output_i = sum_j<=i phi(q_i).phi(k_j) v_j / sum_j<=i phi(q_i).phi(k_j).
-    A chunk of T new positions is computed in the parallel (masked T x T) form and added to what
-    the state already holds; with T = 1 that is exactly the recurrent form. RoPE rotates phi(q) and
-    phi(k) in the numerator only (as RoFormer does), so the normaliser stays positive. It never forms
-    softmax weights; asked to keep weights, it keeps the implied ones, phi(q_i).phi(k_j) / normaliser_i,
-    whose rows sum to 1 unless RoPE rotated the numerator."""
+    """`mha`'s projections, queries and keys narrowed (or widened) to `features` per head;
+    output_i = sum_j<=i phi(q_i).phi(k_j) v_j / sum_j<=i phi(q_i).phi(k_j), whose state per head is
+    features x head_dim. A prompt is cut into chunks: within one, the masked (chunk x chunk) products;
+    from the chunks before it, the state they left. RoPE rotates phi(q) and phi(k) in the numerator only
+    (as RoFormer does), so the normaliser stays positive. It never forms softmax weights; asked to keep
+    weights, it keeps the implied ones, phi(q_i).phi(k_j) / normaliser_i, whose rows sum to 1 unless
+    RoPE rotated the numerator."""
 
     has_weights = False
 
+    def __init__(self, dim: int, heads: int, dropout: float = 0.0, bias: bool = False, qk_norm: bool = False,
+                 features: int | None = None, norm_eps: float = 1e-5) -> None:
+        super().__init__(dim, heads, dropout, bias, qk_norm, norm_eps=norm_eps)
+        self.features = features or self.head_dim
+        self.query = nn.Linear(dim, heads * self.features, bias=bias)
+        self.key = nn.Linear(dim, heads * self.features, bias=bias)
+        if qk_norm:
+            self.q_norm, self.k_norm = RMSNorm(self.features, norm_eps), RMSNorm(self.features, norm_eps)
+
     @classmethod
     def from_config(cls, cfg: ModelConfig) -> LinearAttention:
-        return cls(cfg.dim, cfg.heads, cfg.dropout, cfg.bias, cfg.qk_norm, norm_eps=cfg.norm_eps)
+        return cls(cfg.dim, cfg.heads, cfg.dropout, cfg.bias, cfg.qk_norm, cfg.linear_features, cfg.norm_eps)
 
     @classmethod
     def validate(cls, cfg: ModelConfig) -> None:
         if POSITIONAL[cfg.pos].biases_scores:
             raise ValueError(f"pos={cfg.pos} biases attention scores, which attention=linear never forms: "
                              "use pos=rope, learned, sinusoidal or none")
+        if cfg.linear_features is not None and cfg.linear_features < 1:
+            raise ValueError(f"linear_features={cfg.linear_features} must be a positive integer (or null for the "
+                             "head width): set model.linear_features")
+        if POSITIONAL[cfg.pos].rotates and (cfg.linear_features or cfg.head_dim) % 2:
+            raise ValueError(f"pos={cfg.pos} rotates feature pairs, and model.linear_features={cfg.linear_features} "
+                             "is odd: make it even")
 
     def new_cache(self, batch: int, max_len: int, device: torch.device, dtype: torch.dtype) -> LinearState:
-        return LinearState(batch, self.heads, self.head_dim, device, dtype)
+        return LinearState(batch, self.heads, self.features, self.head_dim, device, dtype)
+
+    def cache_bytes(self, batch: int, positions: int, element_size: int) -> int:
+        """features x head_dim (plus features for the normaliser) per head, whatever the number of positions."""
+        return batch * self.heads * self.features * (self.head_dim + 1) * element_size
+
+    def project(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        B, T, _ = x.shape
+        q = self.query(x).view(B, T, self.heads, self.features).transpose(1, 2)  # (B, H, T, F)
+        k = self.key(x).view(B, T, self.heads, self.features).transpose(1, 2)  # (B, H, T, F)
+        v = self.value(x).view(B, T, self.heads, self.head_dim).transpose(1, 2)  # (B, H, T, D)
+        return q, k, v
 
     def forward(self, x: torch.Tensor, pos: Positional, cache: LinearState | None = None) -> torch.Tensor:
         B, T, C = x.shape
         start = cache.length if cache is not None else 0
-        q, k, v = self.project(x)  # (B, H, T, D) each
+        q, k, v = self.project(x)  # (B, H, T, F), (B, H, T, F), (B, H, T, D)
         q, k = F.elu(self.q_norm(q)) + 1, F.elu(self.k_norm(k)) + 1  # positive features
         q_rot, k_rot = pos.rotate(q, k, start)
-        allowed = self.mask(T, T, 0, x.device)  # (T, T): within the chunk
-        products = (q_rot @ k_rot.transpose(-2, -1)).masked_fill(~allowed, 0.0)  # (B, H, T, T)
-        numerator = products @ v  # (B, H, T, D)
-        normaliser = (q @ k.transpose(-2, -1)).masked_fill(~allowed, 0.0).sum(-1)  # (B, H, T)
-        if self.keep_weights:  # the implied weights: what multiplies each value within the chunk
+        state_kv = cache.kv if cache is not None else None
+        state_k = cache.k if cache is not None else torch.zeros_like(k[:, :, 0])  # (B, H, F)
+        numerator = chunkwise(q_rot, k_rot, v, state_kv)  # (B, H, T, D)
+        normaliser = (q * (state_k.unsqueeze(2) + k.cumsum(dim=2))).sum(-1)  # (B, H, T): phi(q_i).sum_j<=i phi(k_j)
+        if self.keep_weights:  # the implied weights: what multiplies each value of this chunk
+            allowed = self.mask(T, T, 0, x.device)  # (T, T)
+            products = (q_rot @ k_rot.transpose(-2, -1)).masked_fill(~allowed, 0.0)  # (B, H, T, T)
             self.weights = (products / normaliser.unsqueeze(-1)).detach()
-        if cache is not None:  # what earlier chunks left in the state
-            numerator = numerator + q_rot @ cache.kv  # (B, H, T, D)
-            normaliser = normaliser + (q * cache.k.unsqueeze(2)).sum(-1)  # (B, H, T)
-            cache.kv = cache.kv + k_rot.transpose(-2, -1) @ v  # (B, H, D, D)
-            cache.k = cache.k + k.sum(dim=2)  # (B, H, D)
+        if cache is not None:  # fold this chunk into the state, in place
+            cache.kv += k_rot.transpose(-2, -1) @ v  # (B, H, F, D)
+            cache.k += k.sum(dim=2)  # (B, H, F)
             cache.length += T
         y = (numerator / normaliser.unsqueeze(-1)).transpose(1, 2).reshape(B, T, C)  # (B, H, T, D) -> (B, T, C)
         return self.resid_dropout(self.proj(y))
+
+
+def chunkwise(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, state: torch.Tensor | None) -> torch.Tensor:
+    """sum_j<=i (q_i.k_j) v_j + q_i.state for features q, k (B, H, T, F) and values v (B, H, T, D), with the
+    state (B, H, F, D) that earlier positions left (or None): chunks of CHUNK positions in parallel, each
+    reading the sum of k_j v_j^T over the chunks before it."""
+    B, H, T, F_ = q.shape
+    D = v.shape[-1]
+    size = min(T, CHUNK)
+    pad = -T % size  # zero keys and values at the end add nothing; their outputs are dropped
+    q, k, v = (F.pad(t, (0, 0, 0, pad)).view(B, H, -1, size, t.shape[-1]) for t in (q, k, v))  # (B, H, N, c, F|D)
+    allowed = torch.ones(size, size, dtype=torch.bool, device=q.device).tril()  # (c, c)
+    within = (q @ k.transpose(-2, -1)).masked_fill(~allowed, 0.0) @ v  # (B, H, N, c, D)
+    per_chunk = k.transpose(-2, -1) @ v  # (B, H, N, F, D)
+    before = per_chunk.cumsum(dim=2) - per_chunk  # (B, H, N, F, D): what the chunks before each one left
+    if state is not None:
+        before = before + state.unsqueeze(2)
+    return (within + q @ before).view(B, H, -1, D)[:, :, :T]  # (B, H, N * c, D) -> (B, H, T, D)

@@ -1,4 +1,5 @@
-"""Multi-head attention (Vaswani et al. 2017), the reference every other variant is proven equal to."""
+"""Multi-head attention (Vaswani et al. 2017), the reference every other variant is proven equal to, and the
+same maths with one fused query/key/value projection (GPT-2's layout)."""
 from __future__ import annotations
 
 import torch
@@ -14,9 +15,10 @@ class MultiHeadAttention(Attention):
     grouped-query attention (the `gqa` and `mqa` entries)."""
 
     def __init__(self, dim: int, heads: int, dropout: float = 0.0, bias: bool = False,
-                 qk_norm: bool = False, kv_heads: int | None = None, norm_eps: float = 1e-5) -> None:
+                 qk_norm: bool = False, kv_heads: int | None = None, norm_eps: float = 1e-5,
+                 kernel: str = "math") -> None:
         kv_heads = kv_heads or heads
-        super().__init__(heads, kv_heads, dim // heads, dropout, qk_norm, norm_eps)
+        super().__init__(heads, kv_heads, dim // heads, dropout, qk_norm, norm_eps, kernel)
         self.query = nn.Linear(dim, dim, bias=bias)
         self.key = nn.Linear(dim, kv_heads * self.head_dim, bias=bias)
         self.value = nn.Linear(dim, kv_heads * self.head_dim, bias=bias)
@@ -24,7 +26,7 @@ class MultiHeadAttention(Attention):
 
     @classmethod
     def from_config(cls, cfg: ModelConfig) -> MultiHeadAttention:
-        return cls(cfg.dim, cfg.heads, cfg.dropout, cfg.bias, cfg.qk_norm, norm_eps=cfg.norm_eps)
+        return cls(cfg.dim, cfg.heads, cfg.dropout, cfg.bias, cfg.qk_norm, norm_eps=cfg.norm_eps, kernel=cfg.kernel)
 
     def project(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         B, T, _ = x.shape
@@ -32,3 +34,22 @@ class MultiHeadAttention(Attention):
         k = self.key(x).view(B, T, self.kv_heads, self.head_dim).transpose(1, 2)  # (B, H_kv, T, D)
         v = self.value(x).view(B, T, self.kv_heads, self.head_dim).transpose(1, 2)  # (B, H_kv, T, D)
         return q, k, v
+
+
+class FusedMultiHeadAttention(Attention):
+    """One (C -> 3C) matrix multiply gives queries, keys and values at once, then a view into heads."""
+
+    def __init__(self, dim: int, heads: int, dropout: float = 0.0, bias: bool = False, qk_norm: bool = False,
+                 norm_eps: float = 1e-5, kernel: str = "math") -> None:
+        super().__init__(heads, heads, dim // heads, dropout, qk_norm, norm_eps, kernel)
+        self.qkv = nn.Linear(dim, 3 * dim, bias=bias)
+        self.proj = nn.Linear(dim, dim, bias=bias)
+
+    @classmethod
+    def from_config(cls, cfg: ModelConfig) -> FusedMultiHeadAttention:
+        return cls(cfg.dim, cfg.heads, cfg.dropout, cfg.bias, cfg.qk_norm, cfg.norm_eps, cfg.kernel)
+
+    def project(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        B, T, _ = x.shape
+        qkv = self.qkv(x).view(B, T, 3, self.heads, self.head_dim).permute(2, 0, 3, 1, 4)  # (3, B, H, T, D)
+        return qkv.unbind(0)

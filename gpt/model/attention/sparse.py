@@ -1,12 +1,14 @@
 """Attention that stores less: grouped-query attention (Ainslie et al. 2023) and multi-query
 attention (Shazeer 2019) share key/value heads between query heads; sliding-window attention
-(Beltagy et al. 2020; Mistral 2023) sees only the last `window` positions and caches only those."""
+(Beltagy et al. 2020; Mistral 2023) sees only the last `window` positions, caches only those in a ring
+and prefills in blocks of queries against their band of keys, O(T x window)."""
 from __future__ import annotations
 
 import torch
 
 from gpt.model.attention.mha import MultiHeadAttention
 from gpt.model.config import ModelConfig
+from gpt.model.positional import Positional
 
 
 class GroupedQueryAttention(MultiHeadAttention):
@@ -16,7 +18,7 @@ class GroupedQueryAttention(MultiHeadAttention):
     @classmethod
     def from_config(cls, cfg: ModelConfig) -> GroupedQueryAttention:
         return cls(cfg.dim, cfg.heads, cfg.dropout, cfg.bias, cfg.qk_norm, kv_heads=cfg.kv_heads,
-                   norm_eps=cfg.norm_eps)
+                   norm_eps=cfg.norm_eps, kernel=cfg.kernel)
 
     @classmethod
     def validate(cls, cfg: ModelConfig) -> None:
@@ -30,44 +32,63 @@ class MultiQueryAttention(MultiHeadAttention):
 
     @classmethod
     def from_config(cls, cfg: ModelConfig) -> MultiQueryAttention:
-        return cls(cfg.dim, cfg.heads, cfg.dropout, cfg.bias, cfg.qk_norm, kv_heads=1, norm_eps=cfg.norm_eps)
+        return cls(cfg.dim, cfg.heads, cfg.dropout, cfg.bias, cfg.qk_norm, kv_heads=1, norm_eps=cfg.norm_eps,
+                   kernel=cfg.kernel)
 
 
 class WindowCache:
-    """A rolling cache of the last window - 1 positions' keys/values: all that a later query sees
-    besides its own. `length` still counts every position seen, which is where the next one sits."""
+    """A ring of `slots` key/value slots (the window, or fewer for a shorter context): position p lives in
+    slot p % slots, so a decoded token overwrites, in place, the one position that left the window.
+    `length` counts every position seen, which is where the next one sits."""
 
-    def __init__(self, batch: int, heads: int, window: int, head_dim: int,
+    def __init__(self, batch: int, heads: int, slots: int, head_dim: int,
                  device: torch.device, dtype: torch.dtype) -> None:
-        self.keep = window - 1
-        self.k = torch.zeros(batch, heads, 0, head_dim, device=device, dtype=dtype)
-        self.v = self.k
+        self.k = torch.zeros(batch, heads, slots, head_dim, device=device, dtype=dtype)
+        self.v = torch.zeros_like(self.k)
         self.length = 0
 
-    def append(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Keys/values (B, H, T, D) -> the kept ones followed by these (B, H, kept + T, D)."""
-        k = torch.cat([self.k, k], dim=2)  # (B, H, S, D)
-        v = torch.cat([self.v, v], dim=2)
-        self.length += k.shape[2] - self.k.shape[2]
-        S = k.shape[2]
-        self.k, self.v = k[:, :, S - min(self.keep, S):], v[:, :, S - min(self.keep, S):]
-        return k, v
+    def kept(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """The kept keys/values in slot order (B, H, min(length, slots), D)."""
+        held = min(self.length, self.k.shape[2])
+        return self.k[:, :, :held], self.v[:, :, :held]
+
+    def in_order(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """The kept keys/values oldest first (B, H, min(length, slots), D): a copy once the ring has wrapped."""
+        slots = self.k.shape[2]
+        if self.length <= slots:
+            return self.kept()
+        oldest = self.length % slots
+        return (torch.cat([self.k[:, :, oldest:], self.k[:, :, :oldest]], dim=2),  # (B, H, slots, D)
+                torch.cat([self.v[:, :, oldest:], self.v[:, :, :oldest]], dim=2))
+
+    def store(self, k: torch.Tensor, v: torch.Tensor) -> None:
+        """Write the keys/values (B, H, T, D) of the next T positions into their slots (the last `slots` of them)."""
+        slots, T = self.k.shape[2], k.shape[2]
+        if T == 1:
+            slot = self.length % slots
+            self.k[:, :, slot:slot + 1], self.v[:, :, slot:slot + 1] = k, v
+        else:
+            kept = min(T, slots)
+            where = torch.arange(self.length + T - kept, self.length + T, device=k.device) % slots
+            self.k.index_copy_(2, where, k[:, :, T - kept:])
+            self.v.index_copy_(2, where, v[:, :, T - kept:])
+        self.length += T
 
     def reset(self) -> None:
-        self.k, self.v, self.length = self.k[:, :, :0], self.v[:, :, :0], 0
+        self.length = 0
 
 
 class SlidingWindowAttention(MultiHeadAttention):
     """Each position attends to itself and the window - 1 positions before it."""
 
     def __init__(self, dim: int, heads: int, window: int, dropout: float = 0.0, bias: bool = False,
-                 qk_norm: bool = False, norm_eps: float = 1e-5) -> None:
-        super().__init__(dim, heads, dropout, bias, qk_norm, norm_eps=norm_eps)
+                 qk_norm: bool = False, norm_eps: float = 1e-5, kernel: str = "math") -> None:
+        super().__init__(dim, heads, dropout, bias, qk_norm, norm_eps=norm_eps, kernel=kernel)
         self.window = window
 
     @classmethod
     def from_config(cls, cfg: ModelConfig) -> SlidingWindowAttention:
-        return cls(cfg.dim, cfg.heads, cfg.window, cfg.dropout, cfg.bias, cfg.qk_norm, cfg.norm_eps)
+        return cls(cfg.dim, cfg.heads, cfg.window, cfg.dropout, cfg.bias, cfg.qk_norm, cfg.norm_eps, cfg.kernel)
 
     @classmethod
     def validate(cls, cfg: ModelConfig) -> None:
@@ -75,11 +96,39 @@ class SlidingWindowAttention(MultiHeadAttention):
             raise ValueError(f"window={cfg.window} must be at least 1 (a position always sees itself): set model.window")
 
     def new_cache(self, batch: int, max_len: int, device: torch.device, dtype: torch.dtype) -> WindowCache:
-        return WindowCache(batch, self.kv_heads, self.window, self.head_dim, device, dtype)
+        return WindowCache(batch, self.kv_heads, min(self.window, max_len), self.head_dim, device, dtype)
 
-    def newest_mask(self, k_len: int, device: torch.device) -> torch.Tensor | None:
-        # The window cache keeps at most window keys, all visible; a longer key list needs the window cut.
-        return None if k_len <= self.window else self.mask(1, k_len, k_len - 1, device)
+    def cache_bytes(self, batch: int, positions: int, element_size: int) -> int:
+        """A key and a value per key/value head for each of at most `window` positions."""
+        return batch * self.kv_heads * min(positions, self.window) * 2 * self.head_dim * element_size
+
+    def forward(self, x: torch.Tensor, pos: Positional, cache: WindowCache | None = None) -> torch.Tensor:
+        if cache is None:
+            return super().forward(x, pos)
+        B, T, _ = x.shape
+        q, k, v = self.project(x)
+        q, k = pos.rotate(self.q_norm(q), self.k_norm(k), cache.length)
+        if T == 1:  # a decode step: the ring, with the new position written into it, is what it sees
+            cache.store(k, v)
+            # Keys are rotated before they are cached, so slot order matters only to a bias by distance (ALiBi).
+            k, v = cache.in_order() if pos.biases_scores else cache.kept()  # (B, H, <= window, D)
+        else:  # a prompt: the kept positions, oldest first, then the new ones
+            past_k, past_v = cache.in_order()
+            cache.store(k, v)
+            k, v = torch.cat([past_k, k], dim=2), torch.cat([past_v, v], dim=2)  # (B, H, kept + T, D)
+        y = self.attend(q, k, v, pos).transpose(1, 2).reshape(B, T, -1)  # (B, H, T, D) -> (B, T, H * D)
+        return self.resid_dropout(self.proj(y))
+
+    def query_block(self, batch_heads: int, q_len: int, k_len: int) -> int:
+        # A block's keys are its queries plus the window - 1 before them: blocks about a window long keep the
+        # band dense without paying for much more than it.
+        return min(max(self.window, 128), super().query_block(batch_heads, q_len, min(k_len, 2 * self.window)))
+
+    def key_range(self, first: int, last: int) -> tuple[int, int]:
+        return max(0, first - self.window + 1), last + 1
+
+    def plain_causal(self, n: int) -> bool:
+        return n <= self.window
 
     def mask(self, q_len: int, k_len: int, offset: int, device: torch.device) -> torch.Tensor:
         # Causal, minus every key window or more positions back.
