@@ -13,7 +13,8 @@ from omegaconf import OmegaConf
 
 from gpt import ModelConfig
 from gpt.sweeps.report import WriteReport
-from gpt.training.run_record import RunRecord, kv_cache_bytes_per_token, tensor_bytes
+from gpt.inference.cost import tensor_bytes
+from gpt.training.run_record import RunRecord, kv_cache_bytes_per_token
 from tests.conftest import build
 
 

@@ -58,12 +58,12 @@ class GPT(nn.Module):
         if isinstance(module, nn.Linear) and module.bias is not None:
             nn.init.zeros_(module.bias)
 
-    def new_caches(self, batch: int, device: torch.device | None = None,
-                   dtype: torch.dtype | None = None) -> list:
-        """One empty cache per block, holding up to block_size positions."""
+    def new_caches(self, batch: int, device: torch.device | None = None, dtype: torch.dtype | None = None,
+                   max_len: int | None = None) -> list:
+        """One empty cache per block, holding up to max_len positions (block_size unless given)."""
         weight = self.tok_emb.weight
-        return [block.attn.new_cache(batch, self.cfg.block_size, device or weight.device, dtype or weight.dtype)
-                for block in self.blocks]
+        return [block.attn.new_cache(batch, max_len or self.cfg.block_size, device or weight.device,
+                                     dtype or weight.dtype) for block in self.blocks]
 
     def forward(self, idx: torch.Tensor, caches: list | None = None) -> torch.Tensor:
         """Token ids (B, T) -> logits (B, T, vocab_size). With caches, idx continues the cached positions."""

@@ -16,24 +16,8 @@ import torch
 from torch import nn
 
 from gpt.inference.checkpoint import unwrap
+from gpt.inference.cost import tensor_bytes
 from gpt.sweeps.report import HISTORY, read_history, record_failure, write_summary
-
-
-def tensor_bytes(obj: Any, seen: set[int] | None = None) -> int:
-    """Bytes of every distinct tensor reachable from a cache object (attributes, lists, tuples, dicts)."""
-    seen = set() if seen is None else seen
-    if isinstance(obj, torch.Tensor):
-        if id(obj) in seen:
-            return 0
-        seen.add(id(obj))
-        return obj.numel() * obj.element_size()
-    if isinstance(obj, dict):
-        return sum(tensor_bytes(v, seen) for v in obj.values())
-    if isinstance(obj, (list, tuple)):
-        return sum(tensor_bytes(v, seen) for v in obj)
-    if hasattr(obj, "__dict__"):
-        return tensor_bytes(vars(obj), seen)
-    return 0
 
 
 @torch.no_grad()

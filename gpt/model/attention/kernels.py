@@ -74,6 +74,9 @@ def sdpa_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: flo
     if _computes_in_fp32(q):
         with torch.autocast("cpu", enabled=False):
             return sdpa_attention(q.float(), k.float(), v.float(), scale, allowed, bias, dropout, causal).to(q.dtype)
+    if v.shape[-1] != q.shape[-1]:  # torch's CPU flash kernel takes one head width: pad values to it (MLA's rebuilt
+        width = v.shape[-1]         # values are narrower than its keys), the padding's output is zero and dropped
+        return sdpa_attention(q, k, F.pad(v, (0, q.shape[-1] - width)), scale, allowed, bias, dropout, causal)[..., :width]
     heads, kv_heads = q.shape[1], k.shape[1]
     if causal and bias is None and not (dropout and kv_heads != heads):
         return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout, is_causal=True, scale=scale,

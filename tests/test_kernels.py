@@ -1,0 +1,209 @@
+"""What each variant's long-context machinery computes is what the plain maths computes: the two kernels, prompts cut
+into blocks of queries, a window's bands and ring, MLA's absorbed decode, chunkwise linear attention, shared
+key/value heads never repeated, and cache bytes as each variant's formula says. Loops run over the registries."""
+from __future__ import annotations
+
+import warnings
+from collections.abc import Iterator
+
+import pytest
+import torch
+from torch.nn import functional as F
+from torch.profiler import profile
+
+import gpt.model.attention.base
+import gpt.model.attention.linear
+from gpt import GPT, ModelConfig
+from gpt.inference.cost import tensor_bytes
+from gpt.model.attention import ATTENTION
+from gpt.model.attention.base import Attention
+from gpt.model.attention.kernels import KERNELS
+from gpt.model.attention.linear import LinearAttention
+from gpt.model.attention.torch_mha import TorchMultiheadAttention
+from gpt.model.positional import POSITIONAL, Positional
+from tests.conftest import build
+from tests.test_attention import BASE, PAIRS, make
+
+SOFTMAX = [name for name, cls in ATTENTION.items() if issubclass(cls, Attention)
+           and cls not in (LinearAttention, TorchMultiheadAttention)]
+
+
+@pytest.fixture(autouse=True)
+def one_thread() -> Iterator[None]:
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def twin(cfg: ModelConfig, **changes: object) -> tuple[GPT, GPT]:
+    """A model and the same weights under changed settings (another kernel, ...)."""
+    model = build(cfg)
+    other = GPT(ModelConfig(**{**cfg.to_dict(), **changes})).eval()
+    other.load_state_dict(model.state_dict())
+    return model, other
+
+
+def prefill_then_decode(model: GPT, idx: torch.Tensor, prefill: int) -> torch.Tensor:
+    """Logits of a cached prompt of `prefill` tokens, then of one token at a time: (B, T, V)."""
+    caches = model.new_caches(idx.shape[0])
+    pieces = [model(idx[:, :prefill], caches)] + [model(idx[:, t:t + 1], caches) for t in range(prefill, idx.shape[1])]
+    return torch.cat(pieces, dim=1)
+
+
+@pytest.mark.parametrize("attention, pos", [(a, p) for a, p in PAIRS if a in SOFTMAX])
+def test_math_and_sdpa_kernels_compute_the_same_function(attention: str, pos: str) -> None:
+    """Whole sequences, a cached prompt longer than the window and every decode step after it, with dropout off."""
+    math, sdpa = twin(make(attention, pos, kernel="math"), kernel="sdpa")
+    idx = torch.randint(0, 37, (2, 16))
+    torch.testing.assert_close(sdpa(idx), math(idx), rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(prefill_then_decode(sdpa, idx, 7), prefill_then_decode(math, idx, 7),
+                               rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("kernel", list(KERNELS))
+@pytest.mark.parametrize("attention", SOFTMAX)
+@pytest.mark.parametrize("pos", ["rope", "alibi"])
+def test_a_prompt_cut_into_blocks_of_queries_equals_one_block(attention: str, pos: str, kernel: str,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """A score budget of 48 cuts 16 queries (x 2 rows x 4 heads) into blocks of one or a few; with a cache too."""
+    model = build(make(attention, pos, kernel=kernel))
+    idx = torch.randint(0, 37, (2, 16))
+    whole, cached = model(idx), prefill_then_decode(model, idx, 16)
+    monkeypatch.setattr(gpt.model.attention.base, "SCORE_BUDGET", 48)
+    torch.testing.assert_close(model(idx), whole, rtol=1e-4, atol=1e-5)
+    caches = model.new_caches(2)
+    pieces = torch.cat([model(idx[:, :5], caches), model(idx[:, 5:], caches)], dim=1)  # a prompt after a prompt
+    torch.testing.assert_close(pieces, cached, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("kernel", list(KERNELS))
+@pytest.mark.parametrize("pos", ["rope", "alibi"])
+def test_window_bands_and_ring_equal_the_full_mask_at_every_step(pos: str, kernel: str,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """A window of 3 over 16 tokens: blocks of queries against their band of keys, and a ring of 3 slots written in
+    place (never reallocated) for every step past the window, give what the window mask over every key gives."""
+    model = build(make("sliding_window", pos, kernel=kernel, window=3))
+    idx = torch.randint(0, 37, (2, 16))
+    full = model(idx)
+    layer = type(model.blocks[0].attn)
+    with monkeypatch.context() as patch:  # one block of every query against every key: the plain window mask
+        patch.setattr(layer, "query_block", lambda self, batch_heads, q_len, k_len: q_len)
+        patch.setattr(layer, "key_range", lambda self, first, last: (0, last + 1))
+        torch.testing.assert_close(model(idx), full, rtol=1e-4, atol=1e-5)
+    monkeypatch.setattr(layer, "query_block", lambda self, batch_heads, q_len, k_len: 2)  # bands of 2 queries
+    torch.testing.assert_close(model(idx), full, rtol=1e-4, atol=1e-5)
+    caches = model.new_caches(2)
+    buffers = caches[0].k.data_ptr(), caches[0].k.shape
+    for t in range(16):
+        torch.testing.assert_close(model(idx[:, t:t + 1], caches)[:, 0], full[:, t], rtol=1e-4, atol=1e-5)
+        assert (caches[0].k.data_ptr(), caches[0].k.shape) == buffers  # the same 3 slots, written in place
+
+
+@pytest.mark.parametrize("pos", ["rope", "alibi", "learned"])
+@pytest.mark.parametrize("bias", [False, True])
+def test_absorbed_mla_decoding_equals_rebuilding_keys_and_values(pos: str, bias: bool) -> None:
+    """A decode step scored against the cached latents (queries mapped into the latent space, values mapped out
+    after) gives what rebuilding every head's keys and values gives, biases included."""
+    model = build(make("mla", pos, bias=bias, kernel="math"))
+    idx = torch.randint(0, 37, (2, 16))
+    absorbed = prefill_then_decode(model, idx, 5)
+    for block in model.blocks:
+        block.attn.absorbs = False
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the warning of rebuilding, which is what this reference does
+        rebuilt = prefill_then_decode(model, idx, 5)
+    torch.testing.assert_close(absorbed, rebuilt, rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(absorbed, model(idx), rtol=1e-4, atol=1e-5)
+
+
+def test_mla_with_qk_norm_rebuilds_when_decoding_and_says_so_once() -> None:
+    model = build(make("mla", qk_norm=True))
+    idx = torch.randint(0, 37, (1, 8))
+    with pytest.warns(UserWarning, match="model.qk_norm=false to decode from the latents") as caught:
+        torch.testing.assert_close(prefill_then_decode(model, idx, 3), model(idx), rtol=1e-4, atol=1e-5)
+    assert len({str(w.message) for w in caught}) == 1
+
+
+@pytest.mark.parametrize("features", [None, 6, 12])
+def test_chunkwise_linear_attention_equals_its_recurrence(features: int | None,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """Chunks of 3 over 10 positions (the last chunk padded), with queries and keys of `features` per head."""
+    monkeypatch.setattr(gpt.model.attention.linear, "CHUNK", 3)
+    torch.manual_seed(0)
+    attn = LinearAttention(32, 4, features=features).eval()
+    F_ = features or 8
+    x = torch.randn(2, 10, 32)
+    q, k, v = attn.project(x)  # (B, H, T, F), (B, H, T, F), (B, H, T, D)
+    q, k = F.elu(q) + 1, F.elu(k) + 1
+    state, normaliser, outputs = torch.zeros(2, 4, F_, 8), torch.zeros(2, 4, F_), []
+    for t in range(10):
+        state = state + k[:, :, t, :, None] * v[:, :, t, None, :]  # += phi(k_t) v_t^T
+        normaliser = normaliser + k[:, :, t]
+        outputs.append((q[:, :, t, None, :] @ state).squeeze(2) / (q[:, :, t] * normaliser).sum(-1, keepdim=True))
+    recurrent = attn.proj(torch.stack(outputs, dim=2).transpose(1, 2).reshape(2, 10, 32))  # (B, H, T, D) -> (B, T, C)
+    torch.testing.assert_close(attn(x, Positional()), recurrent, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("pos", ["rope", "none"])
+def test_linear_features_size_the_state_and_keep_it_causal_and_cache_consistent(pos: str) -> None:
+    model = build(make("linear", pos, linear_features=4))
+    caches = model.new_caches(3)
+    assert caches[0].kv.shape == (3, 4, 4, 8)  # (B, H, features, head width)
+    assert tensor_bytes(caches) == model.cache_bytes(3, 16) == 2 * 3 * 4 * 4 * (8 + 1) * 4
+    idx = torch.randint(0, 37, (2, 16))
+    full = model(idx)
+    changed = idx.clone()
+    changed[:, 9:] = (idx[:, 9:] + 1) % 37
+    torch.testing.assert_close(model(changed)[:, :9], full[:, :9])
+    torch.testing.assert_close(prefill_then_decode(model, idx, 5), full, rtol=1e-4, atol=1e-5)
+
+
+def repeated_heads(gqa: GPT, heads: int) -> GPT:
+    """`mha` whose key/value projections are the grouped model's, each repeated for its query heads."""
+    mha = GPT(ModelConfig(**{**gqa.cfg.to_dict(), "attention": "mha"})).eval()
+    state = dict(gqa.state_dict())
+    for name, value in gqa.state_dict().items():
+        if name.endswith(("attn.key.weight", "attn.value.weight")):
+            kv_heads = value.shape[0] // (gqa.cfg.dim // heads)
+            state[name] = value.view(kv_heads, -1, value.shape[1]).repeat_interleave(heads // kv_heads, 0).flatten(0, 1)
+    mha.load_state_dict(state)
+    return mha
+
+
+OPS = ("aten::repeat_interleave", "aten::_scaled_dot_product_attention_math")  # the latter repeats shared heads
+
+
+@pytest.mark.parametrize("kernel", list(KERNELS))
+@pytest.mark.parametrize("attention, pos", [("gqa", "rope"), ("mqa", "alibi"), ("mla", "rope")])
+def test_shared_key_value_heads_are_never_repeated(attention: str, pos: str, kernel: str) -> None:
+    """Training, a prompt and decode steps run no op that repeats keys/values per query head, and grouped-query
+    attention equals mha with its key/value heads repeated."""
+    model = build(make(attention, pos, kernel=kernel))
+    idx = torch.randint(0, 37, (2, 16))
+    with profile() as trace:
+        model.train()
+        F.cross_entropy(model(idx).flatten(0, 1), idx.flatten()).backward()
+        model.eval()
+        with torch.no_grad():
+            prefill_then_decode(model, idx, 9)
+    assert not {event.name for event in trace.events()} & set(OPS)
+    if attention != "mla":
+        torch.testing.assert_close(model(idx), repeated_heads(model, 4)(idx), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("attention", list(ATTENTION))
+@pytest.mark.parametrize("positions", [3, 16])
+def test_cache_bytes_from_the_tensors_are_the_variants_formula(attention: str, positions: int) -> None:
+    """A cache made for `positions` tokens and filled holds what the variant's formula says (a window of 4 keeps at
+    most 4 positions; linear attention's state is the same at any length), in fp32 and bf16."""
+    model = build(make(attention, "learned" if attention == "torch_mha" else "rope"))
+    for dtype in (torch.float32, torch.bfloat16):
+        caches = model.new_caches(2, dtype=dtype, max_len=positions)
+        with torch.no_grad():
+            model.to(dtype)(torch.randint(0, 37, (2, positions)), caches)
+        assert tensor_bytes(caches) == model.cache_bytes(2, positions, dtype) > 0
+    rope_dim = 4  # mla's shared rotary key: half a head of 8
+    per_token = {"mha": 2 * 32, "gqa": 2 * 2 * 8, "mqa": 2 * 8, "mla": BASE["kv_latent_dim"] + rope_dim}
+    if attention in per_token:  # the issue's exact ratios: gqa kv_heads/heads of mha, mqa 1/heads, mla its latent
+        assert model.cache_bytes(1, positions, torch.float32) == 2 * positions * per_token[attention] * 4
