@@ -14,7 +14,7 @@ from torch.profiler import profile
 import gpt.model.attention.base
 import gpt.model.attention.linear
 from gpt import GPT, ModelConfig
-from gpt.inference.cost import tensor_bytes
+from gpt.inference.depth import tensor_bytes
 from gpt.model.attention import ATTENTION
 from gpt.model.attention.base import Attention
 from gpt.model.attention.kernels import KERNELS

@@ -13,7 +13,7 @@ from omegaconf import OmegaConf
 
 from gpt import ModelConfig
 from gpt.sweeps.report import WriteReport
-from gpt.inference.cost import tensor_bytes
+from gpt.inference.depth import tensor_bytes
 from gpt.training.run_record import RunRecord, kv_cache_bytes_per_token
 from tests.conftest import build
 

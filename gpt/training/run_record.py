@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import csv
 import math
-import resource
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -16,7 +14,7 @@ import torch
 from torch import nn
 
 from gpt.inference.checkpoint import unwrap
-from gpt.inference.cost import tensor_bytes
+from gpt.inference.depth import peak_memory_bytes, reset_peak_memory, tensor_bytes
 from gpt.sweeps.report import HISTORY, read_history, record_failure, write_summary
 
 
@@ -29,31 +27,6 @@ def kv_cache_bytes_per_token(model: nn.Module) -> float:
     caches = model.new_caches(1)
     model(torch.zeros(1, model.cfg.block_size, dtype=torch.long, device=next(model.parameters()).device), caches)
     return tensor_bytes(caches) / model.cfg.block_size
-
-
-def reset_peak_memory(device: torch.device) -> None:
-    """Start counting peak memory from now: jobs of a multirun share one process, so without this
-    every job would report the largest peak of the jobs before it."""
-    if device.type == "cuda":
-        torch.cuda.reset_peak_memory_stats(device)
-        return
-    try:
-        Path("/proc/self/clear_refs").write_text("5")  # Linux: resets the peak resident set size (VmHWM)
-    except OSError:
-        pass  # elsewhere the peak is the process's since it started
-
-
-def peak_memory_bytes(device: torch.device) -> int:
-    """Peak memory since `reset_peak_memory`: allocated tensors on GPU, resident set size of the process on CPU."""
-    if device.type == "cuda":
-        return torch.cuda.max_memory_allocated(device)
-    status = Path("/proc/self/status")
-    if status.is_file():
-        for line in status.read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) * 1024  # reported in kB
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return peak if sys.platform == "darwin" else peak * 1024  # bytes on macOS, KiB on Linux
 
 
 class RunRecord(L.Callback):
