@@ -1,4 +1,4 @@
-"""Corpus preparation speed: MB/s of `python -m gpt.data.prepare` on generated corpora (stories of Zipf-distributed
+"""Corpus preparation speed: MB/s of `python -m gpt prepare` on generated corpora (stories of Zipf-distributed
 words, separated by <|endoftext|>) for each tokenizer and number of processes, the peak memory of the preparing
 process tree (PSS summed over its workers), and the data start-up of a training run on the prepared corpus (finding,
 checking and mapping the shards, then the first batch), which should not grow with the corpus. Each corpus is
@@ -113,7 +113,7 @@ def main(argv: list[str] | None = None) -> None:
                 for procs in args.procs:
                     root = work / "data"
                     shutil.rmtree(root, ignore_errors=True)
-                    seconds, cpu, pss, _ = peak_memory([sys.executable, "-m", "gpt.data.prepare", str(corpus), "--tokenizer",
+                    seconds, cpu, pss, _ = peak_memory([sys.executable, "-m", "gpt", "prepare", str(corpus), "--tokenizer",
                                                    tokenizer, "--vocab-size", str(args.vocab_size), "--num-proc",
                                                    str(procs), "--root", str(root)])
                     if startup is None:  # the shards are the same whatever the processes: one start-up tells

@@ -12,9 +12,10 @@ if TYPE_CHECKING:
     from gpt.model.gpt import GPT
     from gpt.inference.text import TextModel, load
 
-# Each public name's module, imported on first use: `python -m gpt.data.prepare` needs no torch (1-2 s of start-up).
-_HOMES = {"ATTENTION": "gpt.model.attention", "load_checkpoint": "gpt.inference.checkpoint", "ModelConfig": "gpt.model.config",
-          "generate": "gpt.inference.generation", "GPT": "gpt.model.gpt", "TextModel": "gpt.inference.text", "load": "gpt.inference.text"}
+# Each public name's module, imported on first use: `python -m gpt prepare` needs no torch (1-2 s of start-up).
+_HOMES = {"ATTENTION": "gpt.model.attention", "GPT": "gpt.model.gpt", "ModelConfig": "gpt.model.config",
+          "generate": "gpt.inference.generation", "load_checkpoint": "gpt.inference.checkpoint",
+          "TextModel": "gpt.inference.text", "load": "gpt.inference.text"}
 __all__ = ["ATTENTION", "GPT", "ModelConfig", "TextModel", "generate", "load", "load_checkpoint"]
 
 

@@ -3,6 +3,7 @@ a config section against the signature of what it is passed to, a dataclass agai
 line names the one field that is wrong: `model.bias='no' must be true or false`."""
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import difflib
 import inspect
@@ -10,7 +11,7 @@ import types
 import typing
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal, NoReturn, Union
 
 
 @dataclass(frozen=True)
@@ -164,3 +165,11 @@ def check_known_fields(cls: type, values: Mapping[str, Any], section: str) -> No
     unknown = sorted(set(values) - known)
     if unknown:
         raise ValueError(f"unknown {section} field(s) {unknown}; known fields: {', '.join(sorted(known))}")
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse, but a bad command line is a ValueError, so it takes the one error path (one line, exit 2) instead
+    of argparse's usage block."""
+
+    def error(self, message: str) -> NoReturn:
+        raise ValueError(f"{message} (see {self.prog} --help)")

@@ -16,12 +16,12 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import open_dict
 
 import generate
+from gpt.__main__ import main as cli
 from gpt.data.datamodules import TextData
 import gpt.data.download as corpora
 import gpt.data.prepare as prepare
 from gpt.data.shards import TokenShards
 from gpt.data.tokenizers import EOT
-import gpt.evaluation.evaluate as evaluate
 from gpt.inference.checkpoint import load_checkpoint
 from tests.conftest import ROOT, play, run_cli
 import train
@@ -230,7 +230,7 @@ def test_train_on_text_then_generate(tmp_path: Path, text_file: Path, tokenizer:
     assert generate.main(["--ckpt", str(ckpt), "--max-new-tokens", "3"]) == 0  # no prompt: starts after a newline
     assert capsys.readouterr().err == f"model: {ckpt} (trained on text ({text_file}))\n"  # which model, no error
     monkeypatch.chdir(ckpt.parent)  # model.pt finds its shards (under the ./data/ of training) from anywhere
-    assert evaluate.main(["--ckpt", str(ckpt)]) == 0  # running text: loss and bits per byte on the val split
+    assert cli(["evaluate", "--ckpt", str(ckpt)]) == 0  # running text: loss and bits per byte on the val split
     loss, bpb = (float(x) for x in re.findall(r"loss ([\d.]+), bpb ([\d.]+)$", capsys.readouterr().out.strip())[0])
     if tokenizer == "char":  # an ASCII play: one byte per token
         assert bpb == pytest.approx(loss / math.log(2), abs=1e-3)

@@ -13,9 +13,9 @@ from omegaconf import OmegaConf
 
 import generate
 from gpt import ModelConfig, load
+from gpt.__main__ import main as cli
 from gpt.data.calculator import split_problems
 from gpt.data.tokenizers import CharTokenizer, WordTokenizer
-from gpt.evaluation.evaluate import main as evaluate
 from gpt.inference.checkpoint import load_checkpoint, save_model
 from gpt.training.preflight import preflight
 from tests.conftest import ROOT, build, run_cli
@@ -110,10 +110,10 @@ def test_evaluate_refuses_a_corpus_it_cannot_grade_and_a_seed_that_would_overlap
     chars = CharTokenizer(list("\nabc "))
     save_model(tmp_path / "model.pt", build(ModelConfig(vocab_size=5, layers=1, heads=2, dim=32, block_size=8)),
                chars, {"corpus": "poems", "one_example_per_line": True, "seed": 0})
-    assert evaluate(["--ckpt", str(tmp_path)]) == 2
+    assert cli(["evaluate", "--ckpt", str(tmp_path)]) == 2
     assert capsys.readouterr().err.startswith(f"error: {tmp_path / 'model.pt'} was trained on poems, which has "
                                               "no right answers to grade")
-    assert evaluate(["--ckpt", str(trained), "--seed", "3"]) == 2
+    assert cli(["evaluate", "--ckpt", str(trained), "--seed", "3"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: --seed 3 is not the data.seed=0 this model was trained with") and err.count("\n") == 1
 

@@ -1,4 +1,4 @@
-"""Train here, use anywhere: `python -m gpt.hf.export` folders that transformers loads and decodes exactly as
+"""Train here, use anywhere: `python -m gpt export` folders that transformers loads and decodes exactly as
 tinygpt does, and `train.py init_from=` fine-tuning from a Hugging Face folder or a model.pt."""
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from gpt import GPT, ModelConfig, generate, load_checkpoint
+from gpt.__main__ import main as cli
 from gpt.data.tokenizers import CharTokenizer, GPT2Tokenizer
-from gpt.hf.export import main as export_main
 from gpt.inference.checkpoint import save_model
 from tests.conftest import build
 from tests.test_data import play, train_in_process
@@ -38,7 +38,7 @@ def test_exported_gpt2_folder_loads_in_transformers_and_decodes_the_same_text(
                                   **GPT2_PARTS))
     save_model(tmp_path / "model.pt", model, tokenizer)
     monkeypatch.chdir(tmp_path)
-    assert export_main(["--ckpt", "model.pt", "--to", "hf"]) == 0  # python -m gpt.hf.export --ckpt model.pt --to hf
+    assert cli(["export", "--ckpt", "model.pt", "--to", "hf"]) == 0  # python -m gpt export --ckpt model.pt --to hf
     assert "a Hugging Face gpt2 model and GPT-2's tokenizer files" in capsys.readouterr().out
     hf = transformers.AutoModelForCausalLM.from_pretrained(tmp_path / "hf").eval()
     hf_tokenizer = transformers.AutoTokenizer.from_pretrained(tmp_path / "hf")
@@ -61,7 +61,7 @@ def test_exported_folders_of_each_family_generate_the_same_greedy_tokens(
     tokenizer = CharTokenizer(sorted(set(TEXT)))
     model = perturbed(ModelConfig(vocab_size=tokenizer.vocab_size, layers=2, heads=4, dim=32, block_size=32, **parts))
     save_model(tmp_path / "model.pt", model, tokenizer)
-    assert export_main(["--ckpt", str(tmp_path / "model.pt"), "--to", str(tmp_path / "hf")]) == 0
+    assert cli(["export", "--ckpt", str(tmp_path / "model.pt"), "--to", str(tmp_path / "hf")]) == 0
     assert f"a Hugging Face {family} model, no tokenizer files" in capsys.readouterr().out
     hf = transformers.AutoModelForCausalLM.from_pretrained(tmp_path / "hf").eval()
     ids = torch.tensor([tokenizer.encode(TEXT[:10])])
@@ -79,7 +79,7 @@ def test_export_mistakes_are_one_line_each(tmp_path: Path, tiny_cfg: ModelConfig
              (["--ckpt", str(tmp_path / "model.pt")], "no Hugging Face family has this model's parts: llama needs pos=learned"),
              (["--ckpt", str(tmp_path / "model.pt"), "--to", str(tmp_path / "full")], "is not an empty folder")]
     for args, message in cases:
-        assert export_main(["--to", str(tmp_path / "out"), *args]) == 2
+        assert cli(["export", "--to", str(tmp_path / "out"), *args]) == 2
         err = capsys.readouterr().err
         assert message in err and err.count("\n") == 1, err
     assert not (tmp_path / "out").exists()

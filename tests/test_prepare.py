@@ -16,9 +16,10 @@ import numpy as np
 import pytest
 from omegaconf import OmegaConf
 
+from gpt.__main__ import main as cli
 from gpt.data.datamodules import TextData
 import gpt.data.formats as formats
-import gpt.data.prepare
+import gpt.data.prepare as prepare_module
 from gpt.data.prepare import Prepared, Recipe, load, open_prepared, prepare
 import gpt.data.shards as shards
 from gpt.data.tokenizers import EOT
@@ -176,10 +177,10 @@ def test_prepared_corpus_starts_without_reading_text_or_hashing_shards(tmp_path:
 def test_command_line_prepares_what_training_then_finds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                        capsys: pytest.CaptureFixture) -> None:
     corpus, root = write(tmp_path / "a.jsonl", stories(60, seed=12)), tmp_path / "data"
-    assert gpt.data.prepare.main([str(corpus), "--root", str(root), "--doc-bytes", "256", "--num-proc", "1"]) == 0
+    assert cli(["prepare", str(corpus), "--root", str(root), "--doc-bytes", "256", "--num-proc", "1"]) == 0
     command = capsys.readouterr().out.split("train with: python train.py data=text ")[1].split()
     assert command == [f"data.path={corpus}", "data.tokenizer=char", "data.doc_bytes=256"]
-    monkeypatch.setattr(gpt.data.prepare, "build", lambda *args: pytest.fail("prepared a second time"))
+    monkeypatch.setattr(prepare_module, "build", lambda *args: pytest.fail("prepared a second time"))
     settings = {key.removeprefix("data."): OmegaConf.create(f"v: {value}").v
                 for key, value in (override.split("=", 1) for override in command)}
     data = TextData(block_size=8, root=str(root), num_proc=1, **settings)  # the run the printed command starts
@@ -189,7 +190,7 @@ def test_command_line_prepares_what_training_then_finds(tmp_path: Path, monkeypa
     assert {name: yaml[name] for name in defaults} == defaults and yaml.val_path is None
     monkeypatch.undo()
     held = write(tmp_path / "held.txt", stories(5, seed=13))
-    assert gpt.data.prepare.main([str(corpus), "--val", str(held), "--root", str(root), "--num-proc", "1"]) == 0
+    assert cli(["prepare", str(corpus), "--val", str(held), "--root", str(root), "--num-proc", "1"]) == 0
     command = capsys.readouterr().out.split("train with: python train.py data=text ")[1].split()
     assert command == [f"data.path={corpus}", "data.tokenizer=char", f"data.val_path=[{held}]"]
     settings = {key.removeprefix("data."): OmegaConf.create(f"v: {value}").v
@@ -197,19 +198,19 @@ def test_command_line_prepares_what_training_then_finds(tmp_path: Path, monkeypa
     data = TextData(block_size=8, root=str(root), num_proc=1, **settings)
     assert split_documents(data.corpus)["val"] == stories(5, seed=13) and data.meta["val_path"] == str(held)
     out = tmp_path / "out"
-    assert gpt.data.prepare.main([str(corpus), "--out", str(out), "--doc-bytes", "256", "--num-proc", "1"]) == 0
+    assert cli(["prepare", str(corpus), "--out", str(out), "--doc-bytes", "256", "--num-proc", "1"]) == 0
     capsys.readouterr()
     write(corpus, stories(61, seed=12))  # the input changed since
-    assert gpt.data.prepare.main([str(corpus), "--out", str(out), "--doc-bytes", "256", "--num-proc", "1"]) == 2
+    assert cli(["prepare", str(corpus), "--out", str(out), "--doc-bytes", "256", "--num-proc", "1"]) == 2
     assert capsys.readouterr().err == f"error: {out} holds a corpus prepared from other inputs or settings: delete " \
                                       "it or choose another --out\n"
-    assert gpt.data.prepare.main([str(corpus), "--out", str(tmp_path), "--num-proc", "1"]) == 2
+    assert cli(["prepare", str(corpus), "--out", str(tmp_path), "--num-proc", "1"]) == 2
     assert "exists and is not a prepared corpus" in capsys.readouterr().err
 
 
 KILL = """
 import os, signal, sys
-import gpt.data.prepare as prepare, gpt.data.shards as shards
+import gpt.__main__ as cli, gpt.data.prepare as prepare, gpt.data.shards as shards
 real, written = getattr({module}, {name!r}), []
 def torn(path, data, *rest):
     written.append(path)
@@ -218,7 +219,7 @@ def torn(path, data, *rest):
         open(path, "wb").write(data[:len(data) // 2]); os.kill(os.getpid(), signal.SIGKILL)
     return real(path, data, *rest)
 setattr({module}, {name!r}, torn)
-sys.exit(prepare.main(sys.argv[1:]))
+sys.exit(cli.main(["prepare", *sys.argv[1:]]))
 """
 
 
@@ -235,7 +236,7 @@ def test_sigkill_during_preparation_leaves_nothing_read_and_a_rerun_finishes(tmp
     assert not out.exists() and len(list(tmp_path.glob(".prepared.tmp-*"))) == 1  # torn files, never at `out`
     with pytest.raises(ValueError, match="missing or not a tinygpt manifest"):
         open_prepared(out, "char")
-    assert gpt.data.prepare.main(args) == 0  # the command again, in this process
+    assert cli(["prepare", *args]) == 0  # the command again, in this process
     assert f"train with: python train.py data=text data.path={out} data.tokenizer=char" in capsys.readouterr().out
     assert not list(tmp_path.glob(".prepared.tmp-*"))  # the dead run's leftovers are gone
     clean = build([corpus], tmp_path / "clean")

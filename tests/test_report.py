@@ -14,10 +14,11 @@ from matplotlib.colors import to_rgb
 from matplotlib.image import imread
 from omegaconf import OmegaConf
 
+from gpt.__main__ import main as cli
 from gpt.evaluation.plots import LOSS_FIGSIZE, loss_figure
 from gpt.inference.checkpoint import load_checkpoint
 from gpt.model.attention import ATTENTION
-from gpt.sweeps.report import curves, find_runs, main, markdown
+from gpt.sweeps.report import curves, find_runs, markdown
 from tests.conftest import ROOT, run_cli
 from tests.test_configs import compose_with
 
@@ -119,9 +120,9 @@ def test_a_report_with_nothing_validated_says_why(tmp_path: Path) -> None:
 def test_report_command_rewrites_the_same_report(sweep: Path, capsys: pytest.CaptureFixture) -> None:
     written = (sweep / "report.md").read_text()
     (sweep / "report.md").unlink()
-    assert main([str(sweep)]) == 0
+    assert cli(["report", str(sweep)]) == 0
     assert (sweep / "report.md").read_text() == written
-    assert main([str(sweep / "absent")]) == 2
+    assert cli(["report", str(sweep / "absent")]) == 2
     assert capsys.readouterr().err.startswith("error: no run folders")
 
 

@@ -61,7 +61,7 @@ def test_generate_cli_prints_the_models_greedy_continuation(trained: Path) -> No
 
 
 def test_evaluate_cli_grades_the_test_split(trained: Path) -> None:
-    result = run_cli("-m", "gpt.evaluation.evaluate", "--ckpt", str(trained / "model.pt"), cwd=trained)
+    result = run_cli("-m", "gpt", "evaluate", "--ckpt", str(trained / "model.pt"), cwd=trained)
     assert result.returncode == 0, result.stderr
     assert f"{len(split_problems(0, 0.1, 0.1)['test'])} test examples, data.seed=0" in result.stdout
     accuracy = float(result.stdout.split("all:")[1].split("%")[0])

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import random
-import sys
 from dataclasses import dataclass
 
 UNITS = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten",
@@ -128,24 +127,18 @@ def vocabulary() -> list[str]:
     return ["\n", *sorted(words)]
 
 
-def main(argv: list[str] | None = None) -> int:
-    """python -m gpt.data.calculator "ninety nine plus ninety nine equals": which split of data.seed it is in."""
-    parser = argparse.ArgumentParser(description="Say which split (train, val, test) a calculator problem is in, "
-                                                 "so a prompt can be checked to be held out from training.")
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("prompt", help='a problem as the corpus writes it, e.g. "two plus three equals"')
     parser.add_argument("--seed", type=int, default=0, help="the data.seed of the training run (default: 0)")
-    args = parser.parse_args(argv)
+
+
+def run(args: argparse.Namespace) -> None:
+    """`python -m gpt which-split "ninety nine plus ninety nine equals"`: which split of data.seed it is in."""
     prompt = " ".join(args.prompt.split()).removesuffix(" equals") + " equals"
     split = next((name for name, problems in split_problems(args.seed, 0.1, 0.1).items()
                   if any(p.prompt == prompt for p in problems)), None)
     if split is None:
-        print(f"error: {args.prompt!r} is not a calculator problem: two numbers 0..99 in words around plus, minus, "
-              "times or divided by (an exact, non-negative answer), e.g. \"two plus three equals\"", file=sys.stderr)
-        return 2
+        raise ValueError(f"{args.prompt!r} is not a calculator problem: two numbers 0..99 in words around plus, "
+                         "minus, times or divided by (an exact, non-negative answer), e.g. \"two plus three equals\"")
     seen = "trained on" if split == "train" else "held out from training"
     print(f"{prompt!r} is in the {split} split of data.seed={args.seed}: {seen}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

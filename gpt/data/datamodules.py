@@ -183,7 +183,7 @@ def resolved(paths: str | list[str]) -> list[str]:
 
 class TextData(BatchedData):
     """Running text: files (text, JSONL, Parquet, Arrow), folders of them, a saved Hugging Face dataset, a folder that
-    `python -m gpt.data.prepare` wrote, or a corpus downloaded once from `url` (checked by `sha256`) into
+    `python -m gpt prepare` wrote, or a corpus downloaded once from `url` (checked by `sha256`) into
     <root>/<name>/. Prepared once into token shards under <root>/shards/ (gpt/data/prepare.py); a model sees
     random windows of block_size + 1 tokens, and validation a fixed, seeded set of windows.
 

@@ -1,6 +1,6 @@
 """Corpus preparation: stream documents from the inputs, learn the tokenizer, encode in parallel processes and
 write fixed-size token shards plus a manifest; the same inputs and recipe give byte-identical shards whatever
-the number of processes. `python -m gpt.data.prepare <inputs> ...`, or on first use by a training run."""
+the number of processes. `python -m gpt prepare <inputs> ...`, or on first use by a training run."""
 from __future__ import annotations
 
 import argparse
@@ -270,7 +270,7 @@ def open_prepared(folder: Path, tokenizer: str) -> Prepared:
         recipe, splits, dtype = manifest["recipe"], manifest["splits"], np.dtype(manifest["dtype"])
     except (OSError, ValueError, KeyError):
         raise ValueError(f"{path} is missing or not a tinygpt manifest: prepare the corpus again "
-                         "(python -m gpt.data.prepare <inputs> --out <folder>)") from None
+                         "(python -m gpt prepare <inputs> --out <folder>)") from None
     if manifest.get("version") != VERSION:
         raise ValueError(f"{path} is from another version of tinygpt's shard format: prepare the corpus again")
     if recipe["tokenizer"] != tokenizer:
@@ -294,9 +294,8 @@ def load(recipe: Recipe, root: Path, num_proc: int | None = None) -> Prepared:
     return open_prepared(prepare(recipe, cache_folder(recipe, root), num_proc), recipe.tokenizer)
 
 
-def main(argv: list[str] | None = None) -> int:
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     defaults = Recipe()
-    parser = argparse.ArgumentParser(prog="python -m gpt.data.prepare", description=__doc__)
     parser.add_argument("inputs", nargs="+", help="text/JSONL/Parquet files, folders of them, or a saved dataset")
     parser.add_argument("--tokenizer", default=defaults.tokenizer,
                         help=f"{', '.join(TOKENIZERS)}, or a Hugging Face model folder (its own tokenizer)")
@@ -310,16 +309,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--num-proc", type=int, default=None, help="processes (default: every core)")
     parser.add_argument("--root", default="data", help="training's data.root: the shards go to <root>/shards/")
     parser.add_argument("--out", default=None, help="prepare into this folder instead (train with data.path=<it>)")
-    args = parser.parse_args(argv)
+
+
+def run(args: argparse.Namespace) -> None:
+    """`python -m gpt prepare`: prepare the inputs, then say how to train on them."""
+    defaults = Recipe()
     recipe = Recipe([str(Path(p).resolve()) for p in args.inputs], [str(Path(p).resolve()) for p in args.val],
                     args.tokenizer, args.vocab_size, None, args.val_fraction, args.text_field, args.doc_bytes,
                     args.shard_tokens)
-    try:
-        out = Path(args.out) if args.out else cache_folder(recipe, Path(args.root))
-        prepared = open_prepared(prepare(recipe, out, args.num_proc, progress=True), recipe.tokenizer)
-    except ValueError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+    out = Path(args.out) if args.out else cache_folder(recipe, Path(args.root))
+    prepared = open_prepared(prepare(recipe, out, args.num_proc, progress=True), recipe.tokenizer)
     paths = str(out) if args.out else ",".join(recipe.inputs)
     settings = {"path": paths if "," not in paths else f"[{paths}]", "tokenizer": recipe.tokenizer}
     if not args.out:  # the settings the run's lookup must see again; a prepared folder carries its own
@@ -330,8 +329,3 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{out}: {prepared.manifest['documents']:,} documents, {len(prepared.train):,} training and "
           f"{len(prepared.val):,} validation tokens, vocabulary {prepared.tokenizer.vocab_size:,}\n"
           f"train with: python train.py data=text {' '.join(f'data.{k}={v}' for k, v in settings.items())}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

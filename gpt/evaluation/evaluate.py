@@ -3,11 +3,10 @@
 compare with its target.
 A model of running text gets its loss and bits per byte on its corpus's validation split instead.
 
-    python -m gpt.evaluation.evaluate --ckpt outputs/<date>/<time>/model.pt [--split test]"""
+    python -m gpt evaluate --ckpt outputs/<date>/<time>/model.pt [--split test]"""
 from __future__ import annotations
 
 import argparse
-import sys
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -92,35 +91,32 @@ HELD_OUT: dict[str, Callable[[dict[str, Any], int, str], list[Example]]] = {
     "calculator": calculator_examples, **dict.fromkeys([*TASKS, "tasks"], task_examples)}
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="Exact-match accuracy on held-out calculator problems; the loss "
-                                                 "and bits per byte of a text model on its validation split.")
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--ckpt", help="model.pt (or its run folder) to grade (default: the newest under outputs/)")
     parser.add_argument("--split", choices=["val", "test"], default="test")
     parser.add_argument("--seed", type=int, help="data.seed the model was trained with, for a model.pt that does "
                                                  "not record it (default: from model.pt)")
     parser.add_argument("--device", default="cpu", help="cpu, cuda, cuda:<index> or mps (default: cpu)")
-    args = parser.parse_args(argv)
-    try:
-        path = model_file(args.ckpt or newest_checkpoint())
-        text_model = load(path, device=args.device)
-        meta = text_model.meta  # model.pt records the DataModule's meta: corpus, seed and split fractions
-        if not text_model.line_based and "shards" in meta:  # running text: its loss and bits per byte instead
-            print(f"{path}: {text_report(text_model)}")
-            return 0
-        corpus = meta.get("corpus")
-        if corpus not in HELD_OUT:
-            raise ValueError(f"{path} was trained on {corpus or 'an unrecorded corpus'}, which has no right answers "
-                             f"to grade; gpt.evaluation.evaluate grades models of: {', '.join(HELD_OUT)} (and measures text "
-                             "models trained on prepared shards)")
-        if args.seed is None and "seed" not in meta:
-            raise ValueError("model.pt does not say which data.seed it was trained with; pass --seed")
-        if args.seed is not None and "seed" in meta and args.seed != meta["seed"]:
-            raise ValueError(f"--seed {args.seed} is not the data.seed={meta['seed']} this model was trained with: "
-                             f"that split's {args.split} examples would include its training data; drop --seed")
-    except (ValueError, CheckpointError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+
+
+def run(args: argparse.Namespace) -> None:
+    """`python -m gpt evaluate`: exact match per group on held-out examples, or a text model's loss and bpb."""
+    path = model_file(args.ckpt or newest_checkpoint())
+    text_model = load(path, device=args.device)
+    meta = text_model.meta  # model.pt records the DataModule's meta: corpus, seed and split fractions
+    if not text_model.line_based and "shards" in meta:  # running text: its loss and bits per byte instead
+        print(f"{path}: {text_report(text_model)}")
+        return
+    corpus = meta.get("corpus")
+    if corpus not in HELD_OUT:
+        raise ValueError(f"{path} was trained on {corpus or 'an unrecorded corpus'}, which has no right answers "
+                         f"to grade; gpt evaluate grades models of: {', '.join(HELD_OUT)} (and measures text "
+                         "models trained on prepared shards)")
+    if args.seed is None and "seed" not in meta:
+        raise ValueError("model.pt does not say which data.seed it was trained with; pass --seed")
+    if args.seed is not None and "seed" in meta and args.seed != meta["seed"]:
+        raise ValueError(f"--seed {args.seed} is not the data.seed={meta['seed']} this model was trained with: "
+                         f"that split's {args.split} examples would include its training data; drop --seed")
     seed = meta.get("seed", args.seed)
     examples = HELD_OUT[corpus](meta, seed, args.split)
     graded = grade(text_model, examples)
@@ -130,8 +126,3 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{path}: {len(examples)} {args.split} examples, data.seed={seed}")
     for group, value in accuracy.items():
         print(f"  {group:>14}: {100 * value:6.2f}%  ({right[group]} of {total[group]})")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

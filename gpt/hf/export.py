@@ -1,19 +1,18 @@
 """Export a model.pt as a Hugging Face folder (config.json + model.safetensors, plus GPT-2's tokenizer files
 when the model reads GPT-2's full BPE) that `transformers.AutoModelForCausalLM.from_pretrained` loads.
 
-    python -m gpt.hf.export --ckpt outputs/<date>/<time>/model.pt --to my-model
+    python -m gpt export --ckpt outputs/<date>/<time>/model.pt --to my-model
 """
 from __future__ import annotations
 
 import argparse
 import json
 import shutil
-import sys
 from pathlib import Path
 
 from gpt.data.tokenizers import GPT2Tokenizer, Tokenizer, gpt2_files
 from gpt.hf import to_hf
-from gpt.inference.checkpoint import CheckpointError, load_checkpoint, newest_checkpoint
+from gpt.inference.checkpoint import load_checkpoint, newest_checkpoint
 from gpt.model.gpt import GPT
 
 ENDOFTEXT_ID = 50256
@@ -47,25 +46,14 @@ def write_gpt2_tokenizer(folder: Path, max_length: int) -> None:
          "bos_token": special, "eos_token": special, "unk_token": special}, indent=2))
 
 
-def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--ckpt", type=Path, help="model.pt to export (default: the newest under outputs/)")
     parser.add_argument("--to", type=Path, required=True, help="folder to create (must be new or empty)")
-    return parser.parse_args(argv)
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
-    try:
-        if args.to.exists() and (not args.to.is_dir() or any(args.to.iterdir())):
-            raise ValueError(f"--to {args.to} already exists and is not an empty folder: name a new one")
-        model, tokenizer = load_checkpoint(args.ckpt or newest_checkpoint())
-        print(save_hf(model, tokenizer, args.to))
-    except (CheckpointError, ValueError) as err:
-        print(f"error: {str(err).strip().splitlines()[0]}", file=sys.stderr)
-        return 2
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+def run(args: argparse.Namespace) -> None:
+    """`python -m gpt export`: model.pt -> a Hugging Face folder."""
+    if args.to.exists() and (not args.to.is_dir() or any(args.to.iterdir())):
+        raise ValueError(f"--to {args.to} already exists and is not an empty folder: name a new one")
+    model, tokenizer = load_checkpoint(args.ckpt or newest_checkpoint())
+    print(save_hf(model, tokenizer, args.to))

@@ -3,7 +3,7 @@ best value per column in bold, failed jobs as rows with their reason; then the c
 accuracy per task, bucket or length), loss.png (val loss curves, seeds as bands) and matrix.png (the matrix
 as a heatmap). Written when a multirun ends (the `WriteReport` Hydra callback), or again by hand:
 
-    python -m gpt.sweeps.report multirun/2026-01-01/12-00-00
+    python -m gpt report multirun/2026-01-01/12-00-00
 """
 from __future__ import annotations
 
@@ -295,18 +295,10 @@ class WriteReport(Callback):
             print(f"no report: {err}", file=sys.stderr)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="Write report.md, loss.png and matrix.png for a sweep's runs.")
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("sweep_dir", help="the sweep folder (hydra.sweep.dir), e.g. multirun/<date>/<time>")
-    args = parser.parse_args(argv)
-    try:
-        path = write_report(args.sweep_dir)
-    except ValueError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    print(path.read_text())
-    return 0
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+def run(args: argparse.Namespace) -> None:
+    """`python -m gpt report`: write a sweep's report.md, loss.png and matrix.png again, and print the report."""
+    print(write_report(args.sweep_dir).read_text())
