@@ -18,7 +18,8 @@ from gpt.__main__ import main as cli
 from gpt.evaluation.plots import LOSS_FIGSIZE, loss_figure
 from gpt.inference.checkpoint import load_checkpoint
 from gpt.model.attention import ATTENTION
-from gpt.sweeps.report import curves, find_runs, markdown
+from gpt.sweeps import capability, pareto
+from gpt.sweeps.report import curves, find_runs, markdown, summaries
 from tests.conftest import ROOT, run_cli
 from tests.test_configs import compose_with
 
@@ -166,3 +167,25 @@ def test_seed_noise_line_separates_differences_beyond_two_standard_errors(tmp_pa
     # a - b = 0.19 against 2 * sqrt(0.02/2 + 0.0002/2) = 0.201; c - b = 1.14 against 0.103
     assert line.endswith("best (`attention=b`), beyond seed noise (difference > 2 standard errors): "
                          "`attention=c`; within it: `attention=a`.")
+
+
+def test_cost_card_and_pareto_plot_price_each_configuration_by_its_formula(sweep: Path) -> None:
+    """The card's cache bytes are the trained model's own formula; pareto.png plots each capability column's mean
+    over seeds against cache bytes at PARETO_DEPTH, and joins only the trade-offs nothing beats."""
+    report = (sweep / "report.md").read_text()
+    card = table(report[report.index("## Cost card"):])
+    runs = [r for r in find_runs(sweep) if r.ok and {"pos=rope", "model.heads=2"} <= set(r.overrides)]
+    model, _ = load_checkpoint(runs[0].path / "model.pt")
+    block = model.cfg.block_size
+    row = card["model.heads=2 pos=rope"]
+    assert row[1:] == [f"{model.num_params():,}", f"{model.cache_bytes(1, block) / block:,.0f}",
+                       f"{model.cache_bytes(1, 4096) / 2**20:,.2f}", f"{model.cache_bytes(1, 16384) / 2**20:,.2f}"]
+    data = pareto.points(summaries(find_runs(sweep)))
+    assert data and set(data) == set(capability.columns(summaries(find_runs(sweep))))
+    for column, by_label in data.items():
+        x, y, _ = by_label["model.heads=2 pos=rope"]
+        assert x == model.cache_bytes(1, pareto.PARETO_DEPTH)
+        assert y == pytest.approx(statistics.fmean(100 * r.summary["val_acc"][column] for r in runs))
+    image = imread(sweep / "pareto.png")
+    assert image.shape[1] == 500 * len(data) and image[..., :3].std() > 0
+    assert pareto.frontier({"a": (1, 50, 0), "b": (2, 40, 0), "c": (3, 60, 0), "d": (3, 55, 0)}) == [(1, 50), (3, 60)]

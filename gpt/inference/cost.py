@@ -117,7 +117,8 @@ def hf_engines(args: argparse.Namespace, configs: list[ModelConfig]) -> list[HFE
                       max_position_embeddings=cfg.block_size, rms_norm_eps=cfg.norm_eps, tie_word_embeddings=True,
                       bos_token_id=None, eos_token_id=None, pad_token_id=None)
         if cfg.attention == "sliding_window":
-            config, name = transformers.MistralConfig(**common, sliding_window=cfg.window), f"hf mistral (window {cfg.window})"
+            config = transformers.MistralConfig(**common, sliding_window=cfg.window)
+            name = f"hf mistral (window {cfg.window})"
         else:
             config, name = transformers.LlamaConfig(**common), f"hf llama ({kv_heads} kv head{'s' * (kv_heads > 1)})"
         torch.manual_seed(0)
@@ -137,7 +138,7 @@ def cpu_line() -> str:
     return f"{model}; flags {' '.join(wanted)}; torch CPU capability {torch.backends.cpu.get_cpu_capability()}"
 
 
-def run_rounds(engines: list[Engine], args: argparse.Namespace) -> list[dict[str, Any]]:
+def run_rounds(engines: list[Engine], args: argparse.Namespace, vocab_size: int) -> list[dict[str, Any]]:
     """Every engine at every batch and depth, rounds alternating over the engines; one result row per combination."""
     rows, total, done, start = [], len(args.batch) * len(args.depths) * args.repeats * len(engines), 0, time.time()
     for batch in args.batch:
@@ -145,7 +146,7 @@ def run_rounds(engines: list[Engine], args: argparse.Namespace) -> list[dict[str
             runs: dict[str, list] = {e.name: [] for e in engines}
             for _ in range(args.repeats):
                 for engine in engines:
-                    runs[engine.name].append(measure(engine, batch, depth, args.new_tokens, args.vocab_size))
+                    runs[engine.name].append(measure(engine, batch, depth, args.new_tokens, vocab_size))
                     done += 1
                     last = runs[engine.name][-1]
                     print(f"[{done}/{total} {time.time() - start:,.0f} s] batch {batch} depth {depth:,} {engine.name}: "
@@ -162,8 +163,9 @@ def summarise(engine: Engine, runs: list, batch: int, depth: int, new_tokens: in
             "prefill_tokens_per_s": batch * depth / prefill if depth else None,
             "decode_tokens_per_s": batch * new_tokens / decode, "decode_ms_per_token": 1000 * decode / new_tokens,
             "prefill_peak_mib": statistics.median(r.peak_bytes for r in runs) / MIB,
-            "cache_mib": runs[0].cache_bytes / MIB,
-            "formula_mib": None if (f := engine.formula_bytes(batch, max(depth, 1) + new_tokens)) is None else f / MIB,
+            "cache_bytes": runs[0].cache_bytes, "cache_mib": runs[0].cache_bytes / MIB,
+            "formula_bytes": (formula := engine.formula_bytes(batch, max(depth, 1) + new_tokens)),
+            "formula_mib": None if formula is None else formula / MIB,
             "rounds": [dataclasses.asdict(r) for r in runs]}
 
 
@@ -187,6 +189,7 @@ def figure(rows: list[dict[str, Any]]) -> Any:
     from matplotlib.figure import Figure  # matplotlib only when a figure is drawn
 
     batches = list(dict.fromkeys(r["batch"] for r in rows))
+    depths = sorted({r["depth"] for r in rows})
     fig = Figure(figsize=(15, 4 * len(batches)), layout="constrained")
     axes = fig.subplots(len(batches), 3, squeeze=False)
     panels = (("decode_ms_per_token", "decode ms/token"), ("cache_mib", "cache MiB"),
@@ -198,28 +201,29 @@ def figure(rows: list[dict[str, Any]]) -> Any:
                           and r[key] is not None]
                 ax.plot(*zip(*points), marker="o", linestyle="--" if name.startswith("hf ") else "-", label=name)
             ax.set(xlabel="depth (tokens in the cache)", ylabel=label, title=f"{label}, batch {batch}")
-            ax.set_xscale("symlog", linthresh=1024)
+            ax.set_xscale("symlog", linthresh=min([d for d in depths if d] or [1]))
+            ax.set_xticks(depths, [f"{d:,}" for d in depths])
             ax.grid(alpha=0.3)
     axes[0][0].legend(fontsize="small")
     return fig
 
 
 def run(args: argparse.Namespace) -> None:
+    """Measure each attention variant's prefill, decode, peak memory and cache bytes at depth, beside Hugging Face."""
     check_args(args)
     block_size = max(args.depths) + args.new_tokens
     engines = tinygpt_engines(args, block_size)
-    args.vocab_size = engines[0].model.cfg.vocab_size
     if args.hf:
         engines += hf_engines(args, [e.model.cfg for e in engines])
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     cfg = engines[0].model.cfg
-    print(f"command: python -m gpt cost {shlex.join(sys.argv[2:] if sys.argv[1:2] == ['cost'] else sys.argv[1:])}")
+    print(f"command: python -m gpt cost {shlex.join(sys.argv[2:])}")
     print(f"cpu: {cpu_line()}")
     print(f"torch {torch.__version__}, {torch.get_num_threads()} thread(s), {args.dtype}; {cfg.layers} layers x "
           f"{cfg.heads} heads x {cfg.dim} dims, mlp={cfg.mlp}, vocab {cfg.vocab_size}; {args.new_tokens} greedy "
           f"cached steps after each prompt; {args.repeats} alternated rounds, medians")
-    rows = run_rounds(engines, args)
+    rows = run_rounds(engines, args, engines[0].model.cfg.vocab_size)
     print(table(rows))
     result = {"command": sys.argv, "cpu": cpu_line(), "torch": torch.__version__, "threads": torch.get_num_threads(),
               "dtype": args.dtype, "new_tokens": args.new_tokens, "rows": rows,

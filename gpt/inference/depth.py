@@ -111,8 +111,10 @@ class HFEngine(Engine):
 
 @dataclass
 class Measure:
-    prefill_s: float
+    prefill_s: float  # wall time
     decode_s: float
+    prefill_cpu_s: float  # this process's CPU time: on a machine others share, what contention did not stretch
+    decode_cpu_s: float
     peak_bytes: int
     cache_bytes: int
 
@@ -124,10 +126,11 @@ def measure(engine: Engine, batch: int, depth: int, new_tokens: int, vocab_size:
     prompt = torch.randint(vocab_size, (batch, max(depth, 1)), generator=generator)
     device = torch.device("cpu")
     reset_peak_memory(device)
-    start = time.perf_counter()
+    start, start_cpu = time.perf_counter(), time.process_time()
     cache, token = engine.prefill(prompt, prompt.shape[1] + new_tokens)
-    prefilled = time.perf_counter()
+    prefilled, prefilled_cpu = time.perf_counter(), time.process_time()
     peak = peak_memory_bytes(device)
     for _ in range(new_tokens):
         token = engine.step(token, cache)
-    return Measure(prefilled - start, time.perf_counter() - prefilled, peak, tensor_bytes(cache))
+    return Measure(prefilled - start, time.perf_counter() - prefilled, prefilled_cpu - start_cpu,
+                   time.process_time() - prefilled_cpu, peak, tensor_bytes(cache))

@@ -24,7 +24,7 @@ from hydra.core.utils import JobReturn, JobStatus
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
-from gpt.sweeps import capability
+from gpt.sweeps import capability, pareto
 
 # The run-folder contract: gpt/training/run_record.py writes these, this module reads them.
 SUMMARY = "summary.json"
@@ -214,7 +214,7 @@ def markdown(sweep_dir: Path, runs: list[Run]) -> str:
               "and exact match (held-out calculator problems, greedy) are from the last validation. Train tok/s "
               "excludes validation time; peak memory is allocated tensors on GPU, process RSS on CPU; KV "
               "bytes/token is every layer's cache for a full block divided by block_size.", "",
-              "![validation loss](loss.png)", "", *capability.markdown(summaries(runs))]
+              "![validation loss](loss.png)", "", *capability.markdown(summaries(runs)), *pareto.card(summaries(runs))]
     return "\n".join(lines)
 
 
@@ -272,6 +272,8 @@ def write_report(sweep_dir: str | Path) -> Path:
     rows, columns, means = capability.matrix(summaries(runs))
     if columns:
         matrix_figure(rows, columns, means).savefig(sweep_dir / "matrix.png")
+    if (figure := pareto.figure(summaries(runs))) is not None:
+        figure.savefig(sweep_dir / "pareto.png")
     path = sweep_dir / "report.md"
     path.write_text(markdown(sweep_dir, runs))
     return path

@@ -96,5 +96,6 @@ class RunRecord(L.Callback):
             "wall_s": self.earlier_seconds + seconds,
             "peak_memory_bytes": peak_memory_bytes(pl_module.device),
             "kv_bytes_per_token": kv_bytes,
+            "model": unwrap(pl_module.model).cfg.to_dict(),  # what the report's cost card prices
             "device": str(pl_module.device),
         })

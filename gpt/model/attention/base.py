@@ -28,8 +28,9 @@ class KVCache:
 
     def __init__(self, batch: int, heads: int, max_len: int, head_dim: int,
                  device: torch.device, dtype: torch.dtype, value_dim: int | None = None) -> None:
-        self.k = torch.zeros(batch, heads, max_len, head_dim, device=device, dtype=dtype)
-        self.v = torch.zeros(batch, heads, max_len, head_dim if value_dim is None else value_dim, device=device,
+        # Left unwritten: only the first `length` positions are ever read.
+        self.k = torch.empty(batch, heads, max_len, head_dim, device=device, dtype=dtype)
+        self.v = torch.empty(batch, heads, max_len, head_dim if value_dim is None else value_dim, device=device,
                              dtype=dtype)
         self.length = 0
 
@@ -129,10 +130,12 @@ class Attention(nn.Module):
             n = min(block, T - first)  # queries first .. first + n - 1
             lo, hi = self.key_range(offset + first, offset + first + n - 1)
             at = offset + first - lo  # where the block's first query sits among its keys
-            # One query's key range is exactly what it sees; a block's queries see different parts of theirs.
-            allowed = None if n == 1 else self.mask(n, hi - lo, at, q.device)  # (n, hi - lo)
-            bias = self.score_bias(pos, n, hi - lo, at, q.device)  # (H, n, hi - lo) or None
             causal = at == 0 and hi - lo == n and self.plain_causal(n)
+            # One query's key range is exactly what it sees; a block's queries see different parts of theirs, which
+            # the fused kernel works out itself for a causal square (a (T, T) mask of a long prompt is costly).
+            skip_mask = n == 1 or (causal and kernel is not math_attention)
+            allowed = None if skip_mask else self.mask(n, hi - lo, at, q.device)  # (n, hi - lo)
+            bias = self.score_bias(pos, n, hi - lo, at, q.device)  # (H, n, hi - lo) or None
             outputs.append(kernel(q[:, :, first:first + n], k[:, :, lo:hi], v[:, :, lo:hi], scale, allowed, bias,
                                   dropout, causal))
         return outputs[0] if len(outputs) == 1 else torch.cat(outputs, dim=2)  # (B, H, T, Dv)

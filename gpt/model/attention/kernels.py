@@ -69,14 +69,15 @@ def _computes_in_fp32(q: torch.Tensor) -> bool:
 
 def sdpa_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float, allowed: torch.Tensor | None,
                    bias: torch.Tensor | None, dropout: float, causal: bool = False) -> torch.Tensor:
-    """`math_attention` in torch's fused kernel. `causal`: `allowed` is the square causal mask, which the
-    kernel applies itself (skipping the keys above the diagonal instead of reading a mask)."""
+    """`math_attention` in torch's fused kernel. `causal`: the block is a causal square, whose mask the kernel
+    applies itself (skipping the keys above the diagonal instead of reading a mask); `allowed` may then be None."""
     if _computes_in_fp32(q):
         with torch.autocast("cpu", enabled=False):
             return sdpa_attention(q.float(), k.float(), v.float(), scale, allowed, bias, dropout, causal).to(q.dtype)
     if v.shape[-1] != q.shape[-1]:  # torch's CPU flash kernel takes one head width: pad values to it (MLA's rebuilt
         width = v.shape[-1]         # values are narrower than its keys), the padding's output is zero and dropped
-        return sdpa_attention(q, k, F.pad(v, (0, q.shape[-1] - width)), scale, allowed, bias, dropout, causal)[..., :width]
+        padded = F.pad(v, (0, q.shape[-1] - width))
+        return sdpa_attention(q, k, padded, scale, allowed, bias, dropout, causal)[..., :width]
     heads, kv_heads = q.shape[1], k.shape[1]
     if causal and bias is None and not (dropout and kv_heads != heads):
         return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout, is_causal=True, scale=scale,
@@ -84,6 +85,8 @@ def sdpa_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: flo
     # An explicit mask, a score bias or dropout with shared key/value heads send torch's CPU kernel to its
     # written-out fallback, which repeats them per query head; folded query heads keep every call a plain one.
     groups = heads // kv_heads
+    if causal and allowed is None:  # the square causal mask, left out by the caller for the branch above
+        allowed = torch.ones(q.shape[2], k.shape[2], dtype=torch.bool, device=q.device).tril()
     mask = scores_bias(allowed, bias, heads, q.dtype)  # (H, T, S) or None
     if mask is None:
         mask = allowed if allowed is None or groups == 1 else allowed.repeat(groups, 1)  # (G * T, S) or None

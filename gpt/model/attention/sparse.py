@@ -43,8 +43,8 @@ class WindowCache:
 
     def __init__(self, batch: int, heads: int, slots: int, head_dim: int,
                  device: torch.device, dtype: torch.dtype) -> None:
-        self.k = torch.zeros(batch, heads, slots, head_dim, device=device, dtype=dtype)
-        self.v = torch.zeros_like(self.k)
+        self.k = torch.empty(batch, heads, slots, head_dim, device=device, dtype=dtype)  # read only once written
+        self.v = torch.empty_like(self.k)
         self.length = 0
 
     def kept(self) -> tuple[torch.Tensor, torch.Tensor]:

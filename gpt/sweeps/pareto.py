@@ -1,0 +1,95 @@
+"""Quality and cost in one view: a cost card per configuration of a sweep (parameters, cache bytes per token, cache
+MiB at 4k and 16k tokens by each attention variant's own formula) and pareto.png, each capability column's mean ±
+std over seeds against cache bytes at one depth, one point per configuration, the best trade-offs joined."""
+from __future__ import annotations
+
+import math
+import statistics
+from typing import Any
+
+from gpt.model.attention import ATTENTION
+from gpt.model.config import ModelConfig
+from gpt.sweeps import capability
+
+CARD_DEPTHS = (4096, 16384)  # tokens of context the card prices the cache at
+PARETO_DEPTH = 16384  # the depth pareto.png's x axis prices the cache at
+ELEMENT_SIZE = 4  # bytes per cached number: fp32, the dtype a model.pt is saved and decoded in
+MIB = 2 ** 20
+
+
+def cache_bytes(model: dict[str, Any], positions: int) -> int:
+    """Bytes every layer's cache holds for `positions` tokens of one sequence, by the variant's formula."""
+    cfg = ModelConfig.from_dict(model)
+    return cfg.layers * ATTENTION[cfg.attention].from_config(cfg).cache_bytes(1, positions, ELEMENT_SIZE)
+
+
+def model_of(runs: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The model config a configuration's runs recorded (seeds share it), or None before any run recorded one."""
+    return next((s["model"] for s in runs if s.get("status") == "ok" and "model" in s), None)
+
+
+def card(summaries: dict[str, list[dict[str, Any]]]) -> list[str]:
+    """The cost card as markdown lines; none when no run recorded its model."""
+    priced = {label: model for label, runs in summaries.items() if (model := model_of(runs))}
+    if not priced:
+        return []
+    depths = " | ".join(f"cache MiB at {d // 1024}k" for d in CARD_DEPTHS)
+    lines = ["## Cost card", "", f"| configuration | params | cache bytes/token | {depths} |",
+             "|---|" + "---:|" * (2 + len(CARD_DEPTHS))]
+    for label, model in priced.items():
+        params = next(s["params"] for s in summaries[label] if s.get("status") == "ok")
+        per_token = cache_bytes(model, model["block_size"]) / model["block_size"]
+        cells = [f"{params:,}", f"{per_token:,.0f}", *(f"{cache_bytes(model, d) / MIB:,.2f}" for d in CARD_DEPTHS)]
+        lines.append(f"| `{label}` | " + " | ".join(cells) + " |")
+    return lines + ["", f"The cache of one sequence by each attention variant's formula (fp32): bytes per token at the "
+                    "trained block, and the whole cache at longer contexts, where a window stops growing and linear "
+                    "attention's state never grows; `python -m gpt cost` measures what decoding there takes.", "",
+                    "![capability against cache bytes](pareto.png)", ""]
+
+
+def points(summaries: dict[str, list[dict[str, Any]]]) -> dict[str, dict[str, tuple[float, float, float]]]:
+    """Per capability column: label -> (cache bytes at PARETO_DEPTH, mean %, sample std % or 0)."""
+    columns = capability.columns(summaries) or ["all"]
+    result: dict[str, dict[str, tuple[float, float, float]]] = {}
+    for column in columns:
+        for label, runs in summaries.items():
+            model, values = model_of(runs), capability.values(runs, column)
+            if model and values:
+                spread = statistics.stdev(values) if len(values) > 1 else 0.0
+                result.setdefault(column, {})[label] = (cache_bytes(model, PARETO_DEPTH), statistics.fmean(values),
+                                                        spread)
+    return result
+
+
+def frontier(by_label: dict[str, tuple[float, float, float]]) -> list[tuple[float, float]]:
+    """The points no other beats on both counts (less cache and more accuracy), by growing cache."""
+    best, line = -math.inf, []
+    for x, y, _ in sorted(by_label.values(), key=lambda p: (p[0], -p[1])):
+        if y > best:
+            best = y
+            line.append((x, y))
+    return line
+
+
+def figure(summaries: dict[str, list[dict[str, Any]]]) -> Any:
+    """pareto.png: one panel per capability column, or None when no run recorded both its model and accuracy."""
+    from matplotlib.figure import Figure  # matplotlib only when a report is written
+
+    data = points(summaries)
+    if not data:
+        return None
+    fig = Figure(figsize=(5 * len(data), 4.5), layout="constrained")
+    colours = {label: f"C{i % 10}" for i, label in enumerate(summaries)}  # one colour per configuration throughout
+    markers = {label: "osD^v<>p*h"[i // 10 % 10] for i, label in enumerate(summaries)}
+    axes = fig.subplots(1, len(data), squeeze=False)[0]
+    for ax, (column, by_label) in zip(axes, data.items()):
+        for label, (x, y, spread) in by_label.items():
+            ax.errorbar(x, y, yerr=spread, marker=markers[label], color=colours[label], capsize=3, linestyle="none",
+                        label=label)
+        ax.plot(*zip(*frontier(by_label)), color="grey", linestyle=":", linewidth=1)
+        ax.set_xscale("log")
+        ax.set(xlabel=f"cache bytes at {PARETO_DEPTH:,} tokens (formula, fp32)", ylabel="held-out exact match %",
+               title=f"{column} (mean ± std over seeds)", ylim=(-3, 103))
+        ax.grid(alpha=0.3)
+    axes[0].legend(fontsize="x-small")
+    return fig

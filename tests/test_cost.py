@@ -1,0 +1,73 @@
+"""`python -m gpt cost` at a tiny shape: it prints its table, writes cost.json and cost.png, states each cache's
+bytes from its tensors beside the variant's formula, and refuses a bad flag in one line."""
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import torch
+from matplotlib.image import imread
+
+from gpt.__main__ import main
+from gpt.data.tokenizers import CharTokenizer
+from gpt.inference.checkpoint import save_model
+from tests.conftest import build
+from tests.test_attention import make
+
+TINY = ["--layers", "1", "--heads", "4", "--dim", "32", "--kv-heads", "2", "--window", "16", "--latent", "8",
+        "--new-tokens", "3", "--repeats", "2"]
+
+
+@pytest.fixture(autouse=True)
+def one_thread() -> Iterator[None]:
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def test_a_tiny_cost_run_writes_its_table_json_and_png(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    assert main(["cost", *TINY, "--depths", "0", "64", "--batch", "1", "2", "--hf", "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "cpu: " in out and "| batch 2, depth 64 | prefill tok/s | decode tok/s" in out and "[80/80 " in out
+    rows = json.loads((tmp_path / "cost.json").read_text())["rows"]
+    names = ["mha", "gqa", "mqa", "mla", "sliding_window", "linear", "hf llama (4 kv heads)",
+             "hf llama (2 kv heads)", "hf llama (1 kv head)", "hf mistral (window 16)"]
+    assert [r["name"] for r in rows if (r["batch"], r["depth"]) == (1, 64)] == names
+    by = {(r["name"], r["batch"], r["depth"]): r for r in rows}
+    for r in rows:
+        assert r["decode_tokens_per_s"] > 0 and len(r["rounds"]) == 2
+        if not r["name"].startswith("hf "):
+            assert r["cache_bytes"] == r["formula_bytes"]  # from the tensors, as the variant's formula says
+        assert (r["prefill_tokens_per_s"] is None) == (r["depth"] == 0)
+    # 67 positions of 2 x 32 numbers in fp32; gqa keeps half the heads; the window keeps 16; linear's state is fixed
+    assert by[("mha", 1, 64)]["cache_bytes"] == 67 * 2 * 32 * 4 == by[("hf llama (4 kv heads)", 1, 64)]["cache_bytes"]
+    assert by[("gqa", 1, 64)]["cache_bytes"] * 2 == by[("mha", 1, 64)]["cache_bytes"]
+    assert by[("sliding_window", 1, 64)]["cache_bytes"] == 16 * 2 * 32 * 4
+    assert by[("linear", 1, 0)]["cache_bytes"] == by[("linear", 1, 64)]["cache_bytes"]
+    image = imread(tmp_path / "cost.png")
+    assert image.shape[:2] == (800, 1500) and image[..., :3].std() > 0  # 3 panels x 2 batches
+
+
+def test_a_trained_model_is_measured_under_each_kernel(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    save_model(tmp_path / "model.pt", build(make("mla", block_size=16)), CharTokenizer(list("abc")))
+    assert main(["cost", "--ckpt", str(tmp_path / "model.pt"), "--kernel", "sdpa", "math", "--depths", "8",
+                 "--batch", "1", "--new-tokens", "2", "--repeats", "1", "--out", str(tmp_path)]) == 0
+    rows = json.loads((tmp_path / "cost.json").read_text())["rows"]
+    assert [r["name"] for r in rows] == ["mla (sdpa)", "mla (math)"]
+    assert main(["cost", "--ckpt", str(tmp_path / "model.pt"), "--depths", "64", "--out", str(tmp_path)]) == 2
+    assert "exceed the model's block_size=16" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--depths", "-1"], "error: --depths -1: each must be 0 or more"),
+    (["--attention", "mhq"], "error: --attention mhq is unknown; choose from: weightless"),
+    (["--kernel", "flash"], "error: --kernel flash is unknown; choose from: math, sdpa"),
+    (["--heads", "5"], "error: heads=5 does not divide dim=256"),
+])
+def test_a_bad_flag_is_one_line(flags: list[str], message: str, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    assert main(["cost", *flags, "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(message) and err.count("\n") == 1, err
