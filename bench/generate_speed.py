@@ -2,7 +2,7 @@
 variant, against Hugging Face `GPT2LMHeadModel.generate` at the same shape (random weights).
 
     OMP_NUM_THREADS=1 python bench/generate_speed.py                       # every variant, batch 1 and 8
-    OMP_NUM_THREADS=1 python bench/generate_speed.py --attention mha sdpa --new-tokens 200 --batch 1
+    OMP_NUM_THREADS=1 python bench/generate_speed.py --attention mha gqa --new-tokens 200 --batch 1
     python bench/generate_speed.py --attention mha mha_fused --compiled mha mha_fused
 """
 from __future__ import annotations

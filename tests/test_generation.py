@@ -20,11 +20,13 @@ def test_cached_and_uncached_greedy_tokens_are_identical(tiny_cfg: ModelConfig, 
 
 
 @pytest.mark.parametrize("overrides", [{}, {"attention": "sliding_window", "pos": "alibi", "window": 4},
-                                       {"attention": "gqa", "kv_heads": 1}])
+                                       {"attention": "gqa", "kv_heads": 1}, {"attention": "mla", "pos": "rope"},
+                                       {"attention": "linear", "pos": "rope"}])
 def test_compiled_decoding_chooses_the_eager_tokens(tiny_cfg: ModelConfig, overrides: dict) -> None:
     """generate.py --compile: the compiled model decodes token for token as the eager one, through the
     single-token steps (written-out attention with a window mask, a score bias, grouped keys), the step that
-    fills the cache and the refill once the window slides past block_size."""
+    fills the cache and the refill once the window slides past block_size; MLA's step decodes from its latents,
+    linear attention's prompt runs chunkwise."""
     model = build(dataclasses.replace(tiny_cfg, **overrides))
     idx = torch.randint(0, tiny_cfg.vocab_size, (2, 3))
     eager = generate(model, idx, tiny_cfg.block_size + 4, temperature=0)
@@ -34,8 +36,8 @@ def test_compiled_decoding_chooses_the_eager_tokens(tiny_cfg: ModelConfig, overr
         compiled = generate(decoding, idx, tiny_cfg.block_size + 4, temperature=0)
     assert torch.equal(compiled, eager)
     # The softmax variants' KV caches decode through the step AOTInductor compiled for batch 2; a window's
-    # cache through torch.compile.
-    assert list(decoding.steps) == ([2] if overrides.get("attention") != "sliding_window" else [])
+    # ring and linear attention's state through torch.compile.
+    assert list(decoding.steps) == ([] if overrides.get("attention") in ("sliding_window", "linear") else [2])
 
 
 def test_cached_logits_match_full_forward(tiny_cfg: ModelConfig) -> None:

@@ -37,7 +37,8 @@ def majority_accuracy(train: list[Problem], held_out: list[Problem], op: str) ->
 def train_and_grade(data: CalculatorData) -> tuple[float, dict[str, float], TextModel]:
     """(final training loss, held-out accuracy per operation, the model) after STEPS steps."""
     L.seed_everything(0, verbose=False)
-    cfg = ModelConfig(vocab_size=data.vocab_size, layers=2, heads=4, dim=64, block_size=data.max_tokens)
+    # The written-out maths, whose mask the leak check swaps (torch's fused kernel applies its own causal mask).
+    cfg = ModelConfig(vocab_size=data.vocab_size, layers=2, heads=4, dim=64, block_size=data.max_tokens, kernel="math")
     # A peak LR of 6e-3 (3e-3 reached 76% on plus in these steps) learns plus and minus to 99% and 97%.
     lit = LitGPT(cfg, lr=6e-3, min_lr=6e-4, warmup_steps=50, max_steps=STEPS)
     trainer = L.Trainer(max_steps=STEPS, logger=False, enable_checkpointing=False, enable_progress_bar=False,

@@ -108,7 +108,9 @@ class RotaryPositional(Positional):
         """cos and sin of the angles of positions 0..end-1 (at least), each (positions, width)."""
         cos, sin = self._tables.get((width, device), (None, None))
         if cos is None or cos.shape[0] < end:
-            positions = torch.arange(max(end, 256), device=device, dtype=torch.float32)
+            # Doubled when outgrown: decoding one position past the table must not rebuild it at every step.
+            positions = torch.arange(max(end, 256, 0 if cos is None else 2 * cos.shape[0]), device=device,
+                                     dtype=torch.float32)
             angles = torch.outer(positions, _inverse_frequencies(width, self.base).to(device))  # (P, D/2)
             angles = torch.cat([angles, angles], dim=-1)  # (P, D)
             cos, sin = self._tables[(width, device)] = angles.cos(), angles.sin()

@@ -87,35 +87,45 @@ class LinearAttention(MultiHeadAttention):
         q, k, v = self.project(x)  # (B, H, T, F), (B, H, T, F), (B, H, T, D)
         q, k = F.elu(self.q_norm(q)) + 1, F.elu(self.k_norm(k)) + 1  # positive features
         q_rot, k_rot = pos.rotate(q, k, start)
-        state_kv = cache.kv if cache is not None else None
-        state_k = cache.k if cache is not None else torch.zeros_like(k[:, :, 0])  # (B, H, F)
-        numerator = chunkwise(q_rot, k_rot, v, state_kv)  # (B, H, T, D)
-        normaliser = (q * (state_k.unsqueeze(2) + k.cumsum(dim=2))).sum(-1)  # (B, H, T): phi(q_i).sum_j<=i phi(k_j)
+        numerator, folded = chunkwise(q_rot, k_rot, v, cache.kv if cache is not None else None)  # (B, H, T, D)
+        # Summed along positions in the projection's (B, T, H, F) layout: compiled, a cumsum over dim 2 of the
+        # transposed view corrupted the heap (torch 2.13, CPU inductor).
+        k_sums = k.transpose(1, 2).cumsum(dim=1).transpose(1, 2)  # (B, H, T, F): sum_j<=i phi(k_j) here
+        if cache is not None:
+            k_sums = k_sums + cache.k.unsqueeze(2)
+        normaliser = (q * k_sums).sum(-1)  # (B, H, T)
         if self.keep_weights:  # the implied weights: what multiplies each value of this chunk
             allowed = self.mask(T, T, 0, x.device)  # (T, T)
             products = (q_rot @ k_rot.transpose(-2, -1)).masked_fill(~allowed, 0.0)  # (B, H, T, T)
             self.weights = (products / normaliser.unsqueeze(-1)).detach()
-        if cache is not None:  # fold this chunk into the state, in place
-            cache.kv += k_rot.transpose(-2, -1) @ v  # (B, H, F, D)
-            cache.k += k.sum(dim=2)  # (B, H, F)
+        if cache is not None:  # the state after these positions, written in place
+            cache.kv.copy_(folded)  # (B, H, F, D)
+            cache.k.copy_(k_sums[:, :, -1])  # (B, H, F)
             cache.length += T
         y = (numerator / normaliser.unsqueeze(-1)).transpose(1, 2).reshape(B, T, C)  # (B, H, T, D) -> (B, T, C)
         return self.resid_dropout(self.proj(y))
 
 
-def chunkwise(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, state: torch.Tensor | None) -> torch.Tensor:
+def chunkwise(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+              state: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
     """sum_j<=i (q_i.k_j) v_j + q_i.state for features q, k (B, H, T, F) and values v (B, H, T, D), with the
-    state (B, H, F, D) that earlier positions left (or None): chunks of CHUNK positions in parallel, each
-    reading the sum of k_j v_j^T over the chunks before it."""
+    state (B, H, F, D) that earlier positions left (or None), and the state after these positions: chunks of
+    CHUNK positions in parallel, each reading the sum of k_j v_j^T over the chunks before it."""
     B, H, T, F_ = q.shape
     D = v.shape[-1]
-    size = min(T, CHUNK)
+    # A compiled graph takes the positions as one chunk: chunk arithmetic on a dynamic length compiles for minutes.
+    if T <= CHUNK or torch.compiler.is_compiling():  # one chunk: the parallel form
+        allowed = torch.ones(T, T, dtype=torch.bool, device=q.device).tril()  # (T, T)
+        out, folded = (q @ k.transpose(-2, -1)).masked_fill(~allowed, 0.0) @ v, k.transpose(-2, -1) @ v
+        return (out, folded) if state is None else (out + q @ state, folded + state)  # (B, H, T, D), (B, H, F, D)
+    size = CHUNK
     pad = -T % size  # zero keys and values at the end add nothing; their outputs are dropped
-    q, k, v = (F.pad(t, (0, 0, 0, pad)).view(B, H, -1, size, t.shape[-1]) for t in (q, k, v))  # (B, H, N, c, F|D)
+    q, k, v = (F.pad(t, (0, 0, 0, pad)).reshape(B, H, -1, size, t.shape[-1]) for t in (q, k, v))  # (B, H, N, c, F|D)
     allowed = torch.ones(size, size, dtype=torch.bool, device=q.device).tril()  # (c, c)
     within = (q @ k.transpose(-2, -1)).masked_fill(~allowed, 0.0) @ v  # (B, H, N, c, D)
     per_chunk = k.transpose(-2, -1) @ v  # (B, H, N, F, D)
-    before = per_chunk.cumsum(dim=2) - per_chunk  # (B, H, N, F, D): what the chunks before each one left
+    after = per_chunk.cumsum(dim=2)  # (B, H, N, F, D): what each chunk and those before it left
     if state is not None:
-        before = before + state.unsqueeze(2)
-    return (within + q @ before).view(B, H, -1, D)[:, :, :T]  # (B, H, N * c, D) -> (B, H, T, D)
+        after = after + state.unsqueeze(2)
+    before = after - per_chunk
+    return (within + q @ before).view(B, H, -1, D)[:, :, :T], after[:, :, -1]  # (B, H, T, D), (B, H, F, D)
