@@ -5,6 +5,7 @@ import os
 import random
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -26,6 +27,15 @@ def play(lines: int = 300, seed: int = 0) -> str:
 @pytest.fixture
 def tiny_cfg() -> ModelConfig:
     return ModelConfig(vocab_size=37, layers=2, heads=2, dim=32, block_size=16)
+
+
+@pytest.fixture
+def one_thread() -> Iterator[None]:
+    """Models this small run fastest on one thread, and the machine's cores are shared."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
 
 
 def build(cfg: ModelConfig, seed: int = 0) -> GPT:

@@ -4,7 +4,6 @@ tested the moment it is registered."""
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
 
 import pytest
 import torch
@@ -13,11 +12,9 @@ from torch.nn import functional as F
 from gpt import GPT, ModelConfig, generate
 from gpt.data.datamodules import IGNORE_INDEX, CalculatorData
 from gpt.model.attention import ATTENTION
-from gpt.model.attention.base import Attention
 from gpt.model.attention.linear import LinearAttention
-from gpt.model.attention.torch_mha import TorchMultiheadAttention
 from gpt.model.gpt import check_parts
-from gpt.model.positional import POSITIONAL, Positional
+from gpt.model.positional import POSITIONAL
 from tests.conftest import build
 
 BASE = dict(vocab_size=37, layers=2, heads=4, dim=32, block_size=16, window=4, kv_heads=2, kv_latent_dim=12)
@@ -37,15 +34,7 @@ def accepts(attention: str, pos: str) -> bool:
     return True
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread() -> Iterator[None]:
-    """Models this small run fastest on one thread, and the machine's cores are shared."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
+pytestmark = pytest.mark.usefixtures("one_thread")
 PAIRS = [(a, p) for a in ATTENTION for p in POSITIONAL if accepts(a, p)]
 REFUSED = [(a, p) for a in ATTENTION for p in POSITIONAL if not accepts(a, p)]
 
@@ -162,21 +151,6 @@ def test_a_window_shorter_than_the_text_changes_the_function() -> None:
     idx = torch.randint(0, 37, (2, 16))
     torch.testing.assert_close(windowed(idx)[:, :4], reference(idx)[:, :4])
     assert not torch.allclose(windowed(idx)[:, 4:], reference(idx)[:, 4:])
-
-
-def test_linear_parallel_form_equals_the_recurrence() -> None:
-    torch.manual_seed(0)
-    attn = LinearAttention(32, 4).eval()
-    x = torch.randn(2, 10, 32)
-    q, k, v = attn.project(x)  # (B, H, T, D)
-    q, k = F.elu(q) + 1, F.elu(k) + 1
-    state, normaliser, outputs = torch.zeros(2, 4, 8, 8), torch.zeros(2, 4, 8), []
-    for t in range(10):
-        state = state + k[:, :, t, :, None] * v[:, :, t, None, :]  # += phi(k_t) v_t^T
-        normaliser = normaliser + k[:, :, t]
-        outputs.append((q[:, :, t, None, :] @ state).squeeze(2) / (q[:, :, t] * normaliser).sum(-1, keepdim=True))
-    recurrent = attn.proj(torch.stack(outputs, dim=2).transpose(1, 2).reshape(2, 10, 32))  # (B, H, T, D) -> (B, T, C)
-    torch.testing.assert_close(attn(x, Positional()), recurrent, rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.parametrize("attention, held", [("gqa", (2, 15)), ("mqa", (1, 15)), ("sliding_window", (4, 4)),

@@ -3,11 +3,9 @@ bytes from its tensors beside the variant's formula, and refuses a bad flag in o
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import torch
 from matplotlib.image import imread
 
 from gpt.__main__ import main
@@ -20,12 +18,7 @@ TINY = ["--layers", "1", "--heads", "4", "--dim", "32", "--kv-heads", "2", "--wi
         "--new-tokens", "3", "--repeats", "2"]
 
 
-@pytest.fixture(autouse=True)
-def one_thread() -> Iterator[None]:
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def test_a_tiny_cost_run_writes_its_table_json_and_png(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:

@@ -2,7 +2,6 @@
 models of transformers, converted both ways, equal in state dicts, logits and greedy tokens."""
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -32,12 +31,7 @@ HF_CONFIGS: dict[str, Any] = {
 ATOL = 1e-5  # fp32 logits of the same function computed in a different order
 
 
-@pytest.fixture(autouse=True)
-def one_thread() -> Iterator[None]:
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def random_hf(family: str, **overrides: Any) -> Any:

@@ -4,7 +4,6 @@ key/value heads never repeated, and cache bytes as each variant's formula says. 
 from __future__ import annotations
 
 import warnings
-from collections.abc import Iterator
 
 import pytest
 import torch
@@ -20,7 +19,7 @@ from gpt.model.attention.base import Attention
 from gpt.model.attention.kernels import KERNELS
 from gpt.model.attention.linear import LinearAttention
 from gpt.model.attention.torch_mha import TorchMultiheadAttention
-from gpt.model.positional import POSITIONAL, Positional
+from gpt.model.positional import Positional
 from tests.conftest import build
 from tests.test_attention import BASE, PAIRS, make
 
@@ -28,12 +27,7 @@ SOFTMAX = [name for name, cls in ATTENTION.items() if issubclass(cls, Attention)
            and cls not in (LinearAttention, TorchMultiheadAttention)]
 
 
-@pytest.fixture(autouse=True)
-def one_thread() -> Iterator[None]:
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def twin(cfg: ModelConfig, **changes: object) -> tuple[GPT, GPT]:

@@ -41,7 +41,7 @@ def card(summaries: dict[str, list[dict[str, Any]]]) -> list[str]:
         per_token = cache_bytes(model, model["block_size"]) / model["block_size"]
         cells = [f"{params:,}", f"{per_token:,.0f}", *(f"{cache_bytes(model, d) / MIB:,.2f}" for d in CARD_DEPTHS)]
         lines.append(f"| `{label}` | " + " | ".join(cells) + " |")
-    return lines + ["", f"The cache of one sequence by each attention variant's formula (fp32): bytes per token at the "
+    return lines + ["", "The cache of one sequence by each attention variant's formula (fp32): bytes per token at the "
                     "trained block, and the whole cache at longer contexts, where a window stops growing and linear "
                     "attention's state never grows; `python -m gpt cost` measures what decoding there takes.", "",
                     "![capability against cache bytes](pareto.png)", ""]

@@ -74,13 +74,6 @@ class LinearAttention(MultiHeadAttention):
         """features x head_dim (plus features for the normaliser) per head, whatever the number of positions."""
         return batch * self.heads * self.features * (self.head_dim + 1) * element_size
 
-    def project(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        B, T, _ = x.shape
-        q = self.query(x).view(B, T, self.heads, self.features).transpose(1, 2)  # (B, H, T, F)
-        k = self.key(x).view(B, T, self.heads, self.features).transpose(1, 2)  # (B, H, T, F)
-        v = self.value(x).view(B, T, self.heads, self.head_dim).transpose(1, 2)  # (B, H, T, D)
-        return q, k, v
-
     def forward(self, x: torch.Tensor, pos: Positional, cache: LinearState | None = None) -> torch.Tensor:
         B, T, C = x.shape
         start = cache.length if cache is not None else 0

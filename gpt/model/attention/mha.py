@@ -30,9 +30,10 @@ class MultiHeadAttention(Attention):
 
     def project(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         B, T, _ = x.shape
-        q = self.query(x).view(B, T, self.heads, self.head_dim).transpose(1, 2)  # (B, H, T, D)
-        k = self.key(x).view(B, T, self.kv_heads, self.head_dim).transpose(1, 2)  # (B, H_kv, T, D)
-        v = self.value(x).view(B, T, self.kv_heads, self.head_dim).transpose(1, 2)  # (B, H_kv, T, D)
+        # Head widths as the projections give them (linear attention narrows queries and keys).
+        q = self.query(x).view(B, T, self.heads, -1).transpose(1, 2)  # (B, H, T, D)
+        k = self.key(x).view(B, T, self.kv_heads, -1).transpose(1, 2)  # (B, H_kv, T, D)
+        v = self.value(x).view(B, T, self.kv_heads, -1).transpose(1, 2)  # (B, H_kv, T, D)
         return q, k, v
 
 
