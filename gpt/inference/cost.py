@@ -152,14 +152,24 @@ def run_rounds(engines: list[Engine], args: argparse.Namespace, vocab_size: int)
                     print(f"[{done}/{total} {time.time() - start:,.0f} s] batch {batch} depth {depth:,} {engine.name}: "
                           f"prefill {last.prefill_s:.2f} s, decode {1000 * last.decode_s / args.new_tokens:.2f} "
                           "ms/token", flush=True)
+            # Speeds relative to the first row and to the first Hugging Face row, paired within each round.
+            references = {name: runs[name] for name in (engines[0].name, next(
+                (e.name for e in engines if isinstance(e, HFEngine)), engines[0].name))}
             for engine in engines:
-                rows.append(summarise(engine, runs[engine.name], batch, depth, args.new_tokens))
+                rows.append(summarise(engine, runs[engine.name], references, batch, depth, args.new_tokens))
     return rows
 
 
-def summarise(engine: Engine, runs: list, batch: int, depth: int, new_tokens: int) -> dict[str, Any]:
+def summarise(engine: Engine, runs: list, references: dict[str, list], batch: int, depth: int,
+              new_tokens: int) -> dict[str, Any]:
     prefill, decode = statistics.median(r.prefill_s for r in runs), statistics.median(r.decode_s for r in runs)
+
+    def ratios(key: str) -> dict[str, float]:  # median over rounds of the reference's time over this one's
+        return {name: statistics.median(getattr(a, key) / getattr(b, key) for a, b in zip(ref, runs))
+                for name, ref in references.items()}
+
     return {"name": engine.name, "batch": batch, "depth": depth,
+            "prefill_x": ratios("prefill_s") if depth else {}, "decode_x": ratios("decode_s"),
             "prefill_tokens_per_s": batch * depth / prefill if depth else None,
             "decode_tokens_per_s": batch * new_tokens / decode, "decode_ms_per_token": 1000 * decode / new_tokens,
             "prefill_peak_mib": statistics.median(r.peak_bytes for r in runs) / MIB,
@@ -173,12 +183,18 @@ def table(rows: list[dict[str, Any]]) -> str:
     """One markdown table per batch and depth, one line per engine."""
     lines = []
     for (batch, depth) in dict.fromkeys((r["batch"], r["depth"]) for r in rows):
-        lines += ["", f"| batch {batch}, depth {depth:,} | prefill tok/s | decode tok/s | decode ms/token | "
-                      "prefill peak MiB | cache MiB (tensors) | cache MiB (formula) |", "|---|" + "---:|" * 6]
-        for r in (r for r in rows if (r["batch"], r["depth"]) == (batch, depth)):
-            cells = [r["prefill_tokens_per_s"], r["decode_tokens_per_s"], r["decode_ms_per_token"],
-                     r["prefill_peak_mib"], r["cache_mib"], r["formula_mib"]]
-            formats = ["{:,.0f}", "{:,.1f}", "{:.2f}", "{:,.0f}", "{:,.2f}", "{:,.2f}"]
+        group = [r for r in rows if (r["batch"], r["depth"]) == (batch, depth)]
+        refs = list(group[0]["decode_x"])
+        x = " | ".join(f"x {ref}" for ref in refs)
+        lines += ["", f"| batch {batch}, depth {depth:,} | prefill tok/s | {x} | decode tok/s | {x} | decode ms/token "
+                      "| prefill peak MiB | cache MiB (tensors) | cache MiB (formula) |",
+                  "|---|" + "---:|" * (6 + 2 * len(refs))]
+        for r in group:
+            cells = [r["prefill_tokens_per_s"], *(r["prefill_x"].get(ref) for ref in refs), r["decode_tokens_per_s"],
+                     *(r["decode_x"][ref] for ref in refs), r["decode_ms_per_token"], r["prefill_peak_mib"],
+                     r["cache_mib"], r["formula_mib"]]
+            formats = ["{:,.0f}", *["{:.2f}"] * len(refs), "{:,.1f}", *["{:.2f}"] * len(refs), "{:.2f}", "{:,.0f}",
+                       "{:,.2f}", "{:,.2f}"]
             lines.append(f"| {r['name']} | " + " | ".join("—" if c is None else f.format(c)
                                                          for c, f in zip(cells, formats)) + " |")
     return "\n".join(lines)
