@@ -24,7 +24,8 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 def test_a_tiny_cost_run_writes_its_table_json_and_png(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     assert main(["cost", *TINY, "--depths", "0", "64", "--batch", "1", "2", "--hf", "--out", str(tmp_path)]) == 0
     out = capsys.readouterr().out
-    assert "cpu: " in out and "| batch 2, depth 64 | prefill tok/s | decode tok/s" in out and "[80/80 " in out
+    assert "cpu: " in out and "[80/80 " in out
+    assert "| batch 2, depth 64 | prefill tok/s | x mha | x hf llama (4 kv heads) | decode tok/s |" in out
     rows = json.loads((tmp_path / "cost.json").read_text())["rows"]
     names = ["mha", "gqa", "mqa", "mla", "sliding_window", "linear", "hf llama (4 kv heads)",
              "hf llama (2 kv heads)", "hf llama (1 kv head)", "hf mistral (window 16)"]

@@ -234,14 +234,15 @@ def run(args: argparse.Namespace) -> None:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     cfg = engines[0].model.cfg
-    print(f"command: python -m gpt cost {shlex.join(sys.argv[2:])}")
+    if sys.argv[1:2] == ["cost"]:  # run by the front door, not called from Python
+        print(f"command: python -m gpt cost {shlex.join(sys.argv[2:])}")
     print(f"cpu: {cpu_line()}")
     print(f"torch {torch.__version__}, {torch.get_num_threads()} thread(s), {args.dtype}; {cfg.layers} layers x "
           f"{cfg.heads} heads x {cfg.dim} dims, mlp={cfg.mlp}, vocab {cfg.vocab_size}; {args.new_tokens} greedy "
           f"cached steps after each prompt; {args.repeats} alternated rounds, medians")
     rows = run_rounds(engines, args, engines[0].model.cfg.vocab_size)
     print(table(rows))
-    result = {"command": sys.argv, "cpu": cpu_line(), "torch": torch.__version__, "threads": torch.get_num_threads(),
+    result = {"settings": vars(args), "cpu": cpu_line(), "torch": torch.__version__, "threads": torch.get_num_threads(),
               "dtype": args.dtype, "new_tokens": args.new_tokens, "rows": rows,
               "configs": {e.name: e.model.cfg.to_dict() for e in engines if isinstance(e, GPTEngine)}}
     (out / "cost.json").write_text(json.dumps(result, indent=2) + "\n")
