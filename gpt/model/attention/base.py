@@ -58,8 +58,9 @@ class Attention(nn.Module):
     `project` (and a `proj`), and may narrow which keys a query sees (`mask`, `key_range`); `attend`
     computes softmax attention through the chosen kernel."""
 
-    # False for variants whose ordinary forward never forms the (T, S) weight matrix; with keep_weights
-    # every variant computes it (or, for linear attention, its implied weights) the explicit way.
+    # False for variants that never form the (T, S) weight matrix, whatever model.kernel (the softmax variants form
+    # it through the written-out kernel); with keep_weights every variant computes it (or, for linear attention,
+    # its implied weights) the explicit way.
     has_weights = True
 
     def __init__(self, heads: int, kv_heads: int, head_dim: int, dropout: float = 0.0,
