@@ -41,7 +41,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     shape.add_argument("--pos", default="rope", help="where a variant takes it; torch_mha gets learned positions")
     parser.add_argument("--depths", nargs="+", type=int, default=[0, 1024, 4096, 16384],
                         help="prompt lengths: the cache's depth when decoding starts")
-    parser.add_argument("--batch", nargs="+", type=int, default=[1, 8])
+    parser.add_argument("--batch", nargs="+", type=int, default=[1, 8],
+                        help="sequences prefilled and decoded together (default: 1 8; batch 8 at 16k takes long)")
     parser.add_argument("--new-tokens", type=int, default=32, help="greedy cached steps timed after each prompt")
     parser.add_argument("--dtype", default="float32", choices=list(DTYPES))
     parser.add_argument("--repeats", type=int, default=3, help="alternated rounds over every row; medians reported")
