@@ -31,9 +31,10 @@ class ModelConfig:
     window: int = 8  # sliding_window: positions each query sees, itself included
     kv_latent_dim: int = 32  # mla: width of the latent keys and values are rebuilt from
     linear_features: int | None = None  # linear: features per head of queries and keys (None: the head width)
-    # How softmax attention is computed: "sdpa", torch's fused kernel (trains faster on CPU and GPU and holds no
-    # (T, S) weights, so long prompts fit), or "math", the written-out maths to read and step through. The viewer
-    # and attention_maps always get weights, whatever the kernel.
+    # How softmax attention is computed: "sdpa", torch's fused kernel, or "math", the written-out maths to read and
+    # step through. sdpa is the default: it trained every shape measured on the 2-core dev CPU as fast or faster
+    # (1.01-1.41x in fp32 and bf16, bench/kernel_speed.py) and forms no (T, S) weights, so long prompts fit. The
+    # viewer and attention_maps always get weights, whatever the kernel.
     kernel: str = "sdpa"
     qk_norm: bool = False  # RMSNorm on each head's queries and keys
     tie_embeddings: bool = True  # the LM head reuses the token embedding matrix (Press & Wolf, 2017)
