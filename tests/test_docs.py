@@ -5,6 +5,7 @@ points at a file (and heading) that exists."""
 from __future__ import annotations
 
 import contextlib
+import importlib
 import importlib.util
 import re
 import shlex
@@ -19,9 +20,10 @@ from omegaconf import DictConfig, OmegaConf
 import generate
 from gpt.__main__ import main as front_door
 from gpt.__main__ import parser_for, verb_module
+from gpt.training.checks import check_config
 from gpt.training.preflight import compose_train, explain, first_of_each_sweep
 from tests.conftest import ROOT
-from train import CONFIGS, check_config
+from train import CONFIGS
 
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 FENCE = re.compile(r"^```(\w*)\n(.*?)^```\n", re.M | re.S)
@@ -277,6 +279,28 @@ def test_every_config_key_and_option_is_named_in_the_configuration_page() -> Non
     missing += [option for option in options if f"`{option.split('=')[1]}`" not in page]
     assert not missing, f"docs/configuration.md does not name: {', '.join(missing)}"
 
+
+def named_in_docs() -> list[str]:
+    """The modules and objects (`gpt.model.attention`, `gpt.hf.from_hf`) and files (`tests/test_tasks.py`) the pages
+    name, so a move that leaves the docs behind is found."""
+    text = "\n".join(page.read_text() for page in PAGES)
+    return sorted(set(re.findall(r"\bgpt(?:\.[A-Za-z_]\w*)+|\b(?:tests|bench|configs)/[\w/]+\.\w+", text)))
+
+
+def exists(name: str) -> bool:
+    if "/" in name:
+        return (ROOT / name).is_file()
+    module, _, attribute = name.rpartition(".")
+    try:
+        importlib.import_module(name)
+    except ModuleNotFoundError:
+        return hasattr(importlib.import_module(module), attribute)
+    return True
+
+
+def test_every_module_and_file_the_docs_name_exists() -> None:
+    missing = [name for name in named_in_docs() if not exists(name)]
+    assert not missing, f"the docs name what does not exist: {', '.join(missing)}"
 
 def slug(heading: str) -> str:
     """GitHub's anchor for a heading: lowercase, punctuation dropped, spaces to hyphens."""

@@ -1,7 +1,7 @@
 """A new user's first hour, each trap that once gave a wrong result or a wall of text: every bad value or typo'd key
 is one line before any work and leaves no run folder; generate.py says which model answers and prints exactly what
-the text API returns; gpt.evaluation.evaluate refuses what it cannot grade honestly; a debugging switch does not travel
-(the README's Python snippet is run in tests/test_docs.py)."""
+the text API returns; `python -m gpt evaluate` refuses what it cannot grade honestly; a debugging switch does not
+travel (the README's Python snippet is run in tests/test_docs.py)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -14,10 +14,12 @@ from gpt import ModelConfig, load
 from gpt.__main__ import main as cli
 from gpt.data.tokenizers import CharTokenizer, WordTokenizer
 from gpt.inference.checkpoint import load_checkpoint, save_model
+from gpt.training.checks import check_config
 from gpt.training.preflight import preflight
+from gpt.training.resume import resume_from
 from tests.conftest import build, run_cli
 from tests.test_configs import compose_with
-from train import CONFIGS, check_config, resume_from
+from train import CONFIGS
 
 
 BAD = [  # (command line, what the one line must say)
@@ -29,7 +31,7 @@ BAD = [  # (command line, what the one line must say)
     (["trainer.max_steps=abc"], "trainer.max_steps='abc' must be an integer"),
     (["trainer.precision=fp8"], "trainer.precision='fp8' must be one of "),
     (["data.batch_size=0"], "data.batch_size=0 must be a positive integer"),
-    (["data.val_fraction=1.5"], "data.val_fraction=1.5 must be a number in (0, 1)"),
+    (["data.tasks.calculator.val_fraction=1.5"], "data.tasks.calculator.val_fraction=1.5 must be a number in (0, 1)"),
     (["optim.lr=-1"], "optim.lr=-1 must be a number > 0"),
     (["callbacks.checkpoint.every_n_steps=0"], "callbacks.checkpoint.every_n_steps=0 must be a positive integer"),
     (["callbacks.sample.temperature=hot"], "callbacks.sample.temperature='hot' must be a number >= 0"),
@@ -38,7 +40,7 @@ BAD = [  # (command line, what the one line must say)
     (["model.head=4"], "model.head is not a setting of model=small; did you mean model.heads?"),
     (["trainer.max_step=10"], "trainer.max_step is not a setting of trainer=default; did you mean trainer.max_steps?"),
     (["sed=3"], "sed is not a setting; did you mean seed?"),
-    (["data.path=x"], "data.path is not a setting of data=calculator; its settings: seed, "),
+    (["data.path=x"], "data.path is not a setting of data=calculator; its settings: tasks, seed, "),
     (["+trainer.nope=1"], "trainer.nope is not a setting of trainer"),
     (["attention=mhq"], "attention=mhq is not an option of attention: choose one of gqa, "),
     (["model.heads=[1"], "cannot read the override 'model.heads=[1'"),
@@ -68,7 +70,9 @@ def test_a_sweep_leaves_its_values_to_each_job(monkeypatch: pytest.MonkeyPatch, 
 
 @pytest.mark.parametrize("argv, message", [
     (["model.bias=no"], "error: model.bias='no' must be true or false"),  # refused before Hydra makes a folder
-    (["data.operations=[plus,modulo]"], "error: data.operations has unknown ['modulo']"),  # refused after it
+    (["data.tasks.calculator.operations=[plus,modulo]"],
+     "error: data.tasks.calculator.operations has unknown ['modulo']"),  # a task's knobs, by the task itself
+    (["data=text", "data.path=nope.txt"], "error: data.path="),  # refused after Hydra makes the run folder
 ])
 def test_train_cli_refuses_in_one_line_and_leaves_no_run_folder(tmp_path: Path, argv: list[str],
                                                                 message: str) -> None:

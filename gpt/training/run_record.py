@@ -3,7 +3,6 @@ validation: step, wall time, val loss, perplexity, bits per byte on text, held-o
 (final numbers and costs, or status "failed" with a one-line reason)."""
 from __future__ import annotations
 
-import csv
 import math
 import resource
 import sys
@@ -16,7 +15,7 @@ import torch
 from torch import nn
 
 from gpt.inference.checkpoint import unwrap
-from gpt.sweeps.report import HISTORY, read_history, record_failure, write_summary
+from gpt.training.run_folder import read_history, record_failure, write_history, write_summary
 
 
 def tensor_bytes(obj: Any, seen: set[int] | None = None) -> int:
@@ -111,10 +110,7 @@ class RunRecord(L.Callback):
             self.failure = f"val loss became {loss} at step {trainer.global_step}"
             trainer.should_stop = True
         if trainer.is_global_zero:  # one writer when several processes train (DDP)
-            with open(self.run_dir / HISTORY, "w", newline="") as f:
-                writer = csv.DictWriter(f, fieldnames=list(self.history[-1]))
-                writer.writeheader()
-                writer.writerows(self.history)
+            write_history(self.run_dir, self.history)
 
     def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         seconds = time.perf_counter() - self.start
@@ -141,3 +137,15 @@ class RunRecord(L.Callback):
             "kv_bytes_per_token": kv_bytes,
             "device": str(pl_module.device),
         })
+
+
+def summary_line(history: list[dict[str, float]], step: int, seconds: float, path: Path) -> str:
+    """The run in one line: wall time, last val loss and held-out exact match, where model.pt is."""
+    last = history[-1] if history else {}
+    minutes, secs = divmod(round(seconds), 60)
+    parts = [f"done in {minutes}m{secs:02d}s", f"step {step}"]
+    if "val_loss" in last:
+        parts.append(f"val loss {last['val_loss']:.4f}")
+    if "val_acc_all" in last:
+        parts.append(f"held-out exact match {100 * last['val_acc_all']:.1f}%")
+    return ", ".join(parts) + f"; model: {path}"
