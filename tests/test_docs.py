@@ -19,7 +19,7 @@ from omegaconf import DictConfig, OmegaConf
 
 import generate
 from gpt.__main__ import main as front_door
-from gpt.__main__ import parser_for, verb_module
+from gpt.__main__ import VERBS, parser_for, verb_module
 from gpt.training.checks import check_config
 from gpt.training.preflight import compose_train, explain, first_of_each_sweep
 from tests.conftest import ROOT
@@ -246,6 +246,11 @@ def test_the_readme_test_command_is_what_ci_runs() -> None:
     command = ci[ci.index("# README command 2 (kept identical to the README):") + 1]
     assert f"```bash\n{command}\n```" in (ROOT / "README.md").read_text()
 
+
+def test_the_readme_names_every_verb_of_the_front_door() -> None:
+    readme = (ROOT / "README.md").read_text()
+    listed = re.search(r"`python -m gpt --help` lists the other commands: ([^.]+)\.", readme).group(1)
+    assert [verb.strip() for verb in listed.split(",")] == list(VERBS)
 
 def config_keys() -> list[str]:
     """Every key a user can set, as typed on the command line (data.tasks.recall.pairs), from configs/."""
