@@ -14,7 +14,7 @@ import sys
 import torch
 
 from gpt.inference.checkpoint import CheckpointError, describe, model_file, newest_checkpoint
-from gpt.inference.generation import compile_for_decoding
+from gpt.inference.compiled import compile_for_decoding
 from gpt.inference.text import TextModel, load
 
 SEPARATOR = "---"  # printed between --num-samples outputs
@@ -52,7 +52,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def draw_attention_map(text_model: TextModel, prompt: str, path: str) -> int:
     """Save the layer x head grid of attention heatmaps over the prompt's ids to `path`; the exit status."""
-    from gpt.evaluation.plots import attention_map  # matplotlib only when a map is asked for
+    from gpt.evaluation.maps import attention_map  # matplotlib only when a map is asked for
 
     ids = text_model.prompt_ids(prompt)
     try:

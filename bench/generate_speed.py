@@ -20,7 +20,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from anywhere without installing
 
 from gpt import GPT, ModelConfig, generate  # noqa: E402
-from gpt.inference.generation import compile_for_decoding  # noqa: E402
+from gpt.inference.compiled import compile_for_decoding  # noqa: E402
 from gpt.model.attention import ATTENTION  # noqa: E402
 
 
@@ -28,9 +28,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--attention", nargs="+", default=list(ATTENTION), choices=list(ATTENTION))
     parser.add_argument("--uncached", nargs="*", default=["mha"],
-                        help="variants also timed without the cache (slow: a full forward per token); 'all' for every one")
+                        help="variants also timed without the cache (slow: a full forward per token); 'all' for "
+                             "every one")
     parser.add_argument("--compiled", nargs="*", default=["mha"],
-                        help="variants also timed through gpt.inference.generation.compile_for_decoding (compiled in the untimed warm-up run)")
+                        help="variants also timed through gpt.inference.compiled.compile_for_decoding (compiled in "
+                             "the untimed warm-up run)")
     parser.add_argument("--batch", nargs="+", type=int, default=[1, 8])
     parser.add_argument("--new-tokens", type=int, default=500)
     parser.add_argument("--prompt-len", type=int, default=1)
@@ -38,7 +40,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--heads", type=int, default=4)
     parser.add_argument("--dim", type=int, default=128)
     parser.add_argument("--vocab", type=int, default=65, help="65: Tiny Shakespeare's characters")
-    parser.add_argument("--block-size", type=int, default=1024, help="GPT-2's; longer than prompt + new, so no window slides")
+    parser.add_argument("--block-size", type=int, default=1024,
+                        help="GPT-2's; longer than prompt + new, so no window slides")
     parser.add_argument("--pos", default="learned", help="learned, like GPT-2")
     parser.add_argument("--repeats", type=int, default=5, help="timed rounds over all rows; medians are reported")
     parser.add_argument("--no-hf", action="store_true", help="skip the Hugging Face reference rows")
@@ -125,7 +128,8 @@ def main(argv: list[str] | None = None) -> None:
                 times[key].append(timed(run))
         print(f"\nbatch {batch}: new tokens/s by wall time and by process CPU time (x hf: median over rounds of "
               "hf time / this time, same cache setting)")
-        print(f"{'model':<28} {'cache':<5} {'wall tok/s':>10} {'x hf':>6} {'cpu tok/s':>10} {'x hf':>6} {'cpu ms/step':>11}")
+        print(f"{'model':<28} {'cache':<5} {'wall tok/s':>10} {'x hf':>6} {'cpu tok/s':>10} {'x hf':>6} "
+              f"{'cpu ms/step':>11}")
         for (name, cache), rounds in times.items():
             wall, cpu = (statistics.median(r[i] for r in rounds) for i in (0, 1))
             hf = times.get((HF, cache))

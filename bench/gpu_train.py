@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # run from anywhere without installing
 
 from bench.train_speed import flops_per_token  # noqa: E402
-from gpt.data.calculator import all_problems  # noqa: E402
+from gpt.data.tasks.calculator import all_problems  # noqa: E402
 from gpt.inference.checkpoint import load_checkpoint  # noqa: E402
 
 SHAPE = ["model.layers=12", "model.heads=12", "model.dim=768", "model.block_size=1024", "model.kernel=sdpa"]

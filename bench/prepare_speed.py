@@ -24,7 +24,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 STARTUP = """
 import sys, time
-from gpt.data.datamodules import TextData
+from gpt.data.corpus import TextData
 t = time.perf_counter()
 data = TextData(block_size=256, path=sys.argv[1], tokenizer=sys.argv[2], vocab_size=int(sys.argv[4]),
                 root=sys.argv[3], batch_size=32)
@@ -113,9 +113,9 @@ def main(argv: list[str] | None = None) -> None:
                 for procs in args.procs:
                     root = work / "data"
                     shutil.rmtree(root, ignore_errors=True)
-                    seconds, cpu, pss, _ = peak_memory([sys.executable, "-m", "gpt", "prepare", str(corpus), "--tokenizer",
-                                                   tokenizer, "--vocab-size", str(args.vocab_size), "--num-proc",
-                                                   str(procs), "--root", str(root)])
+                    seconds, cpu, pss, _ = peak_memory([sys.executable, "-m", "gpt", "prepare", str(corpus),
+                                                        "--tokenizer", tokenizer, "--vocab-size", str(args.vocab_size),
+                                                        "--num-proc", str(procs), "--root", str(root)])
                     if startup is None:  # the shards are the same whatever the processes: one start-up tells
                         startup = float(subprocess.run([sys.executable, "-c", STARTUP, str(corpus), tokenizer,
                                                         str(root), str(args.vocab_size)], cwd=ROOT,

@@ -44,8 +44,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # run from anywhere without installing
 
 import nanogpt  # noqa: E402  (bench/nanogpt.py, beside this file)
-from gpt.evaluation.plots import loss_figure  # noqa: E402
 from gpt.inference.checkpoint import load_checkpoint  # noqa: E402
+from gpt.sweeps.plots import loss_figure  # noqa: E402
 
 NANOGPT = "nanoGPT (its CPU recipe)"
 

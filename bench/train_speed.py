@@ -30,7 +30,7 @@ from torch.nn import functional as F
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from anywhere without installing
 
 from gpt import GPT, ModelConfig  # noqa: E402
-from gpt.data.datamodules import RandomWindows  # noqa: E402
+from gpt.data.batches import RandomWindows  # noqa: E402
 from gpt.data.shards import TokenShards  # noqa: E402
 from gpt.training.lit import LitGPT  # noqa: E402
 from gpt.training.optim import OPTIMIZERS, SCHEDULES, OptimConfig  # noqa: E402
@@ -38,7 +38,8 @@ from gpt.training.optim import OPTIMIZERS, SCHEDULES, OptimConfig  # noqa: E402
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("overrides", nargs="*", help="ModelConfig fields as Hydra-style field=value (model. prefix optional)")
+    parser.add_argument("overrides", nargs="*",
+                        help="ModelConfig fields as Hydra-style field=value (model. prefix optional)")
     parser.add_argument("--batch", type=int, default=12)
     parser.add_argument("--steps", type=int, default=60, help="timed steps per loop and round, after --warmup")
     parser.add_argument("--warmup", type=int, default=10)
@@ -193,7 +194,8 @@ def main(argv: list[str] | None = None) -> None:
     print(f"lightning / plain time per step: {ratio('lightning', 'plain torch', 1):.3f} (cpu), "
           f"{ratio('lightning', 'plain torch', 0):.3f} (wall)")  # equal tokens per step: the time ratio
     print(f"tokens/s vs the nanoGPT reference: lightning {ratio('nanoGPT ref', 'lightning', 1):.2f}x (cpu), "
-          f"{ratio('nanoGPT ref', 'lightning', 0):.2f}x (wall); plain {ratio('nanoGPT ref', 'plain torch', 1):.2f}x (cpu)")
+          f"{ratio('nanoGPT ref', 'lightning', 0):.2f}x (wall); "
+          f"plain {ratio('nanoGPT ref', 'plain torch', 1):.2f}x (cpu)")
 
 
 if __name__ == "__main__":

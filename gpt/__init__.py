@@ -5,12 +5,12 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from gpt.model.attention import ATTENTION
     from gpt.inference.checkpoint import load_checkpoint
-    from gpt.model.config import ModelConfig
     from gpt.inference.generation import generate
-    from gpt.model.gpt import GPT
     from gpt.inference.text import TextModel, load
+    from gpt.model.attention import ATTENTION
+    from gpt.model.config import ModelConfig
+    from gpt.model.gpt import GPT
 
 # Each public name's module, imported on first use: `python -m gpt prepare` needs no torch (1-2 s of start-up).
 _HOMES = {"ATTENTION": "gpt.model.attention", "GPT": "gpt.model.gpt", "ModelConfig": "gpt.model.config",

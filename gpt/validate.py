@@ -152,11 +152,12 @@ def check_section(prefix: str, values: Mapping[str, Any], consumer: Callable | t
         check_value(f"{prefix}.{key}", value, declared[key])
 
 
-def check_fields(instance: Any) -> None:
-    """Every field of a dataclass instance is of its declared type and range (its __post_init__ calls this)."""
+def check_fields(instance: Any, prefix: str = "") -> None:
+    """Every field of a dataclass instance is of its declared type and range (its __post_init__ calls this); a
+    message names the field as the user sets it, `prefix` + its name (`data.tasks.recall.pairs=0 ...`)."""
     hints = declared_types(type(instance))
     for field in dataclasses.fields(instance):
-        check_value(field.name, getattr(instance, field.name), hints[field.name])
+        check_value(prefix + field.name, getattr(instance, field.name), hints[field.name])
 
 
 def check_known_fields(cls: type, values: Mapping[str, Any], section: str) -> None:

@@ -12,6 +12,9 @@ import pytest
 import torch
 
 from gpt import GPT, ModelConfig
+from gpt.data.tasks.calculator import Calculator
+from gpt.data.tasks.datamodule import TaskData, task_tokenizer
+from gpt.data.tokenizers import WordTokenizer
 
 ROOT = Path(__file__).resolve().parents[1]
 WORDS = "thou art more lovely and temperate rough winds do shake the darling buds of may".split()
@@ -22,6 +25,18 @@ def play(lines: int = 300, seed: int = 0) -> str:
     rng = random.Random(seed)
     return "".join(" ".join(rng.choices(WORDS, k=rng.randint(3, 8))) + rng.choice([",", ".", "!", ""]) + "\n"
                    for _ in range(lines))
+
+
+def calculator_data(batch_size: int = 256, operations: list[str] | None = None, seed: int = 0) -> TaskData:
+    """The calculator as configs/data/calculator.yaml gives it to train.py (every problem of a split), with these
+    settings."""
+    return TaskData({"calculator": {"operations": operations}}, seed=seed, batch_size=batch_size, train_lines=None,
+                    val_lines=None, eval_lines=500)
+
+
+def calculator_tokenizer() -> WordTokenizer:
+    """The calculator corpus's word tokenizer, as its data module builds it."""
+    return task_tokenizer((Calculator(),))
 
 
 @pytest.fixture
@@ -45,7 +60,7 @@ def build(cfg: ModelConfig, seed: int = 0) -> GPT:
 
 # 30 steps validated every 20: the last step falls between two intervals and must still validate.
 TINY_RUN = ["trainer=debug", "trainer.max_steps=30", "trainer.val_check_interval=20", "model.layers=1",
-            "model.dim=32", "model.heads=2", "data.batch_size=32", "data.eval_problems=10"]
+            "model.dim=32", "model.heads=2", "data.batch_size=32", "data.eval_lines=10"]
 
 
 @pytest.fixture(scope="session")
@@ -65,10 +80,9 @@ def learned_calculator(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, 
     (its run folder holding model.pt, its final training loss, its held-out accuracy per operation). The README's
     Python snippet is run on it as well, since it answers held-out problems as the default run's model does."""
     from gpt.inference.checkpoint import save_model
-    from gpt.data.datamodules import CalculatorData
     from tests.test_learning import OPERATIONS, train_and_grade
 
-    data = CalculatorData(seed=0, batch_size=128, operations=OPERATIONS)
+    data = calculator_data(batch_size=128, operations=OPERATIONS)
     loss, accuracy, text_model = train_and_grade(data)
     run_dir = tmp_path_factory.mktemp("learned")
     save_model(run_dir / "model.pt", text_model.model, text_model.tokenizer, text_model.meta)

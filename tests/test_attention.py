@@ -10,12 +10,13 @@ import torch
 from torch.nn import functional as F
 
 from gpt import GPT, ModelConfig, generate
-from gpt.data.datamodules import IGNORE_INDEX, CalculatorData
+from gpt.data.batches import IGNORE_INDEX
+from gpt.data.tasks.datamodule import TaskData
 from gpt.model.attention import ATTENTION
 from gpt.model.attention.linear import LinearAttention
 from gpt.model.gpt import check_parts
 from gpt.model.positional import POSITIONAL
-from tests.conftest import build
+from tests.conftest import build, calculator_data
 
 BASE = dict(vocab_size=37, layers=2, heads=4, dim=32, block_size=16, window=4, kv_heads=2, kv_latent_dim=12)
 
@@ -103,7 +104,8 @@ def mha_state_as(attention: str, state: dict[str, torch.Tensor], heads: int) -> 
             continue
         attn = {k.partition(".attn.")[2]: v for k, v in state.items() if k.startswith(prefix + ".attn.")}
         if attention == "mha_fused" and leaf == "query.weight":
-            out[f"{prefix}.attn.qkv.weight"] = torch.cat([attn["query.weight"], attn["key.weight"], attn["value.weight"]])
+            weights = [attn["query.weight"], attn["key.weight"], attn["value.weight"]]
+            out[f"{prefix}.attn.qkv.weight"] = torch.cat(weights)
         elif attention == "torch_mha" and leaf == "query.weight":
             out[f"{prefix}.attn.mha.in_proj_weight"] = torch.cat([attn["query.weight"], attn["key.weight"],
                                                                  attn["value.weight"]])
@@ -217,14 +219,14 @@ def test_linear_attentions_implied_weights_times_values_are_its_output(pos: str)
 
 
 @pytest.fixture(scope="module")
-def calculator() -> CalculatorData:
-    data = CalculatorData(batch_size=64)
+def calculator() -> TaskData:
+    data = calculator_data(batch_size=64)
     data.setup("fit")
     return data
 
 
 @pytest.mark.parametrize("attention", list(ATTENTION))
-def test_every_variant_learns_the_calculator(attention: str, calculator: CalculatorData) -> None:
+def test_every_variant_learns_the_calculator(attention: str, calculator: TaskData) -> None:
     """40 AdamW steps take the loss below the unigram entropy of the answers' words: the model uses context."""
     torch.manual_seed(0)
     cfg = make(attention, "learned" if attention == "torch_mha" else "rope", vocab_size=calculator.vocab_size,

@@ -11,18 +11,17 @@ from matplotlib.image import imread
 
 import generate
 from gpt import ModelConfig
-from gpt.data.calculator import vocabulary
 from gpt.data.tokenizers import WordTokenizer
-from gpt.evaluation.plots import attention_map
+from gpt.evaluation.maps import attention_map
 from gpt.inference.checkpoint import save_model
-from tests.conftest import build
+from tests.conftest import build, calculator_tokenizer
 
 PROMPT = "seven times six equals"
 
 
 @pytest.fixture
 def tokenizer() -> WordTokenizer:
-    return WordTokenizer(vocabulary())
+    return calculator_tokenizer()
 
 
 @pytest.fixture

@@ -1,6 +1,7 @@
 import pytest
 
-from gpt.data.calculator import OPERATIONS, all_problems, number_to_words, split_problems, vocabulary, words_to_number
+from gpt.data.tasks.calculator import (OPERATIONS, all_problems, number_to_words, split_problems, vocabulary,
+                                       words_to_number)
 
 
 @pytest.mark.parametrize("n, words", [

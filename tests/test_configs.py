@@ -1,6 +1,7 @@
 """Every option of every config group composes into a valid run configuration."""
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -13,9 +14,9 @@ from gpt.model.attention import ATTENTION
 from gpt.model.config import ModelConfig
 from gpt.model.gpt import GPT
 from gpt.model.positional import POSITIONAL
+from gpt.training.checks import RunSettings, check_config
 from gpt.training.optim import OptimConfig
 from tests.conftest import ROOT
-from train import check_config
 
 CONFIGS = ROOT / "configs"
 GROUPS = sorted(p.name for p in CONFIGS.iterdir() if p.is_dir())
@@ -80,3 +81,9 @@ def test_the_dataclass_defaults_are_what_python_train_py_trains() -> None:
     assert ModelConfig.from_dict({**OmegaConf.to_container(cfg.model, resolve=True), "vocab_size": vocab_size}) \
         == ModelConfig(vocab_size=vocab_size)
     assert OptimConfig.from_dict(OmegaConf.to_container(cfg.optim, resolve=True)) == OptimConfig()
+
+
+def test_run_settings_are_train_yamls_own_keys() -> None:
+    """train.py's top-level keys are typed in one place (RunSettings), checked before any work."""
+    own = [k for k, v in OmegaConf.load(CONFIGS / "train.yaml").items() if k not in ("defaults", "hydra")]
+    assert own == [field.name for field in dataclasses.fields(RunSettings)]

@@ -17,7 +17,7 @@ from omegaconf import open_dict
 
 import generate
 from gpt.__main__ import main as cli
-from gpt.data.datamodules import TextData
+from gpt.data.corpus import TextData
 import gpt.data.download as corpora
 import gpt.data.prepare as prepare
 from gpt.data.shards import TokenShards
@@ -165,7 +165,8 @@ def user_error(tmp_path: Path, case: str) -> tuple[dict, str]:
                           r"validation split .* fewer than model.block_size\+1=65"),
         "train too short": ({"path": str(short), "block_size": 64, "val_fraction": 0.99},
                             r"training split .* fewer than model.block_size\+1=65"),
-        "bad fraction": ({"path": str(short), "val_fraction": 1.0}, r"data.val_fraction=1.0 must be between"),
+        "bad fraction": ({"path": str(short), "val_fraction": 1.0},
+                         r"data.val_fraction=1.0 must be a number in \(0, 1\)"),
         "no path": ({}, r"data=text needs data.path="),
         "tokenizer": ({"path": str(short), "tokenizer": "unigram"}, r"data.tokenizer=unigram is unknown"),
         "bpe too small": ({"path": str(short), "tokenizer": "bpe", "vocab_size": 200},
@@ -251,7 +252,7 @@ def test_window_stream_resumes_mid_way_and_shares_out_among_ranks_across_shards(
     over several shards equal those over one array holding the same ids."""
     from itertools import islice
 
-    from gpt.data.datamodules import RandomWindows
+    from gpt.data.batches import RandomWindows
 
     tokens = np.arange(500, dtype=np.uint16)
     sharded = TokenShards([tokens[i:i + 37] for i in range(0, 500, 37)])
@@ -271,7 +272,7 @@ def test_row_stream_resumes_mid_way_and_shares_out_among_ranks() -> None:
     sharded text): skipping `start` batches, and rank r reading every world-th batch."""
     from itertools import islice
 
-    from gpt.data.datamodules import RowBatches
+    from gpt.data.batches import RowBatches
 
     rows = torch.arange(40 * 6).reshape(40, 6)
     stream = lambda: RowBatches(rows, rows + 1, torch.full((40,), 6), batch_size=4, seed=3)  # noqa: E731

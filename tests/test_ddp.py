@@ -9,7 +9,7 @@ import torch
 from torch.nn import functional as F
 
 from gpt import load_checkpoint
-from gpt.data.datamodules import TextData
+from gpt.data.corpus import TextData
 from tests.conftest import play, run_cli
 
 TINY = ["trainer=debug", "trainer.max_steps=6", "trainer.val_check_interval=100", "model.layers=1", "model.dim=32",

@@ -1,26 +1,25 @@
 """A new user's first hour, each trap that once gave a wrong result or a wall of text: every bad value or typo'd key
 is one line before any work and leaves no run folder; generate.py says which model answers and prints exactly what
-the text API returns; gpt.evaluation.evaluate refuses what it cannot grade honestly; a debugging switch does not travel; the
-README's Python snippet, run as written, answers its held-out problem."""
+the text API returns; `python -m gpt evaluate` refuses what it cannot grade honestly; a debugging switch does not
+travel (the README's Python snippet is run in tests/test_docs.py)."""
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import pytest
 import torch
-from omegaconf import OmegaConf
 
 import generate
 from gpt import ModelConfig, load
 from gpt.__main__ import main as cli
-from gpt.data.calculator import split_problems
 from gpt.data.tokenizers import CharTokenizer, WordTokenizer
 from gpt.inference.checkpoint import load_checkpoint, save_model
+from gpt.training.checks import check_config
 from gpt.training.preflight import preflight
-from tests.conftest import ROOT, build, run_cli
+from gpt.training.resume import resume_from
+from tests.conftest import build, run_cli
 from tests.test_configs import compose_with
-from train import CONFIGS, check_config, resume_from
+from train import CONFIGS
 
 
 BAD = [  # (command line, what the one line must say)
@@ -32,7 +31,7 @@ BAD = [  # (command line, what the one line must say)
     (["trainer.max_steps=abc"], "trainer.max_steps='abc' must be an integer"),
     (["trainer.precision=fp8"], "trainer.precision='fp8' must be one of "),
     (["data.batch_size=0"], "data.batch_size=0 must be a positive integer"),
-    (["data.val_fraction=1.5"], "data.val_fraction=1.5 must be a number in (0, 1)"),
+    (["data.tasks.calculator.val_fraction=1.5"], "data.tasks.calculator.val_fraction=1.5 must be a number in (0, 1)"),
     (["optim.lr=-1"], "optim.lr=-1 must be a number > 0"),
     (["callbacks.checkpoint.every_n_steps=0"], "callbacks.checkpoint.every_n_steps=0 must be a positive integer"),
     (["callbacks.sample.temperature=hot"], "callbacks.sample.temperature='hot' must be a number >= 0"),
@@ -41,7 +40,7 @@ BAD = [  # (command line, what the one line must say)
     (["model.head=4"], "model.head is not a setting of model=small; did you mean model.heads?"),
     (["trainer.max_step=10"], "trainer.max_step is not a setting of trainer=default; did you mean trainer.max_steps?"),
     (["sed=3"], "sed is not a setting; did you mean seed?"),
-    (["data.path=x"], "data.path is not a setting of data=calculator; its settings: seed, "),
+    (["data.path=x"], "data.path is not a setting of data=calculator; its settings: tasks, seed, "),
     (["+trainer.nope=1"], "trainer.nope is not a setting of trainer"),
     (["attention=mhq"], "attention=mhq is not an option of attention: choose one of gqa, "),
     (["model.heads=[1"], "cannot read the override 'model.heads=[1'"),
@@ -71,7 +70,9 @@ def test_a_sweep_leaves_its_values_to_each_job(monkeypatch: pytest.MonkeyPatch, 
 
 @pytest.mark.parametrize("argv, message", [
     (["model.bias=no"], "error: model.bias='no' must be true or false"),  # refused before Hydra makes a folder
-    (["data.operations=[plus,modulo]"], "error: data.operations has unknown ['modulo']"),  # refused after it
+    (["data.tasks.calculator.operations=[plus,modulo]"],
+     "error: data.tasks.calculator.operations has unknown ['modulo']"),  # a task's knobs, by the task itself
+    (["data=text", "data.path=nope.txt"], "error: data.path="),  # refused after Hydra makes the run folder
 ])
 def test_train_cli_refuses_in_one_line_and_leaves_no_run_folder(tmp_path: Path, argv: list[str],
                                                                 message: str) -> None:
@@ -145,27 +146,3 @@ def test_resume_of_a_finished_run_says_it_is_finished(trained: Path) -> None:
     cfg = compose_with("trainer.max_steps=30", f"ckpt_path={ckpt}")
     with pytest.raises(ValueError, match=rf"^{ckpt} has finished: it is at step 30 of trainer.max_steps=30"):
         resume_from(cfg, trained)
-
-
-def readme_python_snippet() -> str:
-    """The Quick start's Python block: the one that calls gpt.load."""
-    blocks = re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(), re.S)
-    return next(b for b in blocks if "gpt.load(" in b)
-
-
-@pytest.mark.slow  # through the learned_calculator fixture, shared with tests/test_learning.py
-def test_readme_python_snippet_run_as_written_answers_its_held_out_problem(
-        learned_calculator: tuple[Path, float, dict[str, float]], capsys: pytest.CaptureFixture) -> None:
-    run_dir = learned_calculator[0]
-    snippet = readme_python_snippet()
-    path = re.search(r'gpt\.load\("([^"]+)"\)', snippet).group(1)
-    prompt = re.search(r'complete\("([^"]+)"\)', snippet).group(1)
-    promised = re.search(r"complete\([^)]*\)\)\s*# (.+)", snippet).group(1).strip()
-    seed = OmegaConf.load(CONFIGS / "data" / "calculator.yaml").seed
-    problem = next(p for p in split_problems(seed, 0.1, 0.1)["test"] if p.prompt == prompt)  # held out by default
-    assert promised == problem.target  # the README's answer is the true one
-    exec(compile(snippet.replace(path, str(run_dir)), "README.md", "exec"), {})
-    assert capsys.readouterr().out == f"{problem.target}\n"
-    assert f'python generate.py --prompt "{prompt}"' in (ROOT / "README.md").read_text()
-    assert generate.main(["--ckpt", str(run_dir), "--prompt", prompt]) == 0
-    assert capsys.readouterr().out == f"{prompt} {problem.target}\n"  # the CLI prints the same answer

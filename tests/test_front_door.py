@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from gpt.__main__ import VERBS, main, parser_for
-from gpt.data.calculator import split_problems
+from gpt.data.tasks.calculator import split_problems
 from tests.conftest import run_cli
 
 
@@ -41,4 +41,5 @@ def test_a_mistake_is_one_line_and_exit_2(argv: list[str], message: str, capsys:
 def test_which_split_names_the_split_of_a_problem(capsys: pytest.CaptureFixture) -> None:
     held_out = split_problems(0, 0.1, 0.1)["test"][0]
     assert main(["which-split", held_out.prompt]) == 0
-    assert capsys.readouterr().out == f"{held_out.prompt!r} is in the test split of data.seed=0: held out from training\n"
+    assert capsys.readouterr().out == \
+        f"{held_out.prompt!r} is in the test split of data.seed=0: held out from training\n"

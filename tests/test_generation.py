@@ -4,7 +4,8 @@ import pytest
 import torch
 
 from gpt import ModelConfig, generate
-from gpt.inference.generation import compile_for_decoding, sample_next, stream
+from gpt.inference.compiled import compile_for_decoding
+from gpt.inference.generation import sample_next, stream
 from tests.conftest import build
 
 

@@ -147,7 +147,8 @@ def test_a_model_type_without_a_family_is_refused() -> None:
 @pytest.mark.parametrize("parts, message", [
     ({"pos": "rope"}, "llama needs mlp=gelu \\(needs swiglu\\)$"),  # tinygpt's default parts with RoPE
     ({"pos": "rope", "mlp": "swiglu", "attention": "mla"},
-     "llama needs attention=mla \\(needs mha or gqa or mqa\\); mistral needs attention=mla \\(needs sliding_window\\)$"),
+     "llama needs attention=mla \\(needs mha or gqa or mqa\\); "
+     "mistral needs attention=mla \\(needs sliding_window\\)$"),
     ({"pos": "rope", "mlp": "swiglu", "attention": "sliding_window", "bias": True},
      "llama needs attention=sliding_window .*; mistral needs bias=True \\(needs False\\)$"),
 ])

@@ -10,13 +10,14 @@ import lightning as L
 import pytest
 import torch
 
-from gpt.data.calculator import Problem
-from gpt.data.datamodules import CalculatorData
-from gpt.evaluation.evaluate import accuracy_by_group, grade
+from gpt.data.tasks import Example
+from gpt.data.tasks.datamodule import TaskData, held_out_examples
+from gpt.evaluation.grading import accuracy_by_group, grade
 from gpt.inference.text import TextModel
 import gpt.model.attention.base
 from gpt.model.config import ModelConfig
 from gpt.training.lit import LitGPT
+from tests.conftest import calculator_data
 
 OPERATIONS = ["plus", "minus"]
 STEPS = 2000
@@ -27,34 +28,35 @@ def leaky_mask(q_len: int, k_len: int, start: int, device: torch.device) -> torc
     return torch.ones(q_len, k_len, dtype=torch.bool, device=device)
 
 
-def majority_accuracy(train: list[Problem], held_out: list[Problem], op: str) -> float:
+def majority_accuracy(train: list[Example], held_out: list[Example], op: str) -> float:
     """Accuracy of always answering the commonest training answer: what a model that ignores the question gets."""
-    commonest = Counter(p.answer for p in train if p.op == op).most_common(1)[0][0]
-    mine = [p for p in held_out if p.op == op]
-    return sum(p.answer == commonest for p in mine) / len(mine)
+    commonest = Counter(e.target for e in train if e.group == op).most_common(1)[0][0]
+    mine = [e for e in held_out if e.group == op]
+    return sum(e.target == commonest for e in mine) / len(mine)
 
 
-def train_and_grade(data: CalculatorData) -> tuple[float, dict[str, float], TextModel]:
+def train_and_grade(data: TaskData) -> tuple[float, dict[str, float], TextModel]:
     """(final training loss, held-out accuracy per operation, the model) after STEPS steps."""
     L.seed_everything(0, verbose=False)
     # The written-out maths, whose mask the leak check swaps (torch's fused kernel applies its own causal mask).
     cfg = ModelConfig(vocab_size=data.vocab_size, layers=2, heads=4, dim=64, block_size=data.max_tokens, kernel="math")
     # A peak LR of 6e-3 (3e-3 reached 76% on plus in these steps) learns plus and minus to 99% and 97%.
-    lit = LitGPT(cfg, lr=6e-3, min_lr=6e-4, warmup_steps=50, max_steps=STEPS)
+    lit = LitGPT(cfg, name="adamw", lr=6e-3, min_lr=6e-4, warmup_steps=50, max_steps=STEPS)
     trainer = L.Trainer(max_steps=STEPS, logger=False, enable_checkpointing=False, enable_progress_bar=False,
                         enable_model_summary=False, limit_val_batches=0, gradient_clip_val=1.0)
     trainer.fit(lit, datamodule=data)
     final_loss = float(trainer.callback_metrics["train/loss"])
     text_model = TextModel(lit.model, data.tokenizer, data.meta)
-    return final_loss, accuracy_by_group(grade(text_model, data.splits["test"])), text_model
+    return final_loss, accuracy_by_group(grade(text_model, held_out_examples(data.meta, "test"))), text_model
 
 
 @pytest.mark.slow
 def test_causal_model_answers_unseen_problems_and_a_leaky_mask_is_caught(
         learned_calculator: tuple[Path, float, dict[str, float]], monkeypatch: pytest.MonkeyPatch) -> None:
-    data = CalculatorData(seed=0, batch_size=128, operations=OPERATIONS)
-    chance = {op: majority_accuracy(data.splits["train"], data.splits["test"], op) for op in OPERATIONS}
-    bar = {op: 20 * max(chance[op], 1 / len(data.splits["test"])) for op in OPERATIONS}  # "well above chance"
+    data = calculator_data(batch_size=128, operations=OPERATIONS)
+    train, test = [line.example for line in data.splits["train"]], held_out_examples(data.meta, "test")
+    chance = {op: majority_accuracy(train, test, op) for op in OPERATIONS}
+    bar = {op: 20 * max(chance[op], 1 / len(test)) for op in OPERATIONS}  # "well above chance"
 
     _, causal_loss, causal_accuracy = learned_calculator
     monkeypatch.setattr(gpt.model.attention.base, "causal_mask", leaky_mask)

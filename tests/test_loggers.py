@@ -16,7 +16,7 @@ from gpt.training.loggers import wandb_mode
 from tests.conftest import ROOT, run_cli
 
 TINY = ["trainer=debug", "model.layers=1", "model.dim=32", "model.heads=2", "data.batch_size=32",
-        "data.eval_problems=10"]
+        "data.eval_lines=10"]
 METRICS = {"train/loss", "train/lr", "train/tok_per_s", "val/loss", "val/ppl", "val/acc_all"}
 
 

@@ -10,7 +10,7 @@ import torch
 from torch.utils.data import DataLoader
 
 from gpt import ModelConfig, load_checkpoint
-from gpt.data.datamodules import IGNORE_INDEX
+from gpt.data.batches import IGNORE_INDEX
 from gpt.data.tokenizers import WordTokenizer
 from gpt.inference.checkpoint import save_model
 from gpt.training.lit import LitGPT
@@ -84,8 +84,9 @@ def test_compiled_model_checkpoints_load_into_an_uncompiled_model(tmp_path: Path
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 @pytest.mark.parametrize("precision", ["bf16-mixed", "16-mixed"])
 def test_gpu_compiled_mixed_precision_run_loads_on_cpu(tmp_path: Path, precision: str) -> None:
-    result = run_cli("train.py", "trainer=gpu", f"trainer.precision={precision}", "compile=true", "trainer.max_steps=30",
-                     "trainer.val_check_interval=15", "trainer.limit_val_batches=2", "hydra.run.dir=run", cwd=tmp_path)
+    result = run_cli("train.py", "trainer=gpu", f"trainer.precision={precision}", "compile=true",
+                     "trainer.max_steps=30", "trainer.val_check_interval=15", "trainer.limit_val_batches=2",
+                     "hydra.run.dir=run", cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
     model, tokenizer = load_checkpoint(tmp_path / "run/model.pt")  # on CPU, uncompiled
     assert torch.isfinite(model(torch.tensor([tokenizer.encode("two plus three equals")]))).all()

@@ -17,7 +17,8 @@ import pytest
 from omegaconf import OmegaConf
 
 from gpt.__main__ import main as cli
-from gpt.data.datamodules import TextData
+import gpt.atomic as atomic
+from gpt.data.corpus import TextData
 import gpt.data.formats as formats
 import gpt.data.prepare as prepare_module
 from gpt.data.prepare import Prepared, Recipe, load, open_prepared, prepare
@@ -263,9 +264,9 @@ def test_full_disk_is_one_line_and_leaves_nothing_half_written(tmp_path: Path, m
 
     def opened(path: Path, mode: str = "r", *args: object) -> object:
         f = real_open(path, mode, *args)
-        return FullDisk(f) if Path(path).name == "train_00001.bin" else f
+        return FullDisk(f) if Path(path).name.startswith(".train_00001.bin.") else f  # its temporary file
 
-    monkeypatch.setattr(shards, "open", opened, raising=False)
+    monkeypatch.setattr(atomic, "open", opened, raising=False)
     data = lambda: TextData(block_size=8, path=str(corpus), root=str(tmp_path / "data"), doc_bytes=256,  # noqa: E731
                             shard_tokens=500, num_proc=1)
     with pytest.raises(ValueError, match=r"^could not write .*train_00001.bin: No space left on device; free some "

@@ -15,10 +15,10 @@ from matplotlib.image import imread
 from omegaconf import OmegaConf
 
 from gpt.__main__ import main as cli
-from gpt.evaluation.plots import LOSS_FIGSIZE, loss_figure
 from gpt.inference.checkpoint import load_checkpoint
 from gpt.model.attention import ATTENTION
 from gpt.sweeps import capability, pareto
+from gpt.sweeps.plots import LOSS_FIGSIZE, loss_figure
 from gpt.sweeps.report import curves, find_runs, markdown, summaries
 from tests.conftest import ROOT, run_cli
 from tests.test_configs import compose_with
@@ -26,7 +26,7 @@ from tests.test_configs import compose_with
 # Runs of 30 steps, shorter than one validation interval: each must still validate (and grade) at its end.
 SWEEP = ["trainer=debug", "trainer.max_steps=30", "trainer.val_check_interval=400", "model.layers=1", "model.dim=32",
          "trainer.limit_val_batches=4",
-         "data.eval_problems=10", "data.batch_size=64", "logger=csv", "pos=rope,learned", "model.heads=2,3",
+         "data.eval_lines=10", "data.batch_size=64", "logger=csv", "pos=rope,learned", "model.heads=2,3",
          "seed=0,1"]
 
 

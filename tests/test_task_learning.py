@@ -6,10 +6,9 @@ from __future__ import annotations
 import time
 
 import lightning as L
-import pytest
 
 from gpt.data.tasks.datamodule import TaskData
-from gpt.evaluation.evaluate import accuracy_by_group, grade
+from gpt.evaluation.grading import accuracy_by_group, grade
 from gpt.inference.text import TextModel
 from gpt.model.config import ModelConfig
 from gpt.training.lit import LitGPT

@@ -7,17 +7,16 @@ from pathlib import Path
 import torch
 
 from gpt import ModelConfig, TextModel, generate, load
-from gpt.data.calculator import vocabulary
-from gpt.data.tokenizers import CharTokenizer, WordTokenizer
+from gpt.data.tokenizers import CharTokenizer
 from gpt.inference.checkpoint import save_model
-from gpt.inference.generation import compile_for_decoding
-from tests.conftest import build
+from gpt.inference.compiled import compile_for_decoding
+from tests.conftest import build, calculator_tokenizer
 
 PROMPTS = ["two plus three equals", "ninety nine plus ninety nine equals", "six times eight equals", ""]
 
 
 def calculator_model(seed: int = 0) -> TextModel:
-    tokenizer = WordTokenizer(vocabulary())
+    tokenizer = calculator_tokenizer()
     cfg = ModelConfig(vocab_size=tokenizer.vocab_size, layers=1, heads=2, dim=32, block_size=24)
     return TextModel(build(cfg, seed), tokenizer, {"one_example_per_line": True})
 
@@ -66,7 +65,7 @@ def test_load_gives_the_text_model_of_a_saved_checkpoint(tmp_path: Path) -> None
 
 
 def test_a_model_compiled_for_decoding_completes_as_the_eager_one() -> None:
-    """generate.py --compile swaps the text model's model for gpt.inference.generation.compile_for_decoding's."""
+    """generate.py --compile swaps the text model's model for gpt.inference.compiled.compile_for_decoding's."""
     text_model = calculator_model()
     eager = [text_model.complete(p) for p in PROMPTS]
     text_model.model = compile_for_decoding(text_model.model)

@@ -14,12 +14,12 @@ from hydra import compose, initialize_config_dir
 
 import generate
 from gpt import load_checkpoint
-from gpt.data.calculator import split_problems
+from gpt.data.tasks.calculator import split_problems
 from gpt.inference.generation import generate as generate_ids
+from gpt.training import checks
+from gpt.training.checks import check_config
 from gpt.training.resume import load_resume_checkpoint
 from tests.conftest import ROOT, run_cli
-import train
-from train import check_config
 
 def test_train_writes_model_checkpoint_metrics_and_samples(trained: Path) -> None:
     model, tokenizer = load_checkpoint(trained / "model.pt")
@@ -114,8 +114,8 @@ def test_auto_precision_is_bf16_only_where_the_cpu_has_bf16_instructions(tmp_pat
                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     cpuinfo = tmp_path / "cpuinfo"
     cpuinfo.write_text(f"processor\t: 0\nmodel name\t: a CPU\nflags\t\t: {flags}\n")
-    assert train.cpu_has_bf16(cpuinfo) is bf16
-    assert not train.cpu_has_bf16(tmp_path / "absent")  # not Linux: fp32, never an emulated bf16
-    monkeypatch.setattr(train, "cpu_has_bf16", lambda: bf16)
-    assert train.resolve_precision("auto", "cpu") == ("bf16-mixed" if bf16 else "32-true")
-    assert train.resolve_precision("32-true", "cpu") == "32-true"  # a precision asked for is kept
+    assert checks.cpu_has_bf16(cpuinfo) is bf16
+    assert not checks.cpu_has_bf16(tmp_path / "absent")  # not Linux: fp32, never an emulated bf16
+    monkeypatch.setattr(checks, "cpu_has_bf16", lambda: bf16)
+    assert checks.resolve_precision("auto", "cpu") == ("bf16-mixed" if bf16 else "32-true")
+    assert checks.resolve_precision("32-true", "cpu") == "32-true"  # a precision asked for is kept

@@ -14,16 +14,15 @@ import torch
 
 import generate
 from gpt import ModelConfig
-from gpt.data.calculator import vocabulary
 from gpt.data.tokenizers import WordTokenizer
 from gpt.evaluation.viewer import attention_view, head_stats, induction_scores, render_html, write_attention_html
 from gpt.inference.checkpoint import save_model
 from gpt.inference.generation import generate as generate_ids
 from gpt.inference.text import TextModel
 from gpt.model.attention import ATTENTION
-from tests.conftest import build
+from tests.conftest import build, calculator_tokenizer
 
-TOKENIZER = WordTokenizer(vocabulary())
+TOKENIZER = calculator_tokenizer()
 NEWLINE = TOKENIZER.encode("\n")[0]
 PROMPT = [NEWLINE, *TOKENIZER.encode("two plus three equals")]
 WINDOW = 3

@@ -3,20 +3,11 @@ token shards is gpt/data/prepare.py's."""
 from __future__ import annotations
 
 import hashlib
-import os
 import urllib.error
 import urllib.request
 from pathlib import Path
 
-
-def _atomic_write(path: Path, data: bytes) -> None:
-    """Write beside `path`, then rename over it: a killed process leaves the old file or none, never half."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        tmp.write_bytes(data)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+from gpt.atomic import atomic_write
 
 
 def download(url: str, path: Path, sha256: str) -> Path:
@@ -34,5 +25,5 @@ def download(url: str, path: Path, sha256: str) -> Path:
         raise ValueError(f"checksum mismatch for {url}: sha256 {actual}, expected {sha256}; nothing was saved "
                          "(retry, or pass data.path=<a trusted copy>)")
     path.parent.mkdir(parents=True, exist_ok=True)
-    _atomic_write(path, data)
+    atomic_write(path, data)
     return path

@@ -7,13 +7,13 @@ import argparse
 import fcntl
 import hashlib
 import json
-import multiprocessing
 import os
 import shutil
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -21,8 +21,10 @@ import numpy as np
 from tqdm import tqdm
 
 from gpt.data.formats import FORMATS, Part, Unit, fingerprint, format_of, input_files
+from gpt.data.pool import ordered_map
 from gpt.data.shards import ShardWriter, TokenShards, check_shard, save_shard, token_dtype, write_file
 from gpt.data.tokenizers import TOKENIZERS, Tokenizer, learn_tokenizer, tokenizer_from_dict, tokenizer_label
+from gpt.validate import Fraction, PositiveInt, check_fields
 
 VERSION = 1  # bump when the shard layout, the cut rule or the split rule changes
 T = TypeVar("T")
@@ -40,19 +42,16 @@ class Recipe:
     # nanoGPT's last 10% of Tiny Shakespeare, instead of the hashed val_fraction.
     val_inputs: list[str] = field(default_factory=list)
     tokenizer: str = "char"
-    vocab_size: int = 4096       # bpe: the size of the trained vocabulary
+    vocab_size: PositiveInt = 4096       # bpe: the size of the trained vocabulary
     compact_vocab: bool | None = None  # gpt2: keep only the ids the corpus uses (None: when under half)
-    val_fraction: float = 0.1
+    val_fraction: Fraction = 0.1
     text_field: str = "text"
-    doc_bytes: int = 4096
-    shard_tokens: int = 1 << 24
+    doc_bytes: PositiveInt = 4096
+    shard_tokens: PositiveInt = 1 << 24
 
-    def check(self) -> None:
+    def __post_init__(self) -> None:
+        check_fields(self, "data.")  # named as training sets them; gpt prepare's flags are the same words
         tokenizer_label(self.tokenizer)  # refuses a name that is neither a kind nor a tokenizer folder
-        if not 0.0 < self.val_fraction < 1.0:
-            raise ValueError(f"data.val_fraction={self.val_fraction} must be between 0 and 1 (exclusive)")
-        if self.doc_bytes < 1 or self.shard_tokens < 1:
-            raise ValueError("data.doc_bytes and data.shard_tokens must be positive")
 
 
 @dataclass(frozen=True)
@@ -65,21 +64,31 @@ class Prepared:
     val: TokenShards
 
 
-_WORKER: dict[str, Any] = {}  # what every task of a pool needs; set before the fork, so never pickled
+@dataclass(frozen=True)
+class Work:
+    """What a unit's work needs, handed to each worker process once: the recipe, which input files are validation
+    text, and the tokenizer once it is learned."""
+    recipe: Recipe
+    val_files: frozenset[str] = frozenset()
+    tokenizer: Tokenizer | None = None
 
 
-def _parts(unit: Unit) -> Iterator[Part]:
-    recipe = _WORKER["recipe"]
-    return FORMATS[unit.format].parts(unit, recipe.doc_bytes, recipe.text_field)
+def _parts(work: Work, unit: Unit) -> Iterator[Part]:
+    return FORMATS[unit.format].parts(unit, work.recipe.doc_bytes, work.recipe.text_field)
 
 
-def _encode(unit: Unit) -> tuple[np.ndarray, np.ndarray, int, np.ndarray]:
+def _over_texts(fn: Callable[[Iterator[str]], T], work: Work, unit: Unit) -> T:
+    """fn over a unit's texts (what a tokenizer learns from)."""
+    return fn(part.text for part in _parts(work, unit))
+
+
+def _encode(work: Work, unit: Unit) -> tuple[np.ndarray, np.ndarray, int, np.ndarray]:
     """(train ids, val ids, documents, which ids occur) of one unit; each part goes to the split its content hashes
     to. The parts are encoded in one call and split with array operations: per-part Python work would cost more
     than the BPE itself."""
-    tokenizer, recipe = _WORKER["tokenizer"], _WORKER["recipe"]
+    tokenizer, recipe = work.tokenizer, work.recipe
     texts, ends = [], []
-    for part in _parts(unit):
+    for part in _parts(work, unit):
         texts.append(part.text)
         ends.append(part.ends_document)
     ids, lengths = tokenizer.encode_many(texts)
@@ -88,7 +97,7 @@ def _encode(unit: Unit) -> tuple[np.ndarray, np.ndarray, int, np.ndarray]:
         ids = np.insert(ids, np.cumsum(lengths)[ends], tokenizer.eot_id)
         lengths = lengths + ends
     if recipe.val_inputs:
-        val = np.full(len(ids), unit.path in _WORKER["val_files"])  # (tokens,) whether each id is validation
+        val = np.full(len(ids), unit.path in work.val_files)  # (tokens,) whether each id is validation
     else:
         threshold = recipe.val_fraction * 2**64
         val = np.repeat([int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "little") < threshold
@@ -99,32 +108,21 @@ def _encode(unit: Unit) -> tuple[np.ndarray, np.ndarray, int, np.ndarray]:
     return ids[~val].astype(dtype), ids[val].astype(dtype), int(ends.sum()), occurs
 
 
-@contextmanager
-def _mapper(num_proc: int, tasks: int) -> Iterator[Callable]:
-    """map in order, over up to num_proc forked processes (which see _WORKER as it is now)."""
-    if num_proc <= 1 or tasks <= 1:
-        yield map
-        return
-    with multiprocessing.get_context("fork").Pool(min(num_proc, tasks)) as pool:
-        yield lambda fn, items: pool.imap(fn, items, chunksize=1)
-
-
 class Source:
     """The corpus as work units, mapped over by `num_proc` forked processes in unit order (so the result
     never depends on how many there are), with a progress bar of bytes, documents, tokens, MB/s and ETA."""
 
-    def __init__(self, units: list[Unit], recipe: Recipe, num_proc: int, progress: bool | None) -> None:
-        self.units, self.recipe, self.num_proc, self.progress = units, recipe, num_proc, progress
+    def __init__(self, units: list[Unit], work: Work, num_proc: int, progress: bool | None) -> None:
+        self.units, self.work, self.num_proc, self.progress = units, work, num_proc, progress
 
-    def run(self, fn: Callable[[Unit], T], desc: str, tokenizer: Tokenizer | None = None,
+    def run(self, fn: Callable[[Work, Unit], T], desc: str,
             tally: Callable[[T], dict[str, int]] | None = None) -> Iterator[T]:
         """fn of each unit, in unit order; the `tally` of each result is summed into the progress bar."""
         total, totals = sum(unit.nbytes for unit in self.units), {}
-        _WORKER.update(recipe=self.recipe, tokenizer=tokenizer)
-        with _mapper(self.num_proc, len(self.units)) as mapper, \
+        with ordered_map(fn, self.work, self.num_proc, len(self.units)) as mapper, \
                 tqdm(total=total, unit="B", unit_scale=True, desc=desc, file=sys.stderr,
                      disable=None if self.progress is None else not self.progress) as bar:
-            for unit, result in zip(self.units, mapper(fn, self.units)):
+            for unit, result in zip(self.units, mapper(self.units)):
                 yield result
                 for key, value in (tally(result) if tally else {}).items():
                     totals[key] = totals.get(key, 0) + value
@@ -132,34 +130,22 @@ class Source:
                 bar.update(unit.nbytes)
 
     def map(self, fn: Callable[[Iterator[str]], T]) -> Iterator[T]:
-        yield from self.run(_Apply(fn), "learning the vocabulary")
+        yield from self.run(partial(_over_texts, fn), "learning the vocabulary")
 
     def texts(self, max_bytes: int) -> Iterator[str]:
-        _WORKER.update(recipe=self.recipe)
         total = min(max_bytes, sum(unit.nbytes for unit in self.units))
         with tqdm(total=total, unit="B", unit_scale=True, desc="reading for the tokenizer", file=sys.stderr,
                   disable=None if self.progress is None else not self.progress) as bar:
             for unit in self.units:
-                for part in _parts(unit):
+                for part in _parts(self.work, unit):
                     yield part.text
                     bar.update(len(part.text))
                     if bar.n >= max_bytes:
                         return
 
 
-class _Apply:
-    """fn over a unit's texts, as a picklable callable (a lambda would not cross to a worker)."""
-
-    def __init__(self, fn: Callable[[Iterator[str]], T]) -> None:
-        self.fn = fn
-
-    def __call__(self, unit: Unit) -> T:
-        return self.fn(part.text for part in _parts(unit))
-
-
 def build(recipe: Recipe, folder: Path, num_proc: int, progress: bool | None = None) -> dict[str, Any]:
     """Write the shards and the manifest of `recipe` into `folder` (which the caller makes appear atomically)."""
-    recipe.check()
     train_files, val_files = input_files(recipe.inputs), input_files(recipe.val_inputs, "data.val_path")
     if both := {p.resolve() for p in train_files} & {p.resolve() for p in val_files}:
         raise ValueError(f"{', '.join(map(str, sorted(both)))} is in both data.path and data.val_path: "
@@ -167,15 +153,15 @@ def build(recipe: Recipe, folder: Path, num_proc: int, progress: bool | None = N
     # The tokenizer learns from both, as nanoGPT's char vocabulary does: validation text must encode.
     units = [unit for path in [*train_files, *val_files]
              for unit in FORMATS[format_of(path)].units(path, recipe.doc_bytes, recipe.text_field)]
-    _WORKER.update(val_files={str(path) for path in val_files})
-    source = Source(units, recipe, num_proc, progress)
-    tokenizer = learn_tokenizer(recipe.tokenizer, source, recipe.vocab_size)
+    work = Work(recipe, frozenset(str(path) for path in val_files))
+    tokenizer = learn_tokenizer(recipe.tokenizer, Source(units, work, num_proc, progress), recipe.vocab_size)
+    source = Source(units, replace(work, tokenizer=tokenizer), num_proc, progress)
     dtype = token_dtype(tokenizer.vocab_size)
     writers = {split: ShardWriter(folder, split, recipe.shard_tokens, dtype) for split in ("train", "val")}
     narrow = getattr(tokenizer, "compact", None)  # gpt2 keeps only the ids the corpus uses
     occurs, documents = np.zeros(tokenizer.vocab_size, bool), 0
     stats = lambda result: {"documents": result[2], "tokens": len(result[0]) + len(result[1])}  # noqa: E731
-    for train, val, docs, present in source.run(_encode, "encoding", tokenizer, stats):
+    for train, val, docs, present in source.run(_encode, "encoding", stats):
         writers["train"].write(train)
         writers["val"].write(val)
         documents += docs
@@ -202,15 +188,13 @@ def _renumber(folder: Path, splits: dict[str, list[dict[str, Any]]], used: np.nd
     """Rewrite each shard with id used[i] as i (a compact vocabulary), shards in parallel, updating the manifest."""
     lookup = np.zeros(vocab_size, dtype)
     lookup[used] = np.arange(len(used))
-    _WORKER.update(lookup=lookup)
     entries = [entry for split in splits.values() for entry in split]
-    with _mapper(num_proc, len(entries)) as mapper:
-        for entry, saved in zip(entries, mapper(_renumber_shard, [folder / entry["file"] for entry in entries])):
+    with ordered_map(_renumber_shard, lookup, num_proc, len(entries)) as mapper:
+        for entry, saved in zip(entries, mapper([folder / entry["file"] for entry in entries])):
             entry.update(saved)
 
 
-def _renumber_shard(path: Path) -> dict[str, Any]:
-    lookup = _WORKER["lookup"]
+def _renumber_shard(lookup: np.ndarray, path: Path) -> dict[str, Any]:
     return save_shard(path, lookup[np.fromfile(path, lookup.dtype)])
 
 
@@ -255,7 +239,6 @@ def _fingerprints(recipe: Recipe) -> list[list]:
 def cache_folder(recipe: Recipe, root: Path) -> Path:
     """Where training keeps a recipe's shards: keyed by the inputs' paths, sizes and mtimes, so finding a
     prepared corpus reads none of its text, whatever its size."""
-    recipe.check()
     label = tokenizer_label(recipe.tokenizer)
     key = json.dumps({"version": VERSION, "recipe": asdict(recipe), "inputs": _fingerprints(recipe), "label": label},
                      sort_keys=True)

@@ -3,11 +3,12 @@ sha256 and read back as one sequence through memory maps, so a corpus of any siz
 from __future__ import annotations
 
 import hashlib
-import os
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from gpt.atomic import atomic_write
 
 
 def token_dtype(vocab_size: int) -> np.dtype:
@@ -15,14 +16,10 @@ def token_dtype(vocab_size: int) -> np.dtype:
 
 
 def write_file(path: Path, data: bytes | memoryview) -> None:
-    """Write and flush to disk; a failure (a full disk) is one line naming the file, and a torn file is removed."""
+    """Write atomically; a failure (a full disk) is one line naming the file, and leaves nothing at `path`."""
     try:
-        with open(path, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
+        atomic_write(path, data)
     except OSError as err:
-        path.unlink(missing_ok=True)
         raise ValueError(f"could not write {path}: {err.strerror or err}; free some disk space (or set "
                          "data.root= to another disk) and run again") from None
 

@@ -13,7 +13,7 @@ from typing import Any
 import torch
 
 from gpt.data.tokenizers import Tokenizer
-from gpt.evaluation.plots import token_label
+from gpt.evaluation.maps import token_label
 from gpt.inference.generation import check_sampling, generate
 from gpt.inference.text import TextModel
 from gpt.model.attention import ATTENTION

@@ -2,7 +2,6 @@
 that loads with torch.load(weights_only=True) and is all that generation needs."""
 from __future__ import annotations
 
-import os
 import pickle
 import zipfile
 from pathlib import Path
@@ -11,6 +10,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from gpt.atomic import atomic_open
 from gpt.data.tokenizers import Tokenizer, tokenizer_from_dict
 from gpt.model.config import ModelConfig
 from gpt.model.gpt import GPT
@@ -30,24 +30,17 @@ def unwrap(model: nn.Module) -> nn.Module:
     return getattr(model, "_orig_mod", model)
 
 
-def atomic_save(obj: Any, path: str | Path) -> None:
-    """Write to a temporary file and rename it over `path`, so a crash never leaves a torn file."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp")
-    torch.save(obj, tmp)
-    os.replace(tmp, path)
-
-
 def save_model(path: str | Path, model: GPT, tokenizer: Tokenizer, meta: dict[str, Any] | None = None) -> None:
     plain = unwrap(model)
-    atomic_save({
-        "format": FORMAT,
-        "version": VERSION,
-        "model_config": {**plain.cfg.to_dict(), **RUN_ONLY},
-        "tokenizer": tokenizer.to_dict(),
-        "state_dict": {k: v.detach().cpu() for k, v in plain.state_dict().items()},
-        "meta": meta or {},
-    }, path)
+    with atomic_open(path) as f:
+        torch.save({
+            "format": FORMAT,
+            "version": VERSION,
+            "model_config": {**plain.cfg.to_dict(), **RUN_ONLY},
+            "tokenizer": tokenizer.to_dict(),
+            "state_dict": {k: v.detach().cpu() for k, v in plain.state_dict().items()},
+            "meta": meta or {},
+        }, f)
 
 
 def safe_load(path: Path, map_location: Any = "cpu") -> Any:

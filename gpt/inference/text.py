@@ -1,7 +1,8 @@
 """The text API: a trained model, its tokenizer and its corpus's conventions, from text to text.
 
     import gpt
-    gpt.load("outputs/<date>/<time>/model.pt").complete("ninety nine plus ninety nine equals")  # "one hundred ninety eight"
+    model = gpt.load("outputs/<date>/<time>/model.pt")
+    model.complete("ninety nine plus ninety nine equals")  # "one hundred ninety eight"
 
 Line-based corpora (the calculator, the attention tasks) hold one example per line and were trained with each
 line starting after a newline: prompts get that line start, completions stop at the end of the line, and

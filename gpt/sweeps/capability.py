@@ -7,6 +7,8 @@ import math
 import statistics
 from typing import Any
 
+from gpt.sweeps.stats import beyond_noise, best_of, stat_cell
+
 BEYOND_NOISE = "▼"
 
 
@@ -25,16 +27,6 @@ def values(runs: list[dict[str, Any]], column: str) -> list[float]:
             if s.get("status") == "ok" and math.isfinite(s.get("val_acc", {}).get(column, math.nan))]
 
 
-def beyond_noise(worse: list[float], best: list[float]) -> bool:
-    """Whether `worse` is below `best` by more than two standard errors of the difference of means (Welch);
-    needs two seeds or more on both sides. Equal seeds (zero spread) count any gap as beyond noise."""
-    if len(worse) < 2 or len(best) < 2:
-        return False
-    error = math.sqrt(statistics.variance(worse) / len(worse) + statistics.variance(best) / len(best))
-    gap = statistics.fmean(best) - statistics.fmean(worse)
-    return gap > 2 * error and gap > 0
-
-
 def matrix(summaries: dict[str, list[dict[str, Any]]]) -> tuple[list[str], list[str], list[list[float]]]:
     """(row labels, columns, mean accuracy in percent per row and column, NaN where a row has none)."""
     cols = columns(summaries)
@@ -48,26 +40,13 @@ def markdown(summaries: dict[str, list[dict[str, Any]]]) -> list[str]:
     if not cols:
         return []
     pooled = {label: {c: values(runs, c) for c in cols} for label, runs in summaries.items()}
-    best = {}
-    for c in cols:
-        means = {label: statistics.fmean(v[c]) for label, v in pooled.items() if v[c]}
-        top = max(means.values(), default=None)
-        best[c] = [label for label, m in means.items() if m == top] if len(set(means.values())) > 1 else []
+    best = {c: best_of({label: v[c] for label, v in pooled.items()}, lower_is_better=False) for c in cols}
     lines = ["## Capability matrix", "",
              "| configuration | " + " | ".join(cols) + " |", "|---|" + "---:|" * len(cols)]
     for label, by_column in pooled.items():
-        cells = []
-        for c in cols:
-            v = by_column[c]
-            if not v:
-                cells.append("—")
-                continue
-            text = f"{statistics.fmean(v):.1f}" + (f" ± {statistics.stdev(v):.1f}" if len(v) > 1 else "")
-            if label in best[c]:
-                text = f"**{text}**"
-            elif best[c] and beyond_noise(v, pooled[best[c][0]][c]):
-                text += f" {BEYOND_NOISE}"
-            cells.append(text)
+        cells = [stat_cell(by_column[c], "{:.1f}", bold=label in best[c],
+                           mark=BEYOND_NOISE if best[c] and beyond_noise(by_column[c], pooled[best[c][0]][c], False)
+                           else "") for c in cols]
         lines.append(f"| `{label}` | " + " | ".join(cells) + " |")
     return lines + ["", "Held-out exact match % by greedy generation at the last validation, mean ± sample std "
                     f"over seeds; **bold** is the best of its column; {BEYOND_NOISE} marks a value below the "

@@ -8,8 +8,6 @@ as a heatmap). Written when a multirun ends (the `WriteReport` Hydra callback), 
 from __future__ import annotations
 
 import argparse
-import csv
-import json
 import math
 import re
 import statistics
@@ -25,27 +23,10 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
 from gpt.sweeps import capability, pareto
+from gpt.sweeps.stats import beyond_noise, best_of, stat_cell
+from gpt.training.run_folder import SUMMARY, read_history, read_summary, record_failure
 
-# The run-folder contract: gpt/training/run_record.py writes these, this module reads them.
-SUMMARY = "summary.json"
-HISTORY = "history.csv"
-OVERRIDES = Path(".hydra") / "overrides.yaml"
-
-
-def write_summary(run_dir: Path, summary: dict[str, Any]) -> None:
-    run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / SUMMARY).write_text(json.dumps(summary, indent=2) + "\n")
-
-
-def record_failure(run_dir: Path, error: BaseException | str) -> None:
-    """Mark a run failed with a one-line reason, so the report shows it as a failed row."""
-    if isinstance(error, str):
-        reason = error
-    else:
-        reason = (str(error).strip().splitlines() or [""])[0]
-        if not isinstance(error, ValueError):  # a user error's message says it all; others need their type
-            reason = f"{type(error).__name__}: {reason}".rstrip(": ")
-    write_summary(run_dir, {"status": "failed", "reason": reason})
+OVERRIDES = Path(".hydra") / "overrides.yaml"  # where Hydra records each job's command-line overrides
 
 
 @dataclass
@@ -72,18 +53,9 @@ def natural_key(path: Path) -> list[Any]:
 
 def read_run(path: Path) -> Run:
     overrides = yaml.safe_load((path / OVERRIDES).read_text()) or []
-    summary_file = path / SUMMARY
-    summary = (json.loads(summary_file.read_text()) if summary_file.is_file()
-               else {"status": "failed", "reason": f"no {SUMMARY}: the job stopped early or is still running"})
+    summary = read_summary(path) or {"status": "failed",
+                                     "reason": f"no {SUMMARY}: the job stopped early or is still running"}
     return Run(path, list(overrides), summary, read_history(path))
-
-
-def read_history(run_dir: Path) -> list[dict[str, float]]:
-    """history.csv's rows (one per validation), or none when the run never validated."""
-    if not (run_dir / HISTORY).is_file():
-        return []
-    with open(run_dir / HISTORY, newline="") as f:
-        return [{k: float(v) for k, v in row.items() if v != ""} for row in csv.DictReader(f)]
 
 
 def find_runs(sweep_dir: Path) -> list[Run]:
@@ -133,23 +105,6 @@ def column_values(runs: list[Run], column: Column) -> list[float]:
     return [v for r in runs if r.ok and (v := column.value(r.summary)) is not None and math.isfinite(v)]
 
 
-def pooled(runs: list[Run], column: Column) -> tuple[float, float | None] | None:
-    """(mean, sample std or None for one seed) of a column over a configuration's successful runs."""
-    values = column_values(runs, column)
-    if not values:
-        return None
-    return statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else None
-
-
-def cell(stat: tuple[float, float | None] | None, column: Column, best: bool) -> str:
-    if stat is None:
-        return "—"
-    text = column.fmt.format(stat[0])
-    if column.spread and stat[1] is not None:
-        text += " ± " + column.fmt.format(stat[1])
-    return f"**{text}**" if best else text
-
-
 def status(runs: list[Run]) -> str:
     failed = [r for r in runs if not r.ok]
     if not failed:
@@ -168,11 +123,8 @@ def seed_noise(groups: dict[tuple[str, ...], list[Run]], names: dict[tuple[str, 
     best = min(loss, key=lambda key: statistics.fmean(loss[key]))
     within, beyond = [], []
     for key, values in loss.items():
-        if key == best:
-            continue
-        error = math.sqrt(sum(statistics.variance(v) / len(v) for v in (values, loss[best])))
-        difference = statistics.fmean(values) - statistics.fmean(loss[best])
-        (within if difference <= 2 * error else beyond).append(f"`{names[key]}`")
+        if key != best:
+            (beyond if beyond_noise(values, loss[best], lower_is_better=True) else within).append(f"`{names[key]}`")
     return (f"Final val loss against the best (`{names[best]}`), beyond seed noise (difference > 2 standard "
             f"errors): {', '.join(beyond) or 'none'}; within it: {', '.join(within) or 'none'}.")
 
@@ -188,21 +140,17 @@ def group(runs: list[Run]) -> dict[tuple[str, ...], list[Run]]:
 def markdown(sweep_dir: Path, runs: list[Run]) -> str:
     groups = group(runs)
     names, common = labels(list(groups))
-    columns = [c for c in COLUMNS if any(pooled(g, c) for g in groups.values())]
-    stats = {c.header: {k: pooled(g, c) for k, g in groups.items()} for c in columns}
-    best = {}
-    for c in columns:
-        means = [s[0] for s in stats[c.header].values() if s is not None]
-        # Bold only what tells rows apart: nothing when one row has a value or all rows tie.
-        best[c.header] = (min if c.lower_is_better else max)(means) if len(set(means)) > 1 else None
+    values = {c.header: {k: column_values(g, c) for k, g in groups.items()} for c in COLUMNS}
+    columns = [c for c in COLUMNS if any(values[c.header].values())]
+    # Bold only what tells rows apart: nothing when one row has a value or all rows tie.
+    best = {c.header: best_of(values[c.header], c.lower_is_better) for c in columns}
     lines = [f"# Sweep report: {sweep_dir}", "",
              f"Runs: {len(runs)}, configurations: {len(groups)}, failed runs: {sum(not r.ok for r in runs)}. "
              f"Common to all configurations: `{' '.join(common) or '(nothing)'}`.", "",
              "| configuration | seeds | " + " | ".join(c.header for c in columns) + " | status |",
              "|---|---:|" + "---:|" * len(columns) + "---|"]
     for key, group_runs in groups.items():
-        cells = [cell(stats[c.header][key], c, stats[c.header][key] is not None
-                      and stats[c.header][key][0] == best[c.header]) for c in columns]
+        cells = [stat_cell(values[c.header][key], c.fmt, c.spread, key in best[c.header]) for c in columns]
         lines.append(f"| `{names[key]}` | {sum(r.ok for r in group_runs)} | " + " | ".join(cells)
                      + f" | {status(group_runs)} |")
     noise = seed_noise(groups, names)
@@ -261,7 +209,7 @@ def curves(runs: list[Run]) -> dict[str, dict[str, list[float]]]:
 def write_report(sweep_dir: str | Path) -> Path:
     """Write report.md, loss.png and (when runs graded held-out groups) matrix.png into the sweep folder;
     return the report's path."""
-    from gpt.evaluation.plots import loss_figure, matrix_figure  # matplotlib only when a report is written
+    from gpt.sweeps.plots import loss_figure, matrix_figure  # matplotlib only when a report is written
 
     sweep_dir = Path(sweep_dir)
     runs = find_runs(sweep_dir)

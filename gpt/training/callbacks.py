@@ -12,9 +12,9 @@ import lightning as L
 import torch
 from lightning.pytorch.callbacks import Checkpoint, RichProgressBar
 
+from gpt.data.tasks import Example
 from gpt.data.tokenizers import Tokenizer
-from gpt.evaluation.evaluate import Example, accuracy_by_group, grade
-from gpt.inference.generation import generate
+from gpt.evaluation.grading import accuracy_by_group, grade
 from gpt.inference.text import TextModel
 from gpt.training.loggers import log_text
 from gpt.validate import NonNegativeFloat, NonNegativeInt, PositiveInt
@@ -87,15 +87,14 @@ class HeldOutAccuracy(L.Callback):
 
 
 class SampleText(L.Callback):
-    """Sample one continuation of `prompt` at each validation with a fixed seed (its own generator, so
-    training's random stream is untouched), print it and log it as text. On one-example-per-line
-    corpora the sample starts a fresh line and stops at its end."""
+    """Sample one continuation of `prompt` at each validation with a fixed seed (its own generator, so training's
+    random stream is untouched), print it and log it as text. Through the text API, so it follows the corpus's
+    conventions: on one-example-per-line corpora the sample is one line (max_new_tokens is for running text)."""
 
-    def __init__(self, tokenizer: Tokenizer, one_example_per_line: bool, prompt: str = "",
+    def __init__(self, tokenizer: Tokenizer, meta: dict[str, Any], prompt: str = "",
                  max_new_tokens: NonNegativeInt = 100, temperature: NonNegativeFloat = 0.8, seed: int = 0) -> None:
-        self.tokenizer, self.prompt, self.max_new_tokens = tokenizer, prompt, max_new_tokens
+        self.tokenizer, self.meta, self.prompt, self.max_new_tokens = tokenizer, meta, prompt, max_new_tokens
         self.temperature, self.seed = temperature, seed
-        self.newline = tokenizer.encode("\n")[0] if one_example_per_line else None
         try:  # now, so a prompt the vocabulary cannot encode stops the run before training, not at its first validation
             tokenizer.encode(prompt)
         except ValueError as err:
@@ -104,16 +103,11 @@ class SampleText(L.Callback):
     def on_validation_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if trainer.sanity_checking or not trainer.is_global_zero:
             return
-        ids = self.tokenizer.encode(self.prompt or "\n") if self.newline is None else \
-            [self.newline, *self.tokenizer.encode(self.prompt)]
-        device = next(pl_module.model.parameters()).device
-        generator = torch.Generator(device=device).manual_seed(self.seed)
-        out = generate(pl_module.model, torch.tensor([ids], device=device), self.max_new_tokens,
-                       self.temperature, stop_token=self.newline, generator=generator)[0, len(ids):].tolist()
-        if self.newline in out:
-            out = out[:out.index(self.newline)]
-        text = self.prompt + self.tokenizer.decode(out) if self.newline is not None else \
-            self.tokenizer.decode([*ids, *out])
+        text_model = TextModel(pl_module.model, self.tokenizer, self.meta)
+        length = None if text_model.line_based else self.max_new_tokens
+        continuation = text_model.complete(self.prompt, length, self.temperature, seed=self.seed)
+        text = " ".join(filter(None, (self.prompt, continuation))) if text_model.line_based else \
+            self.prompt + continuation
         pl_module.print(f"step {trainer.global_step} sample: {text}")
         log_text(trainer.loggers, "val/sample", text, trainer.global_step)
 

@@ -9,7 +9,7 @@ import torch
 from lightning.pytorch.plugins.precision import MixedPrecision
 from torch.nn import functional as F
 
-from gpt.data.datamodules import IGNORE_INDEX
+from gpt.data.batches import IGNORE_INDEX
 from gpt.evaluation.bpb import bits_per_byte
 from gpt.model.config import ModelConfig
 from gpt.model.gpt import GPT

@@ -2,7 +2,6 @@
 and finding the newest run with the same config."""
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +9,7 @@ import torch
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 from omegaconf import DictConfig, OmegaConf
 
+from gpt.atomic import atomic_open
 from gpt.inference.checkpoint import CheckpointError, safe_load
 
 # Keys that say how to start a run, not what the run is: two runs differing only here are the same run.
@@ -18,18 +18,14 @@ CHECKPOINT = "checkpoints/last.ckpt"
 
 
 class AtomicCheckpointIO(TorchCheckpointIO):
-    """Write each checkpoint to a temporary file, flush it to disk, then rename it over the old one:
-    a SIGKILL at any moment leaves either the previous or the new checkpoint, never a torn one."""
+    """Lightning's checkpoint IO through gpt.atomic: a SIGKILL at any moment leaves either the previous or the new
+    checkpoint, never a torn one."""
 
     def save_checkpoint(self, checkpoint: dict[str, Any], path: str | Path, storage_options: Any = None) -> None:
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.tmp")
-        with open(tmp, "wb") as f:
+        with atomic_open(path) as f:
             torch.save(checkpoint, f)
-            f.flush()
-            os.fsync(f.fileno())  # the rename must not reach the disk before the bytes do
-        os.replace(tmp, path)
 
     def load_checkpoint(self, path: str | Path, map_location: Any = None, weights_only: bool | None = None) -> dict:
         # Always weights_only=True, whatever the caller asks: Lightning also loads ddp_spawn's weights here.
@@ -67,3 +63,20 @@ def find_resume_checkpoint(cfg: DictConfig, roots: list[Path]) -> Path:
         raise CheckpointError(f"resume=true found no run with this config and a {CHECKPOINT} under "
                               f"{', '.join(str(r) for r in roots)}: pass ckpt_path=<path> or drop resume=true")
     return max(found, key=lambda p: p.stat().st_mtime)
+
+
+def resume_from(cfg: DictConfig, run_dir: Path) -> Path | None:
+    """The checkpoint to continue from (checked to load safely now, not after the data is built)."""
+    if cfg.resume:
+        path = find_resume_checkpoint(cfg, [Path("outputs"), Path("multirun"), run_dir.parent])
+    elif cfg.ckpt_path:
+        path = Path(cfg.ckpt_path)
+    else:
+        return None
+    step = load_resume_checkpoint(path)["global_step"]
+    if 0 <= cfg.trainer.max_steps <= step:
+        raise ValueError(f"{path} has finished: it is at step {step} of trainer.max_steps={cfg.trainer.max_steps} "
+                         f"(its model: {path.parent.parent / 'model.pt'}); to train it further pass "
+                         f"ckpt_path={path} and a larger trainer.max_steps")
+    print(f"resuming from {path} at step {step}")
+    return path

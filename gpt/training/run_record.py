@@ -3,7 +3,6 @@ validation: step, wall time, val loss, perplexity, bits per byte on text, held-o
 (final numbers and costs, or status "failed" with a one-line reason)."""
 from __future__ import annotations
 
-import csv
 import math
 import time
 from pathlib import Path
@@ -15,7 +14,7 @@ from torch import nn
 
 from gpt.inference.checkpoint import unwrap
 from gpt.inference.depth import peak_memory_bytes, reset_peak_memory, tensor_bytes
-from gpt.sweeps.report import HISTORY, read_history, record_failure, write_summary
+from gpt.training.run_folder import read_history, record_failure, write_history, write_summary
 
 
 @torch.no_grad()
@@ -68,10 +67,7 @@ class RunRecord(L.Callback):
             self.failure = f"val loss became {loss} at step {trainer.global_step}"
             trainer.should_stop = True
         if trainer.is_global_zero:  # one writer when several processes train (DDP)
-            with open(self.run_dir / HISTORY, "w", newline="") as f:
-                writer = csv.DictWriter(f, fieldnames=list(self.history[-1]))
-                writer.writeheader()
-                writer.writerows(self.history)
+            write_history(self.run_dir, self.history)
 
     def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         seconds = time.perf_counter() - self.start
@@ -99,3 +95,15 @@ class RunRecord(L.Callback):
             "model": unwrap(pl_module.model).cfg.to_dict(),  # what the report's cost card prices
             "device": str(pl_module.device),
         })
+
+
+def summary_line(history: list[dict[str, float]], step: int, seconds: float, path: Path) -> str:
+    """The run in one line: wall time, last val loss and held-out exact match, where model.pt is."""
+    last = history[-1] if history else {}
+    minutes, secs = divmod(round(seconds), 60)
+    parts = [f"done in {minutes}m{secs:02d}s", f"step {step}"]
+    if "val_loss" in last:
+        parts.append(f"val loss {last['val_loss']:.4f}")
+    if "val_acc_all" in last:
+        parts.append(f"held-out exact match {100 * last['val_acc_all']:.1f}%")
+    return ", ".join(parts) + f"; model: {path}"

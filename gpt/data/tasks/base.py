@@ -1,5 +1,6 @@
-"""What every attention task shares: a line of question-and-answer turns, the example graded from it, and the
-split of lines into train / val / test by a hash of their text, so a held-out line can never be trained on."""
+"""What every task shares: a line of question-and-answer turns and the example graded from it; the Task interface
+(a vocabulary, lines per split, the columns accuracy is reported under); and the sampled tasks' split of lines into
+train / val / test by a hash of their text, so a held-out line can never be trained on."""
 from __future__ import annotations
 
 import hashlib
@@ -8,6 +9,8 @@ from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass
 from typing import Any, ClassVar
 
+from gpt.validate import check_fields
+
 SPLITS = ("train", "val", "test")
 HELD_OUT_FRACTION = 0.1  # of all possible lines, for val and for test each
 MAX_DRAWS_PER_LINE = 1000  # a task whose lines almost never hash into a split is too small to split
@@ -15,7 +18,7 @@ MAX_DRAWS_PER_LINE = 1000  # a task whose lines almost never hash into a split i
 
 @dataclass(frozen=True)
 class Example:
-    """What gpt.evaluation.evaluate grades: greedy completion of `prompt` must equal `target`; reported under `group`."""
+    """What grading asks: greedy completion of `prompt` must equal `target`; reported under `group`."""
 
     prompt: str
     target: str
@@ -25,10 +28,12 @@ class Example:
 @dataclass(frozen=True)
 class Line:
     """One row of a task: words given and words to answer, in turns (`prompt answer prompt answer ...`).
-    Training scores every answer; grading asks the last one, whose answer ends the line."""
+    Training scores every answer, and the words given too where `scores_prompt` (the calculator's problems); a
+    random key or filler that no model can predict is not scored. Grading asks the last turn."""
 
     turns: tuple[tuple[str, str], ...]
     group: str
+    scores_prompt: bool = False
 
     @property
     def text(self) -> str:
@@ -54,26 +59,26 @@ def words(prefix: str, count: int) -> list[str]:
     return [f"{prefix}{i}" for i in range(count)]
 
 
-def positive(**knobs: int) -> None:
-    for name, value in knobs.items():
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise ValueError(f"data.tasks.*.{name}={value!r} must be a positive integer")
-
-
 @dataclass(frozen=True)
 class Task(ABC):
-    """A generator of lines. Subclasses are frozen dataclasses whose fields are the task's difficulty knobs
-    (the keys of configs/data/<name>.yaml) and validate them in __post_init__."""
+    """A source of lines, one example per line. Subclasses are frozen dataclasses whose fields are the task's knobs
+    (the keys of configs/data/<name>.yaml under data.tasks.<name>), typed so that __post_init__ checks them."""
 
     name: ClassVar[str]
+    # How many held-out lines `python -m gpt evaluate` grades per split: None for every line of a finite split.
+    held_out_lines: ClassVar[int | None] = 1000
+
+    def __post_init__(self) -> None:
+        check_fields(self, f"data.tasks.{self.name}.")
 
     @abstractmethod
     def vocabulary(self) -> list[str]:
         """Every word a line can contain."""
 
     @abstractmethod
-    def draw(self, rng: random.Random, split: str) -> Line:
-        """One random line for `split` (held-out splits may differ in kind, e.g. longer lines)."""
+    def lines(self, seed: int, split: str, count: int | None) -> list[Line]:
+        """`count` lines of `split` (None: all of a finite split), the same for the same seed; no line is in two
+        splits."""
 
     def groups(self) -> list[str]:
         """The columns accuracy is reported under, in order."""
@@ -82,9 +87,21 @@ class Task(ABC):
     def knobs(self) -> dict[str, Any]:
         return asdict(self)
 
-    def lines(self, seed: int, split: str, count: int) -> list[Line]:
-        """`count` lines of `split`, the same for the same seed. Each split draws from its own seeded stream and
-        keeps only the lines that hash into it, so splits are disjoint whatever their sizes."""
+
+@dataclass(frozen=True)
+class SampledTask(Task):
+    """A task whose lines are drawn at random (there are far more than any run sees) and split by their hash."""
+
+    @abstractmethod
+    def draw(self, rng: random.Random, split: str) -> Line:
+        """One random line for `split` (held-out splits may differ in kind, e.g. longer lines)."""
+
+    def lines(self, seed: int, split: str, count: int | None) -> list[Line]:
+        """Each split draws from its own seeded stream and keeps only the lines that hash into it, so splits are
+        disjoint whatever their sizes."""
+        if count is None:
+            raise ValueError(f"data={self.name} draws its lines at random: set data.train_lines and data.val_lines "
+                             "to how many")
         if count == 0:
             return []
         rng = random.Random(f"{self.name}/{seed}/{split}")

@@ -7,7 +7,8 @@ import random
 from dataclasses import dataclass
 from typing import ClassVar
 
-from gpt.data.tasks.base import Line, Task, positive, words
+from gpt.data.tasks.base import Line, SampledTask, words
+from gpt.validate import NonNegativeInt, PositiveInt
 
 BLANK = "_"
 
@@ -21,18 +22,13 @@ def copy_line(rng: random.Random, tokens: list[str], blanks: int, group: str) ->
 
 
 @dataclass(frozen=True)
-class Copy(Task):
+class Copy(SampledTask):
     """`t3 t9 t1 = t3 t9 t1`: `length` tokens drawn from `vocab`, with `blanks` blanks among them (0: plain copy)."""
 
     name: ClassVar[str] = "copy"
-    length: int = 16
-    vocab: int = 16
-    blanks: int = 0
-
-    def __post_init__(self) -> None:
-        positive(length=self.length, vocab=self.vocab)
-        if not isinstance(self.blanks, int) or self.blanks < 0:
-            raise ValueError(f"data.tasks.copy.blanks={self.blanks!r} must be 0 (plain copy) or more")
+    length: PositiveInt = 16
+    vocab: PositiveInt = 16
+    blanks: NonNegativeInt = 0  # 0: plain copy
 
     def vocabulary(self) -> list[str]:
         return [*words("t", self.vocab), "=", *([BLANK] if self.blanks else [])]

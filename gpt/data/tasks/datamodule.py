@@ -1,19 +1,27 @@
-"""TaskData: one attention task, or several mixed (`data=tasks`), as a DataModule of one line per row, with the
-held-out examples graded at each validation and everything model.pt needs to regenerate the test split."""
+"""TaskData: one task (the calculator, an attention task), or several mixed (`data=tasks`), as a DataModule of one
+line per row, with the held-out examples graded at each validation and everything model.pt needs to regenerate
+the test split."""
 from __future__ import annotations
 
 import random
+from collections.abc import Mapping, Sequence
 from functools import cached_property, lru_cache
 from typing import Any
 
 import torch
 
-from gpt.data.datamodules import BatchedData, RowBatches, line_tensors
+from gpt.data.batches import BatchedData, RowBatches, line_tensors
 from gpt.data.tasks import TASKS, Example, Line, Task
 from gpt.data.tokenizers import WordTokenizer
+from gpt.validate import PositiveInt
 
 
-def build_tasks(spec: dict[str, dict[str, Any]]) -> tuple[Task, ...]:
+def plain(value: Any) -> Any:
+    """A knob's value as a task keeps it: a YAML list as a tuple (tasks are frozen, hashable dataclasses)."""
+    return tuple(value) if isinstance(value, Sequence) and not isinstance(value, str) else value
+
+
+def build_tasks(spec: Mapping[str, Mapping[str, Any] | None]) -> tuple[Task, ...]:
     """Tasks from `{name: {knob: value}}` (configs/data/<name>.yaml's `tasks`), one clear error per mistake."""
     if not spec:
         raise ValueError(f"data.tasks is empty: name at least one of {', '.join(TASKS)}")
@@ -26,16 +34,18 @@ def build_tasks(spec: dict[str, dict[str, Any]]) -> tuple[Task, ...]:
         if unknown:
             raise ValueError(f"data.tasks.{name}.{unknown[0]} is not a knob of {name}; its knobs: "
                              f"{', '.join(sorted(known))}")
-        tasks.append(TASKS[name](**(knobs or {})))
+        tasks.append(TASKS[name](**{knob: plain(value) for knob, value in (knobs or {}).items()}))
     return tuple(tasks)
 
 
 @lru_cache(maxsize=8)
-def task_lines(tasks: tuple[Task, ...], seed: int, split: str, count: int) -> tuple[Line, ...]:
-    """`count` lines of each task for `split`, tasks interleaved by a seeded shuffle. Cached, with the rows
-    below: a sweep's jobs run in one process and share data.seed, so they draw and encode each split once."""
+def task_lines(tasks: tuple[Task, ...], seed: int, split: str, count: int | None) -> tuple[Line, ...]:
+    """`count` lines of each task for `split` (None: all of a finite split), a mixture's tasks interleaved by a
+    seeded shuffle. Cached, with the rows below: a sweep's jobs run in one process and share data.seed, so they
+    draw and encode each split once."""
     lines = [line for task in tasks for line in task.lines(seed, split, count)]
-    random.Random(f"{seed}/{split}").shuffle(lines)
+    if len(tasks) > 1:
+        random.Random(f"{seed}/{split}").shuffle(lines)
     return tuple(lines)
 
 
@@ -45,36 +55,40 @@ def task_tokenizer(tasks: tuple[Task, ...]) -> WordTokenizer:
 
 
 def encode_line(tokenizer: WordTokenizer, line: Line) -> tuple[list[int], list[bool]]:
-    """The line's token ids between newlines, and which of them the loss scores (answers, the end)."""
+    """The line's token ids between newlines, and which of them the loss scores (answers, the end; the words given
+    too where the line says so)."""
     newline = tokenizer.encode("\n")[0]
     ids, scored = [newline], [False]
     for given, answer in line.turns:
         given_ids, answer_ids = tokenizer.encode(given), tokenizer.encode(answer)
         ids += given_ids + answer_ids
-        scored += [False] * len(given_ids) + [True] * len(answer_ids)
+        scored += [line.scores_prompt] * len(given_ids) + [True] * len(answer_ids)
     return ids + [newline], scored + [True]
 
 
 @lru_cache(maxsize=8)
 def task_rows(tasks: tuple[Task, ...], seed: int, split: str,
-              count: int) -> tuple[tuple[list[int], ...], tuple[list[bool], ...]]:
+              count: int | None) -> tuple[tuple[list[int], ...], tuple[list[bool], ...]]:
     tokenizer = task_tokenizer(tasks)
     return tuple(zip(*(encode_line(tokenizer, line) for line in task_lines(tasks, seed, split, count))))
 
 
 class TaskData(BatchedData):
-    """Rows `\\n <line> \\n` of the tasks in `tasks` ({name: knobs}). The loss scores only the answers and the
-    newline that ends the line: every other token is a random draw (a key, a value, a filler) that no model
-    can predict, so scoring it would only add noise to the gradient that teaches the answers.
+    """Rows `\\n <line> \\n` of the tasks in `tasks` ({name: knobs}). The loss scores the answers and the newline that
+    ends the line (and a line's question where the task says so: gpt/data/tasks/base.py, Line). `train_lines` and
+    `val_lines` are per task (None: every line of a finite split, the calculator's); `eval_lines` of the validation
+    lines, a seeded sample, are graded by generation at each validation (None: all of them).
 
     Built on first use, not in __init__: Hydra's instantiate would wrap a user's ValueError (an unknown knob)
     into a multi-line InstantiationException."""
 
-    def __init__(self, tasks: dict[str, dict[str, Any]], seed: int = 0, batch_size: int = 64,
-                 train_lines: int = 20000, val_lines: int = 256) -> None:
+    def __init__(self, tasks: dict[str, dict[str, Any]], seed: int = 0, batch_size: PositiveInt = 64,
+                 train_lines: PositiveInt | None = 20000, val_lines: PositiveInt | None = 256,
+                 eval_lines: PositiveInt | None = None) -> None:
         super().__init__()
         self.spec = {name: dict(knobs or {}) for name, knobs in tasks.items()}
         self.seed, self.batch_size, self.train_lines, self.val_lines = seed, batch_size, train_lines, val_lines
+        self.eval_lines = eval_lines
 
     @cached_property
     def tasks(self) -> tuple[Task, ...]:
@@ -89,7 +103,7 @@ class TaskData(BatchedData):
         return self.tokenizer.vocab_size
 
     @property
-    def counts(self) -> dict[str, int]:
+    def counts(self) -> dict[str, int | None]:
         return {"train": self.train_lines, "val": self.val_lines}
 
     @property
@@ -114,8 +128,11 @@ class TaskData(BatchedData):
 
     @property
     def eval_examples(self) -> list[Example]:
-        """Every validation line's question, graded by generation at each validation."""
-        return [line.example for line in self.splits["val"]]
+        """The validation lines' questions graded by generation at each validation: all, or a fixed seeded sample."""
+        examples = [line.example for line in self.splits["val"]]
+        if self.eval_lines is None or self.eval_lines >= len(examples):
+            return examples
+        return random.Random(self.seed).sample(examples, self.eval_lines)
 
     @property
     def example_prompt(self) -> str:
@@ -137,6 +154,8 @@ class TaskData(BatchedData):
         self.val_set = self.tensors("val")[:2]
 
 
-def held_out_examples(meta: dict[str, Any], split: str, count: int) -> list[Example]:
-    """The examples of `count` lines per task of a split, regenerated from model.pt's meta."""
-    return [line.example for line in task_lines(build_tasks(meta["tasks"]), meta["seed"], split, count)]
+def held_out_examples(meta: dict[str, Any], split: str) -> list[Example]:
+    """The examples `python -m gpt evaluate` grades, regenerated from model.pt's meta: each task's held_out_lines
+    lines of `split` (every held-out problem of the calculator)."""
+    return [line.example for task in build_tasks(meta["tasks"])
+            for line in task.lines(meta["seed"], split, task.held_out_lines)]

@@ -7,25 +7,25 @@ import random
 from dataclasses import dataclass
 from typing import ClassVar
 
-from gpt.data.tasks.base import Line, Task, positive, words
+from gpt.data.tasks.base import Line, SampledTask, words
 from gpt.data.tasks.copy import BLANK
+from gpt.validate import PositiveInt
 
 
 @dataclass(frozen=True)
-class Distance(Task):
+class Distance(SampledTask):
     """`_ k4 v9 _ _ k5 v3 _ ... _ ? k5` -> `v3`: `context` tokens holding `facts` facts with distinct keys;
     d counts the tokens strictly between the asked fact's value and the question's key (`?` included)."""
 
     name: ClassVar[str] = "distance"
-    context: int = 32
-    facts: int = 4
-    keys: int = 32
-    values: int = 32
-    first_bucket: int = 8
+    context: PositiveInt = 32
+    facts: PositiveInt = 4
+    keys: PositiveInt = 32
+    values: PositiveInt = 32
+    first_bucket: PositiveInt = 8
 
     def __post_init__(self) -> None:
-        positive(context=self.context, facts=self.facts, keys=self.keys, values=self.values,
-                 first_bucket=self.first_bucket)
+        super().__post_init__()
         if self.context <= self.first_bucket:
             raise ValueError(f"data.tasks.distance.context={self.context} must exceed first_bucket="
                              f"{self.first_bucket}: the facts are placed up to context tokens back")

@@ -7,22 +7,20 @@ import random
 from dataclasses import dataclass
 from typing import ClassVar
 
-from gpt.data.tasks.base import Line, Task, positive, words
+from gpt.data.tasks.base import Line, SampledTask, words
 from gpt.data.tasks.copy import copy_line
+from gpt.validate import PositiveInt
 
 FACTORS = (1, 2, 4)  # graded lengths, as multiples of the longest trained length
 
 
 @dataclass(frozen=True)
-class Length(Task):
+class Length(SampledTask):
     """Training lines copy 1..`trained` tokens from `vocab`; held-out lines copy exactly trained x FACTORS."""
 
     name: ClassVar[str] = "length"
-    trained: int = 8
-    vocab: int = 16
-
-    def __post_init__(self) -> None:
-        positive(trained=self.trained, vocab=self.vocab)
+    trained: PositiveInt = 8
+    vocab: PositiveInt = 16
 
     def vocabulary(self) -> list[str]:
         return [*words("t", self.vocab), "="]

@@ -7,21 +7,22 @@ import random
 from dataclasses import dataclass
 from typing import ClassVar
 
-from gpt.data.tasks.base import Line, Task, positive, words
+from gpt.data.tasks.base import Line, SampledTask, words
+from gpt.validate import PositiveInt
 
 
 @dataclass(frozen=True)
-class Recall(Task):
+class Recall(SampledTask):
     """`k3 v7 k12 v1 ... | k12 v1 k3 v7`: `pairs` pairs with distinct keys, then `queries` of those keys."""
 
     name: ClassVar[str] = "recall"
-    pairs: int = 8
-    queries: int = 8
-    keys: int = 32
-    values: int = 32
+    pairs: PositiveInt = 8
+    queries: PositiveInt = 8
+    keys: PositiveInt = 32
+    values: PositiveInt = 32
 
     def __post_init__(self) -> None:
-        positive(pairs=self.pairs, queries=self.queries, keys=self.keys, values=self.values)
+        super().__post_init__()
         if self.pairs > self.keys:
             raise ValueError(f"data.tasks.recall.pairs={self.pairs} exceeds keys={self.keys}: a line's keys "
                              "must differ, so raise data.tasks.recall.keys")

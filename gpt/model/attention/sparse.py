@@ -93,7 +93,8 @@ class SlidingWindowAttention(MultiHeadAttention):
     @classmethod
     def validate(cls, cfg: ModelConfig) -> None:
         if cfg.window < 1:
-            raise ValueError(f"window={cfg.window} must be at least 1 (a position always sees itself): set model.window")
+            raise ValueError(f"window={cfg.window} must be at least 1 (a position always sees itself): "
+                             "set model.window")
 
     def new_cache(self, batch: int, max_len: int, device: torch.device, dtype: torch.dtype) -> WindowCache:
         return WindowCache(batch, self.kv_heads, min(self.window, max_len), self.head_dim, device, dtype)

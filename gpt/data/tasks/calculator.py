@@ -1,10 +1,15 @@
-"""The calculator corpus: arithmetic on 0..99 written in words ("two plus three equals five"),
-split by problem so held-out problems test whether the model computes rather than recalls."""
+"""The calculator: arithmetic on 0..99 written in words ("two plus three equals five"), one problem per line, split
+by problem so held-out problems test whether the model computes rather than recalls. The built-in corpus of
+`python train.py`, a task like the attention tasks; `python -m gpt which-split` says where a problem is."""
 from __future__ import annotations
 
 import argparse
 import random
 from dataclasses import dataclass
+from typing import ClassVar
+
+from gpt.data.tasks.base import Line, Task
+from gpt.validate import Fraction
 
 UNITS = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten",
          "eleven", "twelve", "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen"]
@@ -121,10 +126,43 @@ def split_problems(seed: int, val_fraction: float, test_fraction: float) -> dict
 
 
 def vocabulary() -> list[str]:
-    """Every word the corpus can contain, plus the newline that ends a line."""
+    """Every word a problem can contain."""
     words = set(UNITS) | {w for w in TENS if w} | {"hundred", "thousand", "equals", "plus", "minus", "times",
                                                  "divided", "by"}
-    return ["\n", *sorted(words)]
+    return sorted(words)
+
+
+@dataclass(frozen=True)
+class Calculator(Task):
+    """Every problem of `operations` (all four by default), `seven times eight equals` -> `fifty six`, split by
+    problem into val_fraction, test_fraction and the rest for training. Training scores every word of a line, so
+    the model also learns to write problems (its sample text shows that)."""
+
+    name: ClassVar[str] = "calculator"
+    held_out_lines: ClassVar[int | None] = None  # grade every held-out problem
+    val_fraction: Fraction = 0.1
+    test_fraction: Fraction = 0.1
+    operations: tuple[str, ...] | None = None  # a subset such as (plus, minus); None for all four
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        unknown = sorted(set(self.operations or ()) - set(OPERATIONS))
+        if unknown:
+            raise ValueError(f"data.tasks.calculator.operations has unknown {unknown}; choose from {list(OPERATIONS)}")
+        if self.val_fraction + self.test_fraction >= 1:
+            raise ValueError(f"data.tasks.calculator.val_fraction={self.val_fraction} and test_fraction="
+                             f"{self.test_fraction} leave nothing to train on: their sum must be below 1")
+
+    def vocabulary(self) -> list[str]:
+        return vocabulary()
+
+    def groups(self) -> list[str]:
+        return list(self.operations or OPERATIONS)
+
+    def lines(self, seed: int, split: str, count: int | None) -> list[Line]:
+        chosen = self.groups()
+        problems = [p for p in split_problems(seed, self.val_fraction, self.test_fraction)[split] if p.op in chosen]
+        return [Line(((p.prompt, p.target),), p.op, scores_prompt=True) for p in problems][:count]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

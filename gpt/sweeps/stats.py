@@ -1,0 +1,41 @@
+"""Seed statistics the sweep report and the capability matrix share: a configuration's values pooled over seeds as a
+table cell, which configurations are a column's best, and whether one is behind the best by more than seed noise
+(Welch: a gap over two standard errors of the difference of means, which needs two seeds or more on both sides)."""
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Hashable, Mapping, Sequence
+from typing import TypeVar
+
+K = TypeVar("K", bound=Hashable)
+
+
+def stat_cell(values: Sequence[float], fmt: str, spread: bool = True, bold: bool = False, mark: str = "") -> str:
+    """`mean ± std` (std only with two seeds or more and `spread`), `—` with no value; **bold** for a best."""
+    if not values:
+        return "—"
+    text = fmt.format(statistics.fmean(values))
+    if spread and len(values) > 1:
+        text += " ± " + fmt.format(statistics.stdev(values))
+    return f"**{text}**" if bold else f"{text} {mark}".rstrip()
+
+
+def best_of(values: Mapping[K, Sequence[float]], lower_is_better: bool) -> list[K]:
+    """The keys whose mean is the best; none when fewer than two distinct means would tell rows apart."""
+    means = {key: statistics.fmean(v) for key, v in values.items() if v}
+    if len(set(means.values())) < 2:
+        return []
+    top = (min if lower_is_better else max)(means.values())
+    return [key for key, mean in means.items() if mean == top]
+
+
+def beyond_noise(values: Sequence[float], best: Sequence[float], lower_is_better: bool) -> bool:
+    """Whether `values` are worse than `best` by more than two standard errors of the difference of means. Equal
+    seeds (zero spread) count any gap as beyond noise; one seed on either side makes no claim."""
+    if len(values) < 2 or len(best) < 2:
+        return False
+    error = math.sqrt(statistics.variance(values) / len(values) + statistics.variance(best) / len(best))
+    gap = statistics.fmean(values) - statistics.fmean(best)
+    gap = gap if lower_is_better else -gap
+    return gap > 2 * error and gap > 0

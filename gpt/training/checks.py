@@ -1,0 +1,100 @@
+"""train.py's composed config checked before any work, one line per mistake: every section against the signature of
+what it is passed to (gpt/validate.py), the model's parts, each task's knobs, the precision a CPU can compute in.
+Also what train.py builds from that config: ModelConfig, OptimConfig's fields, the precision to train in."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import lightning as L
+import torch
+from hydra.utils import get_class
+from omegaconf import DictConfig, OmegaConf
+
+from gpt.data.tasks.datamodule import build_tasks
+from gpt.model.config import ModelConfig
+from gpt.model.gpt import check_parts
+from gpt.training.callbacks import ResumeCheckpoint, SampleText
+from gpt.training.init_from import check_init_from
+from gpt.training.optim import OptimConfig
+from gpt.validate import check_section, check_value, declared_types
+
+SET_BY_TRAIN = ("callbacks", "logger", "plugins", "default_root_dir")  # train() passes these to the Trainer itself
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """configs/train.yaml's own keys: how a run starts rather than what it trains (tested equal to the YAML's)."""
+    seed: int
+    compile: bool  # torch.compile the model's forward
+    resume: bool  # continue the newest run with this config
+    ckpt_path: str | None  # or continue from this Lightning checkpoint
+    init_from: str | None  # or fine-tune from a Hugging Face folder or a model.pt
+
+
+def model_config(cfg: DictConfig, vocab_size: int) -> ModelConfig:
+    return ModelConfig.from_dict({**OmegaConf.to_container(cfg.model, resolve=True), "vocab_size": vocab_size})
+
+
+def cpu_has_bf16(cpuinfo: Path = Path("/proc/cpuinfo")) -> bool:
+    """Whether the CPU computes in bf16 itself (AVX512-BF16 or AMX, from Linux's flags); False where unknown."""
+    if not cpuinfo.is_file():
+        return False
+    flags = next((line.split(":", 1)[1].split() for line in cpuinfo.read_text().splitlines()
+                  if line.startswith("flags")), [])
+    return bool({"avx512_bf16", "amx_bf16"} & set(flags))
+
+
+def resolve_precision(precision: str, accelerator: str) -> str:
+    """trainer.precision=auto: bf16 autocast where the hardware computes in bf16, else fp32. Without bf16
+    instructions a CPU emulates it, slower than fp32."""
+    if precision != "auto":
+        return precision
+    if accelerator == "cpu":
+        return "bf16-mixed" if cpu_has_bf16() else "32-true"
+    return "bf16-mixed" if torch.cuda.is_available() and torch.cuda.is_bf16_supported() else "32-true"
+
+
+def optim_config(cfg: DictConfig) -> dict[str, Any]:
+    return OmegaConf.to_container(cfg.optim, resolve=True)
+
+
+def user_values(node: DictConfig) -> dict[str, Any]:
+    """A section's values as plain Python, less those interpolated from elsewhere (checked where they are set)."""
+    values = OmegaConf.to_container(node, resolve=False)
+    return {k: values[k] for k in node if k != "_target_" and not OmegaConf.is_interpolation(node, k)}
+
+
+def check_config(cfg: DictConfig) -> None:
+    """Refuse settings that cannot work, one line each, before any data or model work: every section against
+    the signature of what it is passed to, train.yaml's own keys against RunSettings."""
+    check_section("model", user_values(cfg.model), ModelConfig, not_settable=["vocab_size"])
+    check_parts(model_config(cfg, vocab_size=1))
+    check_section("data", user_values(cfg.data), get_class(cfg.data._target_))
+    if cfg.data.get("tasks") is not None:  # each task's knobs, by the task itself
+        build_tasks(OmegaConf.to_container(cfg.data.tasks, resolve=True))
+    check_section("optim", user_values(cfg.optim), OptimConfig)
+    precision = resolve_precision(str(cfg.trainer.precision), cfg.trainer.accelerator)
+    check_section("trainer", {**user_values(cfg.trainer), "precision": precision}, L.Trainer, not_settable=SET_BY_TRAIN)
+    OptimConfig.from_dict(optim_config(cfg))  # option names, and ranges that relate fields (after trainer.max_steps)
+    check_section("callbacks.checkpoint", user_values(cfg.callbacks.checkpoint), ResumeCheckpoint, ["dirpath"])
+    check_section("callbacks.sample", user_values(cfg.callbacks.sample), SampleText,
+                  not_settable=["tokenizer", "meta", "seed"])
+    if cfg.get("logger"):
+        check_section("logger", user_values(cfg.logger), get_class(cfg.logger._target_))
+    for key, hint in declared_types(RunSettings).items():
+        check_value(key, cfg.get(key), hint)
+    if str(cfg.trainer.precision).startswith("16") and cfg.trainer.accelerator == "cpu":
+        raise ValueError(f"trainer.precision={cfg.trainer.precision} needs a GPU: on CPU use "
+                         "trainer.precision=bf16-mixed or 32")
+    if cfg.resume and cfg.ckpt_path:
+        raise ValueError("pass either resume=true (newest run with this config) or ckpt_path=<path>, not both")
+    check_init_from(cfg.init_from)
+
+
+def check_fits(model_cfg: ModelConfig, data: L.LightningDataModule) -> None:
+    """The model's context holds the corpus's longest line (a task's lines are whole examples)."""
+    if model_cfg.block_size < data.max_tokens:
+        raise ValueError(f"model.block_size={model_cfg.block_size} is shorter than the corpus's longest line "
+                         f"({data.max_tokens} tokens): set model.block_size={data.max_tokens} or more")
