@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from hypothesis import HealthCheck, settings
 
 from gpt import GPT, ModelConfig
 from gpt.data.tasks.calculator import Calculator
@@ -16,6 +17,13 @@ from gpt.data.tasks.datamodule import TaskData, task_tokenizer
 from gpt.data.tokenizers import WordTokenizer
 
 ROOT = Path(__file__).resolve().parents[1]
+
+# The fuzz tests' cases (tests/test_fuzz_*.py): a fixed set in CI, the same every run; `--hypothesis-profile=long`
+# draws ten times as many, new ones each run. Their max_examples are scaled by the profile's (100 = as written).
+FUZZ = dict(deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+settings.register_profile("ci", max_examples=100, derandomize=True, **FUZZ)
+settings.register_profile("long", max_examples=1000, **FUZZ)
+settings.load_profile("ci")
 WORDS = "thou art more lovely and temperate rough winds do shake the darling buds of may".split()
 
 
@@ -95,3 +103,12 @@ class CodeRunningPickle:
 
     def __reduce__(self) -> tuple:
         return (Path.touch, (self.marker,))
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """How many command lines the fuzz tests tried, per entry point."""
+    from tests.fuzzing import CASES
+
+    if CASES:
+        counts = ", ".join(f"{entry} {count}" for entry, count in sorted(CASES.items()))
+        terminalreporter.write_line(f"fuzzing: {sum(CASES.values())} command lines tried ({counts})")

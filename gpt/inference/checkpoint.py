@@ -98,6 +98,8 @@ def check_device(name: str) -> None:
         device = torch.device(name)
     except RuntimeError:
         raise ValueError(f"--device {name} is not a device name: use cpu, cuda, cuda:<index> or mps") from None
+    if device.type not in ("cpu", "cuda", "mps"):  # meta, xla, ...: names torch knows that cannot run a model here
+        raise ValueError(f"--device {name}: tinygpt runs on cpu, cuda, cuda:<index> or mps")
     if device.type == "cuda" and not torch.cuda.is_available():
         raise ValueError(f"--device {name}: this torch ({torch.__version__}) has no CUDA device it can use; "
                          "use --device cpu")

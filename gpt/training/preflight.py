@@ -10,6 +10,7 @@ from pathlib import Path
 
 from hydra import compose, initialize_config_dir
 from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.core.override_parser.types import Override
 from hydra.errors import HydraException, MissingConfigException, OverrideParseException
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
@@ -19,9 +20,9 @@ from gpt.validate import did_you_mean
 MULTIRUN_FLAGS = ("-m", "--multirun")
 
 
-def first_of_each_sweep(overrides: list[str]) -> list[str]:
-    """The overrides with each sweep (`pos=rope,alibi`) cut to its first value: keys and options are the same
-    in every job of a sweep, so one job's composition finds every typo."""
+def parsed(overrides: list[str]) -> list[Override]:
+    """Hydra's reading of each override; one it cannot read, or one that sets a `_target_` (which class a section
+    builds is chosen by its group: data=<option>), is one line naming it."""
     parser = OverridesParser.create()
     for override in overrides:  # one at a time, so an unreadable one can be named
         try:
@@ -29,8 +30,20 @@ def first_of_each_sweep(overrides: list[str]) -> list[str]:
         except OverrideParseException as err:
             raise ValueError(f"cannot read the override {override!r} ({str(err).splitlines()[0]}): write "
                              "key=value, e.g. model.heads=4") from None
+    found = parser.parse_overrides(overrides)
+    for override in found:
+        if override.key_or_group.split(".")[-1] == "_target_":
+            group = override.key_or_group.split(".")[0]
+            raise ValueError(f"{override.key_or_group} is not a setting: what {group} builds is chosen by its "
+                             f"option ({group}=<option>)")
+    return found
+
+
+def first_of_each_sweep(overrides: list[Override]) -> list[str]:
+    """The overrides with each sweep (`pos=rope,alibi`) cut to its first value: keys and options are the same
+    in every job of a sweep, so one job's composition finds every typo."""
     return [f"{o.get_key_element()}={next(o.sweep_string_iterator())}" if o.is_sweep_override() else o.input_line
-            for o in parser.parse_overrides(overrides)]
+            for o in overrides]
 
 
 def compose_train(config_dir: Path, overrides: list[str]) -> DictConfig:
@@ -73,12 +86,18 @@ def preflight(argv: list[str], config_dir: Path, check: Callable[[DictConfig], N
     if any(a.startswith("-") for a in overrides):
         return
     try:
-        first = first_of_each_sweep(overrides)
+        found = parsed(overrides)
+        first = first_of_each_sweep(found)
         try:
             cfg = compose_train(config_dir, first)
         except HydraException as err:
             raise ValueError(explain(err, config_dir, first)) from None
         if not any(a in MULTIRUN_FLAGS for a in argv) and cfg.hydra.mode != RunMode.MULTIRUN:
+            sweep = next((o.input_line for o in found if o.is_sweep_override()), None)
+            if sweep:  # Hydra's own answer is five lines about an "Ambiguous value"
+                raise ValueError(f"{sweep} is a sweep: add -m to run one job per value (python train.py -m "
+                                 f"{' '.join(overrides)}), or give one value (quote one that holds a comma: "
+                                 "key='a,b')")
             check(cfg)
     except ValueError as err:
         print(f"error: {str(err).strip().splitlines()[0]}", file=sys.stderr)
