@@ -110,5 +110,7 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     from tests.fuzzing import CASES
 
     if CASES:
-        counts = ", ".join(f"{entry} {count}" for entry, count in sorted(CASES.items()))
+        entries = sorted({entry for entry, _ in CASES})
+        counts = ", ".join(f"{e} {CASES[e, 'ran'] + CASES[e, 'refused']}: {CASES[e, 'ran']} ran, {CASES[e, 'refused']} "
+                           "refused in one line" for e in entries)
         terminalreporter.write_line(f"fuzzing: {sum(CASES.values())} command lines tried ({counts})")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import math
+import re
 from collections import Counter
 from collections.abc import Callable
 from contextlib import redirect_stderr, redirect_stdout
@@ -19,7 +20,8 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 from tests.conftest import ROOT
 
 CONFIGS = ROOT / "configs"
-CASES: Counter[str] = Counter()  # command lines tried per entry point, printed in pytest's terminal summary
+PROGRESS_BAR = re.compile(r"\d+%\|.*\|")  # tqdm's: "encoding:  40%|####      | 2.00k/5.00k"
+CASES: Counter[tuple[str, str]] = Counter()  # (entry point, ran or refused): pytest's terminal summary prints them
 
 
 @dataclass(frozen=True)
@@ -32,21 +34,21 @@ class Outcome:
 def call(entry: str, fn: Callable[[], int | None]) -> Outcome:
     """fn() in this process as its command line would run it: its exit status and what it printed. Any exception
     other than SystemExit escapes, and is what the fuzzing is looking for."""
-    CASES[entry] += 1
     out, err = io.StringIO(), io.StringIO()
     with redirect_stdout(out), redirect_stderr(err):
         try:
             code = fn() or 0
         except SystemExit as exit_:
             code = exit_.code if isinstance(exit_.code, int) else 1
+    CASES[entry, "ran" if code == 0 else "refused"] += 1
     return Outcome(code, out.getvalue(), err.getvalue())
 
 
 def assert_clean(outcome: Outcome, argv: list[str]) -> None:
-    """It ran (exit 0), or it refused in one line (exit 2)."""
+    """It ran (exit 0), or it refused in one line (exit 2); progress bars drawn before the refusal aside."""
     assert "Traceback" not in outcome.err, f"{argv}: {outcome.err[-2000:]}"
     if outcome.code != 0:
-        lines = outcome.err.splitlines()
+        lines = [line for line in outcome.err.splitlines() if line and not PROGRESS_BAR.search(line)]
         assert outcome.code == 2 and len(lines) == 1 and lines[0].startswith("error: "), \
             f"{argv} exited {outcome.code} with stderr:\n{outcome.err[-2000:]}"
 

@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from functools import partial
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Annotated, Any, TypeVar
 
 import numpy as np
 from tqdm import tqdm
@@ -24,7 +24,7 @@ from gpt.data.formats import FORMATS, Part, Unit, fingerprint, format_of, input_
 from gpt.data.pool import ordered_map
 from gpt.data.shards import ShardWriter, TokenShards, check_shard, save_shard, token_dtype, write_file
 from gpt.data.tokenizers import TOKENIZERS, Tokenizer, learn_tokenizer, tokenizer_from_dict, tokenizer_label
-from gpt.validate import Fraction, PositiveInt, check_fields
+from gpt.validate import Fraction, PositiveInt, Range, check_fields
 
 VERSION = 1  # bump when the shard layout, the cut rule or the split rule changes
 T = TypeVar("T")
@@ -32,6 +32,9 @@ VALIDATION_RULE = ("a part (a document, or a ~doc_bytes line-aligned piece of a 
                    "validation when the first 8 bytes of blake2b(its UTF-8), little-endian, are below "
                    "val_fraction * 2**64")
 VALIDATION_INPUTS_RULE = "every part of val_inputs is validation and every part of inputs is training"
+# Sizes a shard buffer and a text part must fit in memory (and in numpy's index): a GiB of text, 2**31 tokens.
+DocBytes = Annotated[int, Range(1, 1 << 30)]
+ShardTokens = Annotated[int, Range(1, 1 << 31)]
 
 
 @dataclass(frozen=True)
@@ -46,8 +49,8 @@ class Recipe:
     compact_vocab: bool | None = None  # gpt2: keep only the ids the corpus uses (None: when under half)
     val_fraction: Fraction = 0.1
     text_field: str = "text"
-    doc_bytes: PositiveInt = 4096
-    shard_tokens: PositiveInt = 1 << 24
+    doc_bytes: DocBytes = 4096
+    shard_tokens: ShardTokens = 1 << 24
 
     def __post_init__(self) -> None:
         check_fields(self, "data.")  # named as training sets them; gpt prepare's flags are the same words
@@ -201,7 +204,11 @@ def _renumber_shard(lookup: np.ndarray, path: Path) -> dict[str, Any]:
 @contextmanager
 def _locked(out: Path) -> Iterator[None]:
     """One preparer per output at a time (DDP ranks, two runs): the others wait, then find it prepared."""
-    out.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as err:  # a file where a folder must be, a folder we may not write
+        raise ValueError(f"cannot prepare into {out}: {err.strerror} ({err.filename}); point --out or --root "
+                         "(data.root in training) at a folder") from None
     with open(out.parent / f".{out.name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         yield
