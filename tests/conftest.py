@@ -23,7 +23,8 @@ ROOT = Path(__file__).resolve().parents[1]
 FUZZ = dict(deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 settings.register_profile("ci", max_examples=100, derandomize=True, **FUZZ)
 settings.register_profile("long", max_examples=1000, **FUZZ)
-settings.load_profile("ci")
+if settings.get_current_profile_name() == "default":  # not chosen with --hypothesis-profile
+    settings.load_profile("ci")
 WORDS = "thou art more lovely and temperate rough winds do shake the darling buds of may".split()
 
 

@@ -5,22 +5,27 @@ from __future__ import annotations
 
 import io
 import math
+import os
 import re
+import tempfile
 from collections import Counter
-from collections.abc import Callable
-from contextlib import redirect_stderr, redirect_stdout
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, redirect_stderr, redirect_stdout
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any
 
 from hypothesis import strategies as st
-from omegaconf import DictConfig, ListConfig, OmegaConf
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import DictConfig, ListConfig, OmegaConf, open_dict
 
+import train
+from gpt.training.preflight import compose_train
 from tests.conftest import ROOT
 
 CONFIGS = ROOT / "configs"
-PROGRESS_BAR = re.compile(r"\d+%\|.*\|")  # tqdm's: "encoding:  40%|####      | 2.00k/5.00k"
+PROGRESS_BAR = re.compile(r"\[\d+:\d\d[<,\]]")  # tqdm's: "encoding:  40%|####   | 2.00k/5.00k [00:01<00:02, ...]"
 CASES: Counter[tuple[str, str]] = Counter()  # (entry point, ran or refused): pytest's terminal summary prints them
 
 
@@ -174,3 +179,38 @@ def command_lines(max_size: int = 4) -> st.SearchStrategy[list[str]]:
 def clean_folder(path: Path) -> list[str]:
     """What a case left in a folder (a refused command line leaves nothing)."""
     return sorted(str(p.relative_to(path)) for p in path.rglob("*"))
+
+
+@contextmanager
+def fresh_folder() -> Iterator[Path]:
+    """An empty working folder for one case (Hypothesis runs many cases in one test, so no tmp_path)."""
+    before = os.getcwd()
+    with tempfile.TemporaryDirectory() as folder:
+        os.chdir(folder)
+        try:
+            yield Path(folder)
+        finally:
+            os.chdir(before)
+
+
+# What one step needs at most, whatever the command line asked for: one step, little validation and grading.
+CAPS = {"trainer.max_steps": 1, "trainer.limit_val_batches": 1, "data.eval_lines": 8, "data.val_lines": 32,
+        "data.val_windows": 8, "callbacks.sample.max_new_tokens": 4}
+
+
+def job(argv: list[str], run_dir: Path, caps: dict[str, int] = CAPS) -> Outcome:
+    """What Hydra's main then runs for `argv` (train.main's own body, its error path included), within `caps`."""
+    cfg = compose_train(CONFIGS, argv)
+    with open_dict(cfg):
+        cfg.hydra.runtime.output_dir = str(run_dir)
+        for key, cap in caps.items():
+            value = OmegaConf.select(cfg, key, default="absent")
+            if value != "absent" and (value is None or value < 0 or value > cap):
+                OmegaConf.update(cfg, key, cap)
+        cfg.trainer.enable_progress_bar = False
+    run_dir.mkdir(parents=True)  # as Hydra does before the job
+    HydraConfig.instance().set_config(cfg)
+    try:
+        return call("train.py", lambda: train.main.__wrapped__(cfg))
+    finally:
+        HydraConfig.instance().cfg = None

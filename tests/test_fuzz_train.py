@@ -3,39 +3,22 @@ line and exit 2, leaving no run folder. In this process, through the code train.
 main() runs for a sample of the command lines that pass it), with a few real processes proving the wiring."""
 from __future__ import annotations
 
-import os
-import tempfile
 import urllib.error
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
-from omegaconf import OmegaConf, open_dict
-from hydra.core.hydra_config import HydraConfig
 
 import gpt.data.download as download
-import train
 from gpt.training.checks import check_config
-from gpt.training.preflight import compose_train, preflight
+from gpt.training.preflight import preflight
 from tests.conftest import run_cli
-from tests.fuzzing import CONFIGS, Outcome, assert_clean, call, clean_folder, command_lines, config_keys, near, yaml
+from tests.fuzzing import (CONFIGS, Outcome, assert_clean, call, clean_folder, command_lines, config_keys, fresh_folder,
+                           job, near, yaml)
 
 SCALE = settings.default.max_examples / 100
-
-
-@contextmanager
-def fresh_folder() -> Iterator[Path]:
-    """An empty working folder for one case (Hypothesis runs many cases in one test, so no tmp_path)."""
-    before = os.getcwd()
-    with tempfile.TemporaryDirectory() as folder:
-        os.chdir(folder)
-        try:
-            yield Path(folder)
-        finally:
-            os.chdir(before)
 
 
 def checked(argv: list[str]) -> Outcome:
@@ -64,11 +47,6 @@ def test_any_command_line_is_checked_in_one_line_before_a_run_folder_exists(argv
 # a service process (wandb). The checks above still fuzz them; tests/test_ddp.py and test_loggers.py run them.
 NOT_IN_PROCESS = ("trainer.devices", "trainer.num_nodes", "trainer.strategy", "trainer.accelerator", "compile",
                   "trainer=ddp", "trainer=fsdp", "trainer=gpu", "logger=wandb", "experiment=")
-# What one step needs at most, whatever the command line asked for: one step, little validation and grading.
-CAPS = {"trainer.max_steps": 1, "trainer.limit_val_batches": 1, "data.eval_lines": 8, "data.val_lines": 32,
-        "data.val_windows": 8, "callbacks.sample.max_new_tokens": 4}
-
-
 def typed_overrides() -> st.SearchStrategy[list[str]]:
     """Overrides a user means: well-typed values near each key's default, and the options of each group."""
     keys = {k: v for k, v in config_keys().items() if not k.startswith(NOT_IN_PROCESS) and not k.endswith("_target_")
@@ -78,24 +56,6 @@ def typed_overrides() -> st.SearchStrategy[list[str]]:
     one = st.sampled_from(sorted(keys)).flatmap(lambda k: near(keys[k]).map(lambda v: f"{k}={yaml(v)}")) | \
         st.sampled_from(sorted(g for g in groups if not g.startswith(NOT_IN_PROCESS)))
     return st.lists(one, min_size=1, max_size=4)
-
-
-def job(argv: list[str], run_dir: Path) -> Outcome:
-    """What Hydra's main then runs for `argv` (train.main's own body, its error path included), capped to one step."""
-    cfg = compose_train(CONFIGS, argv)
-    with open_dict(cfg):
-        cfg.hydra.runtime.output_dir = str(run_dir)
-        for key, cap in CAPS.items():
-            value = OmegaConf.select(cfg, key, default="absent")
-            if value != "absent" and (value is None or value < 0 or value > cap):
-                OmegaConf.update(cfg, key, cap)
-        cfg.trainer.enable_progress_bar = False
-    run_dir.mkdir(parents=True)  # as Hydra does before the job
-    HydraConfig.instance().set_config(cfg)
-    try:
-        return call("train.py", lambda: train.main.__wrapped__(cfg))
-    finally:
-        HydraConfig.instance().cfg = None
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -26,7 +26,7 @@ from gpt.data.shards import ShardWriter, TokenShards, check_shard, save_shard, t
 from gpt.data.tokenizers import TOKENIZERS, Tokenizer, learn_tokenizer, tokenizer_from_dict, tokenizer_label
 from gpt.validate import Fraction, PositiveInt, Range, check_fields
 
-VERSION = 1  # bump when the shard layout, the cut rule or the split rule changes
+VERSION = 2  # bump when the shard layout, the manifest, the cut rule or the split rule changes (2: its sha256)
 T = TypeVar("T")
 VALIDATION_RULE = ("a part (a document, or a ~doc_bytes line-aligned piece of a longer plain-text document) is "
                    "validation when the first 8 bytes of blake2b(its UTF-8), little-endian, are below "
@@ -182,7 +182,26 @@ def build(recipe: Recipe, folder: Path, num_proc: int, progress: bool | None = N
                 "inputs": _fingerprints(recipe),
                 "validation": VALIDATION_INPUTS_RULE if recipe.val_inputs else VALIDATION_RULE,
                 "splits": splits}
-    write_file(folder / "manifest.json", json.dumps(manifest, indent=1).encode())
+    write_file(folder / "manifest.json", json.dumps({**manifest, "sha256": _digest(manifest)}, indent=1).encode())
+    return manifest
+
+
+def _digest(manifest: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(manifest, sort_keys=True).encode()).hexdigest()
+
+
+def read_manifest(path: Path) -> dict[str, Any]:
+    """A manifest as preparation wrote it, or one line saying why not: missing, unreadable, of another version, or
+    changed since it was written (its sha256 covers everything else in it)."""
+    fix = "prepare the corpus again (python -m gpt prepare <inputs> --out <folder>)"
+    try:
+        manifest = json.loads(path.read_text())
+    except (OSError, ValueError):  # UnicodeDecodeError and JSONDecodeError are ValueErrors
+        raise ValueError(f"{path} is missing or not a tinygpt manifest: {fix}") from None
+    if not isinstance(manifest, dict) or manifest.get("version") != VERSION:
+        raise ValueError(f"{path} is from another version of tinygpt's shard format: {fix}")
+    if manifest.pop("sha256", None) != _digest(manifest):
+        raise ValueError(f"{path} was changed after preparation wrote it (it does not match its sha256): {fix}")
     return manifest
 
 
@@ -219,7 +238,7 @@ def prepare(recipe: Recipe, out: Path, num_proc: int | None = None, progress: bo
     a killed or failed run leaves nothing at `out`, and its leftovers are removed by the next one."""
     with _locked(out):
         if (out / "manifest.json").is_file():
-            manifest = json.loads((out / "manifest.json").read_text())
+            manifest = read_manifest(out / "manifest.json")
             if manifest.get("recipe") != asdict(recipe) or manifest.get("inputs") != _fingerprints(recipe):
                 raise ValueError(f"{out} holds a corpus prepared from other inputs or settings: delete it or "
                                  "choose another --out")
@@ -255,14 +274,8 @@ def cache_folder(recipe: Recipe, root: Path) -> Path:
 def open_prepared(folder: Path, tokenizer: str) -> Prepared:
     """A prepared corpus, checked against its manifest (shard sizes, and checksums of shards whose mtime moved)."""
     path = folder / "manifest.json"
-    try:
-        manifest = json.loads(path.read_text())
-        recipe, splits, dtype = manifest["recipe"], manifest["splits"], np.dtype(manifest["dtype"])
-    except (OSError, ValueError, KeyError):
-        raise ValueError(f"{path} is missing or not a tinygpt manifest: prepare the corpus again "
-                         "(python -m gpt prepare <inputs> --out <folder>)") from None
-    if manifest.get("version") != VERSION:
-        raise ValueError(f"{path} is from another version of tinygpt's shard format: prepare the corpus again")
+    manifest = read_manifest(path)
+    recipe, splits, dtype = manifest["recipe"], manifest["splits"], np.dtype(manifest["dtype"])
     if recipe["tokenizer"] != tokenizer:
         raise ValueError(f"{path} was prepared with data.tokenizer={recipe['tokenizer']}, not {tokenizer}: set "
                          f"data.tokenizer={recipe['tokenizer']}, or prepare it again with --tokenizer {tokenizer}")

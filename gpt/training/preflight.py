@@ -15,6 +15,7 @@ from hydra.errors import HydraException, MissingConfigException, OverrideParseEx
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
+from gpt.training.run_folder import claim as claim_run_folder
 from gpt.validate import did_you_mean
 
 MULTIRUN_FLAGS = ("-m", "--multirun")
@@ -78,13 +79,23 @@ def explain(err: HydraException, config_dir: Path, overrides: list[str]) -> str:
     return str(err).strip().splitlines()[0]
 
 
-def preflight(argv: list[str], config_dir: Path, check: Callable[[DictConfig], None]) -> None:
-    """Exit 2 with one line on stderr if the command line cannot make a run; return if it can. Flags this
-    does not know (--help, --cfg, -c, ...) are left to Hydra. A sweep's keys are checked here, its values in
-    each job: a job whose values cannot work is a failed row of the sweep report and the others still run."""
+def quoted(value: str) -> str:
+    """`value` as one quoted value of Hydra's override grammar: quotes escaped, and the backslashes before a quote
+    or before the closing quote doubled (Hydra reads other backslashes as they are)."""
+    escaped = re.sub(r"(\\*)'", lambda m: m.group(1) * 2 + "\\'", value)
+    return "'" + re.sub(r"(\\+)$", lambda m: m.group(1) * 2, escaped) + "'"
+
+
+def preflight(argv: list[str], config_dir: Path, check: Callable[[DictConfig], None],
+              claim: bool = False) -> list[str]:
+    """Exit 2 with one line on stderr if the command line cannot make a run; return the command line to hand
+    Hydra if it can. Flags this does not know (--help, --cfg, -c, ...) are left to Hydra. A sweep's keys are
+    checked here, its values in each job: a job whose values cannot work is a failed row of the sweep report and
+    the others still run. With `claim` (train.py's call), a single run's folder is made and locked now, before
+    Hydra writes into it, and pinned in the command line returned (its ${now:...} resolved once)."""
     overrides = [a for a in argv if a not in MULTIRUN_FLAGS]
     if any(a.startswith("-") for a in overrides):
-        return
+        return argv
     try:
         found = parsed(overrides)
         first = first_of_each_sweep(found)
@@ -99,6 +110,13 @@ def preflight(argv: list[str], config_dir: Path, check: Callable[[DictConfig], N
                                  f"{' '.join(overrides)}), or give one value (quote one that holds a comma: "
                                  "key='a,b')")
             check(cfg)
+            if not str(cfg.hydra.run.dir).strip():  # Hydra would write into the current folder itself
+                raise ValueError("hydra.run.dir is empty: name the run's folder, e.g. hydra.run.dir=outputs/mine")
+            if claim:
+                claim_run_folder(Path(cfg.hydra.run.dir))
+                return [a for a in argv if a.split("=", 1)[0].lstrip("+") != "hydra.run.dir"] + \
+                    [f"hydra.run.dir={quoted(cfg.hydra.run.dir)}"]
     except ValueError as err:
         print(f"error: {str(err).strip().splitlines()[0]}", file=sys.stderr)
         sys.exit(2)
+    return argv
