@@ -96,6 +96,24 @@ def run_cli(*args: str, cwd: Path, timeout: int = 300) -> subprocess.CompletedPr
     return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
 
 
+def files_in(folder: Path) -> dict[str, bytes]:
+    """Every file under `folder` and its bytes: compared before and after a refusal, which must change nothing."""
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def flip_a_bit_in(path: Path, member: str) -> None:
+    """Flip one bit in the middle of the stored bytes of `member` of a zip file (a torch.save file), in place."""
+    import zipfile
+
+    with zipfile.ZipFile(path) as archive:
+        info = archive.getinfo(member)
+    raw = bytearray(path.read_bytes())
+    name_and_extra = int.from_bytes(raw[info.header_offset + 26:info.header_offset + 28], "little") + \
+        int.from_bytes(raw[info.header_offset + 28:info.header_offset + 30], "little")  # the local header's own
+    raw[info.header_offset + 30 + name_and_extra + info.file_size // 2] ^= 1
+    path.write_bytes(bytes(raw))
+
+
 class CodeRunningPickle:
     """Unpickling this would create `marker`: a checkpoint payload that proves whether loading ran code."""
 

@@ -10,10 +10,14 @@ import sys
 import time
 from pathlib import Path
 
-from omegaconf import OmegaConf
+import pytest
 
+import gpt.training.run_folder as run_folder
 from gpt.data.prepare import Recipe, open_prepared, prepare
+from gpt.training.checks import check_config
+from gpt.training.preflight import preflight
 from tests.conftest import ROOT, play
+from tests.fuzzing import CONFIGS
 from tests.test_data import TINY
 
 # `python -m gpt prepare`, marking in $MARKS when it waits for the corpus's lock and when it builds, and holding
@@ -106,3 +110,26 @@ def test_a_second_training_run_given_a_busy_run_folder_refuses_in_one_line_and_w
     assert second.returncode == 2 and second.stderr == "error: runs/shared is in use by another training run: wait " \
                                                        "for it to end, or pass another hydra.run.dir=\n"
     assert (shared / ".hydra" / "config.yaml").read_bytes() == config and b"seed: 1" in config
+
+
+def test_the_processes_one_launcher_starts_share_the_run_folder_the_first_claims(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
+    """torchrun, SLURM and Lightning's DDP start every rank with the same hydra.run.dir: one run, one claim. A
+    second claim from this process is refused as another run's would be (flock: one holder per open file)."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(run_folder, "_held", [])
+    argv = ["model.dim=64", "hydra.run.dir=runs/${model.dim}"]
+    try:
+        assert preflight(argv, CONFIGS, check_config, claim=True) == ["model.dim=64", "hydra.run.dir='runs/64'"]
+        with pytest.raises(SystemExit) as exit_:
+            preflight(argv, CONFIGS, check_config, claim=True)
+        assert exit_.value.code == 2 and capsys.readouterr().err == \
+            "error: runs/64 is in use by another training run: wait for it to end, or pass another hydra.run.dir=\n"
+        for rank in ("RANK", "LOCAL_RANK", "SLURM_PROCID"):
+            with monkeypatch.context() as launched:
+                launched.setenv(rank, "1")
+                assert preflight(argv, CONFIGS, check_config, claim=True) == argv
+    finally:
+        for lock in run_folder._held:
+            lock.close()
+    assert sorted(p.name for p in (tmp_path / "runs" / "64").iterdir()) == [".lock"]

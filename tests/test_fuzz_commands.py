@@ -94,7 +94,8 @@ def generate_flags() -> st.SearchStrategy[list[str]]:
         "--max-new-tokens": ints(0, 10).filter(lambda v: len(v) < 20 or v.startswith("-")),
         "--temperature": floats(0, 2), "--top-k": ints(1, 10), "--top-p": floats(0.01, 1),
         "--num-samples": ints(1, 3).filter(lambda v: len(v) < 20 or v.startswith("-")), "--seed": ints(0, 10**6),
-        "--device": mostly(st.just("cpu"), st.sampled_from(["cuda", "cuda:1", "mps", "meta", "xla", "", "gpu", "🙂"])),
+        "--device": mostly(st.just("cpu"),
+                           st.sampled_from(["cuda", "cuda:1", "mps", "meta", "xla", "", "gpu", "🙂"])),
         "--attention-map": where, "--attention-html": where,
     })).map(lambda t: ["--ckpt", t[0], *t[1]])
 

@@ -112,8 +112,7 @@ def preflight(argv: list[str], config_dir: Path, check: Callable[[DictConfig], N
             check(cfg)
             if not str(cfg.hydra.run.dir).strip():  # Hydra would write into the current folder itself
                 raise ValueError("hydra.run.dir is empty: name the run's folder, e.g. hydra.run.dir=outputs/mine")
-            if claim:
-                claim_run_folder(Path(cfg.hydra.run.dir))
+            if claim and claim_run_folder(Path(cfg.hydra.run.dir)):
                 return [a for a in argv if a.split("=", 1)[0].lstrip("+") != "hydra.run.dir"] + \
                     [f"hydra.run.dir={quoted(cfg.hydra.run.dir)}"]
     except ValueError as err:

@@ -8,6 +8,7 @@ import csv
 import fcntl
 import io
 import json
+import os
 import shutil
 from pathlib import Path
 from typing import Any, TextIO
@@ -58,9 +59,13 @@ def read_history(run_dir: Path) -> list[dict[str, float]]:
         return [{k: float(v) for k, v in row.items() if v != ""} for row in csv.DictReader(f)]
 
 
-def claim(run_dir: Path) -> None:
+def claim(run_dir: Path) -> bool:
     """Make `run_dir` and hold its lock for as long as this process lives, or refuse in one line when another
-    training run holds it: two runs writing one folder would mix their checkpoints, metrics and model.pt."""
+    training run holds it: two runs writing one folder would mix their checkpoints, metrics and model.pt. The
+    processes of one run that a launcher started (torchrun, SLURM, Lightning's DDP) share the folder: only the
+    first claims it. Whether this process did."""
+    if any(int(os.environ.get(rank, 0)) for rank in ("RANK", "LOCAL_RANK", "SLURM_PROCID")):
+        return False
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
         lock = open(run_dir / LOCK, "a")
@@ -73,6 +78,7 @@ def claim(run_dir: Path) -> None:
         raise ValueError(f"{run_dir} is in use by another training run: wait for it to end, or pass another "
                          "hydra.run.dir=") from None
     _held.append(lock)
+    return True
 
 
 def discard_if_never_started(run_dir: Path) -> None:
