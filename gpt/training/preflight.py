@@ -40,11 +40,11 @@ def parsed(overrides: list[str]) -> list[Override]:
     return found
 
 
-def first_of_each_sweep(overrides: list[Override]) -> list[str]:
+def first_of_each_sweep(overrides: list[str]) -> list[str]:
     """The overrides with each sweep (`pos=rope,alibi`) cut to its first value: keys and options are the same
     in every job of a sweep, so one job's composition finds every typo."""
     return [f"{o.get_key_element()}={next(o.sweep_string_iterator())}" if o.is_sweep_override() else o.input_line
-            for o in overrides]
+            for o in parsed(overrides)]
 
 
 def compose_train(config_dir: Path, overrides: list[str]) -> DictConfig:
@@ -97,14 +97,13 @@ def preflight(argv: list[str], config_dir: Path, check: Callable[[DictConfig], N
     if any(a.startswith("-") for a in overrides):
         return argv
     try:
-        found = parsed(overrides)
-        first = first_of_each_sweep(found)
+        first = first_of_each_sweep(overrides)
         try:
             cfg = compose_train(config_dir, first)
         except HydraException as err:
             raise ValueError(explain(err, config_dir, first)) from None
         if not any(a in MULTIRUN_FLAGS for a in argv) and cfg.hydra.mode != RunMode.MULTIRUN:
-            sweep = next((o.input_line for o in found if o.is_sweep_override()), None)
+            sweep = next((o.input_line for o in parsed(overrides) if o.is_sweep_override()), None)
             if sweep:  # Hydra's own answer is five lines about an "Ambiguous value"
                 raise ValueError(f"{sweep} is a sweep: add -m to run one job per value (python train.py -m "
                                  f"{' '.join(overrides)}), or give one value (quote one that holds a comma: "
