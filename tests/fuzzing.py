@@ -16,6 +16,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from hypothesis import settings
 from hypothesis import strategies as st
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, ListConfig, OmegaConf, open_dict
@@ -27,6 +28,12 @@ from tests.conftest import ROOT
 CONFIGS = ROOT / "configs"
 PROGRESS_BAR = re.compile(r"\[\d+:\d\d[<,\]]")  # tqdm's: "encoding:  40%|####   | 2.00k/5.00k [00:01<00:02, ...]"
 CASES: Counter[tuple[str, str]] = Counter()  # (entry point, ran or refused): pytest's terminal summary prints them
+
+
+def scaled(examples: int) -> int:
+    """A test's number of cases as written for the default profile ("ci", max_examples=100), scaled by the
+    profile in use (--hypothesis-profile=long draws ten times as many)."""
+    return examples * settings.default.max_examples // 100
 
 
 @dataclass(frozen=True)

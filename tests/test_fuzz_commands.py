@@ -18,9 +18,8 @@ from gpt.__main__ import main as cli
 from gpt.data.tokenizers import CharTokenizer
 from gpt.inference.checkpoint import save_model
 from tests.conftest import calculator_tokenizer, play
-from tests.fuzzing import ODD_TEXT, assert_clean, call
+from tests.fuzzing import ODD_TEXT, assert_clean, call, scaled
 
-SCALE = settings.default.max_examples / 100
 NUMBERS = st.one_of(st.integers(-3, 12).map(str), st.sampled_from(["0", "-0", "1e3", "2.5", "", "x", "1_000", "٣"]),
                     st.sampled_from([str(10**30), str(-10**30), str(2**64), str(2**70)]))
 FLOATS = st.one_of(st.floats(-1, 2).map(repr), st.sampled_from(["nan", "inf", "-inf", "1e-300", "1e400", "", "x"]))
@@ -106,7 +105,7 @@ def generate_flags() -> st.SearchStrategy[list[str]]:
 @example(argv=["--ckpt", "{text}", "--device", "meta"])  # a device torch names but cannot run on
 @example(argv=["--ckpt", "{text}", "--seed", str(2**70)])  # "Overflow when unpacking long long", naming no flag
 @example(argv=["--ckpt", "{text}", "--max-new-tokens", "x"])  # argparse's usage block, not one line
-@settings(max_examples=int(100 * SCALE))
+@settings(max_examples=scaled(100))
 def test_any_generate_command_line_runs_or_is_one_line(files: Path, argv: list[str]) -> None:
     with tempfile.TemporaryDirectory() as case:
         argv = resolved(argv, files, case)
@@ -140,7 +139,7 @@ def verb_arguments() -> st.SearchStrategy[list[str]]:
 @example(argv=["prepare", "{play}", "--root", "{play}"])  # NotADirectoryError: a file where the shards' folder goes
 @example(argv=["prepare", "{play}", "--doc-bytes", str(10**30)])  # OverflowError deep in the text reader
 @example(argv=["prepare", "{text}"])  # a binary file: refused naming its first byte that is not UTF-8
-@settings(max_examples=int(100 * SCALE))
+@settings(max_examples=scaled(100))
 def test_any_front_door_command_line_runs_or_is_one_line(files: Path, argv: list[str]) -> None:
     with tempfile.TemporaryDirectory() as case:
         argv = resolved(argv, files, case)
