@@ -43,13 +43,14 @@ class Outcome:
     err: str
 
 
-def call(entry: str, fn: Callable[[], int | None]) -> Outcome:
+def call(entry: str, fn: Callable[[], object]) -> Outcome:
     """fn() in this process as its command line would run it: its exit status and what it printed. Any exception
     other than SystemExit escapes, and is what the fuzzing is looking for."""
     out, err = io.StringIO(), io.StringIO()
     with redirect_stdout(out), redirect_stderr(err):
         try:
-            code = fn() or 0
+            result = fn()
+            code = result if isinstance(result, int) else 0  # preflight returns Hydra's command line
         except SystemExit as exit_:
             code = exit_.code if isinstance(exit_.code, int) else 1
     CASES[entry, "ran" if code == 0 else "refused"] += 1
@@ -141,8 +142,9 @@ def values(default: Any) -> st.SearchStrategy[str]:
     empty, nested, sweeps of them, interpolations, and raw text (which Hydra's grammar may refuse)."""
     typed = near(default).map(yaml)
     other = SCALARS.map(yaml)
-    nested = st.recursive(SCALARS, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(
-        st.sampled_from(["a", "b", "_target_"]), inner, max_size=2), max_leaves=5).map(yaml)
+    nested = st.recursive(SCALARS, lambda inner: st.one_of(
+        st.lists(inner, max_size=3), st.dictionaries(st.sampled_from(["a", "b", "_target_"]), inner, max_size=2)),
+        max_leaves=5).map(yaml)
     return st.one_of(
         typed, typed, other, nested, NON_FINITE, ODD_TEXT.map(yaml),
         st.sampled_from(["", "[]", "{}", "null", "'   '", "${model.dim}", "${nope}", "${oc.env:NOPE}", "???"]),
@@ -218,6 +220,6 @@ def job(argv: list[str], run_dir: Path, caps: dict[str, int] = CAPS) -> Outcome:
     run_dir.mkdir(parents=True)  # as Hydra does before the job
     HydraConfig.instance().set_config(cfg)
     try:
-        return call("train.py", lambda: train.main.__wrapped__(cfg))
+        return call("train.py one step", lambda: train.main.__wrapped__(cfg))
     finally:
         HydraConfig.instance().cfg = None

@@ -96,10 +96,10 @@ def test_a_second_training_run_given_a_busy_run_folder_refuses_in_one_line_and_w
     run = [sys.executable, str(ROOT / "train.py"), *TINY, "data.path=corpus.txt", "hydra.run.dir=runs/shared"]
     env = {**os.environ, "PYTHONPATH": str(ROOT), "HYDRA_FULL_ERROR": "0"}
     shared = tmp_path / "runs" / "shared"
-    first = subprocess.Popen([*run, "trainer.max_steps=100000", "callbacks.checkpoint.every_n_steps=2", "seed=1"],
-                             cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    first = subprocess.Popen([*run, "trainer.max_steps=100000", "seed=1"], cwd=tmp_path, env=env,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        wait_for((shared / "checkpoints", "last.ckpt"))  # training, well past its start
+        wait_for((shared / ".hydra", "config.yaml"))  # past its checks, its lock held, Hydra's record written
         config = (shared / ".hydra" / "config.yaml").read_bytes()
         second = subprocess.run([*run, "trainer.max_steps=5", "seed=2"], cwd=tmp_path, env=env, capture_output=True,
                                 text=True, timeout=300)

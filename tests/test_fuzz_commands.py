@@ -84,7 +84,7 @@ def flags(options: dict[str, st.SearchStrategy[str]]) -> st.SearchStrategy[list[
 
 def generate_flags() -> st.SearchStrategy[list[str]]:
     """--compile is left out: compiling a decode step takes tens of seconds (tests/test_generation.py runs it);
-    so are huge token counts, which are real work rather than mistakes."""
+    so are huge token and sample counts, which are real work rather than mistakes."""
     where = mostly(st.sampled_from(["{case}/view.html", "{case}/map.png"]),
                    st.sampled_from(["{case}/missing/view.html", "{case}", "{case}/map.xyz"]))
     return st.tuples(mostly(st.sampled_from(["{text}", "{text_run}", "{calc}"]), PATHS), flags({
@@ -92,7 +92,8 @@ def generate_flags() -> st.SearchStrategy[list[str]]:
                            ODD_TEXT | st.sampled_from(["Two", "é", "a" * 40])),
         "--max-new-tokens": ints(0, 10).filter(lambda v: len(v) < 20 or v.startswith("-")),
         "--temperature": floats(0, 2), "--top-k": ints(1, 10), "--top-p": floats(0.01, 1),
-        "--num-samples": ints(1, 3).filter(lambda v: len(v) < 20 or v.startswith("-")), "--seed": ints(0, 10**6),
+        "--num-samples": mostly(st.integers(1, 3).map(str), st.sampled_from(["0", "-1", "x", "", "1.5", str(-10**30)])),
+        "--seed": ints(0, 10**6),
         "--device": mostly(st.just("cpu"),
                            st.sampled_from(["cuda", "cuda:1", "mps", "meta", "xla", "", "gpu", "🙂"])),
         "--attention-map": where, "--attention-html": where,
