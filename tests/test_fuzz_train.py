@@ -30,6 +30,10 @@ def checked(argv: list[str]) -> Outcome:
 @example(argv=["~trainer.accelerator"])
 @example(argv=["model.heads=${nope}"])  # an interpolation to nowhere
 @example(argv=["data._target_=nope.Nope"])  # an import error, and Hydra's own log lines
+@example(argv=["data.tasks.calculator=1"])  # a task's knobs that are not a mapping: TypeError in build_tasks
+@example(argv=["data.tasks.calculator={1:2,a:3}"])  # knob names of two types could not be sorted
+@example(argv=["callbacks.sample=7"])  # a section replaced by a value: "Input cfg is not an OmegaConf config"
+@example(argv=["data.tasks.calculator=[a]"])  # "is not a setting of data.tasks; did you mean data.tasks.calculator?"
 @example(argv=["optim.lr=inf"])  # a non-finite rate passed the range check, then diverged at step 1
 @settings(max_examples=scaled(150))
 def test_any_command_line_is_checked_in_one_line_before_a_run_folder_exists(argv: list[str]) -> None:

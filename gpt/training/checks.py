@@ -22,6 +22,7 @@ from gpt.training.optim import OptimConfig
 from gpt.validate import Range, check_section, check_value, declared_types
 
 SET_BY_TRAIN = ("callbacks", "logger", "plugins", "default_root_dir")  # train() passes these to the Trainer itself
+SECTIONS = ("model", "data", "optim", "trainer", "callbacks.checkpoint", "callbacks.sample", "logger")
 
 
 @dataclass(frozen=True)
@@ -80,6 +81,11 @@ def check_config(cfg: DictConfig) -> None:
 
 
 def check_sections(cfg: DictConfig) -> None:
+    for key in SECTIONS:  # a section replaced by a value (callbacks.sample=7) or removed (~data)
+        node = OmegaConf.select(cfg, key)
+        if not isinstance(node, DictConfig) and not (key == "logger" and node is None):  # logger=none is null
+            raise ValueError(f"{key} must hold settings, not {node!r}: drop the override that replaced or removed it "
+                             f"(set one of its settings with {key}.<setting>=<value>)")
     check_section("model", user_values(cfg.model), ModelConfig, not_settable=["vocab_size"])
     check_parts(model_config(cfg, vocab_size=1))
     check_section("data", user_values(cfg.data), get_class(cfg.data._target_))

@@ -54,7 +54,7 @@ def compose_train(config_dir: Path, overrides: list[str]) -> DictConfig:
 
 def explain(err: HydraException, config_dir: Path, overrides: list[str]) -> str:
     """One line for Hydra's multi-line composition errors: what is unknown, and what there is instead."""
-    missing = re.search(r"Could not find '([^']+)/([^']+)'", str(err))
+    missing = re.search(r"Could not (?:find|load) '([^']+)/([^']+)'", str(err))
     if isinstance(err, MissingConfigException) and missing:
         group, option = missing.groups()
         options = sorted(p.stem for p in (config_dir / group).glob("*.yaml"))
@@ -71,6 +71,8 @@ def explain(err: HydraException, config_dir: Path, overrides: list[str]) -> str:
             return f"{key} is not a setting"
         node = OmegaConf.select(cfg, parent) if parent else cfg
         keys = [k for k in node if k not in ("hydra", "defaults", "_target_")] if isinstance(node, DictConfig) else []
+        if name in keys and isinstance(node[name], DictConfig):  # a value given for a whole section
+            return f"{key} holds settings ({', '.join(map(str, node[name]))}): set one, e.g. {key}.<setting>=<value>"
         choice = cfg.hydra.runtime.choices.get(parent)
         where = f" of {parent}={choice}" if choice else f" of {parent}" if parent else ""
         hint = did_you_mean(name, keys, f"{parent}." if parent else "") or \
