@@ -16,12 +16,16 @@ import torch
 from gpt.inference.checkpoint import CheckpointError, describe, model_file, newest_checkpoint
 from gpt.inference.compiled import compile_for_decoding
 from gpt.inference.text import TextModel, load
+from gpt.validate import OneLineParser
 
 SEPARATOR = "---"  # printed between --num-samples outputs
 
 
+SEEDS = (-2**63, 2**64 - 1)  # what torch.Generator.manual_seed takes
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = OneLineParser(prog="python generate.py", description=__doc__.splitlines()[0])
     parser.add_argument("--prompt", default="", help="text to continue (default: start of a line)")
     parser.add_argument("--ckpt", help="model.pt, or a run folder holding one (default: the newest model.pt "
                                        "under outputs/ or multirun/)")
@@ -71,12 +75,14 @@ def draw_attention_map(text_model: TextModel, prompt: str, path: str) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
-    settings = dict(max_new_tokens=args.max_new_tokens, temperature=args.temperature, top_k=args.top_k,
-                    top_p=args.top_p)
     try:
+        args = parse_args(argv)
+        settings = dict(max_new_tokens=args.max_new_tokens, temperature=args.temperature, top_k=args.top_k,
+                        top_p=args.top_p)
         if args.num_samples < 1:
             raise ValueError(f"--num-samples={args.num_samples} must be at least 1")
+        if not SEEDS[0] <= args.seed <= SEEDS[1]:
+            raise ValueError(f"--seed={args.seed} must be in [{SEEDS[0]}, {SEEDS[1]}]")
         path = model_file(args.ckpt or newest_checkpoint())
         text_model = load(path, device=args.device)
         if args.attention_map:

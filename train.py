@@ -34,7 +34,7 @@ from gpt.training.init_from import start_from
 from gpt.training.lit import LitGPT
 from gpt.training.loggers import finish, make_logger
 from gpt.training.preflight import preflight
-from gpt.training.resume import AtomicCheckpointIO, resume_from
+from gpt.training.resume import AtomicCheckpointIO, check_resumable, resume_from
 from gpt.training.run_folder import discard_if_never_started, record_failure
 from gpt.training.run_record import RunRecord, summary_line
 
@@ -79,6 +79,8 @@ def train(cfg: DictConfig, run_dir: Path | None = None) -> Path:
                  **optim_config(cfg))
     if weights is not None:
         lit.model.load_state_dict(weights)
+    if ckpt_path:
+        check_resumable(ckpt_path, lit)
     sample = cfg.callbacks.sample
     trainer.callbacks.append(SampleText(data.tokenizer, data.meta, sample.prompt, sample.max_new_tokens,
                                         sample.temperature, cfg.seed))
@@ -124,5 +126,5 @@ def main(cfg: DictConfig) -> None:
 
 
 if __name__ == "__main__":
-    preflight(sys.argv[1:], CONFIGS, check_config)
+    sys.argv[1:] = preflight(sys.argv[1:], CONFIGS, check_config, claim=True)
     main()

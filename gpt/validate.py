@@ -7,6 +7,7 @@ import argparse
 import dataclasses
 import difflib
 import inspect
+import math
 import types
 import typing
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -24,6 +25,8 @@ class Range:
     high_open: bool = False
 
     def holds(self, value: float) -> bool:
+        if isinstance(value, float) and not math.isfinite(value):  # inf passes `> 0`, and is never a setting
+            return False
         above = self.low is None or (value > self.low if self.low_open else value >= self.low)
         below = self.high is None or (value < self.high if self.high_open else value <= self.high)
         return above and below

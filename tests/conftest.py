@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from hypothesis import HealthCheck, settings
 
 from gpt import GPT, ModelConfig
 from gpt.data.tasks.calculator import Calculator
@@ -17,6 +18,14 @@ from gpt.data.tasks.datamodule import TaskData, task_tokenizer
 from gpt.data.tokenizers import WordTokenizer
 
 ROOT = Path(__file__).resolve().parents[1]
+
+# The fuzz tests' cases (tests/test_fuzz_*.py): a fixed set in CI, the same every run; `--hypothesis-profile=long`
+# draws ten times as many, new ones each run. Their max_examples are scaled by the profile's (100 = as written).
+FUZZ = dict(deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+settings.register_profile("ci", max_examples=100, derandomize=True, **FUZZ)
+settings.register_profile("long", max_examples=1000, **FUZZ)
+if settings.get_current_profile_name() == "default":  # not chosen with --hypothesis-profile
+    settings.load_profile("ci")
 WORDS = "thou art more lovely and temperate rough winds do shake the darling buds of may".split()
 
 
@@ -97,6 +106,24 @@ def run_cli(*args: str, cwd: Path, timeout: int = 300) -> subprocess.CompletedPr
     return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
 
 
+def files_in(folder: Path) -> dict[str, bytes]:
+    """Every file under `folder` and its bytes: compared before and after a refusal, which must change nothing."""
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def flip_a_bit_in(path: Path, member: str) -> None:
+    """Flip one bit in the middle of the stored bytes of `member` of a zip file (a torch.save file), in place."""
+    import zipfile
+
+    with zipfile.ZipFile(path) as archive:
+        info = archive.getinfo(member)
+    raw = bytearray(path.read_bytes())
+    name_and_extra = int.from_bytes(raw[info.header_offset + 26:info.header_offset + 28], "little") + \
+        int.from_bytes(raw[info.header_offset + 28:info.header_offset + 30], "little")  # the local header's own
+    raw[info.header_offset + 30 + name_and_extra + info.file_size // 2] ^= 1
+    path.write_bytes(bytes(raw))
+
+
 class CodeRunningPickle:
     """Unpickling this would create `marker`: a checkpoint payload that proves whether loading ran code."""
 
@@ -105,3 +132,14 @@ class CodeRunningPickle:
 
     def __reduce__(self) -> tuple:
         return (Path.touch, (self.marker,))
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """How many command lines the fuzz tests tried, per entry point."""
+    from tests.fuzzing import CASES
+
+    if CASES:
+        entries = sorted({entry for entry, _ in CASES})
+        counts = ", ".join(f"{e} {CASES[e, 'ran'] + CASES[e, 'refused']}: {CASES[e, 'ran']} ran, {CASES[e, 'refused']} "
+                           "refused in one line" for e in entries)
+        terminalreporter.write_line(f"fuzzing: {sum(CASES.values())} command lines tried ({counts})")

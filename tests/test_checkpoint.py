@@ -6,7 +6,7 @@ import torch
 from gpt import ModelConfig, load_checkpoint
 from gpt.data.tokenizers import WordTokenizer
 from gpt.inference.checkpoint import CheckpointError, newest_checkpoint, save_model
-from tests.conftest import CodeRunningPickle, build
+from tests.conftest import CodeRunningPickle, build, files_in, flip_a_bit_in
 
 
 def test_model_pt_round_trips_weights_config_and_tokenizer(tmp_path: Path, tiny_cfg: ModelConfig) -> None:
@@ -52,3 +52,22 @@ def test_newest_checkpoint_picks_latest(tmp_path: Path, monkeypatch: pytest.Monk
         path.write_bytes(b"x")
         os.utime(path, (1000 + i, 1000 + i))
     assert newest_checkpoint() == Path("outputs/c/model.pt")
+
+
+@pytest.mark.parametrize("damage", ["cut short", "a flipped bit in a weight", "a flipped bit in the pickle"])
+def test_a_damaged_model_pt_is_refused_in_one_line_and_left_as_it_is(tmp_path: Path, tiny_cfg: ModelConfig,
+                                                                    damage: str) -> None:
+    """A flipped bit in a weight once loaded as a different weight, silently; now every stored CRC-32 is checked."""
+    path = tmp_path / "model.pt"
+    save_model(path, build(tiny_cfg), WordTokenizer([f"w{i}" for i in range(tiny_cfg.vocab_size)]))
+    if damage == "cut short":
+        path.write_bytes(path.read_bytes()[:path.stat().st_size // 2])
+        message = rf"^{path} is not a readable torch file \(not written by torch.save, or cut short\)$"
+    else:
+        member = "archive/data/3" if "weight" in damage else "archive/data.pkl"  # torch.save into a file object
+        flip_a_bit_in(path, member)
+        message = rf"^{path} is damaged: its {member} does not match its checksum: train it again, or copy it again$"
+    before = files_in(tmp_path)
+    with pytest.raises(CheckpointError, match=message):
+        load_checkpoint(path)
+    assert files_in(tmp_path) == before

@@ -23,7 +23,7 @@ import gpt.data.prepare as prepare
 from gpt.data.shards import TokenShards
 from gpt.data.tokenizers import EOT
 from gpt.inference.checkpoint import load_checkpoint
-from tests.conftest import ROOT, play, run_cli
+from tests.conftest import ROOT, files_in, play, run_cli
 import train
 
 
@@ -92,16 +92,40 @@ def test_shards_are_reused_and_invalidated_by_text_or_tokenizer(text_file: Path,
     assert sorted(decoded(changed).replace(EOT, "").splitlines()) == sorted(play(seed=1).splitlines())
 
 
-def test_changed_shard_is_refused_naming_it_and_the_fix(text_file: Path, tmp_path: Path) -> None:
-    data = load(text_file, tmp_path)
-    shard = data.corpus.folder / "train_00000.bin"
-    raw = bytearray(shard.read_bytes())
-    raw[10] ^= 1  # one flipped bit, the size unchanged
-    shard.write_bytes(bytes(raw))
-    with pytest.raises(ValueError, match=rf"^shard {shard} does not match the checksum in its manifest: delete "
-                                         rf"{data.corpus.folder} and run again") as err:
+def damage(folder: Path, case: str) -> tuple[Path, str]:
+    """Damage a prepared corpus as a disk, a copy or a hand might: the file changed and what its refusal says."""
+    shard, manifest = folder / "train_00000.bin", folder / "manifest.json"
+    fix = rf"delete {folder} and run again"
+    if case == "flipped bit":
+        raw = bytearray(shard.read_bytes())
+        raw[10] ^= 1  # the size unchanged
+        shard.write_bytes(bytes(raw))
+        return shard, rf"^shard {shard} does not match the checksum in its manifest: {fix}"
+    if case == "cut short":
+        shard.write_bytes(shard.read_bytes()[:-2])
+        return shard, rf"^shard {shard} is missing or not the size its manifest records: {fix}"
+    edited = json.loads(manifest.read_text())
+    if case == "manifest edited":  # a count that no longer matches its shard, in valid JSON
+        edited["splits"]["train"][0]["tokens"] += 1
+        manifest.write_text(json.dumps(edited))
+        return manifest, rf"^{manifest} was changed after preparation wrote it \(it does not match its sha256\)"
+    if case == "manifest of another shape":
+        manifest.write_text(json.dumps(list(edited)))
+        return manifest, rf"^{manifest} is from another version of tinygpt's shard format"
+    manifest.write_text(manifest.read_text()[:-40])
+    return manifest, rf"^{manifest} is missing or not a tinygpt manifest: prepare the corpus again"
+
+
+@pytest.mark.parametrize("case", ["flipped bit", "cut short", "manifest edited", "manifest of another shape",
+                                  "manifest cut short"])
+def test_a_damaged_corpus_is_refused_naming_the_file_and_the_fix(text_file: Path, tmp_path: Path, case: str) -> None:
+    """Each once read as ids, or (an edited manifest) a KeyError, TypeError or AttributeError; nothing is changed."""
+    folder = load(text_file, tmp_path).corpus.folder
+    path, message = damage(folder, case)
+    before = files_in(tmp_path)
+    with pytest.raises(ValueError, match=message) as err:
         load(text_file, tmp_path)
-    assert "\n" not in str(err.value)
+    assert "\n" not in str(err.value) and files_in(tmp_path) == before
 
 
 def test_gpt2_vocabulary_is_compacted_on_a_small_corpus_unless_turned_off(text_file: Path, tmp_path: Path) -> None:
@@ -156,6 +180,8 @@ def user_error(tmp_path: Path, case: str) -> tuple[dict, str]:
     latin1.write_bytes("caf\u00e9 ok\n".encode() + "na\u00efve\n".encode("latin-1"))
     short = tmp_path / "short.txt"
     short.write_text(play(lines=12))
+    (tmp_path / "hf").mkdir()
+    (tmp_path / "hf" / "tokenizer.json").write_text('{"version": "1.0", "model": ')  # cut short
     return {
         "missing": ({"path": str(tmp_path / "nope.txt")}, r"nope.txt does not exist"),
         "no txt in folder": ({"path": str(folder)}, r"folder with no \*.txt, \*.jsonl, \*.parquet or \*.arrow files"),
@@ -171,17 +197,22 @@ def user_error(tmp_path: Path, case: str) -> tuple[dict, str]:
         "tokenizer": ({"path": str(short), "tokenizer": "unigram"}, r"data.tokenizer=unigram is unknown"),
         "bpe too small": ({"path": str(short), "tokenizer": "bpe", "vocab_size": 200},
                           r"data.vocab_size=200 is too small for a byte-level BPE"),
+        "tokenizer.json": ({"path": str(short), "tokenizer": str(tmp_path / "hf")},
+                           r"hf/tokenizer.json: not a tokenizer.json the tokenizers library can read \(EOF while "),
     }[case]
 
 
 @pytest.mark.parametrize("case", ["missing", "no txt in folder", "no text", "not utf-8", "val too short",
-                                  "train too short", "bad fraction", "no path", "tokenizer", "bpe too small"])
+                                  "train too short", "bad fraction", "no path", "tokenizer", "bpe too small",
+                                  "tokenizer.json"])
 def test_user_errors_are_one_line_and_leave_no_temp_files(tmp_path: Path, case: str) -> None:
     kwargs, pattern = user_error(tmp_path, case)
     kwargs = {"block_size": 8, "root": str(tmp_path / "data"), "num_proc": 1, **kwargs}
+    inputs = files_in(tmp_path)
     with pytest.raises(ValueError, match=pattern) as err:
         TextData(**kwargs).vocab_size
     assert "\n" not in str(err.value)
+    assert {k: v for k, v in files_in(tmp_path).items() if not k.startswith("data/")} == inputs
     shards = tmp_path / "data" / "shards"  # only complete, manifested corpora (and lock files) are left
     assert not shards.exists() or all((p / "manifest.json").is_file() for p in shards.iterdir() if p.is_dir())
 

@@ -84,7 +84,8 @@ def test_stop_token_ends_generation(tiny_cfg: ModelConfig) -> None:
 @pytest.mark.parametrize("kwargs, message", [
     ({"top_p": 1.5}, "top_p=1.5 must be in"),
     ({"max_new_tokens": -1}, "max_new_tokens=-1 must be 0 or more"),
-    ({"temperature": -0.5}, "temperature=-0.5 must be >= 0"),
+    ({"temperature": -0.5}, "temperature=-0.5 must be a finite number >= 0"),
+    ({"temperature": float("nan")}, "temperature=nan must be a finite number >= 0"),
     ({"top_k": 0}, "top_k=0 must be at least 1"),
 ])
 def test_bad_sampling_settings_are_refused(tiny_cfg: ModelConfig, kwargs: dict, message: str) -> None:

@@ -24,7 +24,7 @@ import gpt.data.prepare as prepare_module
 from gpt.data.prepare import Prepared, Recipe, load, open_prepared, prepare
 import gpt.data.shards as shards
 from gpt.data.tokenizers import EOT
-from tests.conftest import ROOT, play
+from tests.conftest import ROOT, files_in, play
 
 
 def stories(count: int, seed: int) -> list[str]:
@@ -303,8 +303,10 @@ def user_error(tmp_path: Path, case: str) -> tuple[dict, str]:
 @pytest.mark.parametrize("case", ["not json", "no field", "no column", "another tokenizer"])
 def test_bad_inputs_are_one_line_naming_the_file_and_the_fix(tmp_path: Path, case: str) -> None:
     kwargs, pattern = user_error(tmp_path, case)
+    inputs = files_in(tmp_path)
     with pytest.raises(ValueError, match=pattern) as err:
         TextData(block_size=8, root=str(tmp_path / "data"), num_proc=1, **kwargs).vocab_size
     assert "\n" not in str(err.value)
+    assert {k: v for k, v in files_in(tmp_path).items() if not k.startswith("data/")} == inputs
     shards_folder = tmp_path / "data" / "shards"
     assert not shards_folder.exists() or not any(p.is_dir() for p in shards_folder.iterdir())

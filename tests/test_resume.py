@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -22,7 +23,8 @@ from gpt.inference.checkpoint import CheckpointError
 from gpt.training.callbacks import ResumeCheckpoint, TrainingStopped
 from gpt.training.lit import LitGPT
 from gpt.training.resume import AtomicCheckpointIO, load_resume_checkpoint
-from tests.conftest import CodeRunningPickle, ROOT, play, run_cli
+from tests.conftest import TINY_RUN, CodeRunningPickle, ROOT, files_in, flip_a_bit_in, play, run_cli
+from tests.fuzzing import fresh_folder, job
 
 # Dropout on, so the restored RNG matters; a checkpoint every 10 steps; the loss logged at every step.
 RUN = ["model.layers=1", "model.dim=32", "model.heads=2", "model.dropout=0.1", "data.batch_size=16",
@@ -142,3 +144,42 @@ def test_ctrl_c_stops_cleanly_with_checkpoint_and_model(tmp_path: Path) -> None:
     assert 10 <= step < 100000
     model, _ = load_checkpoint(run / "model.pt")
     assert model.cfg.dropout == 0.1
+
+
+def damaged_copy(ckpt: Path, copy: Path, damage: str) -> None:
+    """`ckpt` copied to `copy`, cut short, with a flipped bit, or as a tinygpt of an older layout would have
+    saved it (its weights named otherwise)."""
+    copy.write_bytes(ckpt.read_bytes())
+    if damage == "cut short":
+        copy.write_bytes(copy.read_bytes()[:copy.stat().st_size // 2])
+    elif damage == "flipped bit":
+        flip_a_bit_in(copy, "archive/data/0")
+    else:
+        state = torch.load(ckpt, weights_only=True)
+        state["state_dict"] = {k.replace(".attn.query.", ".attn.q."): v for k, v in state["state_dict"].items()}
+        torch.save(state, copy)
+
+
+@pytest.mark.parametrize("case, overrides, message", [
+    ("another model", ["model.dim=64"], r"holds another model \(model.tok_emb.weight is \[\d+, 32\] there, "
+                                        r"\[\d+, 64\] here\): resume with the settings it was trained with"),
+    ("another optimizer", ["optim=adamw"], "holds the state of another optimizer than optim=adamw"),
+    ("older format", [], r"holds another model \(model.blocks.0.attn.q.weight is \[32, 32\] there, absent here\)"),
+    ("cut short", [], r"is not a readable torch file \(not written by torch.save, or cut short\)"),
+    ("flipped bit", [], r"is damaged: its archive/data/0 does not match its checksum"),
+])
+def test_a_last_ckpt_that_cannot_resume_this_run_is_one_line_and_changes_nothing(
+        trained: Path, case: str, overrides: list[str], message: str) -> None:
+    """Through train.py's job in this process: each was a wall of missing keys or a traceback, or (a flipped
+    bit) resumed from a different weight."""
+    ckpt, before = trained / "checkpoints" / "last.ckpt", files_in(trained)
+    with fresh_folder() as folder:
+        if case in ("older format", "cut short", "flipped bit"):
+            damaged_copy(ckpt, folder / "last.ckpt", case)
+            ckpt = folder / "last.ckpt"
+        run_dir = folder / "outputs" / "resumed"
+        outcome = job([*TINY_RUN, "trainer.max_steps=40", f"ckpt_path={ckpt}", *overrides], run_dir, caps={})
+        assert outcome.code == 2 and outcome.err.count("\n") == 1, outcome.err[-2000:]
+        assert re.match(rf"error: {re.escape(str(ckpt))} {message}", outcome.err), outcome.err
+        assert not run_dir.exists()
+    assert files_in(trained) == before

@@ -1,13 +1,14 @@
 """The attention viewer: for every attention variant the page embeds causal weights whose rows sum to 1 with
 masked cells zero, the mask and ALiBi bias actually applied, per-head numbers that mean what they say, and
-nothing that reaches the network; generate.py writes it; a real browser renders it where chromium exists."""
+nothing that reaches the network; generate.py writes it; a real browser renders it and answers a reader."""
 from __future__ import annotations
 
 import json
+import os
 import re
-import shutil
-import subprocess
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -175,37 +176,61 @@ def test_generate_names_the_fix_for_an_unwritable_path(tmp_path: Path, capsys: p
     assert err.count("\n") == 1 and "--attention-html" in err
 
 
-# Appended to the page by the browser test: hover a cell, click a row and press a key, as a reader would, and
-# record what the page then says where --dump-dom can read it.
-READER = """<script>
-const c = document.getElementById("zoom"), r = c.getBoundingClientRect();
-const at = (i, j) => ({clientX: r.left + margin + (j + 0.5) * zoomCell,
-                       clientY: r.top + margin + (i + 0.5) * zoomCell});  // the middle of cell (i, j)
-c.dispatchEvent(new MouseEvent("mousemove", at(5, 3)));
-document.body.dataset.hover = document.getElementById("readout").textContent;
-c.dispatchEvent(new MouseEvent("click", at(2, 1)));
-document.body.dataset.click = document.getElementById("row-title").textContent;
-document.dispatchEvent(new KeyboardEvent("keydown", {key: "ArrowDown"}));
-document.body.dataset.key = document.getElementById("row-title").textContent;
-</script>
-</body>"""
+CHROMIUM = Path("/usr/bin/chromium")  # Debian's package, which .ci/run installs; no browser is downloaded
+CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                  "--disable-component-update", "--disable-sync", "--no-first-run"]
 
 
-@pytest.mark.skipif(shutil.which("chromium") is None, reason="no chromium to render the page")
-def test_a_headless_browser_renders_the_page_and_answers_the_reader(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def page() -> Iterator[Any]:
+    """A page of a headless Chromium driven by Playwright, recording console errors, uncaught exceptions and any
+    request that is not the page's own file (it must load nothing). Skipped without chromium, except in CI."""
+    if not CHROMIUM.exists():
+        if os.environ.get("CI"):
+            pytest.fail(f"no {CHROMIUM} in CI: .ci/run installs Debian's chromium")
+        pytest.skip(f"no {CHROMIUM}: apt-get install chromium (and pip install -e '.[test]' for playwright)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as driver:
+        browser = driver.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_FLAGS)
+        page = browser.new_page()
+        page.problems = []
+        page.on("console", lambda m: page.problems.append(f"console {m.type}: {m.text}") if m.type == "error" else None)
+        page.on("pageerror", lambda e: page.problems.append(f"uncaught: {e}"))
+        page.on("request", lambda r: None if r.url.startswith("file:") else page.problems.append(f"request: {r.url}"))
+        yield page
+        browser.close()
+
+
+def test_a_headless_browser_renders_the_page_and_answers_the_reader(page: Any, tmp_path: Path) -> None:
     path = tmp_path / "view.html"
     view = write_attention_html(path, TextModel(build(make("sliding_window", "alibi")), TOKENIZER, LINES),
                                 "two plus three equals", max_new_tokens=2)
-    path.write_text(path.read_text().replace("</body>", READER))
-    dom = subprocess.run(["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                          "--disable-component-update", "--disable-sync", "--no-first-run",
-                          f"--user-data-dir={tmp_path / 'profile'}", "--dump-dom", f"{path.as_uri()}#layer=1&head=7"],
-                         capture_output=True, text=True, timeout=60).stdout
-    assert all(f'id="cell-{layer}-{head}"' in dom for layer in range(2) for head in range(2))
-    assert re.search(r'class="cell selected" id="cell-1-1"', dom)  # head 7 of 2 is clamped to the last head
-    assert "attention=sliding_window, pos=alibi, 2 layers x 2 heads, 7 tokens (5 prompt, 2 generated)" in dom
-    tokens, weight, bias = view["tokens"], view["weights"][1][1][5][3], view["bias"][1][5][3]
-    assert (f'data-hover="query 5 &quot;{tokens[5]}&quot; -&gt; key 3 &quot;{tokens[3]}&quot;: weight {weight} '
-            f'(visible, score bias {bias})"') in dom
-    assert f'data-click="query 2 &quot;{tokens[2]}&quot;: its weights' in dom
-    assert f'data-key="query 3 &quot;{tokens[3]}&quot;: its weights' in dom  # ArrowDown: the next query
+    tokens, text = view["tokens"], lambda selector: page.text_content(selector)
+    page.goto(f"{path.as_uri()}#layer=1&head=7")
+    assert text("#title") == ("tinygpt attention viewer: attention=sliding_window, pos=alibi, 2 layers x 2 heads, "
+                              "7 tokens (5 prompt, 2 generated)")
+    assert page.locator(".cell").count() == 4 and page.get_attribute("#cell-1-1", "class") == "cell selected"
+    assert text("#zoom-title").startswith("layer 1, head 1: ")  # head 7 of 2 is clamped to the last head
+
+    box, margin, cell = page.locator("#zoom").bounding_box(), page.evaluate("margin"), page.evaluate("zoomCell")
+    at = lambda i, j: (box["x"] + margin + (j + 0.5) * cell, box["y"] + margin + (i + 0.5) * cell)  # noqa: E731
+    page.mouse.move(*at(5, 3))
+    weight, bias = view["weights"][1][1][5][3], view["bias"][1][5][3]
+    assert text("#readout") == f'query 5 "{tokens[5]}" -> key 3 "{tokens[3]}": weight {weight} (visible, score ' \
+                               f"bias {bias})"
+    page.mouse.move(*at(5, 0))  # outside the window of 3: masked
+    assert text("#readout").endswith(f"weight 0 (masked, score bias {view['bias'][1][5][0]})")
+    page.mouse.click(*at(2, 1))
+    assert text("#row-title") == f'query 2 "{tokens[2]}": its weights over the keys (they sum to 1.000)'
+    page.keyboard.press("ArrowDown")
+    assert text("#row-title").startswith(f'query 3 "{tokens[3]}"')
+    page.click("#tok-6")  # a generated token
+    assert text("#row-title").startswith(f'query 6 "{tokens[6]}"') and "query" in page.get_attribute("#tok-6", "class")
+    page.keyboard.press("ArrowDown")  # past the last query: stays
+    assert text("#row-title").startswith("query 6 ")
+    page.click("#cell-0-0")
+    assert text("#zoom-title").startswith("layer 0, head 0: H ") and page.get_attribute("#cell-1-1", "class") == "cell"
+    entropy = view["stats"]["entropy"][0][0]
+    assert f"H {entropy:.3f}" in text("#zoom-title")
+    assert page.problems == []

@@ -10,7 +10,7 @@ import torch
 
 from gpt.data.batches import BatchedData, RandomWindows, windows
 from gpt.data.download import download
-from gpt.data.prepare import Prepared, Recipe, load
+from gpt.data.prepare import DocBytes, Prepared, Recipe, ShardTokens, load
 from gpt.data.tokenizers import Tokenizer
 from gpt.validate import Fraction, PositiveInt
 
@@ -33,7 +33,7 @@ class TextData(BatchedData):
                  val_path: str | list[str] | None = None, name: str = "text",
                  url: str | None = None, sha256: str | None = None, tokenizer: str = "char",
                  vocab_size: PositiveInt = 4096, compact_vocab: bool | None = None, val_fraction: Fraction = 0.1,
-                 text_field: str = "text", doc_bytes: PositiveInt = 4096, shard_tokens: PositiveInt = 1 << 24,
+                 text_field: str = "text", doc_bytes: DocBytes = 4096, shard_tokens: ShardTokens = 1 << 24,
                  num_proc: PositiveInt | None = None, batch_size: PositiveInt = 64, val_windows: PositiveInt = 512,
                  seed: int = 0, root: str = "data") -> None:
         super().__init__()

@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from functools import partial
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Annotated, Any, TypeVar
 
 import numpy as np
 from tqdm import tqdm
@@ -24,14 +24,17 @@ from gpt.data.formats import FORMATS, Part, Unit, fingerprint, format_of, input_
 from gpt.data.pool import ordered_map
 from gpt.data.shards import ShardWriter, TokenShards, check_shard, save_shard, token_dtype, write_file
 from gpt.data.tokenizers import TOKENIZERS, Tokenizer, learn_tokenizer, tokenizer_from_dict, tokenizer_label
-from gpt.validate import Fraction, PositiveInt, check_fields
+from gpt.validate import Fraction, PositiveInt, Range, check_fields
 
-VERSION = 1  # bump when the shard layout, the cut rule or the split rule changes
+VERSION = 2  # bump when the shard layout, the manifest, the cut rule or the split rule changes (2: its sha256)
 T = TypeVar("T")
 VALIDATION_RULE = ("a part (a document, or a ~doc_bytes line-aligned piece of a longer plain-text document) is "
                    "validation when the first 8 bytes of blake2b(its UTF-8), little-endian, are below "
                    "val_fraction * 2**64")
 VALIDATION_INPUTS_RULE = "every part of val_inputs is validation and every part of inputs is training"
+# Sizes a shard buffer and a text part must fit in memory (and in numpy's index): a GiB of text, 2**31 tokens.
+DocBytes = Annotated[int, Range(1, 1 << 30)]
+ShardTokens = Annotated[int, Range(1, 1 << 31)]
 
 
 @dataclass(frozen=True)
@@ -46,8 +49,8 @@ class Recipe:
     compact_vocab: bool | None = None  # gpt2: keep only the ids the corpus uses (None: when under half)
     val_fraction: Fraction = 0.1
     text_field: str = "text"
-    doc_bytes: PositiveInt = 4096
-    shard_tokens: PositiveInt = 1 << 24
+    doc_bytes: DocBytes = 4096
+    shard_tokens: ShardTokens = 1 << 24
 
     def __post_init__(self) -> None:
         check_fields(self, "data.")  # named as training sets them; gpt prepare's flags are the same words
@@ -179,7 +182,26 @@ def build(recipe: Recipe, folder: Path, num_proc: int, progress: bool | None = N
                 "inputs": _fingerprints(recipe),
                 "validation": VALIDATION_INPUTS_RULE if recipe.val_inputs else VALIDATION_RULE,
                 "splits": splits}
-    write_file(folder / "manifest.json", json.dumps(manifest, indent=1).encode())
+    write_file(folder / "manifest.json", json.dumps({**manifest, "sha256": _digest(manifest)}, indent=1).encode())
+    return manifest
+
+
+def _digest(manifest: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(manifest, sort_keys=True).encode()).hexdigest()
+
+
+def read_manifest(path: Path) -> dict[str, Any]:
+    """A manifest as preparation wrote it, or one line saying why not: missing, unreadable, of another version, or
+    changed since it was written (its sha256 covers everything else in it)."""
+    fix = "prepare the corpus again (python -m gpt prepare <inputs> --out <folder>)"
+    try:
+        manifest = json.loads(path.read_text())
+    except (OSError, ValueError):  # UnicodeDecodeError and JSONDecodeError are ValueErrors
+        raise ValueError(f"{path} is missing or not a tinygpt manifest: {fix}") from None
+    if not isinstance(manifest, dict) or manifest.get("version") != VERSION:
+        raise ValueError(f"{path} is from another version of tinygpt's shard format: {fix}")
+    if manifest.pop("sha256", None) != _digest(manifest):
+        raise ValueError(f"{path} was changed after preparation wrote it (it does not match its sha256): {fix}")
     return manifest
 
 
@@ -201,7 +223,11 @@ def _renumber_shard(lookup: np.ndarray, path: Path) -> dict[str, Any]:
 @contextmanager
 def _locked(out: Path) -> Iterator[None]:
     """One preparer per output at a time (DDP ranks, two runs): the others wait, then find it prepared."""
-    out.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as err:  # a file where a folder must be, a folder we may not write
+        raise ValueError(f"cannot prepare into {out}: {err.strerror} ({err.filename}); point --out or --root "
+                         "(data.root in training) at a folder") from None
     with open(out.parent / f".{out.name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         yield
@@ -212,7 +238,7 @@ def prepare(recipe: Recipe, out: Path, num_proc: int | None = None, progress: bo
     a killed or failed run leaves nothing at `out`, and its leftovers are removed by the next one."""
     with _locked(out):
         if (out / "manifest.json").is_file():
-            manifest = json.loads((out / "manifest.json").read_text())
+            manifest = read_manifest(out / "manifest.json")
             if manifest.get("recipe") != asdict(recipe) or manifest.get("inputs") != _fingerprints(recipe):
                 raise ValueError(f"{out} holds a corpus prepared from other inputs or settings: delete it or "
                                  "choose another --out")
@@ -248,14 +274,8 @@ def cache_folder(recipe: Recipe, root: Path) -> Path:
 def open_prepared(folder: Path, tokenizer: str) -> Prepared:
     """A prepared corpus, checked against its manifest (shard sizes, and checksums of shards whose mtime moved)."""
     path = folder / "manifest.json"
-    try:
-        manifest = json.loads(path.read_text())
-        recipe, splits, dtype = manifest["recipe"], manifest["splits"], np.dtype(manifest["dtype"])
-    except (OSError, ValueError, KeyError):
-        raise ValueError(f"{path} is missing or not a tinygpt manifest: prepare the corpus again "
-                         "(python -m gpt prepare <inputs> --out <folder>)") from None
-    if manifest.get("version") != VERSION:
-        raise ValueError(f"{path} is from another version of tinygpt's shard format: prepare the corpus again")
+    manifest = read_manifest(path)
+    recipe, splits, dtype = manifest["recipe"], manifest["splits"], np.dtype(manifest["dtype"])
     if recipe["tokenizer"] != tokenizer:
         raise ValueError(f"{path} was prepared with data.tokenizer={recipe['tokenizer']}, not {tokenizer}: set "
                          f"data.tokenizer={recipe['tokenizer']}, or prepare it again with --tokenizer {tokenizer}")

@@ -346,7 +346,10 @@ class HFTokenizer:
 
     def __init__(self, spec: str) -> None:
         self.spec = spec
-        self.backend = tokenizers.Tokenizer.from_str(spec)
+        try:
+            self.backend = tokenizers.Tokenizer.from_str(spec)
+        except Exception as err:  # the tokenizers library raises a bare Exception for JSON it cannot read
+            raise ValueError(f"not a tokenizer.json the tokenizers library can read ({err})") from None
         self.vocab_size = self.backend.get_vocab_size(with_added_tokens=True)
         # Its end-of-document token under the names the model families use (GPT-2/Qwen, Llama 3, Llama 2/Mistral).
         ids = (self.backend.token_to_id(name) for name in (EOT, "<|end_of_text|>", "</s>", "<eos>"))
@@ -357,7 +360,10 @@ class HFTokenizer:
         """The folder's tokenizer.json, or the one transformers builds from its other tokenizer files."""
         file = Path(folder) / "tokenizer.json"
         if file.is_file():
-            return cls(file.read_text(encoding="utf-8"))
+            try:
+                return cls(file.read_text(encoding="utf-8"))
+            except (ValueError, OSError) as err:  # UnicodeDecodeError is a ValueError
+                raise ValueError(f"{file}: {err}; use the model's own tokenizer.json") from None
         try:
             import transformers
 

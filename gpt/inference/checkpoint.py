@@ -45,9 +45,18 @@ def save_model(path: str | Path, model: GPT, tokenizer: Tokenizer, meta: dict[st
 
 def safe_load(path: Path, map_location: Any = "cpu") -> Any:
     """torch.load with weights_only=True: plain tensors and containers only, so a crafted pickle cannot
-    run code. Any failure is a CheckpointError of one line saying what is wrong with the file."""
+    run code. Every stored file's CRC-32 is checked first, so a flipped bit is found rather than loaded as a
+    weight. Any failure is a CheckpointError of one line saying what is wrong with the file."""
     if not zipfile.is_zipfile(path):  # torch.save writes a zip; anything else is not a checkpoint at all
-        raise CheckpointError(f"{path} is not a readable torch file (not written by torch.save)")
+        raise CheckpointError(f"{path} is not a readable torch file (not written by torch.save, or cut short)")
+    try:
+        with zipfile.ZipFile(path) as archive:
+            damaged = archive.testzip()
+    except (zipfile.BadZipFile, OSError, EOFError) as err:
+        raise CheckpointError(f"{path} is damaged ({err}): train it again, or copy it again") from None
+    if damaged:
+        raise CheckpointError(f"{path} is damaged: its {damaged} does not match its checksum: train it again, or "
+                              "copy it again")
     try:
         return torch.load(path, map_location=map_location, weights_only=True)
     except pickle.UnpicklingError:
@@ -98,6 +107,8 @@ def check_device(name: str) -> None:
         device = torch.device(name)
     except RuntimeError:
         raise ValueError(f"--device {name} is not a device name: use cpu, cuda, cuda:<index> or mps") from None
+    if device.type not in ("cpu", "cuda", "mps"):  # meta, xla, ...: names torch knows that cannot run a model here
+        raise ValueError(f"--device {name}: tinygpt runs on cpu, cuda, cuda:<index> or mps")
     if device.type == "cuda" and not torch.cuda.is_available():
         raise ValueError(f"--device {name}: this torch ({torch.__version__}) has no CUDA device it can use; "
                          "use --device cpu")

@@ -1,6 +1,7 @@
 """Autoregressive decoding: sampling rules and the KV-cached loop (gpt/inference/compiled.py compiles its step)."""
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 
 import torch
@@ -13,8 +14,8 @@ def check_sampling(temperature: float, top_k: int | None, top_p: float | None, m
     """Refuse settings a user can get wrong, naming the fix."""
     if max_new_tokens < 0:
         raise ValueError(f"max_new_tokens={max_new_tokens} must be 0 or more")
-    if temperature < 0:
-        raise ValueError(f"temperature={temperature} must be >= 0 (0 means greedy)")
+    if not 0 <= temperature < math.inf:  # nan and inf too
+        raise ValueError(f"temperature={temperature} must be a finite number >= 0 (0 means greedy)")
     if top_k is not None and top_k < 1:
         raise ValueError(f"top_k={top_k} must be at least 1")
     if top_p is not None and not 0.0 < top_p <= 1.0:
@@ -26,7 +27,10 @@ def sample_next(logits: torch.Tensor, temperature: float = 1.0, top_k: int | Non
     """Last-position logits (B, V) -> next token ids (B, 1). temperature=0 is greedy (argmax)."""
     if temperature == 0:
         return logits.argmax(dim=-1, keepdim=True)
-    logits = logits.float() / temperature
+    # From the largest logit down, so a tiny temperature makes the others -inf rather than every logit inf (nan);
+    # in float64, where a temperature such as 1e-300 is not 0.
+    logits = logits.double()
+    logits = (logits - logits.amax(dim=-1, keepdim=True)) / temperature
     if top_k is not None and top_k < logits.shape[-1]:
         kth = torch.topk(logits, top_k, dim=-1).values[:, -1:]  # (B, 1)
         logits = logits.masked_fill(logits < kth, float("-inf"))

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import lightning as L
 import torch
 from hydra.utils import get_class
 from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException
 
 from gpt.data.tasks.datamodule import build_tasks
 from gpt.model.config import ModelConfig
@@ -18,15 +19,16 @@ from gpt.model.gpt import check_parts
 from gpt.training.callbacks import ResumeCheckpoint, SampleText
 from gpt.training.init_from import check_init_from
 from gpt.training.optim import OptimConfig
-from gpt.validate import check_section, check_value, declared_types
+from gpt.validate import Range, check_section, check_value, declared_types
 
 SET_BY_TRAIN = ("callbacks", "logger", "plugins", "default_root_dir")  # train() passes these to the Trainer itself
+SECTIONS = ("model", "data", "optim", "trainer", "callbacks.checkpoint", "callbacks.sample", "logger")
 
 
 @dataclass(frozen=True)
 class RunSettings:
     """configs/train.yaml's own keys: how a run starts rather than what it trains (tested equal to the YAML's)."""
-    seed: int
+    seed: Annotated[int, Range(0, 2**32 - 1)]  # what numpy takes; Lightning refuses others once the run has begun
     compile: bool  # torch.compile the model's forward
     resume: bool  # continue the newest run with this config
     ckpt_path: str | None  # or continue from this Lightning checkpoint
@@ -69,6 +71,21 @@ def user_values(node: DictConfig) -> dict[str, Any]:
 def check_config(cfg: DictConfig) -> None:
     """Refuse settings that cannot work, one line each, before any data or model work: every section against
     the signature of what it is passed to, train.yaml's own keys against RunSettings."""
+    try:
+        check_sections(cfg)
+    except (ConfigAttributeError, ConfigKeyError) as err:  # a section or key the command line removed with ~
+        raise ValueError(f"{err.full_key} is missing from the config: train.py needs it (drop ~{err.full_key})") \
+            from None
+    except OmegaConfBaseException as err:  # an interpolation to nowhere: ${nope}
+        raise ValueError(f"{err.full_key}: {str(err).splitlines()[0]}") from None
+
+
+def check_sections(cfg: DictConfig) -> None:
+    for key in SECTIONS:  # a section replaced by a value (callbacks.sample=7) or removed (~data)
+        node = OmegaConf.select(cfg, key)
+        if not isinstance(node, DictConfig) and not (key == "logger" and node is None):  # logger=none is null
+            raise ValueError(f"{key} must hold settings, not {node!r}: drop the override that replaced or removed it "
+                             f"(set one of its settings with {key}.<setting>=<value>)")
     check_section("model", user_values(cfg.model), ModelConfig, not_settable=["vocab_size"])
     check_parts(model_config(cfg, vocab_size=1))
     check_section("data", user_values(cfg.data), get_class(cfg.data._target_))

@@ -10,18 +10,20 @@ from pathlib import Path
 
 from hydra import compose, initialize_config_dir
 from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.core.override_parser.types import Override
 from hydra.errors import HydraException, MissingConfigException, OverrideParseException
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
+from gpt.training.run_folder import claim as claim_run_folder
 from gpt.validate import did_you_mean
 
 MULTIRUN_FLAGS = ("-m", "--multirun")
 
 
-def first_of_each_sweep(overrides: list[str]) -> list[str]:
-    """The overrides with each sweep (`pos=rope,alibi`) cut to its first value: keys and options are the same
-    in every job of a sweep, so one job's composition finds every typo."""
+def parsed(overrides: list[str]) -> list[Override]:
+    """Hydra's reading of each override; one it cannot read, or one that sets a `_target_` (which class a section
+    builds is chosen by its group: data=<option>), is one line naming it."""
     parser = OverridesParser.create()
     for override in overrides:  # one at a time, so an unreadable one can be named
         try:
@@ -29,8 +31,20 @@ def first_of_each_sweep(overrides: list[str]) -> list[str]:
         except OverrideParseException as err:
             raise ValueError(f"cannot read the override {override!r} ({str(err).splitlines()[0]}): write "
                              "key=value, e.g. model.heads=4") from None
+    found = parser.parse_overrides(overrides)
+    for override in found:
+        if override.key_or_group.split(".")[-1] == "_target_":
+            group = override.key_or_group.split(".")[0]
+            raise ValueError(f"{override.key_or_group} is not a setting: what {group} builds is chosen by its "
+                             f"option ({group}=<option>)")
+    return found
+
+
+def first_of_each_sweep(overrides: list[str]) -> list[str]:
+    """The overrides with each sweep (`pos=rope,alibi`) cut to its first value: keys and options are the same
+    in every job of a sweep, so one job's composition finds every typo."""
     return [f"{o.get_key_element()}={next(o.sweep_string_iterator())}" if o.is_sweep_override() else o.input_line
-            for o in parser.parse_overrides(overrides)]
+            for o in parsed(overrides)]
 
 
 def compose_train(config_dir: Path, overrides: list[str]) -> DictConfig:
@@ -40,7 +54,7 @@ def compose_train(config_dir: Path, overrides: list[str]) -> DictConfig:
 
 def explain(err: HydraException, config_dir: Path, overrides: list[str]) -> str:
     """One line for Hydra's multi-line composition errors: what is unknown, and what there is instead."""
-    missing = re.search(r"Could not find '([^']+)/([^']+)'", str(err))
+    missing = re.search(r"Could not (?:find|load) '([^']+)/([^']+)'", str(err))
     if isinstance(err, MissingConfigException) and missing:
         group, option = missing.groups()
         options = sorted(p.stem for p in (config_dir / group).glob("*.yaml"))
@@ -57,6 +71,8 @@ def explain(err: HydraException, config_dir: Path, overrides: list[str]) -> str:
             return f"{key} is not a setting"
         node = OmegaConf.select(cfg, parent) if parent else cfg
         keys = [k for k in node if k not in ("hydra", "defaults", "_target_")] if isinstance(node, DictConfig) else []
+        if name in keys and isinstance(node[name], DictConfig):  # a value given for a whole section
+            return f"{key} holds settings ({', '.join(map(str, node[name]))}): set one, e.g. {key}.<setting>=<value>"
         choice = cfg.hydra.runtime.choices.get(parent)
         where = f" of {parent}={choice}" if choice else f" of {parent}" if parent else ""
         hint = did_you_mean(name, keys, f"{parent}." if parent else "") or \
@@ -65,13 +81,23 @@ def explain(err: HydraException, config_dir: Path, overrides: list[str]) -> str:
     return str(err).strip().splitlines()[0]
 
 
-def preflight(argv: list[str], config_dir: Path, check: Callable[[DictConfig], None]) -> None:
-    """Exit 2 with one line on stderr if the command line cannot make a run; return if it can. Flags this
-    does not know (--help, --cfg, -c, ...) are left to Hydra. A sweep's keys are checked here, its values in
-    each job: a job whose values cannot work is a failed row of the sweep report and the others still run."""
+def quoted(value: str) -> str:
+    """`value` as one quoted value of Hydra's override grammar: quotes escaped, and the backslashes before a quote
+    or before the closing quote doubled (Hydra reads other backslashes as they are)."""
+    escaped = re.sub(r"(\\*)'", lambda m: m.group(1) * 2 + "\\'", value)
+    return "'" + re.sub(r"(\\+)$", lambda m: m.group(1) * 2, escaped) + "'"
+
+
+def preflight(argv: list[str], config_dir: Path, check: Callable[[DictConfig], None],
+              claim: bool = False) -> list[str]:
+    """Exit 2 with one line on stderr if the command line cannot make a run; return the command line to hand
+    Hydra if it can. Flags this does not know (--help, --cfg, -c, ...) are left to Hydra. A sweep's keys are
+    checked here, its values in each job: a job whose values cannot work is a failed row of the sweep report and
+    the others still run. With `claim` (train.py's call), a single run's folder is made and locked now, before
+    Hydra writes into it, and pinned in the command line returned (its ${now:...} resolved once)."""
     overrides = [a for a in argv if a not in MULTIRUN_FLAGS]
     if any(a.startswith("-") for a in overrides):
-        return
+        return argv
     try:
         first = first_of_each_sweep(overrides)
         try:
@@ -79,7 +105,18 @@ def preflight(argv: list[str], config_dir: Path, check: Callable[[DictConfig], N
         except HydraException as err:
             raise ValueError(explain(err, config_dir, first)) from None
         if not any(a in MULTIRUN_FLAGS for a in argv) and cfg.hydra.mode != RunMode.MULTIRUN:
+            sweep = next((o.input_line for o in parsed(overrides) if o.is_sweep_override()), None)
+            if sweep:  # Hydra's own answer is five lines about an "Ambiguous value"
+                raise ValueError(f"{sweep} is a sweep: add -m to run one job per value (python train.py -m "
+                                 f"{' '.join(overrides)}), or give one value (quote one that holds a comma: "
+                                 "key='a,b')")
             check(cfg)
+            if not str(cfg.hydra.run.dir).strip():  # Hydra would write into the current folder itself
+                raise ValueError("hydra.run.dir is empty: name the run's folder, e.g. hydra.run.dir=outputs/mine")
+            if claim and claim_run_folder(Path(cfg.hydra.run.dir)):
+                return [a for a in argv if a.split("=", 1)[0].lstrip("+") != "hydra.run.dir"] + \
+                    [f"hydra.run.dir={quoted(cfg.hydra.run.dir)}"]
     except ValueError as err:
         print(f"error: {str(err).strip().splitlines()[0]}", file=sys.stderr)
         sys.exit(2)
+    return argv

@@ -11,6 +11,8 @@ from omegaconf import DictConfig, OmegaConf
 
 from gpt.atomic import atomic_open
 from gpt.inference.checkpoint import CheckpointError, safe_load
+from gpt.training.lit import LitGPT
+from gpt.training.optim import OPTIMIZERS
 
 # Keys that say how to start a run, not what the run is: two runs differing only here are the same run.
 NOT_IDENTITY = ("resume", "ckpt_path")
@@ -80,3 +82,21 @@ def resume_from(cfg: DictConfig, run_dir: Path) -> Path | None:
                          f"ckpt_path={path} and a larger trainer.max_steps")
     print(f"resuming from {path} at step {step}")
     return path
+
+
+def check_resumable(path: Path, lit: LitGPT) -> None:
+    """The checkpoint holds this run's model and optimizer (weights of the same names and shapes, optimizer groups
+    of the same sizes), else one line: Lightning's own answer is a wall of missing keys, or a line naming no file."""
+    checkpoint = load_resume_checkpoint(path)
+    fix = "resume with the settings it was trained with, or start afresh without ckpt_path or resume=true"
+    saved = {k: tuple(v.shape) for k, v in checkpoint.get("state_dict", {}).items()}
+    wanted = {k: tuple(v.shape) for k, v in lit.state_dict().items()}
+    differ = sorted(set(saved) ^ set(wanted)) or [k for k in wanted if saved[k] != wanted[k]]
+    if differ:
+        key = differ[0]
+        shapes = [str(list(d[key])) if key in d else "absent" for d in (saved, wanted)]
+        raise CheckpointError(f"{path} holds another model ({key} is {shapes[0]} there, {shapes[1]} here): {fix}")
+    groups = OPTIMIZERS[lit.optim.name](lit.model, lit.optim, False).state_dict()["param_groups"]
+    saved_groups = [g["params"] for state in checkpoint["optimizer_states"] for g in state.get("param_groups", [])]
+    if [len(g["params"]) for g in groups] != [len(g) for g in saved_groups]:
+        raise CheckpointError(f"{path} holds the state of another optimizer than optim={lit.optim.name}: {fix}")

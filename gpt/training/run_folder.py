@@ -5,17 +5,21 @@ run that failed before it began removed again."""
 from __future__ import annotations
 
 import csv
+import fcntl
 import io
 import json
+import os
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from gpt.atomic import atomic_write
 
 SUMMARY = "summary.json"
 HISTORY = "history.csv"
-HYDRA_RECORD = {".hydra", "train.log"}  # what Hydra writes into a run folder before the job starts
+LOCK = ".lock"  # held by the training run writing into the folder (flock: the kernel drops it if the run dies)
+HYDRA_RECORD = {".hydra", "train.log", LOCK}  # what is in a run folder before the job writes anything of its own
+_held: list[TextIO] = []  # this process's run-folder locks, open until it exits
 
 
 def write_summary(run_dir: Path, summary: dict[str, Any]) -> None:
@@ -53,6 +57,28 @@ def read_history(run_dir: Path) -> list[dict[str, float]]:
         return []
     with open(run_dir / HISTORY, newline="") as f:
         return [{k: float(v) for k, v in row.items() if v != ""} for row in csv.DictReader(f)]
+
+
+def claim(run_dir: Path) -> bool:
+    """Make `run_dir` and hold its lock for as long as this process lives, or refuse in one line when another
+    training run holds it: two runs writing one folder would mix their checkpoints, metrics and model.pt. The
+    processes of one run that a launcher started (torchrun, SLURM, Lightning's DDP) share the folder: only the
+    first claims it. Whether this process did."""
+    if any(int(os.environ.get(rank, 0)) for rank in ("RANK", "LOCAL_RANK", "SLURM_PROCID")):
+        return False
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        lock = open(run_dir / LOCK, "a")
+    except OSError as err:
+        raise ValueError(f"cannot make the run folder {run_dir}: {err.strerror}; pass another hydra.run.dir=") from None
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        lock.close()
+        raise ValueError(f"{run_dir} is in use by another training run: wait for it to end, or pass another "
+                         "hydra.run.dir=") from None
+    _held.append(lock)
+    return True
 
 
 def discard_if_never_started(run_dir: Path) -> None:

@@ -30,7 +30,9 @@ def build_tasks(spec: Mapping[str, Mapping[str, Any] | None]) -> tuple[Task, ...
         if name not in TASKS:
             raise ValueError(f"data.tasks.{name} is not a task; choose from {', '.join(TASKS)}")
         known = set(TASKS[name].__dataclass_fields__)
-        unknown = sorted(set(knobs or {}) - known)
+        if not isinstance(knobs, Mapping | None):
+            raise ValueError(f"data.tasks.{name}={knobs!r} must be a mapping of its knobs: {', '.join(sorted(known))}")
+        unknown = sorted(str(knob) for knob in set(knobs or {}) - known)
         if unknown:
             raise ValueError(f"data.tasks.{name}.{unknown[0]} is not a knob of {name}; its knobs: "
                              f"{', '.join(sorted(known))}")
