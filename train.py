@@ -36,14 +36,17 @@ from gpt.training.loggers import finish, make_logger
 from gpt.training.preflight import preflight
 from gpt.training.resume import AtomicCheckpointIO, resume_from
 from gpt.training.run_folder import discard_if_never_started, record_failure
-from gpt.training.run_record import RunRecord, summary_line
-
-# Lightning's start-up notes (GPU/TPU availability, a logger advertisement) would bury our own lines, as
-# would a deprecation inside Lightning that a user can do nothing about; other warnings still show.
-logging.getLogger("lightning.pytorch.utilities.rank_zero").setLevel(logging.WARNING)
-warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\)")
+from gpt.training.run_record import RunRecord, finished_line, summary_line
 
 CONFIGS = Path(__file__).resolve().parent / "configs"
+
+
+def quiet_lightning() -> None:
+    """Lightning's start-up notes (GPU/TPU availability, a logger advertisement) would bury our own lines, as
+    would a deprecation inside Lightning that a user can do nothing about; other warnings still show. Set in
+    train() rather than at import, so that a sweep's worker processes (which never import this file) set it too."""
+    logging.getLogger("lightning.pytorch.utilities.rank_zero").setLevel(logging.WARNING)
+    warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\)")
 
 
 def load_data(cfg: DictConfig) -> L.LightningDataModule:
@@ -56,9 +59,13 @@ def load_data(cfg: DictConfig) -> L.LightningDataModule:
 def train(cfg: DictConfig, run_dir: Path | None = None) -> Path:
     """Compose -> validate -> data -> LitGPT -> Trainer.fit -> model.pt; returns the model.pt path."""
     start = time.perf_counter()
+    quiet_lightning()
     run_dir = run_dir or Path(HydraConfig.get().runtime.output_dir)
     check_config(cfg)
-    ckpt_path = resume_from(cfg, run_dir)
+    if cfg.resume and (done := finished_line(run_dir)):  # a resumed sweep's job that had finished: it stands
+        print(f"finished before, kept: {done}")
+        return run_dir / "model.pt"
+    ckpt_path = resume_from(cfg, run_dir, in_sweep=HydraConfig.get().mode == RunMode.MULTIRUN)
     checkpoint = ResumeCheckpoint(run_dir / "checkpoints", cfg.callbacks.checkpoint.every_n_steps)
     stopper, record = StopOnInterrupt(), RunRecord(run_dir)  # record: history.csv + summary.json for the report
     callbacks = [checkpoint, stopper, ValidateAtEnd(), record]
@@ -124,5 +131,5 @@ def main(cfg: DictConfig) -> None:
 
 
 if __name__ == "__main__":
-    preflight(sys.argv[1:], CONFIGS, check_config)
+    sys.argv += preflight(sys.argv[1:], CONFIGS, check_config)
     main()

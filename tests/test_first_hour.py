@@ -68,7 +68,7 @@ def test_bad_values_and_keys_are_one_line_naming_only_that_field(argv: list[str]
 def test_a_sweep_leaves_its_values_to_each_job(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """A configuration that cannot build is a failed row of the sweep report, so the other jobs still run."""
     monkeypatch.chdir(tmp_path)
-    assert preflight(["-m", "model.heads=3,4", "model.dim=32"], CONFIGS, check_config) is None
+    assert preflight(["-m", "model.heads=3,4", "model.dim=32"], CONFIGS, check_config) == []
 
 
 @pytest.mark.parametrize("argv, message", [

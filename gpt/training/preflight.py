@@ -9,11 +9,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 from hydra import compose, initialize_config_dir
+from hydra.core.global_hydra import GlobalHydra
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.errors import HydraException, MissingConfigException, OverrideParseException
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
+from gpt.training.resume import sweep_to_resume
 from gpt.validate import did_you_mean
 
 MULTIRUN_FLAGS = ("-m", "--multirun")
@@ -65,13 +67,14 @@ def explain(err: HydraException, config_dir: Path, overrides: list[str]) -> str:
     return str(err).strip().splitlines()[0]
 
 
-def preflight(argv: list[str], config_dir: Path, check: Callable[[DictConfig], None]) -> None:
-    """Exit 2 with one line on stderr if the command line cannot make a run; return if it can. Flags this
-    does not know (--help, --cfg, -c, ...) are left to Hydra. A sweep's keys are checked here, its values in
-    each job: a job whose values cannot work is a failed row of the sweep report and the others still run."""
+def preflight(argv: list[str], config_dir: Path, check: Callable[[DictConfig], None]) -> list[str]:
+    """Exit 2 with one line on stderr if the command line cannot make a run; return if it can, with the overrides
+    to add (a resumed sweep's folder). Flags this does not know (--help, --cfg, -c, ...) are left to Hydra. A
+    sweep's keys are checked here, its values in each job: a job whose values cannot work is a failed row of the
+    sweep report and the others still run."""
     overrides = [a for a in argv if a not in MULTIRUN_FLAGS]
     if any(a.startswith("-") for a in overrides):
-        return
+        return []
     try:
         first = first_of_each_sweep(overrides)
         try:
@@ -80,6 +83,24 @@ def preflight(argv: list[str], config_dir: Path, check: Callable[[DictConfig], N
             raise ValueError(explain(err, config_dir, first)) from None
         if not any(a in MULTIRUN_FLAGS for a in argv) and cfg.hydra.mode != RunMode.MULTIRUN:
             check(cfg)
+        return resumed_sweep(argv, config_dir)
     except ValueError as err:
         print(f"error: {str(err).strip().splitlines()[0]}", file=sys.stderr)
         sys.exit(2)
+
+
+def resumed_sweep(argv: list[str], config_dir: Path) -> list[str]:
+    """For a sweep re-run with resume=true: the override that sends it into the killed sweep's folder, where
+    finished jobs are kept and the others continue (nothing when hydra.sweep.dir names that folder already)."""
+    overrides = [a for a in argv if a not in MULTIRUN_FLAGS]
+    if not any(o.split("=", 1)[0] == "resume" for o in overrides):
+        return []
+    with initialize_config_dir(config_dir=str(config_dir), version_base="1.3", job_name="train"):
+        # composed as Hydra composes a sweep's config: the swept keys at their values before the sweep
+        cfg = GlobalHydra.instance().config_loader().load_configuration(
+            "train", overrides, run_mode=RunMode.MULTIRUN, validate_sweep_overrides=False)
+    if not cfg.resume or not (any(a in MULTIRUN_FLAGS for a in argv) or cfg.hydra.mode == RunMode.MULTIRUN):
+        return []
+    folder = sweep_to_resume(cfg)
+    print(f"resuming the sweep in {folder}")
+    return [] if any(o.startswith("hydra.sweep.dir=") for o in overrides) else [f"hydra.sweep.dir={folder}"]

@@ -8,6 +8,7 @@ import csv
 import io
 import json
 import shutil
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,8 @@ from gpt.atomic import atomic_write
 SUMMARY = "summary.json"
 HISTORY = "history.csv"
 HYDRA_RECORD = {".hydra", "train.log"}  # what Hydra writes into a run folder before the job starts
+# Keys that say how to start a run, not what the run is: two runs differing only here are the same run.
+NOT_IDENTITY = ("resume", "ckpt_path")
 
 
 def write_summary(run_dir: Path, summary: dict[str, Any]) -> None:
@@ -28,8 +31,17 @@ def read_summary(run_dir: Path) -> dict[str, Any] | None:
     return json.loads(path.read_text()) if path.is_file() else None
 
 
+def finished(run_dir: Path) -> bool:
+    """Whether the run in this folder finished: its summary says ok."""
+    return (read_summary(run_dir) or {}).get("status") == "ok"
+
+
 def record_failure(run_dir: Path, error: BaseException | str) -> None:
-    """Mark a run failed with a one-line reason, so the report shows it as a failed row."""
+    """Mark a run failed with a one-line reason, so the report shows it as a failed row; a finished run's record
+    is never replaced (a later attempt in its folder that fails leaves the results it had)."""
+    if finished(run_dir):
+        print(f"kept the finished run's record in {run_dir}", file=sys.stderr)
+        return
     if isinstance(error, str):
         reason = error
     else:
