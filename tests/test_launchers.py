@@ -22,7 +22,7 @@ def sweep_config(*overrides: str) -> DictConfig:
 @pytest.mark.parametrize("overrides, cores, expected", [
     (["seed=0,1,2", "model.heads=1,2"], 4, 4),  # six jobs on four cores: four at a time
     (["seed=0,1"], 16, 2),  # never more than the sweep has jobs
-    (["seed=0,1,2,3", "trainer.devices=2"], 4, 2),  # a job on two CPU processes takes two cores
+    (["seed=0,1,2,3", "trainer=ddp", "trainer.accelerator=cpu", "trainer.devices=2"], 4, 1),  # spawns its own
     (["seed=0,1,2,3", "trainer=gpu"], 16, 1),  # jobs on a GPU would all land on the first one
 ])
 def test_jobs_at_once_follow_the_cores_and_the_device(overrides: list[str], cores: int, expected: int) -> None:

@@ -55,12 +55,12 @@ def on_cpu(trainer: DictConfig) -> bool:
 
 
 def jobs_at_once(config: DictConfig, jobs: int, available: int) -> int:
-    """One job per core on CPU (a job on several devices takes that many), never more than the sweep has jobs;
-    one at a time on GPUs, where every job would otherwise land on the first one."""
-    devices = config.trainer.devices
-    if not on_cpu(config.trainer) or not isinstance(devices, int):
+    """One job per core on CPU, never more than the sweep has jobs; one at a time on GPUs, where every job would
+    otherwise land on the first one, and for jobs that start processes of their own (trainer=ddp's ddp_spawn
+    cannot start them from a joblib worker): one at a time runs in this process."""
+    if not on_cpu(config.trainer) or config.trainer.devices != 1:
         return 1
-    return max(1, min(jobs, available // devices))
+    return max(1, min(jobs, available))
 
 
 def job_threads(at_once: int, available: int) -> int:
