@@ -15,28 +15,17 @@ import sys
 import time
 import warnings
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import hydra
-import lightning as L
 from hydra.core.hydra_config import HydraConfig
-from hydra.errors import InstantiationException
 from hydra.types import RunMode
-from hydra.utils import instantiate
-from lightning.fabric.utilities.exceptions import MisconfigurationException
 from omegaconf import DictConfig
 
-from gpt.evaluation.bpb import byte_counts
-from gpt.inference.checkpoint import save_model
-from gpt.training.callbacks import (HeldOutAccuracy, Interrupted, ResumeCheckpoint, SampleText, StepProgressBar,
-                                    StopOnInterrupt, TrainingStopped, ValidateAtEnd)
-from gpt.training.checks import check_config, check_fits, model_config, optim_config, resolve_precision
-from gpt.training.init_from import start_from
-from gpt.training.lit import LitGPT
-from gpt.training.loggers import finish, make_logger
 from gpt.training.preflight import preflight
-from gpt.training.resume import AtomicCheckpointIO, resume_from
-from gpt.training.run_folder import discard_if_never_started, record_failure
-from gpt.training.run_record import RunRecord, finished_line, summary_line
+
+if TYPE_CHECKING:
+    import lightning as L
 
 CONFIGS = Path(__file__).resolve().parent / "configs"
 
@@ -50,6 +39,9 @@ def quiet_lightning() -> None:
 
 
 def load_data(cfg: DictConfig) -> L.LightningDataModule:
+    from hydra.errors import InstantiationException
+    from hydra.utils import instantiate
+
     try:
         return instantiate(cfg.data)
     except InstantiationException as err:  # Hydra wraps the DataModule's own one-line ValueError in many lines
@@ -58,6 +50,21 @@ def load_data(cfg: DictConfig) -> L.LightningDataModule:
 
 def train(cfg: DictConfig, run_dir: Path | None = None) -> Path:
     """Compose -> validate -> data -> LitGPT -> Trainer.fit -> model.pt; returns the model.pt path."""
+    # torch and Lightning are imported by the process that trains, here: `python train.py --help` and the process
+    # that launches a sweep's jobs into worker processes never pay for them (seconds of start-up).
+    import lightning as L
+
+    from gpt.evaluation.bpb import byte_counts
+    from gpt.inference.checkpoint import save_model
+    from gpt.training.callbacks import (HeldOutAccuracy, Interrupted, ResumeCheckpoint, SampleText,
+                                        StepProgressBar, StopOnInterrupt, ValidateAtEnd)
+    from gpt.training.checks import check_config, check_fits, model_config, optim_config, resolve_precision
+    from gpt.training.init_from import start_from
+    from gpt.training.lit import LitGPT
+    from gpt.training.loggers import finish, make_logger
+    from gpt.training.resume import AtomicCheckpointIO, resume_from
+    from gpt.training.run_record import RunRecord, finished_line, summary_line
+
     start = time.perf_counter()
     quiet_lightning()
     run_dir = run_dir or Path(HydraConfig.get().runtime.output_dir)
@@ -110,6 +117,11 @@ def train(cfg: DictConfig, run_dir: Path | None = None) -> Path:
 
 @hydra.main(version_base="1.3", config_path="configs", config_name="train")
 def main(cfg: DictConfig) -> None:
+    from lightning.fabric.utilities.exceptions import MisconfigurationException
+
+    from gpt.training.callbacks import Interrupted, TrainingStopped
+    from gpt.training.run_folder import discard_if_never_started, record_failure
+
     run_dir = Path(HydraConfig.get().runtime.output_dir)
     multirun = HydraConfig.get().mode == RunMode.MULTIRUN
     try:
@@ -130,6 +142,13 @@ def main(cfg: DictConfig) -> None:
         sys.exit(1 if isinstance(err, TrainingStopped) else 2)
 
 
+def check_command(cfg: DictConfig) -> None:
+    """gpt.training.checks.check_config, imported only by a command that will train (it needs Lightning)."""
+    from gpt.training.checks import check_config
+
+    check_config(cfg)
+
+
 if __name__ == "__main__":
-    sys.argv += preflight(sys.argv[1:], CONFIGS, check_config)
+    sys.argv += preflight(sys.argv[1:], CONFIGS, check_command)
     main()

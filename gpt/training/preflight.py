@@ -15,7 +15,6 @@ from hydra.errors import HydraException, MissingConfigException, OverrideParseEx
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
-from gpt.training.resume import sweep_to_resume
 from gpt.validate import did_you_mean
 
 MULTIRUN_FLAGS = ("-m", "--multirun")
@@ -101,6 +100,8 @@ def resumed_sweep(argv: list[str], config_dir: Path) -> list[str]:
             "train", overrides, run_mode=RunMode.MULTIRUN, validate_sweep_overrides=False)
     if not cfg.resume or not (any(a in MULTIRUN_FLAGS for a in argv) or cfg.hydra.mode == RunMode.MULTIRUN):
         return []
+    from gpt.training.resume import sweep_to_resume  # torch and Lightning: only for a command that resumes
+
     folder = sweep_to_resume(cfg)
     print(f"resuming the sweep in {folder}")
     return [] if any(o.startswith("hydra.sweep.dir=") for o in overrides) else [f"hydra.sweep.dir={folder}"]
