@@ -9,7 +9,9 @@ from hydra.core.global_hydra import GlobalHydra
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
-from gpt.sweeps.parallel import jobs_at_once, sweep_jobs
+from gpt.sweeps import parallel
+from gpt.sweeps.expected_time import ExpectedTime
+from gpt.sweeps.parallel import JobsPerCore, jobs_at_once, sweep_jobs
 from tests.conftest import ROOT
 
 
@@ -48,3 +50,15 @@ def test_slurm_launcher_composes_with_ddp_for_several_gpus_per_job() -> None:
     assert launcher["timeout_min"] > 0 and launcher["submitit_folder"].startswith("${hydra.sweep.dir}")
     assert (cfg.trainer.strategy, cfg.trainer.devices) == ("ddp", 4)
     assert sweep_jobs(cfg) == 3
+
+
+def test_the_expected_time_counts_the_jobs_that_run_at_once(monkeypatch: pytest.MonkeyPatch,
+                                                            capsys: pytest.CaptureFixture) -> None:
+    monkeypatch.setattr(parallel, "cores", lambda: 2)
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    cfg = sweep_config("experiment=attention_tasks", "seed=0,1")  # 12 variants x 2 seeds
+    JobsPerCore().on_multirun_start(cfg)
+    ExpectedTime(seconds_per_job=30, measured="a test").on_multirun_start(cfg)
+    assert capsys.readouterr().out.splitlines() == [
+        "sweep: 24 jobs, 2 at a time (2 cores), 1 thread(s) each",
+        "expected wall time: 24 jobs x ~30 s, 2 at a time = ~6 min (a test)"]
