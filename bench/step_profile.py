@@ -58,10 +58,26 @@ def preset() -> tuple[ModelConfig, OptimConfig, int]:
     return model, optim, cfg.data.batch_size
 
 
-def timed(phases: dict[str, float], name: str, start: float) -> float:
-    now = time.perf_counter()
-    phases[name] = now - start
-    return now
+def phased_step(batch: Callable[[], tuple[torch.Tensor, torch.Tensor]],
+                loss_of: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], model: torch.nn.Module,
+                optimizer: torch.optim.Optimizer) -> Step:
+    """One training step with the time of each phase: data, forward (with the loss), backward, clip, step, zero."""
+    def step() -> dict[str, float]:
+        marks = [time.perf_counter()]
+        x, y = batch()
+        marks.append(time.perf_counter())
+        loss = loss_of(x, y)
+        marks.append(time.perf_counter())
+        loss.backward()
+        marks.append(time.perf_counter())
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        marks.append(time.perf_counter())
+        optimizer.step()
+        marks.append(time.perf_counter())
+        optimizer.zero_grad(set_to_none=True)
+        marks.append(time.perf_counter())
+        return {name: b - a for name, a, b in zip(PHASES, marks, marks[1:])}
+    return step
 
 
 def nanogpt_step(checkout: Path, ids: np.ndarray, model_cfg: ModelConfig, optim: OptimConfig, batch: int) -> Step:
@@ -73,28 +89,13 @@ def nanogpt_step(checkout: Path, ids: np.ndarray, model_cfg: ModelConfig, optim:
     model = code.GPT(code.GPTConfig(n_layer=model_cfg.layers, n_head=model_cfg.heads, n_embd=model_cfg.dim,
                                     block_size=model_cfg.block_size, vocab_size=65, dropout=0.0, bias=False))
     optimizer = model.configure_optimizers(optim.weight_decay, optim.lr, tuple(optim.betas), "cpu")
-    data = torch.from_numpy(ids.astype(np.int64))
-    block = model_cfg.block_size
+    data, block = torch.from_numpy(ids.astype(np.int64)), model_cfg.block_size
 
-    def step() -> dict[str, float]:
-        phases: dict[str, float] = {}
-        start = time.perf_counter()
+    def windows() -> tuple[torch.Tensor, torch.Tensor]:
         starts = torch.randint(len(data) - block, (batch,))
-        x = torch.stack([data[i:i + block] for i in starts])  # (B, T)
-        y = torch.stack([data[i + 1:i + 1 + block] for i in starts])  # (B, T)
-        start = timed(phases, "data", start)
-        _, loss = model(x, y)
-        start = timed(phases, "forward", start)
-        loss.backward()
-        start = timed(phases, "backward", start)
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        start = timed(phases, "clip", start)
-        optimizer.step()
-        start = timed(phases, "optimizer", start)
-        optimizer.zero_grad(set_to_none=True)
-        timed(phases, "zero_grad", start)
-        return phases
-    return step
+        return (torch.stack([data[i:i + block] for i in starts]),  # (B, T)
+                torch.stack([data[i + 1:i + 1 + block] for i in starts]))  # (B, T)
+    return phased_step(windows, lambda x, y: model(x, y)[1], model, optimizer)  # its forward returns the loss
 
 
 def tinygpt_step(ids: np.ndarray, model_cfg: ModelConfig, optim: OptimConfig, batch: int) -> Step:
@@ -103,24 +104,8 @@ def tinygpt_step(ids: np.ndarray, model_cfg: ModelConfig, optim: OptimConfig, ba
     model = GPT(model_cfg).train()
     optimizer = OPTIMIZERS[optim.name](model, optim, True)
     batches: Iterator = iter(RandomWindows(TokenShards([ids]), model_cfg.block_size, batch, seed=0))
-
-    def step() -> dict[str, float]:
-        phases: dict[str, float] = {}
-        start = time.perf_counter()
-        x, y = next(batches)
-        start = timed(phases, "data", start)
-        loss = F.cross_entropy(model(x).flatten(0, 1), y.flatten())
-        start = timed(phases, "forward", start)
-        loss.backward()
-        start = timed(phases, "backward", start)
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        start = timed(phases, "clip", start)
-        optimizer.step()
-        start = timed(phases, "optimizer", start)
-        optimizer.zero_grad(set_to_none=True)
-        timed(phases, "zero_grad", start)
-        return phases
-    return step
+    return phased_step(lambda: next(batches), lambda x, y: F.cross_entropy(model(x).flatten(0, 1), y.flatten()),
+                       model, optimizer)
 
 
 def median_phases(step: Step, steps: int, warmup: int) -> dict[str, float]:
