@@ -124,6 +124,8 @@ def main(cfg: DictConfig) -> None:
 
     run_dir = Path(HydraConfig.get().runtime.output_dir)
     multirun = HydraConfig.get().mode == RunMode.MULTIRUN
+    if multirun:  # jobs side by side write to one stdout: whole lines, not interleaved halves of buffers
+        sys.stdout.reconfigure(line_buffering=True)
     try:
         train(cfg, run_dir)
     except Interrupted as err:  # model.pt is saved, but `train && generate` must not go on as if it finished
