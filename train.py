@@ -15,38 +15,33 @@ import sys
 import time
 import warnings
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import hydra
-import lightning as L
 from hydra.core.hydra_config import HydraConfig
-from hydra.errors import InstantiationException
 from hydra.types import RunMode
-from hydra.utils import instantiate
-from lightning.fabric.utilities.exceptions import MisconfigurationException
 from omegaconf import DictConfig
 
-from gpt.evaluation.bpb import byte_counts
-from gpt.inference.checkpoint import save_model
-from gpt.training.callbacks import (HeldOutAccuracy, Interrupted, ResumeCheckpoint, SampleText, StepProgressBar,
-                                    StopOnInterrupt, TrainingStopped, ValidateAtEnd)
-from gpt.training.checks import check_config, check_fits, model_config, optim_config, resolve_precision
-from gpt.training.init_from import start_from
-from gpt.training.lit import LitGPT
-from gpt.training.loggers import finish, make_logger
 from gpt.training.preflight import preflight
-from gpt.training.resume import AtomicCheckpointIO, check_resumable, resume_from
-from gpt.training.run_folder import discard_if_never_started, record_failure
-from gpt.training.run_record import RunRecord, summary_line
 
-# Lightning's start-up notes (GPU/TPU availability, a logger advertisement) would bury our own lines, as
-# would a deprecation inside Lightning that a user can do nothing about; other warnings still show.
-logging.getLogger("lightning.pytorch.utilities.rank_zero").setLevel(logging.WARNING)
-warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\)")
+if TYPE_CHECKING:
+    import lightning as L
 
 CONFIGS = Path(__file__).resolve().parent / "configs"
 
 
+def quiet_lightning() -> None:
+    """Lightning's start-up notes (GPU/TPU availability, a logger advertisement) would bury our own lines, as
+    would a deprecation inside Lightning that a user can do nothing about; other warnings still show. Set in
+    train() rather than at import, so that a sweep's worker processes (which never import this file) set it too."""
+    logging.getLogger("lightning.pytorch.utilities.rank_zero").setLevel(logging.WARNING)
+    warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\)")
+
+
 def load_data(cfg: DictConfig) -> L.LightningDataModule:
+    from hydra.errors import InstantiationException
+    from hydra.utils import instantiate
+
     try:
         return instantiate(cfg.data)
     except InstantiationException as err:  # Hydra wraps the DataModule's own one-line ValueError in many lines
@@ -55,10 +50,29 @@ def load_data(cfg: DictConfig) -> L.LightningDataModule:
 
 def train(cfg: DictConfig, run_dir: Path | None = None) -> Path:
     """Compose -> validate -> data -> LitGPT -> Trainer.fit -> model.pt; returns the model.pt path."""
+    # torch and Lightning are imported by the process that trains, here: `python train.py --help` and the process
+    # that launches a sweep's jobs into worker processes never pay for them (seconds of start-up).
+    import lightning as L
+
+    from gpt.evaluation.bpb import byte_counts
+    from gpt.inference.checkpoint import save_model
+    from gpt.training.callbacks import (HeldOutAccuracy, Interrupted, ResumeCheckpoint, SampleText,
+                                        StepProgressBar, StopOnInterrupt, ValidateAtEnd)
+    from gpt.training.checks import check_config, check_fits, model_config, optim_config, resolve_precision
+    from gpt.training.init_from import start_from
+    from gpt.training.lit import LitGPT
+    from gpt.training.loggers import finish, make_logger
+    from gpt.training.resume import AtomicCheckpointIO, check_resumable, resume_from
+    from gpt.training.run_record import RunRecord, finished_line, summary_line
+
     start = time.perf_counter()
+    quiet_lightning()
     run_dir = run_dir or Path(HydraConfig.get().runtime.output_dir)
     check_config(cfg)
-    ckpt_path = resume_from(cfg, run_dir)
+    if cfg.resume and (done := finished_line(run_dir)):  # a resumed sweep's job that had finished: it stands
+        print(f"finished before, kept: {done}")
+        return run_dir / "model.pt"
+    ckpt_path = resume_from(cfg, run_dir, in_sweep=HydraConfig.get().mode == RunMode.MULTIRUN)
     checkpoint = ResumeCheckpoint(run_dir / "checkpoints", cfg.callbacks.checkpoint.every_n_steps)
     stopper, record = StopOnInterrupt(), RunRecord(run_dir)  # record: history.csv + summary.json for the report
     callbacks = [checkpoint, stopper, ValidateAtEnd(), record]
@@ -105,8 +119,15 @@ def train(cfg: DictConfig, run_dir: Path | None = None) -> Path:
 
 @hydra.main(version_base="1.3", config_path="configs", config_name="train")
 def main(cfg: DictConfig) -> None:
+    from lightning.fabric.utilities.exceptions import MisconfigurationException
+
+    from gpt.training.callbacks import Interrupted, TrainingStopped
+    from gpt.training.run_folder import discard_if_never_started, record_failure
+
     run_dir = Path(HydraConfig.get().runtime.output_dir)
     multirun = HydraConfig.get().mode == RunMode.MULTIRUN
+    if multirun:  # jobs side by side write to one stdout: whole lines, not interleaved halves of buffers
+        sys.stdout.reconfigure(line_buffering=True)
     try:
         train(cfg, run_dir)
     except Interrupted as err:  # model.pt is saved, but `train && generate` must not go on as if it finished
@@ -125,6 +146,13 @@ def main(cfg: DictConfig) -> None:
         sys.exit(1 if isinstance(err, TrainingStopped) else 2)
 
 
+def check_command(cfg: DictConfig) -> None:
+    """gpt.training.checks.check_config, imported only by a command that will train (it needs Lightning)."""
+    from gpt.training.checks import check_config
+
+    check_config(cfg)
+
+
 if __name__ == "__main__":
-    sys.argv[1:] = preflight(sys.argv[1:], CONFIGS, check_config, claim=True)
+    sys.argv[1:] = preflight(sys.argv[1:], CONFIGS, check_command, claim=True)
     main()

@@ -46,6 +46,7 @@ sys.path.insert(0, str(ROOT))  # run from anywhere without installing
 import nanogpt  # noqa: E402  (bench/nanogpt.py, beside this file)
 from gpt.inference.checkpoint import load_checkpoint  # noqa: E402
 from gpt.sweeps.plots import loss_figure  # noqa: E402
+from gpt.training.checks import cpu_description  # noqa: E402
 
 NANOGPT = "nanoGPT (its CPU recipe)"
 
@@ -136,6 +137,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     out = Path(args.out)
     print(f"command: python {shlex.join(sys.argv)}", flush=True)
+    print(f"CPU: {cpu_description()}, {torch.get_num_threads()} thread(s)", flush=True)
     configs, data, held_out = args.configs, [f"data.path={Path(args.corpus).resolve()}"], None
     if args.nanogpt:
         nanogpt.check_checkout(args.nanogpt)
@@ -178,7 +180,8 @@ def main(argv: list[str] | None = None) -> None:
             ratios = [t["tokens_per_s"] / n["tokens_per_s"] for n, t in zip(results[NANOGPT], results[config])]
             steps = [n["ms_per_step"] / t["ms_per_step"] for n, t in zip(results[NANOGPT], results[config])]
             print(f"training tokens/s against nanoGPT's, {config}: {statistics.median(ratios):.2f}x; steps/s "
-                  f"{statistics.median(steps):.2f}x (medians over {len(ratios)} alternated round(s))")
+                  f"{statistics.median(steps):.2f}x (medians over {len(ratios)} alternated round(s)) on "
+                  f"{cpu_description()}")
     curves = {config: {"step": [row["step"] for row in runs[0]["history"]],
                        "wall_s": [row["wall_s"] for row in runs[0]["history"]],
                        "mean": [row["val_loss"] for row in runs[0]["history"]],

@@ -32,6 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from anywher
 from gpt import GPT, ModelConfig  # noqa: E402
 from gpt.data.batches import RandomWindows  # noqa: E402
 from gpt.data.shards import TokenShards  # noqa: E402
+from gpt.training.checks import cpu_description  # noqa: E402
 from gpt.training.lit import LitGPT  # noqa: E402
 from gpt.training.optim import OPTIMIZERS, SCHEDULES, OptimConfig  # noqa: E402
 
@@ -154,6 +155,7 @@ def step_seconds(marks: list[tuple[float, float]], warmup: int) -> tuple[float, 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     print(f"command: python {shlex.join(sys.argv)}")
+    print(f"CPU: {cpu_description()}")
     ids, vocab_size = corpus_ids(args)
     cfg, reference_cfg = model_config(args.overrides, vocab_size), model_config(NANOGPT, vocab_size)
     peak = matmul_peak(args.matmul_size)
@@ -195,7 +197,7 @@ def main(argv: list[str] | None = None) -> None:
           f"{ratio('lightning', 'plain torch', 0):.3f} (wall)")  # equal tokens per step: the time ratio
     print(f"tokens/s vs the nanoGPT reference: lightning {ratio('nanoGPT ref', 'lightning', 1):.2f}x (cpu), "
           f"{ratio('nanoGPT ref', 'lightning', 0):.2f}x (wall); "
-          f"plain {ratio('nanoGPT ref', 'plain torch', 1):.2f}x (cpu)")
+          f"plain {ratio('nanoGPT ref', 'plain torch', 1):.2f}x (cpu); on {cpu_description()}")
 
 
 if __name__ == "__main__":

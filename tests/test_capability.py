@@ -84,7 +84,7 @@ def test_tiny_task_sweep_reports_every_task_column_and_a_heatmap(task_sweep: Pat
 
 
 def test_expected_time_counts_the_jobs_the_command_line_leaves() -> None:
-    from gpt.sweeps.expected_time import sweep_sizes
+    from gpt.sweeps.parallel import sweep_sizes
 
     params = {"attention": "a,b,c", "seed": "0,1,2"}
     assert sweep_sizes(params, []) == {"attention": 3, "seed": 3}

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from joblib import cpu_count
 from matplotlib.colors import to_rgb
 from matplotlib.image import imread
 from omegaconf import OmegaConf
@@ -30,16 +31,26 @@ SWEEP = ["trainer=debug", "trainer.max_steps=30", "trainer.val_check_interval=40
          "seed=0,1"]
 
 
+JOBS_AT_ONCE = 2
+
+
 @pytest.fixture(scope="module")
 def sweep(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The sweep on Hydra's joblib launcher (the default), two jobs at a time in worker processes, each given its
+    share of the cores' threads by the launcher (so no OMP_NUM_THREADS of our own)."""
     folder = tmp_path_factory.mktemp("sweep")
     with pytest.MonkeyPatch.context() as env:
-        # One thread: a model this small gains nothing from more, and on a busy machine spinning
-        # OpenMP threads make each step many times slower.
-        env.setenv("OMP_NUM_THREADS", "1")
-        result = run_cli("train.py", "-m", f"hydra.sweep.dir={folder}", *SWEEP, cwd=folder)
+        env.delenv("OMP_NUM_THREADS", raising=False)
+        result = run_cli("train.py", "-m", f"hydra.sweep.dir={folder}", f"hydra.launcher.n_jobs={JOBS_AT_ONCE}",
+                         *SWEEP, cwd=folder)
     assert result.returncode == 0, result.stderr[-2000:]
     return folder
+
+
+def test_jobs_ran_with_the_threads_the_launcher_gave_them(sweep: Path) -> None:
+    summaries = [json.loads(p.read_text()) for p in sweep.glob("*/summary.json")]
+    threads = [s["threads"] for s in summaries if s["status"] == "ok"]
+    assert len(summaries) == 8 and threads == [max(1, cpu_count() // JOBS_AT_ONCE)] * 4
 
 
 def table(report: str) -> dict[str, list[str]]:

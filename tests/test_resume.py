@@ -5,6 +5,7 @@ good checkpoint; Ctrl-C stops cleanly with last.ckpt and model.pt written."""
 from __future__ import annotations
 
 import csv
+import json
 import os
 import re
 import signal
@@ -183,3 +184,40 @@ def test_a_last_ckpt_that_cannot_resume_this_run_is_one_line_and_changes_nothing
         assert re.match(rf"error: {re.escape(str(ckpt))} {message}", outcome.err), outcome.err
         assert not run_dir.exists()
     assert files_in(trained) == before
+
+
+# Four configurations (four rows), one job at a time so that "the third job" is one moment; checkpoints often.
+SWEEP = ["-m", "trainer=debug", "trainer.max_steps=40", "callbacks.checkpoint.every_n_steps=5", "model.layers=1",
+         "model.dim=32", "model.heads=1,2,4,8", "data.eval_lines=10", "data.batch_size=32", "hydra.launcher.n_jobs=1"]
+
+
+def test_killed_sweep_resumes_keeping_finished_jobs_and_continuing_the_interrupted_one(tmp_path: Path) -> None:
+    proc = subprocess.Popen([sys.executable, str(ROOT / "train.py"), *SWEEP], cwd=tmp_path, start_new_session=True,
+                            env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 240
+    while not list(tmp_path.glob("multirun/*/*/2/checkpoints/last.ckpt")) and proc.poll() is None and \
+            time.monotonic() < deadline:
+        time.sleep(0.005)
+    os.killpg(proc.pid, signal.SIGKILL)  # the whole process group, as a closed laptop lid or the OOM killer would
+    proc.wait()
+    sweep = next(tmp_path.glob("multirun/*/*"))
+    folders = [sweep / str(n) for n in range(4)]
+    assert not (folders[2] / "summary.json").exists() and not folders[3].exists(), "the sweep passed job 2 first"
+    kept = {folder: (folder / "summary.json").read_bytes() for folder in folders[:2]}
+    saved_step = load_resume_checkpoint(folders[2] / "checkpoints/last.ckpt")["global_step"]
+
+    resumed = run_cli("train.py", *SWEEP, "resume=true", cwd=tmp_path)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert f"resuming the sweep in {sweep.relative_to(tmp_path)}" in resumed.stdout
+    assert resumed.stdout.count("finished before, kept") == 2
+    assert f"resuming from {folders[2] / 'checkpoints/last.ckpt'} at step {saved_step}" in resumed.stdout
+    assert 0 < saved_step < 40
+    assert {folder: (folder / "summary.json").read_bytes() for folder in folders[:2]} == kept  # records untouched
+    # No job trained twice from the start: one Lightning log per job, plus the continuation of job 2.
+    assert [len(list(folder.glob("csv/version_*"))) for folder in folders] == [1, 1, 2, 1]
+    table = next(t for t in (sweep / "report.md").read_text().split("\n\n") if t.startswith("| configuration |"))
+    rows = table.splitlines()[2:]
+    assert len(rows) == 4 and all(row.endswith("| ok |") for row in rows)
+    for folder, row in zip(folders[:2], rows):
+        assert f"{json.loads(kept[folder])['val_loss']:.4f}" in row

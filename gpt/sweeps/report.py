@@ -24,9 +24,10 @@ from omegaconf import DictConfig
 
 from gpt.sweeps import capability, pareto
 from gpt.sweeps.stats import beyond_noise, best_of, stat_cell
-from gpt.training.run_folder import SUMMARY, read_history, read_summary, record_failure
+from gpt.training.run_folder import NOT_IDENTITY, SUMMARY, read_history, read_summary, record_failure
 
 OVERRIDES = Path(".hydra") / "overrides.yaml"  # where Hydra records each job's command-line overrides
+NOT_CONFIG = ("seed", *NOT_IDENTITY)
 
 
 @dataclass
@@ -42,8 +43,9 @@ class Run:
 
     @property
     def config(self) -> tuple[str, ...]:
-        """The configuration's identity: its overrides without the seed, so seeds pool into one row."""
-        return tuple(sorted(o for o in self.overrides if o.split("=", 1)[0].lstrip("+~") != "seed"))
+        """The configuration's identity: its overrides without the seed, so seeds pool into one row, and without
+        how it started (a job continued by a resumed sweep is the job it continues)."""
+        return tuple(sorted(o for o in self.overrides if o.split("=", 1)[0].lstrip("+~") not in NOT_CONFIG))
 
 
 def natural_key(path: Path) -> list[Any]:

@@ -39,13 +39,25 @@ def model_config(cfg: DictConfig, vocab_size: int) -> ModelConfig:
     return ModelConfig.from_dict({**OmegaConf.to_container(cfg.model, resolve=True), "vocab_size": vocab_size})
 
 
+BF16_FLAGS = ("avx512_bf16", "amx_bf16")  # Linux's names for the instructions that compute in bf16
+
+
+def cpu_info(key: str, cpuinfo: Path = Path("/proc/cpuinfo")) -> str:
+    """The first CPU's `key` line of Linux's /proc/cpuinfo (flags, model name); empty where unknown."""
+    lines = cpuinfo.read_text().splitlines() if cpuinfo.is_file() else []
+    return next((line.split(":", 1)[1].strip() for line in lines if line.split(":", 1)[0].strip() == key), "")
+
+
 def cpu_has_bf16(cpuinfo: Path = Path("/proc/cpuinfo")) -> bool:
     """Whether the CPU computes in bf16 itself (AVX512-BF16 or AMX, from Linux's flags); False where unknown."""
-    if not cpuinfo.is_file():
-        return False
-    flags = next((line.split(":", 1)[1].split() for line in cpuinfo.read_text().splitlines()
-                  if line.startswith("flags")), [])
-    return bool({"avx512_bf16", "amx_bf16"} & set(flags))
+    return bool(set(BF16_FLAGS) & set(cpu_info("flags", cpuinfo).split()))
+
+
+def cpu_description() -> str:
+    """The CPU a figure was measured on: its model and which bf16 instructions it has (and AMX's tiles)."""
+    flags = set(cpu_info("flags").split())
+    have = [f for f in (*BF16_FLAGS, "amx_tile") if f in flags]
+    return f"{cpu_info('model name') or 'an unknown CPU'} ({', '.join(have) or 'no bf16 instructions'})"
 
 
 def resolve_precision(precision: str, accelerator: str) -> str:

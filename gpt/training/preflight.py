@@ -9,6 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from hydra import compose, initialize_config_dir
+from hydra.core.global_hydra import GlobalHydra
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.override_parser.types import Override
 from hydra.errors import HydraException, MissingConfigException, OverrideParseException
@@ -94,7 +95,8 @@ def preflight(argv: list[str], config_dir: Path, check: Callable[[DictConfig], N
     Hydra if it can. Flags this does not know (--help, --cfg, -c, ...) are left to Hydra. A sweep's keys are
     checked here, its values in each job: a job whose values cannot work is a failed row of the sweep report and
     the others still run. With `claim` (train.py's call), a single run's folder is made and locked now, before
-    Hydra writes into it, and pinned in the command line returned (its ${now:...} resolved once)."""
+    Hydra writes into it, and pinned in the command line returned (its ${now:...} resolved once); a sweep re-run
+    with resume=true is sent into the killed sweep's folder."""
     overrides = [a for a in argv if a not in MULTIRUN_FLAGS]
     if any(a.startswith("-") for a in overrides):
         return argv
@@ -116,7 +118,26 @@ def preflight(argv: list[str], config_dir: Path, check: Callable[[DictConfig], N
             if claim and claim_run_folder(Path(cfg.hydra.run.dir)):
                 return [a for a in argv if a.split("=", 1)[0].lstrip("+") != "hydra.run.dir"] + \
                     [f"hydra.run.dir={quoted(cfg.hydra.run.dir)}"]
+        return argv + resumed_sweep(argv, config_dir)
     except ValueError as err:
         print(f"error: {str(err).strip().splitlines()[0]}", file=sys.stderr)
         sys.exit(2)
-    return argv
+
+
+def resumed_sweep(argv: list[str], config_dir: Path) -> list[str]:
+    """For a sweep re-run with resume=true: the override that sends it into the killed sweep's folder, where
+    finished jobs are kept and the others continue (nothing when hydra.sweep.dir names that folder already)."""
+    overrides = [a for a in argv if a not in MULTIRUN_FLAGS]
+    if not any(o.split("=", 1)[0] == "resume" for o in overrides):
+        return []
+    with initialize_config_dir(config_dir=str(config_dir), version_base="1.3", job_name="train"):
+        # composed as Hydra composes a sweep's config: the swept keys at their values before the sweep
+        cfg = GlobalHydra.instance().config_loader().load_configuration(
+            "train", overrides, run_mode=RunMode.MULTIRUN, validate_sweep_overrides=False)
+    if not cfg.resume or not (any(a in MULTIRUN_FLAGS for a in argv) or cfg.hydra.mode == RunMode.MULTIRUN):
+        return []
+    from gpt.training.resume import sweep_to_resume  # torch and Lightning: only for a command that resumes
+
+    folder = sweep_to_resume(cfg)
+    print(f"resuming the sweep in {folder}")
+    return [] if any(o.startswith("hydra.sweep.dir=") for o in overrides) else [f"hydra.sweep.dir={folder}"]

@@ -13,9 +13,8 @@ from gpt.atomic import atomic_open
 from gpt.inference.checkpoint import CheckpointError, safe_load
 from gpt.training.lit import LitGPT
 from gpt.training.optim import OPTIMIZERS
+from gpt.training.run_folder import NOT_IDENTITY
 
-# Keys that say how to start a run, not what the run is: two runs differing only here are the same run.
-NOT_IDENTITY = ("resume", "ckpt_path")
 CHECKPOINT = "checkpoints/last.ckpt"
 
 
@@ -47,9 +46,34 @@ def load_resume_checkpoint(path: str | Path, map_location: Any = "cpu") -> dict[
 
 
 def run_identity(cfg: DictConfig) -> dict[str, Any]:
-    """The config as written (interpolations unresolved), without the keys that only say how to start."""
+    """The config as written (interpolations unresolved), without the keys that only say how to start (and
+    Hydra's own section, which holds the time and folders of the launch)."""
     values = OmegaConf.to_container(cfg, resolve=False)
-    return {k: v for k, v in values.items() if k not in NOT_IDENTITY}
+    return {k: v for k, v in values.items() if k not in (*NOT_IDENTITY, "hydra")}
+
+
+def sweep_identity(cfg: DictConfig) -> dict[str, Any]:
+    """What makes a sweep the same sweep: the config every job starts from, the preset's swept values and the
+    command line's overrides (sweeps included), less those that only say how to start."""
+    overrides = [o for o in cfg.hydra.overrides.task if o.split("=", 1)[0].lstrip("+~") not in NOT_IDENTITY]
+    params = cfg.hydra.sweeper.get("params")
+    return {"config": run_identity(cfg), "overrides": sorted(overrides),
+            "params": OmegaConf.to_container(params) if params else {}}
+
+
+def sweep_to_resume(cfg: DictConfig) -> Path:
+    """The folder of the newest sweep made with this sweep's identity (its multirun.yaml), where a sweep
+    re-run with resume=true continues: hydra.sweep.dir as given, else searched under the folder its
+    ${now:...} pattern starts in."""
+    pattern = OmegaConf.to_container(cfg.hydra.sweep, resolve=False)["dir"]
+    fixed = pattern.split("${", 1)[0]  # "multirun/" of multirun/${now:%Y-%m-%d}/..., all of a fixed folder
+    root = Path(fixed) if fixed == pattern or fixed.endswith("/") else Path(fixed).parent
+    mine = sweep_identity(cfg)
+    found = [saved.parent for saved in root.rglob("multirun.yaml") if sweep_identity(OmegaConf.load(saved)) == mine]
+    if not found:
+        raise ValueError(f"resume=true found no sweep made with this config under {root}/ (a multirun.yaml): drop "
+                         "resume=true to start the sweep, or pass the killed sweep's folder as hydra.sweep.dir=")
+    return max(found, key=lambda folder: (folder / "multirun.yaml").stat().st_mtime)
 
 
 def find_resume_checkpoint(cfg: DictConfig, roots: list[Path]) -> Path:
@@ -67,9 +91,14 @@ def find_resume_checkpoint(cfg: DictConfig, roots: list[Path]) -> Path:
     return max(found, key=lambda p: p.stat().st_mtime)
 
 
-def resume_from(cfg: DictConfig, run_dir: Path) -> Path | None:
-    """The checkpoint to continue from (checked to load safely now, not after the data is built)."""
-    if cfg.resume:
+def resume_from(cfg: DictConfig, run_dir: Path, in_sweep: bool = False) -> Path | None:
+    """The checkpoint to continue from (checked to load safely now, not after the data is built). A job of a
+    resumed sweep continues from its own folder's checkpoint, or starts if the killed sweep never reached it."""
+    if cfg.resume and in_sweep:
+        path = run_dir / CHECKPOINT
+        if not path.is_file():
+            return None
+    elif cfg.resume:
         path = find_resume_checkpoint(cfg, [Path("outputs"), Path("multirun"), run_dir.parent])
     elif cfg.ckpt_path:
         path = Path(cfg.ckpt_path)

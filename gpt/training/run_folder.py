@@ -10,6 +10,7 @@ import io
 import json
 import os
 import shutil
+import sys
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -20,6 +21,8 @@ HISTORY = "history.csv"
 LOCK = ".lock"  # held by the training run writing into the folder (flock: the kernel drops it if the run dies)
 HYDRA_RECORD = {".hydra", "train.log", LOCK}  # what is in a run folder before the job writes anything of its own
 _held: list[TextIO] = []  # this process's run-folder locks, open until it exits
+# Keys that say how to start a run, not what the run is: two runs differing only here are the same run.
+NOT_IDENTITY = ("resume", "ckpt_path")
 
 
 def write_summary(run_dir: Path, summary: dict[str, Any]) -> None:
@@ -32,8 +35,17 @@ def read_summary(run_dir: Path) -> dict[str, Any] | None:
     return json.loads(path.read_text()) if path.is_file() else None
 
 
+def finished(run_dir: Path) -> bool:
+    """Whether the run in this folder finished: its summary says ok."""
+    return (read_summary(run_dir) or {}).get("status") == "ok"
+
+
 def record_failure(run_dir: Path, error: BaseException | str) -> None:
-    """Mark a run failed with a one-line reason, so the report shows it as a failed row."""
+    """Mark a run failed with a one-line reason, so the report shows it as a failed row; a finished run's record
+    is never replaced (a later attempt in its folder that fails leaves the results it had)."""
+    if finished(run_dir):
+        print(f"kept the finished run's record in {run_dir}", file=sys.stderr)
+        return
     if isinstance(error, str):
         reason = error
     else:

@@ -14,7 +14,9 @@ from torch import nn
 
 from gpt.inference.checkpoint import unwrap
 from gpt.inference.depth import peak_memory_bytes, reset_peak_memory, tensor_bytes
-from gpt.training.run_folder import read_history, record_failure, write_history, write_summary
+from gpt.training.callbacks import StopOnInterrupt
+from gpt.training.run_folder import (finished, read_history, read_summary, record_failure, write_history,
+                                     write_summary)
 
 
 @torch.no_grad()
@@ -30,7 +32,8 @@ def kv_cache_bytes_per_token(model: nn.Module) -> float:
 
 class RunRecord(L.Callback):
     """Writes history.csv at each validation and summary.json when training ends. A non-finite val loss
-    stops training and marks the run failed (a NaN run's later numbers mean nothing)."""
+    stops training and marks the run failed (a NaN run's later numbers mean nothing), as does Ctrl-C (the run
+    has not finished)."""
 
     def __init__(self, run_dir: str | Path) -> None:
         self.run_dir = Path(run_dir)
@@ -71,6 +74,8 @@ class RunRecord(L.Callback):
 
     def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         seconds = time.perf_counter() - self.start
+        if any(isinstance(c, StopOnInterrupt) and c.requested for c in trainer.callbacks):
+            self.failure = f"stopped by Ctrl-C at step {trainer.global_step}"  # not finished: resume=true goes on
         # Every process runs this forward pass: a sharded (FSDP) model's forward needs all of them.
         kv_bytes = kv_cache_bytes_per_token(pl_module.model) if not self.failure else None
         if not trainer.is_global_zero:
@@ -94,6 +99,7 @@ class RunRecord(L.Callback):
             "kv_bytes_per_token": kv_bytes,
             "model": unwrap(pl_module.model).cfg.to_dict(),  # what the report's cost card prices
             "device": str(pl_module.device),
+            "threads": torch.get_num_threads(),  # of this process: a sweep's launcher gives each job its share
         })
 
 
@@ -107,3 +113,11 @@ def summary_line(history: list[dict[str, float]], step: int, seconds: float, pat
     if "val_acc_all" in last:
         parts.append(f"held-out exact match {100 * last['val_acc_all']:.1f}%")
     return ", ".join(parts) + f"; model: {path}"
+
+
+def finished_line(run_dir: Path) -> str | None:
+    """The summary line of the finished run in this folder, or None when it has not finished."""
+    if not finished(run_dir):
+        return None
+    summary = read_summary(run_dir)
+    return summary_line(read_history(run_dir), summary["steps"], summary["wall_s"], run_dir / "model.pt")

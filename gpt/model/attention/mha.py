@@ -51,6 +51,8 @@ class FusedMultiHeadAttention(Attention):
         return cls(cfg.dim, cfg.heads, cfg.dropout, cfg.bias, cfg.qk_norm, cfg.norm_eps, cfg.kernel)
 
     def project(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        B, T, _ = x.shape
-        qkv = self.qkv(x).view(B, T, 3, self.heads, self.head_dim).permute(2, 0, 3, 1, 4)  # (3, B, H, T, D)
-        return qkv.unbind(0)
+        # Split along the channels, then a view per tensor: backward joins the three gradients with one
+        # concatenation, where unbinding a (3, B, H, T, D) view stacks them and then copies them into place.
+        B, T, C = x.shape
+        q, k, v = self.qkv(x).split(C, dim=2)  # each (B, T, C)
+        return tuple(t.view(B, T, self.heads, self.head_dim).transpose(1, 2) for t in (q, k, v))  # (B, H, T, D)

@@ -1,0 +1,64 @@
+"""Hydra's launchers as train.py's -m sweeps use them: one job per core on CPU and one at a time on a GPU
+(hydra/launcher=cores, the default), SLURM through submitit (hydra/launcher=slurm) composed as a cluster would
+receive it. Sweeps through the launcher are run in tests/test_report.py and tests/test_resume.py."""
+from __future__ import annotations
+
+import pytest
+from hydra import initialize_config_dir
+from hydra.core.global_hydra import GlobalHydra
+from hydra.types import RunMode
+from omegaconf import DictConfig, OmegaConf
+
+from gpt.sweeps import parallel
+from gpt.sweeps.expected_time import ExpectedTime
+from gpt.sweeps.parallel import JobsPerCore, jobs_at_once, sweep_jobs
+from tests.conftest import ROOT
+
+
+def sweep_config(*overrides: str) -> DictConfig:
+    """The config a -m sweep starts from (swept keys at their values before the sweep), with Hydra's section."""
+    with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base="1.3"):
+        return GlobalHydra.instance().config_loader().load_configuration("train", list(overrides), RunMode.MULTIRUN)
+
+
+@pytest.mark.parametrize("overrides, cores, expected", [
+    (["seed=0,1,2", "model.heads=1,2"], 4, 4),  # six jobs on four cores: four at a time
+    (["seed=0,1"], 16, 2),  # never more than the sweep has jobs
+    (["seed=0,1,2,3", "trainer=ddp", "trainer.accelerator=cpu", "trainer.devices=2"], 4, 1),  # spawns its own
+    (["seed=0,1,2,3", "trainer=gpu"], 16, 1),  # jobs on a GPU would all land on the first one
+])
+def test_jobs_at_once_follow_the_cores_and_the_device(overrides: list[str], cores: int, expected: int) -> None:
+    cfg = sweep_config(*overrides)
+    assert cfg.hydra.launcher.n_jobs == 0  # decided when the sweep starts
+    assert jobs_at_once(cfg, sweep_jobs(cfg), cores) == expected
+
+
+def test_sweeps_use_the_cores_launcher_unless_told() -> None:
+    cfg = sweep_config("seed=0,1")
+    assert cfg.hydra.launcher._target_ == "hydra_plugins.hydra_joblib_launcher.joblib_launcher.JoblibLauncher"
+    assert sweep_config("hydra/launcher=basic", "seed=0,1").hydra.launcher._target_.endswith("BasicLauncher")
+
+
+def test_slurm_launcher_composes_with_ddp_for_several_gpus_per_job() -> None:
+    """Composed against the plugin's own schema, so a key it does not know fails here; no cluster to submit to."""
+    cfg = sweep_config("hydra/launcher=slurm", "hydra.launcher.partition=gpu", "hydra.launcher.gpus_per_node=4",
+                       "hydra.launcher.tasks_per_node=4", "trainer=ddp", "trainer.strategy=ddp", "trainer.devices=4",
+                       "seed=0,1,2")
+    launcher = OmegaConf.to_container(cfg.hydra.launcher, resolve=False)
+    assert launcher["_target_"] == "hydra_plugins.hydra_submitit_launcher.submitit_launcher.SlurmLauncher"
+    assert (launcher["partition"], launcher["gpus_per_node"], launcher["tasks_per_node"]) == ("gpu", 4, 4)
+    assert launcher["timeout_min"] > 0 and launcher["submitit_folder"].startswith("${hydra.sweep.dir}")
+    assert (cfg.trainer.strategy, cfg.trainer.devices) == ("ddp", 4)
+    assert sweep_jobs(cfg) == 3
+
+
+def test_the_expected_time_counts_the_jobs_that_run_at_once(monkeypatch: pytest.MonkeyPatch,
+                                                            capsys: pytest.CaptureFixture) -> None:
+    monkeypatch.setattr(parallel, "cores", lambda: 2)
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    cfg = sweep_config("experiment=attention_tasks", "seed=0,1")  # 12 variants x 2 seeds
+    JobsPerCore().on_multirun_start(cfg)
+    ExpectedTime(seconds_per_job=30, measured="a test").on_multirun_start(cfg)
+    assert capsys.readouterr().out.splitlines() == [
+        "sweep: 24 jobs, 2 at a time (2 cores), 1 thread(s) each",
+        "expected wall time: 24 jobs x ~30 s, 2 at a time = ~6 min (a test)"]
