@@ -71,6 +71,14 @@ def peak_memory_bytes(device: torch.device) -> int:
     return peak if sys.platform == "darwin" else peak * 1024  # bytes on macOS, KiB on Linux
 
 
+class SummaryPart(L.Callback):
+    """A callback with findings of its own for summary.json (held-out grading, loss at longer lengths): RunRecord
+    adds each one's part when training ends."""
+
+    def summary_part(self, trainer: L.Trainer, pl_module: L.LightningModule) -> dict[str, Any]:
+        return {}
+
+
 class RunRecord(L.Callback):
     """Writes history.csv at each validation and summary.json when training ends. A non-finite val loss
     stops training and marks the run failed (a NaN run's later numbers mean nothing)."""
@@ -129,13 +137,14 @@ class RunRecord(L.Callback):
             "val_loss": last.get("val_loss"),
             "val_ppl": last.get("val_ppl"),
             "val_bpb": last.get("val_bpb"),  # text corpora only: bits per UTF-8 byte, comparable across tokenizers
-            "val_acc": {k.removeprefix("val_acc_"): v for k, v in last.items() if k.startswith("val_acc_")},
             "tokens_per_s": self.tokens / max(seconds - self.val_seconds, 1e-9),  # training only, this session
             "ms_per_step": 1000 * (seconds - self.val_seconds) / max(trainer.global_step - self.start_step, 1),
             "wall_s": self.earlier_seconds + seconds,
             "peak_memory_bytes": peak_memory_bytes(pl_module.device),
             "kv_bytes_per_token": kv_bytes,
             "device": str(pl_module.device),
+            **{k: v for c in trainer.callbacks if isinstance(c, SummaryPart)
+               for k, v in c.summary_part(trainer, pl_module).items()},
         })
 
 
