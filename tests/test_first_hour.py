@@ -1,26 +1,23 @@
 """A new user's first hour, each trap that once gave a wrong result or a wall of text: every bad value or typo'd key
 is one line before any work and leaves no run folder; generate.py says which model answers and prints exactly what
 the text API returns; `python -m gpt evaluate` refuses what it cannot grade honestly; a debugging switch does not
-travel; the README's Python snippet, run as written, answers its held-out problem."""
+travel (the README's Python snippet is run in tests/test_docs.py)."""
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import pytest
 import torch
-from omegaconf import OmegaConf
 
 import generate
 from gpt import ModelConfig, load
 from gpt.__main__ import main as cli
-from gpt.data.tasks.calculator import split_problems
 from gpt.data.tokenizers import CharTokenizer, WordTokenizer
 from gpt.inference.checkpoint import load_checkpoint, save_model
 from gpt.training.checks import check_config
 from gpt.training.preflight import preflight
 from gpt.training.resume import resume_from
-from tests.conftest import ROOT, build, run_cli
+from tests.conftest import build, run_cli
 from tests.test_configs import compose_with
 from train import CONFIGS
 
@@ -149,27 +146,3 @@ def test_resume_of_a_finished_run_says_it_is_finished(trained: Path) -> None:
     cfg = compose_with("trainer.max_steps=30", f"ckpt_path={ckpt}")
     with pytest.raises(ValueError, match=rf"^{ckpt} has finished: it is at step 30 of trainer.max_steps=30"):
         resume_from(cfg, trained)
-
-
-def readme_python_snippet() -> str:
-    """The Quick start's Python block: the one that calls gpt.load."""
-    blocks = re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(), re.S)
-    return next(b for b in blocks if "gpt.load(" in b)
-
-
-@pytest.mark.slow  # through the learned_calculator fixture, shared with tests/test_learning.py
-def test_readme_python_snippet_run_as_written_answers_its_held_out_problem(
-        learned_calculator: tuple[Path, float, dict[str, float]], capsys: pytest.CaptureFixture) -> None:
-    run_dir = learned_calculator[0]
-    snippet = readme_python_snippet()
-    path = re.search(r'gpt\.load\("([^"]+)"\)', snippet).group(1)
-    prompt = re.search(r'complete\("([^"]+)"\)', snippet).group(1)
-    promised = re.search(r"complete\([^)]*\)\)\s*# (.+)", snippet).group(1).strip()
-    seed = OmegaConf.load(CONFIGS / "data" / "calculator.yaml").seed
-    problem = next(p for p in split_problems(seed, 0.1, 0.1)["test"] if p.prompt == prompt)  # held out by default
-    assert promised == problem.target  # the README's answer is the true one
-    exec(compile(snippet.replace(path, str(run_dir)), "README.md", "exec"), {})
-    assert capsys.readouterr().out == f"{problem.target}\n"
-    assert f'python generate.py --prompt "{prompt}"' in (ROOT / "README.md").read_text()
-    assert generate.main(["--ckpt", str(run_dir), "--prompt", prompt]) == 0
-    assert capsys.readouterr().out == f"{prompt} {problem.target}\n"  # the CLI prints the same answer
