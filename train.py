@@ -83,7 +83,7 @@ def train(cfg: DictConfig, run_dir: Path | None = None) -> Path:
     trainer.callbacks.append(SampleText(data.tokenizer, data.meta, sample.prompt, sample.max_new_tokens,
                                         sample.temperature, cfg.seed))
     if hasattr(data, "graded_lines"):
-        trainer.callbacks.append(HeldOutAccuracy(data.graded_lines, data.tokenizer, order=data.groups))
+        trainer.callbacks.append(HeldOutAccuracy(data.graded_lines, data.tokenizer, data.groups, data.level_names))
     if cfg.callbacks.lengths.at:
         trainer.callbacks.append(LossAtLengths(**cfg.callbacks.lengths))
     print(f"model: {lit.model.num_params():,} parameters, precision {precision}; run folder: {run_dir}")

@@ -21,14 +21,15 @@ def ok(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def levels(summaries: dict[str, list[dict[str, Any]]]) -> dict[str, dict[str, dict[int, list[dict[str, float]]]]]:
-    """task -> configuration -> level -> each seed's scores there."""
+    """task -> configuration -> level -> each seed's scores there, for the tasks graded at two levels or more."""
     result: dict[str, dict[str, dict[int, list[dict[str, float]]]]] = {}
     for label, runs in summaries.items():
         for summary in ok(runs):
             for task, by_level in summary.get("val_levels", {}).items():
                 for level, scores in by_level.items():
                     result.setdefault(task, {}).setdefault(label, {}).setdefault(int(level), []).append(scores)
-    return result
+    return {task: by_label for task, by_label in result.items()
+            if len({lv for by_level in by_label.values() for lv in by_level}) > 1}
 
 
 def band(ax: Any, x: list[int], seeds: list[list[float]], label: str) -> None:
@@ -39,32 +40,39 @@ def band(ax: Any, x: list[int], seeds: list[list[float]], label: str) -> None:
     ax.fill_between(x, mean - std, mean + std, color=line.get_color(), alpha=0.2, linewidth=0)
 
 
+def level_name(summaries: dict[str, list[dict[str, Any]]], task: str) -> str:
+    return next((s["val_level_names"][task] for runs in summaries.values() for s in runs
+                 if task in s.get("val_level_names", {})), "level")
+
+
 def levels_figure(summaries: dict[str, list[dict[str, Any]]]) -> Figure | None:
-    """levels.png: a row per task with levels, exact match and per-token accuracy against the level (a guess's
-    score dashed), and the longest right prefix where answers have several tokens (a whole answer's length dotted)."""
+    """levels.png: a row per task with levels, exact match against the level (a guess's score dashed), and where
+    answers have several tokens per-token accuracy and the longest right prefix (a whole answer dotted)."""
     data = levels(summaries)
     if not data:
         return None
     several = {task: any(s["tokens"] > 1 for c in by_label.values() for seeds in c.values() for s in seeds)
                for task, by_label in data.items()}
-    width = max(2 + several[task] for task in data)
+    width = max(1 + 2 * several[task] for task in data)
     fig = Figure(figsize=(5 * width, 3.8 * len(data)), layout="constrained")
     axes = fig.subplots(len(data), width, squeeze=False)
     for row, (task, by_label) in zip(axes, data.items()):
-        panels = [p for p in PANELS if p != "prefix" or several[task]]
+        panels = list(PANELS) if several[task] else ["exact"]  # one-token answers: the three agree
+        answers = [s for by_level in by_label.values() for seeds in by_level.values() for s in seeds]
         for ax, panel in zip(row, panels):
             scale = 1 if panel == "prefix" else 100
             for label, by_level in by_label.items():
                 x = sorted(by_level)
                 band(ax, x, [[scale * s[panel] for s in by_level[lv]] for lv in x], label)
-            reference = "tokens" if panel == "prefix" else "chance"
-            x = sorted({lv for by_level in by_label.values() for lv in by_level})
-            first = next(iter(by_label.values()))
-            y = [scale * statistics.fmean(s[reference] for s in first[lv]) if lv in first and reference in first[lv][0]
-                 else np.nan for lv in x]
-            ax.plot(x, y, color="grey", linestyle="--" if panel != "prefix" else ":",
-                    label="chance" if panel != "prefix" else "whole answer")
-            ax.set(xlabel=f"{task}: level (tokens copied, tokens back or pairs)", ylabel=PANELS[panel],
+            if panel == "prefix":  # a whole answer: where a copy that never slips would be
+                x = sorted({lv for by_level in by_label.values() for lv in by_level})
+                first = next(iter(by_label.values()))
+                ax.plot(x, [statistics.fmean(s["tokens"] for s in first[lv]) if lv in first else np.nan for lv in x],
+                        color="grey", linestyle=":", label="whole answer")
+            elif any("chance" in s for s in answers):
+                ax.axhline(100 * statistics.fmean(s["chance"] for s in answers if "chance" in s), color="grey",
+                           linestyle="--", label="chance")
+            ax.set(xlabel=f"{task}: {level_name(summaries, task)}", ylabel=PANELS[panel],
                    title=f"{task}: {PANELS[panel]}")
             ax.grid(alpha=0.3)
         for ax in row[len(panels):]:

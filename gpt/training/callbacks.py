@@ -73,8 +73,10 @@ class HeldOutAccuracy(SummaryPart):
     val/acc_<group>, show a few answers, and keep the last grading (exact match, per-token accuracy, longest right
     prefix and chance, per group and per level) for summary.json."""
 
-    def __init__(self, lines: list[Line], tokenizer: Tokenizer, order: Sequence[str] = (), show: int = 3) -> None:
+    def __init__(self, lines: list[Line], tokenizer: Tokenizer, order: Sequence[str] = (),
+                 level_names: dict[str, str] | None = None, show: int = 3) -> None:
         self.lines, self.tokenizer, self.order, self.show = lines, tokenizer, order, show
+        self.level_names = level_names or {}
         self.groups: dict[str, dict[str, float]] = {}
         self.levels: dict[str, dict[int, dict[str, float]]] = {}
 
@@ -92,10 +94,10 @@ class HeldOutAccuracy(SummaryPart):
 
     def summary_part(self, trainer: L.Trainer, pl_module: L.LightningModule) -> dict[str, Any]:
         """Per group: val_acc (exact match), val_token_acc, val_prefix (tokens), val_chance (per token, where a
-        guess has one); val_levels: those per task and level."""
+        guess has one); val_levels: those per task and level, and what each task's levels count."""
         part = {key: {group: s[metric] for group, s in self.groups.items() if metric in s}
                 for key, metric in SUMMARY_KEYS.items()}
-        return {**part, "val_levels": self.levels}
+        return {**part, "val_levels": self.levels, "val_level_names": self.level_names}
 
 
 class LossAtLengths(SummaryPart):

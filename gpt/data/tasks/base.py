@@ -97,6 +97,7 @@ class Task(ABC):
     (the keys of configs/data/<name>.yaml under data.tasks.<name>), typed so that __post_init__ checks them."""
 
     name: ClassVar[str]
+    level: ClassVar[str | None] = None  # what an answer's level counts (tokens copied, ...); None: no levels
     # How many held-out lines `python -m gpt evaluate` grades per split: None for every line of a finite split.
     held_out_lines: ClassVar[int | None] = 1000
 

@@ -127,6 +127,11 @@ class TaskData(BatchedData):
         return [group for task in self.tasks for group in task.groups()]
 
     @property
+    def level_names(self) -> dict[str, str]:
+        """What each task's levels count, for the axes of levels.png."""
+        return {task.name: task.level for task in self.tasks if task.level}
+
+    @property
     def graded_lines(self) -> list[Line]:
         """The validation lines graded at each validation (every answer of each): all, or a fixed seeded sample."""
         lines = list(self.splits["val"])

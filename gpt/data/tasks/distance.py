@@ -23,6 +23,7 @@ class Distance(SampledTask):
     answer."""
 
     name: ClassVar[str] = "distance"
+    level: ClassVar[str | None] = "tokens back (d)"
     length: PositiveInt = 80
     queries: PositiveInt = 4
     distractors: NonNegativeInt = 2

@@ -21,6 +21,7 @@ class Length(SampledTask):
     1..4 x `trained`, graded under length_1_<trained>, then columns that double up to 4 x `trained`."""
 
     name: ClassVar[str] = "length"
+    level: ClassVar[str | None] = "tokens copied"
     trained: PositiveInt = 8
     vocab: PositiveInt = 16
     unique: bool = False  # tokens drawn without replacement: needs vocab >= 4 x trained

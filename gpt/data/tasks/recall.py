@@ -19,6 +19,7 @@ class Recall(SampledTask):
     recall_<pairs>."""
 
     name: ClassVar[str] = "recall"
+    level: ClassVar[str | None] = "key-value pairs in the line"
     pairs: PositiveInt | tuple[PositiveInt, ...] = 8
     queries: PositiveInt | None = None  # None: every key is asked
     keys: PositiveInt = 32
