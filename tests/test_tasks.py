@@ -31,28 +31,33 @@ def bucket(value: int, first: int) -> tuple[int, int]:
     return lo, hi
 
 
-def solve(task: str, prompt: str) -> tuple[str, str, int | None]:
-    """(answer, group, level) read off the prompt's words, without the generators' code."""
+def solve(task: str, prompt: str) -> tuple[str, str, int | None, float | None]:
+    """(answer, group, level, chance of a guess) read off the prompt's words, without the generators' code."""
     words = prompt.split()
     if task == "calculator":
         op = next(op for op in ARITHMETIC if f" {op} " in prompt)
         a, b = prompt.removesuffix(" equals").split(f" {op} ")
-        return str(ARITHMETIC[op](words_to_number(a), words_to_number(b))), op, None
+        return str(ARITHMETIC[op](words_to_number(a), words_to_number(b))), op, None, None
     if task == "recall":
-        context = words[:words.index("|")]
+        context, asked = words[:words.index("|")], words[words.index("|") + 1:-1:2]
         pairs = dict(zip(context[::2], context[1::2]))
-        return pairs[words[-1]], f"recall_{len(pairs)}", len(pairs)
+        unasked = {value for key, value in pairs.items() if key not in asked}  # what elimination leaves
+        return pairs[words[-1]], f"recall_{len(pairs)}", len(pairs), 1 / len(unasked)
     if task in ("copy", "length"):
         copied = [w for w in words[:-1] if w != "_"]
+        chance = 1 / SMALL[task]["vocab"]
         if task == "copy":
-            return " ".join(copied), "copy", None
+            return " ".join(copied), "copy", None, chance
         lo, hi = bucket(len(copied), SMALL["length"]["trained"])
-        return " ".join(copied), f"length_{lo + 1}_{hi}", len(copied)
+        return " ".join(copied), f"length_{lo + 1}_{hi}", len(copied), chance
     key = words[-1]
     value_at = words.index(key) + 1  # the asked key's fact is its first occurrence
     d = len(words) - 1 - value_at - 1  # tokens strictly between the value and the question's key
     lo, hi = bucket(d, SMALL["distance"]["first_bucket"])
-    return words[value_at], f"distance_{lo + 1}_{hi}", d
+    asked = {words[i + 1] for i, w in enumerate(words[:-2]) if w == "?"}
+    facts = {words[i + 1] for i, w in enumerate(words[:-1]) if w.startswith("k") and (i == 0 or words[i - 1] != "?")
+             and w not in asked}
+    return words[value_at], f"distance_{lo + 1}_{hi}", d, 1 / len(facts)
 
 
 @pytest.mark.parametrize("name", list(TASKS))
@@ -64,9 +69,9 @@ def test_every_answer_is_right_when_recomputed_from_the_prompt(name: str) -> Non
             assert f"{examples[-1].prompt} {examples[-1].target}" == line.text and examples[-1].last
             assert not any(e.last for e in examples[:-1])
             for example in examples:
-                answer, group, level = solve(name, example.prompt)
+                answer, group, level, chance = solve(name, example.prompt)
                 assert (str(words_to_number(example.target)) if name == "calculator" else example.target) == answer
-                assert (example.group, example.level) == (group, level)
+                assert (example.group, example.level, example.chance) == (group, level, chance)
 
 
 def test_recall_asks_every_key_of_lines_that_mix_pair_counts() -> None:
@@ -77,8 +82,7 @@ def test_recall_asks_every_key_of_lines_that_mix_pair_counts() -> None:
         asked = queries.split()
         assert sorted(asked[::2]) == sorted(pairs) and all(pairs[k] == v for k, v in zip(asked[::2], asked[1::2]))
     assert {len(line.turns) for line in lines} == {2, 4}
-    chance = [line.examples[0].chance for line in lines]
-    assert all(1 / len(line.turns) <= c <= 1 for c, line in zip(chance, lines))
+    assert all(line.examples[-1].chance == 1 for line in lines)  # the last key asked: elimination knows its value
 
 
 def test_distance_asks_one_question_per_bucket_within_the_line() -> None:

@@ -80,16 +80,17 @@ class Distance(SampledTask):
             else:
                 return None
             slots[fact:fact + 2], slots[ask:ask + 3] = [f"k{key}", f"v{value}"], ["?", f"k{key}", f"v{value}"]
-            questions.append((ask, d, f"distance_{lo + 1}_{hi}"))
+            questions.append((ask, d, f"distance_{lo + 1}_{hi}", key))
         for key, value in zip(keys[self.queries:], values[self.queries:]):
             free = [i for i in range(self.length - 1) if slots[i] == slots[i + 1] == BLANK]
             if not free:
                 return None
             start = rng.choice(free)
             slots[start:start + 2] = [f"k{key}", f"v{value}"]
-        chance = 1 / len(set(values))  # guessing among the values the line holds
-        turns, given_from = [], 0
-        for ask, d, group in sorted(questions):
-            turns.append(Turn(" ".join(slots[given_from:ask + 2]), slots[ask + 2], group, d, chance))
-            given_from = ask + 3
+        turns, given_from, asked = [], 0, set()
+        for ask, d, group, key in sorted(questions):
+            # A guess among the values of the facts before the question not asked yet (no key matched).
+            facts = {slots[i + 1] for i in range(ask) if slots[i].startswith("k") and slots[i] not in asked}
+            turns.append(Turn(" ".join(slots[given_from:ask + 2]), slots[ask + 2], group, d, 1 / len(facts)))
+            given_from, asked = ask + 3, asked | {f"k{key}"}
         return Line(self.name, tuple(turns))

@@ -51,8 +51,8 @@ class Recall(SampledTask):
         values = [rng.randrange(self.values) for _ in keys]
         context = " ".join(f"k{k} v{v}" for k, v in zip(keys, values))
         asked = rng.sample(range(count), self.queries or count)
-        # Guessing among the values the line holds: about one in `count`.
-        chance = 1 / len(set(values))
-        turns = [Turn(f"k{keys[i]}", f"v{values[i]}", f"recall_{count}", count, chance) for i in asked]
+        # A guess among the values of the keys not asked yet (elimination, no key matched) gets one of these right.
+        chance = [1 / len({values[i] for i in range(count) if i not in asked[:j]}) for j in range(len(asked))]
+        turns = [Turn(f"k{keys[i]}", f"v{values[i]}", f"recall_{count}", count, c) for i, c in zip(asked, chance)]
         turns[0] = replace(turns[0], given=f"{context} | {turns[0].given}")
         return Line(self.name, tuple(turns))
