@@ -128,8 +128,9 @@ def test_expected_time_counts_the_jobs_the_command_line_leaves() -> None:
 
 
 @pytest.mark.parametrize("preset, swept, registry", [("attention_tasks", "attention", "ATTENTION"),
-                                                      ("position_tasks", "pos", "POSITIONAL")])
-def test_task_presets_sweep_every_variant_over_three_seeds(preset: str, swept: str, registry: str) -> None:
+                                                      ("position_tasks", "pos", "POSITIONAL"),
+                                                      ("extrapolation", "pos", "POSITIONAL")])
+def test_presets_sweep_every_variant_over_three_seeds(preset: str, swept: str, registry: str) -> None:
     from omegaconf import OmegaConf
 
     import gpt.model.attention
@@ -142,4 +143,8 @@ def test_task_presets_sweep_every_variant_over_three_seeds(preset: str, swept: s
     names = {"ATTENTION": gpt.model.attention.ATTENTION, "POSITIONAL": gpt.model.positional.POSITIONAL}[registry]
     assert set(spec.sweeper.params[swept].split(",")) == set(names)
     assert spec.sweeper.params.seed.split(",") == ["0", "1", "2"]
-    assert spec.callbacks.expected_time.seconds_per_job > 0 and "tasks" in cfg.data
+    assert spec.callbacks.expected_time.seconds_per_job > 0
+    if preset == "extrapolation":  # trained at block 64, scored up to 8 times that
+        assert cfg.model.block_size == 64 and list(cfg.callbacks.lengths.at) == [64, 128, 256, 512]
+    else:
+        assert "tasks" in cfg.data
