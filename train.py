@@ -56,7 +56,7 @@ def train(cfg: DictConfig, run_dir: Path | None = None) -> Path:
 
     from gpt.evaluation.bpb import byte_counts
     from gpt.inference.checkpoint import save_model
-    from gpt.training.callbacks import (HeldOutAccuracy, Interrupted, ResumeCheckpoint, SampleText,
+    from gpt.training.callbacks import (HeldOutAccuracy, Interrupted, LossAtLengths, ResumeCheckpoint, SampleText,
                                         StepProgressBar, StopOnInterrupt, ValidateAtEnd)
     from gpt.training.checks import check_config, check_fits, model_config, optim_config, resolve_precision
     from gpt.training.init_from import start_from
@@ -98,8 +98,10 @@ def train(cfg: DictConfig, run_dir: Path | None = None) -> Path:
     sample = cfg.callbacks.sample
     trainer.callbacks.append(SampleText(data.tokenizer, data.meta, sample.prompt, sample.max_new_tokens,
                                         sample.temperature, cfg.seed))
-    if hasattr(data, "eval_examples"):
-        trainer.callbacks.append(HeldOutAccuracy(data.eval_examples, data.tokenizer, data.meta, order=data.groups))
+    if hasattr(data, "graded_lines"):
+        trainer.callbacks.append(HeldOutAccuracy(data.graded_lines, data.tokenizer, data.groups, data.level_names))
+    if cfg.callbacks.lengths.at:
+        trainer.callbacks.append(LossAtLengths(**cfg.callbacks.lengths))
     print(f"model: {lit.model.num_params():,} parameters, precision {precision}; run folder: {run_dir}")
     trainer.fit(lit, datamodule=data, ckpt_path=ckpt_path, weights_only=True)
     path = run_dir / "model.pt"

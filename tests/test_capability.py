@@ -43,6 +43,36 @@ def test_matrix_pools_seeds_bolds_the_best_and_marks_gaps_beyond_noise(tmp_path:
     assert rows["attention=d"][recall] == "—"
 
 
+def test_chance_row_and_per_token_matrix_where_answers_have_several_tokens(tmp_path: Path) -> None:
+    for i, (name, copy_token, copy_exact) in enumerate([("a", 0.9, 0.5), ("a", 0.8, 0.4), ("b", 0.3, 0.0)]):
+        fake_run(tmp_path / str(i), [f"attention={name}", f"seed={i}"],
+                 {"status": "ok", "val_loss": 1.0, "val_acc": {"recall_8": 0.9, "copy": copy_exact, "all": 0.5},
+                  "val_token_acc": {"recall_8": 0.9, "copy": copy_token, "all": 0.6},
+                  "val_chance": {"recall_8": 0.125, "copy": 0.0625, "all": 0.1}})
+    report = markdown(tmp_path, find_runs(tmp_path))
+    rows = matrix_rows(report)
+    assert rows["*chance*"][1:] == ["*12.5*", "*6.2*"]
+    per_token = report[report.index("### Per-token accuracy"):].split("\n\n")[1].splitlines()
+    assert per_token[0] == "| configuration | copy |"  # recall's one-token answers: exact match says it all
+    assert per_token[2] == "| `attention=a` | **85.0 ± 7.1** |" and per_token[-1] == "| *chance* | *6.2* |"
+
+
+def test_best_of_keeps_each_configurations_best_learning_rate(tmp_path: Path) -> None:
+    runs = {("a", "1e-3"): [0.9, 0.8], ("a", "1e-2"): [0.5, 0.6], ("b", "1e-3"): [0.1, 0.2], ("b", "1e-2"): [0.7, 0.7]}
+    i = 0
+    for (name, lr), seeds in runs.items():
+        for acc in seeds:
+            fake_run(tmp_path / str(i), [f"attention={name}", f"optim.lr={lr}", f"seed={i}"],
+                     {"status": "ok", "val_loss": 1.0, "val_acc": {"recall_8": acc, "all": acc}})
+            i += 1
+    report = (write_report(tmp_path, best_of=["optim.lr"])).read_text()
+    rows = matrix_rows(report)
+    assert set(rows) == {"configuration", "attention=a optim.lr=1e-3", "attention=b optim.lr=1e-2"}
+    assert "- `attention=a`: best `optim.lr=1e-3` (exact match 85.0%); also tried `optim.lr=1e-2` exact match 55.0%" \
+        in report
+    assert len(matrix_rows(write_report(tmp_path).read_text())) == 5  # without best_of every setting stays
+
+
 def test_no_matrix_without_groups(tmp_path: Path) -> None:
     fake_run(tmp_path / "0", ["attention=a", "seed=0"], {"status": "ok", "val_loss": 1.0})
     assert "Capability matrix" not in markdown(tmp_path, find_runs(tmp_path))
@@ -66,8 +96,10 @@ def task_sweep(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_tiny_task_sweep_reports_every_task_column_and_a_heatmap(task_sweep: Path) -> None:
     rows = matrix_rows((task_sweep / "report.md").read_text())
     header = rows["configuration"]
-    assert header[1:3] == ["recall", "copy"] and len(header) > 3
-    assert all(c.startswith("distance_") for c in header[3:])
+    assert header[1:] == ["recall_8", "copy", "distance_1_8", "distance_9_16", "distance_17_32", "distance_33_64"]
+    chance = rows["*chance*"]
+    assert chance[1] == f"*{100 / 8:.1f}*" or float(chance[1].strip("*")) >= 100 / 8  # 1 / distinct values present
+    assert chance[2] == f"*{100 / 16:.1f}*"  # copying: one of the 16 tokens
     for attention in ("mha", "sliding_window"):
         runs = [d for d in task_sweep.iterdir() if (d / "summary.json").is_file()
                 and f"attention={attention}" in (d / ".hydra" / "overrides.yaml").read_text()]
@@ -76,8 +108,11 @@ def test_tiny_task_sweep_reports_every_task_column_and_a_heatmap(task_sweep: Pat
             values = [100 * json.loads((d / "summary.json").read_text())["val_acc"][column] for d in runs]
             cell = rows[f"attention={attention}"][header.index(column)].strip("*").removesuffix(" ▼")
             assert cell == f"{statistics.fmean(values):.1f} ± {statistics.stdev(values):.1f}"
-    image = imread(task_sweep / "matrix.png")
-    assert image.shape[0] > 100 and image.shape[1] > 300 and image[..., :3].std() > 0
+    for figure in ("matrix.png", "levels.png"):  # levels: accuracy against the distance asked
+        image = imread(task_sweep / figure)
+        assert image.shape[0] > 100 and image.shape[1] > 300 and image[..., :3].std() > 0
+    report = (task_sweep / "report.md").read_text()
+    assert "### Per-token accuracy" in report and "![accuracy per level](levels.png)" in report
     (task_sweep / "matrix.png").unlink()
     write_report(task_sweep)
     assert (task_sweep / "matrix.png").is_file()
@@ -93,8 +128,9 @@ def test_expected_time_counts_the_jobs_the_command_line_leaves() -> None:
 
 
 @pytest.mark.parametrize("preset, swept, registry", [("attention_tasks", "attention", "ATTENTION"),
-                                                      ("position_tasks", "pos", "POSITIONAL")])
-def test_task_presets_sweep_every_variant_over_three_seeds(preset: str, swept: str, registry: str) -> None:
+                                                      ("position_tasks", "pos", "POSITIONAL"),
+                                                      ("extrapolation", "pos", "POSITIONAL")])
+def test_presets_sweep_every_variant_over_three_seeds(preset: str, swept: str, registry: str) -> None:
     from omegaconf import OmegaConf
 
     import gpt.model.attention
@@ -107,4 +143,8 @@ def test_task_presets_sweep_every_variant_over_three_seeds(preset: str, swept: s
     names = {"ATTENTION": gpt.model.attention.ATTENTION, "POSITIONAL": gpt.model.positional.POSITIONAL}[registry]
     assert set(spec.sweeper.params[swept].split(",")) == set(names)
     assert spec.sweeper.params.seed.split(",") == ["0", "1", "2"]
-    assert spec.callbacks.expected_time.seconds_per_job > 0 and "tasks" in cfg.data
+    assert spec.callbacks.expected_time.seconds_per_job > 0
+    if preset == "extrapolation":  # trained at block 64, scored up to 8 times that
+        assert cfg.model.block_size == 64 and list(cfg.callbacks.lengths.at) == [64, 128, 256, 512]
+    else:
+        assert "tasks" in cfg.data

@@ -11,8 +11,8 @@ import pytest
 import torch
 
 from gpt.data.tasks import Example
-from gpt.data.tasks.datamodule import TaskData, held_out_examples
-from gpt.evaluation.grading import accuracy_by_group, grade
+from gpt.data.tasks.datamodule import TaskData, held_out
+from gpt.evaluation.grading import grade, scores_by_group
 from gpt.inference.text import TextModel
 import gpt.model.attention.base
 from gpt.model.config import ModelConfig
@@ -47,14 +47,16 @@ def train_and_grade(data: TaskData) -> tuple[float, dict[str, float], TextModel]
     trainer.fit(lit, datamodule=data)
     final_loss = float(trainer.callback_metrics["train/loss"])
     text_model = TextModel(lit.model, data.tokenizer, data.meta)
-    return final_loss, accuracy_by_group(grade(text_model, held_out_examples(data.meta, "test"))), text_model
+    scores = scores_by_group(grade(lit.model, data.tokenizer, held_out(data.meta, "test")))
+    return final_loss, {group: s["exact"] for group, s in scores.items()}, text_model
 
 
 @pytest.mark.slow
 def test_causal_model_answers_unseen_problems_and_a_leaky_mask_is_caught(
         learned_calculator: tuple[Path, float, dict[str, float]], monkeypatch: pytest.MonkeyPatch) -> None:
     data = calculator_data(batch_size=128, operations=OPERATIONS)
-    train, test = [line.example for line in data.splits["train"]], held_out_examples(data.meta, "test")
+    train, test = ([e for line in lines for e in line.examples]
+                   for lines in (data.splits["train"], held_out(data.meta, "test")))
     chance = {op: majority_accuracy(train, test, op) for op in OPERATIONS}
     bar = {op: 20 * max(chance[op], 1 / len(test)) for op in OPERATIONS}  # "well above chance"
 

@@ -1,14 +1,17 @@
-"""Positional encodings: correct at cache offsets, and each one's defining property."""
+"""Positional encodings: correct at cache offsets, each one's defining property, and randomized positions (Ruoss et
+al. 2023) drawn in training only, read where they are drawn."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pytest
 import torch
 
 from gpt import GPT, ModelConfig
 from gpt.model.config import INIT_STD
-from gpt.model.positional import POSITIONAL, AlibiPositional, RotaryPositional, SinusoidalPositional, alibi_slopes
+from gpt.model.positional import (POSITIONAL, AlibiPositional, AtPositions, RotaryPositional, SinusoidalPositional,
+                                  alibi_slopes, random_positions)
 
 CFG = ModelConfig(vocab_size=37, layers=1, heads=4, dim=32, block_size=16)
 
@@ -78,3 +81,56 @@ def test_sinusoidal_positions_do_not_drown_the_token_embeddings() -> None:
     table = SinusoidalPositional(64, 64).table
     tokens = GPT(ModelConfig(vocab_size=50, dim=64, heads=4, pos="sinusoidal")).tok_emb.weight
     assert 0.8 < table.pow(2).mean().sqrt() / tokens.std() < 1.25
+
+
+DRAWABLE = [name for name, encoding in POSITIONAL.items() if encoding.drawable]
+
+
+def test_learned_sinusoidal_and_rope_are_the_drawable_encodings() -> None:
+    assert DRAWABLE == ["learned", "sinusoidal", "rope"]
+    for name in set(POSITIONAL) - set(DRAWABLE):
+        with pytest.raises(ValueError, match=f"pos={name} has none to draw"):
+            GPT(replace(CFG, pos=name, random_positions=64))
+    with pytest.raises(ValueError, match="random_positions=8 is below block_size=16"):
+        replace(CFG, random_positions=8)
+
+
+@pytest.mark.parametrize("name", DRAWABLE)
+def test_an_encoding_read_at_given_positions_equals_it_at_those_positions(name: str) -> None:
+    """AtPositions with rows start..start+T-1 is the encoding at start; with other rows, those rows' positions."""
+    torch.manual_seed(0)
+    pos = POSITIONAL[name].from_config(replace(CFG, random_positions=64))
+    x, q, k = torch.randn(2, 6, 32), torch.randn(2, 4, 6, 8), torch.randn(2, 4, 6, 8)
+    consecutive = AtPositions(pos, torch.arange(5, 11).expand(2, 6))
+    torch.testing.assert_close(consecutive.embed(x, 0), pos.embed(x, 5))
+    torch.testing.assert_close(consecutive.rotate(q, k, 0), pos.rotate(q, k, 5))
+    drawn = torch.tensor([[0, 3, 9, 20, 41, 63], [1, 2, 3, 4, 5, 6]])
+    at = AtPositions(pos, drawn)
+    for row in range(2):  # each row at its own positions, as if it were alone
+        alone = AtPositions(pos, drawn[row:row + 1])
+        torch.testing.assert_close(at.embed(x, 0)[row], alone.embed(x[row:row + 1], 0)[0])
+        torch.testing.assert_close(at.rotate(q, k, 0)[0][row], alone.rotate(q[row:row + 1], k[row:row + 1], 0)[0][0])
+
+
+def test_random_positions_are_sorted_distinct_and_within_the_range() -> None:
+    torch.manual_seed(0)
+    drawn = random_positions(64, 10, 40, torch.device("cpu"))
+    assert drawn.shape == (64, 10) and int(drawn.min()) >= 0 and int(drawn.max()) < 40
+    assert (drawn.diff(dim=1) > 0).all() and int(drawn.max()) > 30  # sorted, distinct, and reaching far
+
+
+@pytest.mark.parametrize("name", DRAWABLE)
+def test_only_training_draws_positions(name: str) -> None:
+    """In training each pass draws new positions (outputs differ); in evaluation positions are 0..T-1, the same
+    as a model without random positions; learned positions get a table the size of the range."""
+    torch.manual_seed(0)
+    model = GPT(replace(CFG, pos=name, random_positions=64))
+    idx = torch.randint(0, 37, (2, 12))
+    model.train()
+    assert not torch.allclose(model(idx), model(idx))
+    model.eval()
+    plain = GPT(replace(CFG, pos=name))
+    plain.load_state_dict({k: v[:16] if k == "pos.table.weight" else v for k, v in model.state_dict().items()})
+    torch.testing.assert_close(model(idx), plain.eval()(idx))
+    if name == "learned":
+        assert model.pos.table.num_embeddings == 64

@@ -1,6 +1,6 @@
-"""The tasks: generated from a seed alone, split disjointly, and every answer right when recomputed from the prompt
-by an independent reading of it; TaskData scores the answers (and the calculator's whole problems) and rebuilds its
-splits from model.pt's meta."""
+"""The tasks: generated from a seed alone, split disjointly, every answer of every line right (and in the right group
+and level) when recomputed from its prompt by an independent reading of it, every knob composing; TaskData scores
+the answers (and the calculator's whole problems) and rebuilds its splits from model.pt's meta."""
 from __future__ import annotations
 
 import re
@@ -11,61 +11,88 @@ from hydra.utils import instantiate
 
 from gpt.data.batches import IGNORE_INDEX
 from gpt.data.tasks import TASKS, Example
-from gpt.data.tasks.base import SampledTask, split_of
+from gpt.data.tasks.base import SampledTask, doubling, split_of
 from gpt.data.tasks.calculator import words_to_number
-from gpt.data.tasks.datamodule import TaskData, build_tasks, held_out_examples
+from gpt.data.tasks.datamodule import TaskData, build_tasks, encode_line, held_out
 
-SMALL = {"recall": {"pairs": 4, "queries": 3, "keys": 8, "values": 8}, "copy": {"length": 5, "vocab": 6, "blanks": 3},
-         "distance": {"context": 24, "facts": 3, "keys": 8, "values": 8, "first_bucket": 4},
+SMALL = {"recall": {"pairs": (2, 4), "keys": 8, "values": 8}, "copy": {"length": 5, "vocab": 6, "blanks": 3},
+         "distance": {"length": 40, "queries": 3, "distractors": 1, "keys": 8, "values": 8, "first_bucket": 4,
+                      "farthest": 16},
          "length": {"trained": 4, "vocab": 6}}
 SAMPLED = [name for name, task in TASKS.items() if issubclass(task, SampledTask)]
 ARITHMETIC = {"plus": int.__add__, "minus": int.__sub__, "times": int.__mul__, "divided by": int.__floordiv__}
 
 
-def solve(task: str, prompt: str) -> tuple[str, str]:
-    """(answer, group) read off the prompt's words, without the generators' code."""
+def bucket(value: int, first: int) -> tuple[int, int]:
+    """The (lo, hi] range of doubling width from (0, first] that holds value."""
+    lo, hi = 0, first
+    while value > hi:
+        lo, hi = hi, 2 * hi
+    return lo, hi
+
+
+def solve(task: str, prompt: str) -> tuple[str, str, int | None, float | None]:
+    """(answer, group, level, chance of a guess) read off the prompt's words, without the generators' code."""
     words = prompt.split()
     if task == "calculator":
         op = next(op for op in ARITHMETIC if f" {op} " in prompt)
         a, b = prompt.removesuffix(" equals").split(f" {op} ")
-        return str(ARITHMETIC[op](words_to_number(a), words_to_number(b))), op
+        return str(ARITHMETIC[op](words_to_number(a), words_to_number(b))), op, None, None
     if task == "recall":
-        pairs = dict(zip(words[:words.index("|"):2], words[1:words.index("|"):2]))
-        return pairs[words[-1]], "recall"
+        context, asked = words[:words.index("|")], words[words.index("|") + 1:-1:2]
+        pairs = dict(zip(context[::2], context[1::2]))
+        unasked = {value for key, value in pairs.items() if key not in asked}  # what elimination leaves
+        return pairs[words[-1]], f"recall_{len(pairs)}", len(pairs), 1 / len(unasked)
     if task in ("copy", "length"):
         copied = [w for w in words[:-1] if w != "_"]
-        return " ".join(copied), "copy" if task == "copy" else f"length_{len(copied)}"
+        chance = 1 / SMALL[task]["vocab"]
+        if task == "copy":
+            return " ".join(copied), "copy", None, chance
+        lo, hi = bucket(len(copied), SMALL["length"]["trained"])
+        return " ".join(copied), f"length_{lo + 1}_{hi}", len(copied), chance
     key = words[-1]
-    value_at = words.index(key) + 1  # the asked key occurs once in the context
+    value_at = words.index(key) + 1  # the asked key's fact is its first occurrence
     d = len(words) - 1 - value_at - 1  # tokens strictly between the value and the question's key
-    first, context = SMALL["distance"]["first_bucket"], SMALL["distance"]["context"]
-    hi = first
-    while d > hi:  # buckets double in width from the first
-        hi *= 2
-    lo = 0 if hi == first else hi // 2
-    return words[value_at], f"distance_{lo + 1}_{min(hi, context - 1)}"
+    lo, hi = bucket(d, SMALL["distance"]["first_bucket"])
+    asked = {words[i + 1] for i, w in enumerate(words[:-2]) if w == "?"}
+    facts = {words[i + 1] for i, w in enumerate(words[:-1]) if w.startswith("k") and (i == 0 or words[i - 1] != "?")
+             and w not in asked}
+    return words[value_at], f"distance_{lo + 1}_{hi}", d, 1 / len(facts)
 
 
 @pytest.mark.parametrize("name", list(TASKS))
-def test_answers_are_right_when_recomputed_from_the_prompt(name: str) -> None:
+def test_every_answer_is_right_when_recomputed_from_the_prompt(name: str) -> None:
     task = TASKS[name](**SMALL.get(name, {}))
     for split in ("train", "val"):
         for line in task.lines(seed=1, split=split, count=200):
-            example = line.example
-            answer, group = solve(name, example.prompt)
-            assert (str(words_to_number(example.target)) if name == "calculator" else example.target) == answer
-            assert f"{example.prompt} {example.target}" == line.text
-            if split == "val" or name != "length":  # training lines of `length` are all in one group
-                assert example.group == group
+            examples = line.examples
+            assert f"{examples[-1].prompt} {examples[-1].target}" == line.text and examples[-1].last
+            assert not any(e.last for e in examples[:-1])
+            for example in examples:
+                answer, group, level, chance = solve(name, example.prompt)
+                assert (str(words_to_number(example.target)) if name == "calculator" else example.target) == answer
+                assert (example.group, example.level, example.chance) == (group, level, chance)
 
 
-def test_recall_answers_every_query_in_the_line() -> None:
-    line = TASKS["recall"](**SMALL["recall"]).lines(seed=0, split="train", count=1)[0]
-    context, queries = line.text.split(" | ")
-    pairs = dict(zip(context.split()[::2], context.split()[1::2]))
-    asked = queries.split()
-    assert len(asked) == 2 * SMALL["recall"]["queries"] and len(set(asked[::2])) == len(asked[::2])
-    assert all(pairs[key] == value for key, value in zip(asked[::2], asked[1::2]))
+def test_recall_asks_every_key_of_lines_that_mix_pair_counts() -> None:
+    lines = TASKS["recall"](**SMALL["recall"]).lines(seed=0, split="train", count=100)
+    for line in lines:
+        context, queries = line.text.split(" | ")
+        pairs = dict(zip(context.split()[::2], context.split()[1::2]))
+        asked = queries.split()
+        assert sorted(asked[::2]) == sorted(pairs) and all(pairs[k] == v for k, v in zip(asked[::2], asked[1::2]))
+    assert {len(line.turns) for line in lines} == {2, 4}
+    assert all(line.examples[-1].chance == 1 for line in lines)  # the last key asked: elimination knows its value
+
+
+def test_distance_asks_one_question_per_bucket_within_the_line() -> None:
+    task = TASKS["distance"](**SMALL["distance"])
+    for line in task.lines(seed=0, split="val", count=100):
+        assert sorted(e.group for e in line.examples) == sorted(task.groups())
+        assert len(line.text.split()) <= SMALL["distance"]["length"]
+        keys = [w for w in line.text.split() if w.startswith("k")]
+        facts = SMALL["distance"]["queries"] + SMALL["distance"]["distractors"]
+        assert len(set(keys)) <= facts and len(keys) - len(set(keys)) == SMALL["distance"]["queries"]
 
 
 @pytest.mark.parametrize("name", SAMPLED)
@@ -81,31 +108,48 @@ def test_lines_follow_the_seed_and_splits_are_disjoint(name: str) -> None:
 
 
 @pytest.mark.parametrize("name", ["distance", "length"])
-def test_held_out_groups_are_all_present_and_balanced(name: str) -> None:
+def test_held_out_groups_are_all_present_and_filled(name: str) -> None:
     task = TASKS[name](**SMALL[name])
-    groups = [line.group for line in task.lines(seed=0, split="val", count=600)]
+    groups = [e.group for line in task.lines(seed=0, split="val", count=600) for e in line.examples]
     counts = [groups.count(g) for g in task.groups()]
-    assert set(groups) == set(task.groups()) and min(counts) > 600 / len(counts) / 2, counts
+    assert set(groups) == set(task.groups()) and min(counts) > len(groups) / len(counts) / 2, counts
 
 
-def test_distance_buckets_reach_the_context() -> None:
-    task = TASKS["distance"](context=64, first_bucket=8)
-    assert task.buckets() == [(0, 8), (8, 16), (16, 32), (32, 63)]
+def test_length_grades_every_length_up_to_four_times_the_trained_one() -> None:
+    task = TASKS["length"](**SMALL["length"])
+    held_out = {e.level for line in task.lines(seed=0, split="val", count=600) for e in line.examples}
+    trained = {e.level for line in task.lines(seed=0, split="train", count=300) for e in line.examples}
+    assert held_out == set(range(1, 17)) and trained == set(range(1, 5))
+    assert task.groups() == ["length_1_4", "length_5_8", "length_9_16"]
+
+
+def test_unique_tokens_never_repeat_in_a_line() -> None:
+    for name, knobs in (("copy", {"length": 8, "vocab": 8, "unique": True}),
+                        ("length", {"trained": 4, "vocab": 16, "unique": True})):
+        for line in TASKS[name](**knobs).lines(seed=0, split="val", count=200):
+            copied = line.examples[-1].target.split()
+            assert len(set(copied)) == len(copied)
+
+
+def test_doubling_ranges_end_where_asked() -> None:
+    assert doubling(8, 64) == [(0, 8), (8, 16), (16, 32), (32, 64)]
+    assert doubling(8, 63) == [(0, 8), (8, 16), (16, 32), (32, 63)] and doubling(8, 8) == [(0, 8)]
 
 
 def test_task_data_scores_only_answers_and_the_line_end() -> None:
     data = TaskData({"recall": SMALL["recall"]}, train_lines=64, val_lines=8, batch_size=8)
     data.setup()
     inputs, targets = data.val_set
+    lines = data.splits["val"]
     words = [data.tokenizer.decode([t]) for t in targets[targets != IGNORE_INDEX].tolist()]
-    queries = SMALL["recall"]["queries"]
-    assert len(words) == len(inputs) * (queries + 1)
+    assert len(words) == sum(len(line.turns) + 1 for line in lines)  # every answer, and each line's end
     assert sum(w == "\n" for w in words) == len(inputs) and all(w.startswith("v") for w in words if w != "\n")
-    # Each row is the line after a newline; its scored targets are exactly the answers of its turns.
-    line = data.splits["val"][0]
-    row = [data.tokenizer.decode([t]) for t in inputs[0, 1:len(line.text.split()) + 1].tolist()]
-    assert row == line.text.split()
-    assert data.max_tokens == 2 + 2 * SMALL["recall"]["pairs"] + 1 + 2 * queries - 1
+    # Each row is the line after a newline; the answer spans say where each turn's answer lies.
+    ids, _, spans = encode_line(data.tokenizer, lines[0])
+    assert [data.tokenizer.decode([t]) for t in inputs[0, 1:len(lines[0].text.split()) + 1].tolist()] == \
+        lines[0].text.split()
+    assert [data.tokenizer.decode(ids[a:b]) for a, b in spans] == [e.target for e in lines[0].examples]
+    assert data.max_tokens == 4 * max(SMALL["recall"]["pairs"]) + 2
 
 
 def test_the_calculator_scores_whole_problems_and_its_split_is_every_problem() -> None:
@@ -115,21 +159,21 @@ def test_the_calculator_scores_whole_problems_and_its_split_is_every_problem() -
     # Every token after the line's first newline is scored: the model learns to write problems.
     assert ((targets != IGNORE_INDEX).sum(1) == torch.tensor([len(line.text.split()) + 1
                                                               for line in data.splits["val"]])).all()
-    assert len(data.eval_examples) == 50 and set(data.eval_examples) < {line.example for line in data.splits["val"]}
-    test = held_out_examples(data.meta, "test")  # python -m gpt evaluate grades every held-out problem
-    assert len(test) == 1000 and {e.group for e in test} == {"plus"}  # a tenth of the 10,000 plus problems
-    assert not {e.prompt for e in test} & {line.example.prompt for line in data.splits["train"]}
+    assert len(data.graded_lines) == 50 and set(data.graded_lines) < set(data.splits["val"])
+    test = held_out(data.meta, "test")  # python -m gpt evaluate grades every held-out problem
+    assert len(test) == 1000 and {e.group for line in test for e in line.examples} == {"plus"}
+    assert not {line.text for line in test} & {line.text for line in data.splits["train"]}
 
 
-def test_mixture_meta_regenerates_the_held_out_examples() -> None:
+def test_mixture_meta_regenerates_the_held_out_lines() -> None:
     data = TaskData(SMALL, val_lines=20, train_lines=20)
     assert data.meta["corpus"] == "tasks" and set(data.meta["tasks"]) == set(SMALL)
-    assert set(data.eval_examples) <= set(held_out_examples(data.meta, "val"))
-    test = held_out_examples(data.meta, "test")
-    assert len(test) == 4000 and not {e.prompt for e in test} & {e.prompt for e in data.eval_examples}
-    assert all(isinstance(e, Example) for e in test)
+    assert set(data.graded_lines) <= set(held_out(data.meta, "val"))
+    test = held_out(data.meta, "test")
+    assert len(test) == 4000 and not {line.text for line in test} & {line.text for line in data.graded_lines}
+    assert all(isinstance(e, Example) for line in test for e in line.examples)
     assert data.groups == [g for name in SMALL for g in TASKS[name](**SMALL[name]).groups()]
-    assert set(data.tokenizer.encode(" ".join(e.prompt for e in test))) < set(range(data.vocab_size))
+    assert set(data.tokenizer.encode(" ".join(line.text for line in test))) < set(range(data.vocab_size))
 
 
 @pytest.mark.parametrize("spec, message", [
@@ -137,7 +181,11 @@ def test_mixture_meta_regenerates_the_held_out_examples() -> None:
     ({"recall": {"pair": 3}}, "data.tasks.recall.pair is not a knob"),
     ({"recall": {"pairs": 40}}, "pairs=40 exceeds keys=32"),
     ({"copy": {"length": 0}}, "length=0 must be a positive integer"),
-    ({"distance": {"context": 8}}, "context=8 must exceed first_bucket=8"),
+    ({"distance": {"length": 20}}, "length=20 cannot hold a question 64 tokens after its fact"),
+    ({"distance": {"farthest": 4}}, "farthest=4 is below first_bucket=8"),
+    ({"recall": {"pairs": [4, 8], "queries": 6}}, "queries=6 exceeds pairs=4"),
+    ({"copy": {"unique": True, "vocab": 8}}, "unique=true draws 16 different tokens from vocab=8"),
+    ({"length": {"unique": True}}, "raise data.tasks.length.vocab to at least 32"),
     ({}, "data.tasks is empty"),
 ])
 def test_bad_knobs_are_one_clear_line(spec: dict, message: str) -> None:
@@ -148,8 +196,9 @@ def test_bad_knobs_are_one_clear_line(spec: dict, message: str) -> None:
 def test_tokens_round_trip_through_the_model_vocabulary() -> None:
     data = TaskData(SMALL, val_lines=5, train_lines=5)
     for line in data.splits["val"]:
-        assert data.tokenizer.decode(data.tokenizer.encode(line.example.target)) == line.example.target
-    assert torch.tensor(data.row(data.splits["val"][0])[0]).max() < data.vocab_size
+        for example in line.examples:
+            assert data.tokenizer.decode(data.tokenizer.encode(example.target)) == example.target
+    assert torch.tensor(encode_line(data.tokenizer, data.splits["val"][0])[0]).max() < data.vocab_size
 
 
 @pytest.mark.parametrize("option", ["calculator", "recall", "copy", "distance", "length", "tasks"])

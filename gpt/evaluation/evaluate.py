@@ -1,32 +1,53 @@
-"""`python -m gpt evaluate`: a model graded by real greedy generation on its task's held-out examples (exact match
-per group: an operation, a distance bucket, an evaluation length), or, for a model of running text, its loss and
-bits per byte on its corpus's validation split.
+"""`python -m gpt evaluate`: a model graded on every answer of its task's held-out lines (exact match, per-token
+accuracy and longest right prefix per group: an operation, a pair count, a distance bucket, a range of lengths), or,
+for a model of running text, its loss and bits per byte on its corpus's validation split, and with --lengths its
+loss per evaluation length and position past the length it trained on.
 
-    python -m gpt evaluate --ckpt outputs/<date>/<time>/model.pt [--split test]"""
+    python -m gpt evaluate --ckpt outputs/<date>/<time>/model.pt [--split test]
+    python -m gpt evaluate --ckpt <a text model> --lengths 64 128 256 512"""
 from __future__ import annotations
 
 import argparse
-from collections import Counter
 from pathlib import Path
 
+import numpy as np
+
 from gpt.data.prepare import open_prepared
-from gpt.data.tasks.datamodule import build_tasks, held_out_examples
+from gpt.data.tasks.base import doubling
+from gpt.data.tasks.datamodule import build_tasks, held_out
 from gpt.evaluation.bpb import byte_counts, text_loss
-from gpt.evaluation.grading import accuracy_by_group, grade
+from gpt.evaluation.extrapolation import loss_by_position
+from gpt.evaluation.grading import grade, scores_by_group
 from gpt.inference.checkpoint import model_file, newest_checkpoint
 from gpt.inference.text import TextModel, load
 
 
+def val_ids(text_model: TextModel) -> np.ndarray:
+    """The validation split of the prepared corpus (its shards) a running-text model was trained on."""
+    return open_prepared(Path(text_model.meta["shards"]), text_model.meta["tokenizer"]).val.to_array()
+
+
 def text_report(text_model: TextModel) -> str:
-    """Loss per token and bits per byte over the validation split of the prepared corpus (its shards) a
-    running-text model was trained on, every token after the first predicted once (training validated on
-    random windows of it)."""
+    """Loss per token and bits per byte over the validation split, every token after the first predicted once
+    (training validated on random windows of it)."""
     meta = text_model.meta
-    ids = open_prepared(Path(meta["shards"]), meta["tokenizer"]).val.to_array()
+    ids = val_ids(text_model)
     loss, bpb = text_loss(text_model.model, ids, byte_counts(text_model.tokenizer))
     tokens = f"{len(ids):,} {meta['tokenizer']} tokens"
     text = meta["val_path"] if meta.get("val_path") else f"val split of {meta['path']}"  # data.val_path: all of it
     return f"{text} ({tokens}): loss {loss:.4f}, bpb {bpb:.4f}"
+
+
+def lengths_report(text_model: TextModel, lengths: list[int]) -> list[str]:
+    """Loss at each evaluation length, and in ranges of positions that double from the trained length, so the
+    positions past it show apart (a model that extrapolates keeps its loss flat there)."""
+    trained = text_model.model.cfg.block_size
+    ids, lines = val_ids(text_model), []
+    for length in sorted(lengths):
+        losses, count = loss_by_position(text_model.model, ids, length)
+        ranges = ", ".join(f"{lo}-{hi - 1}: {float(losses[lo:hi].mean()):.4f}" for lo, hi in doubling(trained, length))
+        lines.append(f"  {length:>6} tokens ({count} windows): loss {float(losses.mean()):.4f}; by position {ranges}")
+    return lines
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -35,16 +56,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, help="data.seed the model was trained with, for a model.pt that does "
                                                  "not record it (default: from model.pt)")
     parser.add_argument("--device", default="cpu", help="cpu, cuda, cuda:<index> or mps (default: cpu)")
+    parser.add_argument("--lengths", type=int, nargs="+", metavar="N",
+                        help="text models: loss at these evaluation lengths and per position, past the trained "
+                             "block too where the positional encoding allows (learned positions do not)")
 
 
 def run(args: argparse.Namespace) -> None:
-    """`python -m gpt evaluate`: exact match per group on held-out examples, or a text model's loss and bpb."""
+    """`python -m gpt evaluate`: every answer of held-out lines graded per group, or a text model's loss and bpb
+    (and with --lengths, its loss at each length and by position)."""
     path = model_file(args.ckpt or newest_checkpoint())
     text_model = load(path, device=args.device)
     meta = text_model.meta  # model.pt records the DataModule's meta: corpus, seed and split fractions
     if not text_model.line_based and "shards" in meta:  # running text: its loss and bits per byte instead
         print(f"{path}: {text_report(text_model)}")
+        if args.lengths:
+            print(f"loss by evaluation length (trained at {text_model.model.cfg.block_size} tokens):")
+            print("\n".join(lengths_report(text_model, args.lengths)))
         return
+    if args.lengths:
+        raise ValueError("--lengths scores running text at longer lengths; a task model is graded per length by its "
+                         "task (data=length): drop --lengths")
     if "tasks" not in meta:
         raise ValueError(f"{path} was trained on {meta.get('corpus', 'an unrecorded corpus')}, which has no right "
                          "answers to grade; python -m gpt evaluate grades models of a task (data=calculator, recall, "
@@ -55,11 +86,12 @@ def run(args: argparse.Namespace) -> None:
         raise ValueError(f"--seed {args.seed} is not the data.seed={meta['seed']} this model was trained with: "
                          f"that split's {args.split} examples would include its training data; drop --seed")
     seed = meta.get("seed", args.seed)
-    examples = held_out_examples({**meta, "seed": seed}, args.split)
-    graded = grade(text_model, examples)
-    accuracy = accuracy_by_group(graded, order=[g for task in build_tasks(meta["tasks"]) for g in task.groups()])
-    total = Counter(g.example.group for g in graded) + Counter(all=len(graded))
-    right = Counter(g.example.group for g in graded if g.correct) + Counter(all=sum(g.correct for g in graded))
-    print(f"{path}: {len(examples)} {args.split} examples, data.seed={seed}")
-    for group, value in accuracy.items():
-        print(f"  {group:>14}: {100 * value:6.2f}%  ({right[group]} of {total[group]})")
+    lines = held_out({**meta, "seed": seed}, args.split)
+    graded = grade(text_model.model, text_model.tokenizer, lines)
+    scores = scores_by_group(graded, order=[g for task in build_tasks(meta["tasks"]) for g in task.groups()])
+    print(f"{path}: {len(graded)} answers of {len(lines)} {args.split} lines, data.seed={seed}")
+    print(f"  {'group':>14}  {'exact match':>11}  {'per token':>9}  {'prefix':>6}  {'chance':>6}  answers")
+    for group, s in scores.items():
+        chance = f"{100 * s['chance']:5.1f}%" if "chance" in s else "     —"
+        print(f"  {group:>14}  {100 * s['exact']:10.2f}%  {100 * s['token']:8.2f}%  {s['prefix']:6.2f}  {chance}  "
+              f"{s['count']}")

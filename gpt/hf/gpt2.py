@@ -20,7 +20,7 @@ class GPT2(Family):
     model_type = "gpt2"
     config_class = "GPT2Config"
     parts = {"pos": ("learned",), "norm": ("layernorm",), "mlp": ("gelu",), "attention": ("mha_fused",),
-             "bias": (True,), "qk_norm": (False,)}
+             "bias": (True,), "qk_norm": (False,), "random_positions": (None,)}  # GPT-2's table is the block
 
     def model_config(self, c: Any) -> ModelConfig:
         if c.activation_function not in ("gelu_new", "gelu_pytorch_tanh"):

@@ -27,6 +27,9 @@ class ModelConfig:
     bias: bool = False
     norm_eps: PositiveFloat = 1e-5
     rope_base: PositiveFloat = 10000.0
+    # Training draws each sequence's positions as a sorted random subset of 0..random_positions-1 (Ruoss et al.
+    # 2023), so an encoding meets positions past the lengths it trains on; evaluation uses 0..T-1. None: 0..T-1.
+    random_positions: PositiveInt | None = None
     kv_heads: int = 2  # gqa: key/value heads shared by the query heads
     window: int = 8  # sliding_window: positions each query sees, itself included
     kv_latent_dim: int = 32  # mla: width of the latent keys and values are rebuilt from
@@ -44,6 +47,9 @@ class ModelConfig:
         # The fields' own types and ranges; whether the named parts exist and suit each other is checked where the
         # parts are (gpt.model.gpt.check_parts, when a GPT is built), since the parts read this config.
         check_fields(self)
+        if self.random_positions is not None and self.random_positions < self.block_size:
+            raise ValueError(f"model.random_positions={self.random_positions} is below block_size={self.block_size}: "
+                             "positions are drawn from 0..random_positions-1, so raise it to at least block_size")
         if self.dim % self.heads:
             raise ValueError(f"heads={self.heads} does not divide dim={self.dim}: pick heads from "
                              f"{[h for h in range(1, self.dim + 1) if self.dim % h == 0 and h <= 64]}")

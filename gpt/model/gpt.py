@@ -15,7 +15,7 @@ from gpt.model.block import Block
 from gpt.model.config import INIT_STD, ModelConfig
 from gpt.model.mlp import MLP
 from gpt.model.norm import NORM
-from gpt.model.positional import POSITIONAL
+from gpt.model.positional import POSITIONAL, AtPositions, random_positions
 
 
 def check_parts(cfg: ModelConfig) -> None:
@@ -74,9 +74,12 @@ class GPT(nn.Module):
         start = caches[0].length if caches else 0
         if start + idx.shape[1] > self.cfg.block_size:
             raise ValueError(f"sequence of {start + idx.shape[1]} tokens exceeds block_size={self.cfg.block_size}")
-        x = self.drop(self.pos.embed(self.tok_emb(idx), start))  # (B, T, C)
+        pos = self.pos
+        if self.training and self.cfg.random_positions and not caches:  # Ruoss et al. 2023; evaluation uses 0..T-1
+            pos = AtPositions(self.pos, random_positions(*idx.shape, self.cfg.random_positions, idx.device))
+        x = self.drop(pos.embed(self.tok_emb(idx), start))  # (B, T, C)
         for i, block in enumerate(self.blocks):
-            x = block(x, self.pos, caches[i] if caches else None)
+            x = block(x, pos, caches[i] if caches else None)
         return self.head(self.norm(x))  # (B, T, V)
 
     def cache_bytes(self, batch: int, positions: int, dtype: torch.dtype | None = None) -> int:

@@ -1,7 +1,8 @@
 """Positional encodings. Each one acts where it belongs: added to the token embeddings (learned;
 sinusoidal, Vaswani et al. 2017), rotating queries and keys (RoPE, Su et al. 2021), or biasing
 attention scores (ALiBi, Press et al. 2022); `start` is the absolute position of the first token,
-which is how they stay correct with a KV cache."""
+which is how they stay correct with a KV cache. Learned, sinusoidal and RoPE positions can also be
+drawn at random in training (Ruoss et al. 2023): AtPositions reads an encoding at given positions."""
 from __future__ import annotations
 
 import torch
@@ -10,11 +11,26 @@ from torch import nn
 from gpt.model.config import INIT_STD, ModelConfig
 
 
+Start = int | torch.Tensor  # the first token's position, or every token's position (B, T) when drawn
+
+
+def span(start: Start, length: int, device: torch.device) -> torch.Tensor:
+    """(T,) positions start..start+T-1, or the drawn (B, T) positions themselves."""
+    return start if isinstance(start, torch.Tensor) else torch.arange(start, start + length, device=device)
+
+
+def random_positions(batch: int, length: int, limit: int, device: torch.device) -> torch.Tensor:
+    """(B, T) positions, each row a sorted random subset of 0..limit-1 (Ruoss et al. 2023): trained so, an
+    encoding has seen positions up to `limit` while sequences stay short."""
+    return torch.rand(batch, limit, device=device).argsort(dim=1)[:, :length].sort(dim=1).values
+
+
 class Positional(nn.Module):
     """No positional information: the base every encoding overrides where it acts."""
 
     rotates = False  # acts in `rotate`: the attention must project queries/keys itself to apply it
     biases_scores = False  # acts in `score_bias`: the attention must form scores to add it
+    drawable = False  # reads any positions given to it, so training may draw them (model.random_positions)
 
     @classmethod
     def from_config(cls, cfg: ModelConfig) -> Positional:
@@ -23,13 +39,22 @@ class Positional(nn.Module):
     @classmethod
     def validate(cls, cfg: ModelConfig) -> None:
         """Raise ValueError naming the fix when cfg cannot use this encoding."""
+        if cfg.random_positions is not None and not cls.drawable:
+            raise ValueError("model.random_positions draws positions for pos=learned, sinusoidal or rope; "
+                             f"pos={cfg.pos} has none to draw: set model.random_positions=null")
 
-    def embed(self, x: torch.Tensor, start: int) -> torch.Tensor:
+    @classmethod
+    def longest(cls, cfg: ModelConfig) -> int | None:
+        """How many positions a model of cfg can place (None: any number), which bounds evaluation past its
+        block_size: learned positions end with their table."""
+        return None
+
+    def embed(self, x: torch.Tensor, start: Start) -> torch.Tensor:
         """Token embeddings (B, T, C) -> embeddings with absolute positions added."""
         return x
 
-    def rotate(self, q: torch.Tensor, k: torch.Tensor, start: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """Queries (B, H, T, D) and keys (B, H_kv, T, D) of positions start..start+T-1."""
+    def rotate(self, q: torch.Tensor, k: torch.Tensor, start: Start) -> tuple[torch.Tensor, torch.Tensor]:
+        """Queries (B, H, T, D) and keys (B, H_kv, T, D) of positions start..start+T-1 (or drawn ones)."""
         return q, k
 
     def score_bias(self, q_len: int, k_len: int, start: int, heads: int,
@@ -39,20 +64,30 @@ class Positional(nn.Module):
         return None
 
 
+def table_size(cfg: ModelConfig) -> int:
+    """Positions a table must hold: the block, or the longer range random positions are drawn from."""
+    return max(cfg.block_size, cfg.random_positions or 0)
+
+
 class LearnedPositional(Positional):
     """GPT-2's learned absolute position embeddings."""
 
-    def __init__(self, block_size: int, dim: int) -> None:
+    drawable = True
+
+    def __init__(self, positions: int, dim: int) -> None:
         super().__init__()
-        self.table = nn.Embedding(block_size, dim)
+        self.table = nn.Embedding(positions, dim)
 
     @classmethod
     def from_config(cls, cfg: ModelConfig) -> LearnedPositional:
-        return cls(cfg.block_size, cfg.dim)
+        return cls(table_size(cfg), cfg.dim)
 
-    def embed(self, x: torch.Tensor, start: int) -> torch.Tensor:
-        positions = torch.arange(start, start + x.shape[1], device=x.device)
-        return x + self.table(positions)
+    @classmethod
+    def longest(cls, cfg: ModelConfig) -> int | None:
+        return table_size(cfg)
+
+    def embed(self, x: torch.Tensor, start: Start) -> torch.Tensor:
+        return x + self.table(span(start, x.shape[1], x.device))
 
 
 class SinusoidalPositional(Positional):
@@ -61,17 +96,21 @@ class SinusoidalPositional(Positional):
     tokens and position_tasks' copying barely trained (docs/tasks.md). Vaswani et al. scale the embeddings up by
     sqrt(dim) instead; with a tied head that would scale the logits too."""
 
-    def __init__(self, block_size: int, dim: int, base: float = 10000.0) -> None:
+    drawable = True
+
+    def __init__(self, positions: int, dim: int, base: float = 10000.0) -> None:
         super().__init__()
-        angles = torch.outer(torch.arange(block_size).float(), _inverse_frequencies(dim, base))  # (block_size, C/2)
-        table = torch.stack([angles.sin(), angles.cos()], dim=-1).flatten(1)[:, :dim]  # (block_size, C), interleaved
+        angles = torch.outer(torch.arange(positions).float(), _inverse_frequencies(dim, base))  # (P, C/2)
+        table = torch.stack([angles.sin(), angles.cos()], dim=-1).flatten(1)[:, :dim]  # (P, C), interleaved
         self.register_buffer("table", table * INIT_STD * 2 ** 0.5, persistent=False)  # RMS INIT_STD
 
     @classmethod
     def from_config(cls, cfg: ModelConfig) -> SinusoidalPositional:
-        return cls(cfg.block_size, cfg.dim)
+        return cls(table_size(cfg), cfg.dim)
 
-    def embed(self, x: torch.Tensor, start: int) -> torch.Tensor:
+    def embed(self, x: torch.Tensor, start: Start) -> torch.Tensor:
+        if isinstance(start, torch.Tensor):
+            return x + self.table[start].to(x.dtype)  # (B, T, C)
         return x + self.table[start:start + x.shape[1]].to(x.dtype)
 
 
@@ -86,6 +125,7 @@ class RotaryPositional(Positional):
     width they are given, so every variant (one wide head, decoupled MLA keys) can use it."""
 
     rotates = True
+    drawable = True
 
     def __init__(self, base: float = 10000.0) -> None:
         super().__init__()
@@ -100,6 +140,7 @@ class RotaryPositional(Positional):
 
     @classmethod
     def validate(cls, cfg: ModelConfig) -> None:
+        super().validate(cfg)
         if cfg.head_dim % 2:
             raise ValueError(f"pos=rope needs an even head width, got dim/heads={cfg.head_dim}: "
                              "change model.dim or model.heads")
@@ -116,15 +157,20 @@ class RotaryPositional(Positional):
             cos, sin = self._tables[(width, device)] = angles.cos(), angles.sin()
         return cos, sin
 
-    def rotate(self, q: torch.Tensor, k: torch.Tensor, start: int) -> tuple[torch.Tensor, torch.Tensor]:
+    def rotate(self, q: torch.Tensor, k: torch.Tensor, start: Start) -> tuple[torch.Tensor, torch.Tensor]:
         T, D = q.shape[-2:]
-        cos, sin = self._angles(D, start + T, q.device)
-        cos, sin = cos[start:start + T].to(q.dtype), sin[start:start + T].to(q.dtype)  # (T, D), shared by q and k
+        if isinstance(start, torch.Tensor):  # drawn positions, one row per sequence
+            cos, sin = self._angles(D, int(start.max()) + 1, q.device)
+            cos, sin = cos[start].unsqueeze(1).to(q.dtype), sin[start].unsqueeze(1).to(q.dtype)  # (B, 1, T, D)
+        else:
+            cos, sin = self._angles(D, start + T, q.device)
+            cos, sin = cos[start:start + T].to(q.dtype), sin[start:start + T].to(q.dtype)  # (T, D), shared by q and k
         return _turn(q, cos, sin), _turn(k, cos, sin)
 
 
 def _turn(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """Rotate each feature pair (i, i + D/2) of x (..., T, D) by the angles whose cos/sin are (T, D)."""
+    """Rotate each feature pair (i, i + D/2) of x (..., T, D) by the angles whose cos/sin are (T, D) or
+    (B, 1, T, D)."""
     first, second = x.chunk(2, dim=-1)
     return x * cos + torch.cat([-second, first], dim=-1) * sin
 
@@ -151,6 +197,22 @@ class AlibiPositional(Positional):
         distance = (queries[:, None] - torch.arange(k_len, device=device)[None, :]).clamp(min=0)  # (T, S)
         # Future keys (negative distance) are masked anyway; clamping keeps their bias finite.
         return -slopes[:, None, None] * distance  # (H, T, S)
+
+
+class AtPositions(Positional):
+    """`encoding` read at drawn positions (B, T), whatever start it is asked for: what training passes to the
+    embedding and every block when model.random_positions is set (no cache is involved in training)."""
+
+    def __init__(self, encoding: Positional, positions: torch.Tensor) -> None:
+        super().__init__()
+        self.encoding, self.positions = encoding, positions
+        self.rotates = encoding.rotates
+
+    def embed(self, x: torch.Tensor, start: Start) -> torch.Tensor:
+        return self.encoding.embed(x, self.positions)
+
+    def rotate(self, q: torch.Tensor, k: torch.Tensor, start: Start) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.encoding.rotate(q, k, self.positions)
 
 
 POSITIONAL: dict[str, type[Positional]] = {

@@ -1,6 +1,7 @@
-"""The capability matrix of a sweep: held-out exact match per column (a task, a distance bucket, an evaluation
-length, an operation) for each configuration, seeds pooled, with the differences from each column's best that
-are beyond seed noise marked. Plain data in, markdown lines and a heatmap's numbers out (gpt/sweeps/report.py)."""
+"""The capability matrix of a sweep: held-out accuracy per column (a task, a pair count, a distance bucket, a range of
+lengths, an operation) for each configuration, seeds pooled, with the differences from each column's best that are
+beyond seed noise marked and a row of what guessing scores. Exact match always; per-token accuracy too where answers
+have several tokens. Plain data in, markdown lines and a heatmap's numbers out (gpt/sweeps/report.py)."""
 from __future__ import annotations
 
 import math
@@ -10,45 +11,77 @@ from typing import Any
 from gpt.sweeps.stats import beyond_noise, best_of, stat_cell
 
 BEYOND_NOISE = "▼"
+EXACT, TOKEN = "val_acc", "val_token_acc"  # summary.json's exact match and per-token accuracy per column
 
 
-def columns(summaries: dict[str, list[dict[str, Any]]]) -> list[str]:
+def columns(summaries: dict[str, list[dict[str, Any]]], key: str = EXACT) -> list[str]:
     """Every accuracy group the runs report ("all" aside), in the order runs first report them."""
     seen: dict[str, None] = {}
     for runs in summaries.values():
         for summary in runs:
-            seen.update(dict.fromkeys(k for k in summary.get("val_acc", {}) if k != "all"))
+            seen.update(dict.fromkeys(k for k in summary.get(key, {}) if k != "all"))
     return list(seen)
 
 
-def values(runs: list[dict[str, Any]], column: str) -> list[float]:
+def values(runs: list[dict[str, Any]], column: str, key: str = EXACT) -> list[float]:
     """A column's accuracies in percent over a configuration's successful runs (one per seed)."""
-    return [100 * s["val_acc"][column] for s in runs
-            if s.get("status") == "ok" and math.isfinite(s.get("val_acc", {}).get(column, math.nan))]
+    return [100 * s[key][column] for s in runs
+            if s.get("status") == "ok" and math.isfinite(s.get(key, {}).get(column, math.nan))]
+
+
+def chance(summaries: dict[str, list[dict[str, Any]]], column: str) -> float | None:
+    """What a guess scores per token in a column, in percent (every run grades the same lines), or None."""
+    found = [100 * s["val_chance"][column] for runs in summaries.values() for s in runs
+             if column in s.get("val_chance", {})]
+    return statistics.fmean(found) if found else None
+
+
+def multi_token(summaries: dict[str, list[dict[str, Any]]]) -> list[str]:
+    """The columns where per-token accuracy tells more than exact match: some answer there has several tokens."""
+    return [c for c in columns(summaries, TOKEN)
+            if any(s[TOKEN][c] != s.get(EXACT, {}).get(c) for runs in summaries.values() for s in runs
+                   if c in s.get(TOKEN, {}))]
 
 
 def matrix(summaries: dict[str, list[dict[str, Any]]]) -> tuple[list[str], list[str], list[list[float]]]:
-    """(row labels, columns, mean accuracy in percent per row and column, NaN where a row has none)."""
+    """(row labels, columns, mean exact match in percent per row and column, NaN where a row has none)."""
     cols = columns(summaries)
     means = [[statistics.fmean(v) if (v := values(runs, c)) else math.nan for c in cols] for runs in summaries.values()]
     return list(summaries), cols, means
 
 
-def markdown(summaries: dict[str, list[dict[str, Any]]]) -> list[str]:
-    """The matrix as a markdown table with its legend; no lines when no run reported accuracy per group."""
-    cols = columns(summaries)
-    if not cols:
-        return []
-    pooled = {label: {c: values(runs, c) for c in cols} for label, runs in summaries.items()}
+def table(summaries: dict[str, list[dict[str, Any]]], cols: list[str], key: str) -> list[str]:
+    """One metric's matrix as markdown rows: configurations, then what a guess scores."""
+    pooled = {label: {c: values(runs, c, key) for c in cols} for label, runs in summaries.items()}
     best = {c: best_of({label: v[c] for label, v in pooled.items()}, lower_is_better=False) for c in cols}
-    lines = ["## Capability matrix", "",
-             "| configuration | " + " | ".join(cols) + " |", "|---|" + "---:|" * len(cols)]
+    lines = ["| configuration | " + " | ".join(cols) + " |", "|---|" + "---:|" * len(cols)]
     for label, by_column in pooled.items():
         cells = [stat_cell(by_column[c], "{:.1f}", bold=label in best[c],
                            mark=BEYOND_NOISE if best[c] and beyond_noise(by_column[c], pooled[best[c][0]][c], False)
                            else "") for c in cols]
         lines.append(f"| `{label}` | " + " | ".join(cells) + " |")
-    return lines + ["", "Held-out exact match % by greedy generation at the last validation, mean ± sample std "
-                    f"over seeds; **bold** is the best of its column; {BEYOND_NOISE} marks a value below the "
-                    "column's best by more than seed noise (a gap over 2 standard errors of the difference, "
-                    "two seeds or more on each side).", "", "![capability matrix](matrix.png)", ""]
+    guesses = [chance(summaries, c) for c in cols]
+    if any(g is not None for g in guesses):
+        lines.append("| *chance* | " + " | ".join("—" if g is None else f"*{g:.1f}*" for g in guesses) + " |")
+    return lines
+
+
+def markdown(summaries: dict[str, list[dict[str, Any]]]) -> list[str]:
+    """The matrix (and the per-token one, where answers have several tokens) with its legend; no lines when no
+    run reported accuracy per group."""
+    cols = columns(summaries)
+    if not cols:
+        return []
+    lines = ["## Capability matrix", "", *table(summaries, cols, EXACT), "",
+             "Held-out exact match % at the last validation (every answer of the graded lines; an answer is exact "
+             "when greedy decoding writes it whole), mean ± sample std over seeds; **bold** is the best of its column; "
+             f"{BEYOND_NOISE} marks a value below the column's best by more than seed noise (a gap over 2 standard "
+             "errors of the difference, two seeds or more on each side); *chance* is what guessing among the values "
+             "a line holds (recall, distance) or the vocabulary (copying), per token, scores.", "",
+             "![capability matrix](matrix.png)", ""]
+    several = multi_token(summaries)
+    if several:
+        lines += ["### Per-token accuracy", "", *table(summaries, several, TOKEN), "",
+                  "Each answer token predicted from the true tokens before it, % (the columns whose answers have "
+                  "several tokens): one early slip does not hide the rest of a copy.", ""]
+    return lines

@@ -1,9 +1,11 @@
 """Sweep report from a multirun's run folders: report.md (one row per configuration, seeds pooled, mean ± std,
 best value per column in bold, failed jobs as rows with their reason; then the capability matrix of held-out
-accuracy per task, bucket or length), loss.png (val loss curves, seeds as bands) and matrix.png (the matrix
-as a heatmap). Written when a multirun ends (the `WriteReport` Hydra callback), or again by hand:
+accuracy per task, bucket or length, accuracy per level, loss past the trained length), loss.png (val loss curves,
+seeds as bands), matrix.png (the matrix as a heatmap), levels.png and extrapolation.png where runs recorded them.
+Written when a multirun ends (the `WriteReport` Hydra callback), or again by hand, optionally keeping each
+configuration's best learning rate:
 
-    python -m gpt report multirun/2026-01-01/12-00-00
+    python -m gpt report multirun/2026-01-01/12-00-00 [--best-of optim.lr]
 """
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ import math
 import re
 import statistics
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,7 +24,8 @@ from hydra.core.utils import JobReturn, JobStatus
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
-from gpt.sweeps import capability, pareto
+from gpt.sweeps import capability, pareto, scaling
+from gpt.sweeps.best_of import best_settings
 from gpt.sweeps.stats import beyond_noise, best_of, stat_cell
 from gpt.training.run_folder import NOT_IDENTITY, SUMMARY, read_history, read_summary, record_failure
 
@@ -139,7 +142,7 @@ def group(runs: list[Run]) -> dict[tuple[str, ...], list[Run]]:
     return groups
 
 
-def markdown(sweep_dir: Path, runs: list[Run]) -> str:
+def markdown(sweep_dir: Path, runs: list[Run], best_notes: Sequence[str] = ()) -> str:
     groups = group(runs)
     names, common = labels(list(groups))
     values = {c.header: {k: column_values(g, c) for k, g in groups.items()} for c in COLUMNS}
@@ -149,6 +152,8 @@ def markdown(sweep_dir: Path, runs: list[Run]) -> str:
     lines = [f"# Sweep report: {sweep_dir}", "",
              f"Runs: {len(runs)}, configurations: {len(groups)}, failed runs: {sum(not r.ok for r in runs)}. "
              f"Common to all configurations: `{' '.join(common) or '(nothing)'}`.", "",
+             *(["Each configuration at its best of the swept settings (mean over seeds; the others are left out):",
+                *best_notes, ""] if best_notes else []),
              "| configuration | seeds | " + " | ".join(c.header for c in columns) + " | status |",
              "|---|---:|" + "---:|" * len(columns) + "---|"]
     for key, group_runs in groups.items():
@@ -164,7 +169,10 @@ def markdown(sweep_dir: Path, runs: list[Run]) -> str:
               "and exact match (held-out calculator problems, greedy) are from the last validation. Train tok/s "
               "excludes validation time; peak memory is allocated tensors on GPU, process RSS on CPU; KV "
               "bytes/token is every layer's cache for a full block divided by block_size.", "",
-              "![validation loss](loss.png)", "", *capability.markdown(summaries(runs)), *pareto.card(summaries(runs))]
+              "![validation loss](loss.png)", "", *capability.markdown(summaries(runs)),
+              *(["## Accuracy per level", "", "![accuracy per level](levels.png)", ""]
+                if scaling.levels(summaries(runs)) else []),
+              *scaling.extrapolation_markdown(summaries(runs)), *pareto.card(summaries(runs))]
     return "\n".join(lines)
 
 
@@ -208,9 +216,9 @@ def curves(runs: list[Run]) -> dict[str, dict[str, list[float]]]:
     return result
 
 
-def write_report(sweep_dir: str | Path) -> Path:
-    """Write report.md, loss.png and (when runs graded held-out groups) matrix.png into the sweep folder;
-    return the report's path."""
+def write_report(sweep_dir: str | Path, best_of: Sequence[str] = ()) -> Path:
+    """Write report.md, loss.png and (when runs recorded them) matrix.png, levels.png and extrapolation.png into the
+    sweep folder, each configuration at its best value of the `best_of` overrides; return the report's path."""
     from gpt.sweeps.plots import loss_figure, matrix_figure  # matplotlib only when a report is written
 
     sweep_dir = Path(sweep_dir)
@@ -218,20 +226,31 @@ def write_report(sweep_dir: str | Path) -> Path:
     if not runs:
         raise ValueError(f"no run folders (with {OVERRIDES}) under {sweep_dir}: pass the folder of a sweep "
                          "made by `python train.py -m ...`")
+    kept, notes = best_settings({key: [r.summary for r in g] for key, g in group(runs).items()}, best_of)
+    runs = [r for r in runs if r.config in kept]
     loss_figure(curves(runs)).savefig(sweep_dir / "loss.png")
-    rows, columns, means = capability.matrix(summaries(runs))
+    by_label = summaries(runs)
+    rows, columns, means = capability.matrix(by_label)
     if columns:
-        matrix_figure(rows, columns, means).savefig(sweep_dir / "matrix.png")
-    if (figure := pareto.figure(summaries(runs))) is not None:
-        figure.savefig(sweep_dir / "pareto.png")
+        guesses = [capability.chance(by_label, c) for c in columns]
+        named = [c if g is None else f"{c}\n(chance {g:.0f})" for c, g in zip(columns, guesses)]
+        matrix_figure(rows, named, means).savefig(sweep_dir / "matrix.png")
+    for name, figure in (("levels.png", scaling.levels_figure(by_label)),
+                         ("extrapolation.png", scaling.extrapolation_figure(by_label)),
+                         ("pareto.png", pareto.figure(by_label))):
+        if figure is not None:
+            figure.savefig(sweep_dir / name)
     path = sweep_dir / "report.md"
-    path.write_text(markdown(sweep_dir, runs))
+    path.write_text(markdown(sweep_dir, runs, notes))
     return path
 
 
 class WriteReport(Callback):
     """Hydra callback (configs/train.yaml): a job that raised becomes a failed run, and when a multirun
-    ends its report is written into the sweep folder."""
+    ends its report is written into the sweep folder (each configuration at its best of `best_of`, if set)."""
+
+    def __init__(self, best_of: Sequence[str] = ()) -> None:
+        self.best_of = list(best_of)
 
     def on_job_end(self, config: DictConfig, job_return: JobReturn, **kwargs: Any) -> None:
         if job_return.status == JobStatus.FAILED:
@@ -242,15 +261,18 @@ class WriteReport(Callback):
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         try:
-            print(f"report: {write_report(config.hydra.sweep.dir)}")
+            print(f"report: {write_report(config.hydra.sweep.dir, self.best_of)}")
         except ValueError as err:  # e.g. hydra.output_subdir=null left no overrides to group runs by
             print(f"no report: {err}", file=sys.stderr)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("sweep_dir", help="the sweep folder (hydra.sweep.dir), e.g. multirun/<date>/<time>")
+    parser.add_argument("--best-of", nargs="+", default=[], metavar="KEY",
+                        help="swept overrides (e.g. optim.lr) to keep only the best of per configuration, by held-out "
+                             "exact match (else val loss) over seeds, as Zoology and MAD report models")
 
 
 def run(args: argparse.Namespace) -> None:
     """`python -m gpt report`: write a sweep's report.md, loss.png and matrix.png again, and print the report."""
-    print(write_report(args.sweep_dir).read_text())
+    print(write_report(args.sweep_dir, args.best_of).read_text())

@@ -1,9 +1,8 @@
-"""Lightning callbacks: held-out accuracy and sample text at each validation, a resume checkpoint that
+"""Lightning callbacks: held-out grading and sample text at each validation, a resume checkpoint that
 is always good (atomic, finite, with RNG state), and a clean stop on Ctrl-C."""
 from __future__ import annotations
 
 import signal
-from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -12,12 +11,17 @@ import lightning as L
 import torch
 from lightning.pytorch.callbacks import Checkpoint, RichProgressBar
 
-from gpt.data.tasks import Example
+from gpt.data.tasks import Line
 from gpt.data.tokenizers import Tokenizer
-from gpt.evaluation.grading import accuracy_by_group, grade
+from gpt.evaluation.extrapolation import extrapolation
+from gpt.evaluation.grading import grade, scores_by_group, scores_by_level
 from gpt.inference.text import TextModel
 from gpt.training.loggers import log_text
+from gpt.training.run_record import SummaryPart
 from gpt.validate import NonNegativeFloat, NonNegativeInt, PositiveInt
+
+
+SUMMARY_KEYS = {"val_acc": "exact", "val_token_acc": "token", "val_prefix": "prefix", "val_chance": "chance"}
 
 
 class TrainingStopped(RuntimeError):
@@ -64,26 +68,52 @@ class StepProgressBar(RichProgressBar):
         return metrics
 
 
-class HeldOutAccuracy(L.Callback):
-    """Greedy-decode a fixed sample of held-out examples through the text API, log exact-match accuracy
-    per group as val/acc_<group>, show a few answers."""
+class HeldOutAccuracy(SummaryPart):
+    """Grade every answer of a fixed sample of held-out lines at each validation: log exact match per group as
+    val/acc_<group>, show a few answers, and keep the last grading (exact match, per-token accuracy, longest right
+    prefix and chance, per group and per level) for summary.json."""
 
-    def __init__(self, examples: list[Example], tokenizer: Tokenizer, meta: dict[str, Any],
-                 order: Sequence[str] = (), show: int = 3) -> None:
-        self.examples, self.tokenizer, self.meta, self.order, self.show = examples, tokenizer, meta, order, show
+    def __init__(self, lines: list[Line], tokenizer: Tokenizer, order: Sequence[str] = (),
+                 level_names: dict[str, str] | None = None, show: int = 3) -> None:
+        self.lines, self.tokenizer, self.order, self.show = lines, tokenizer, order, show
+        self.level_names = level_names or {}
+        self.groups: dict[str, dict[str, float]] = {}
+        self.levels: dict[str, dict[int, dict[str, float]]] = {}
 
     def on_validation_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if trainer.sanity_checking:
             return
-        graded = grade(TextModel(pl_module.model, self.tokenizer, self.meta), self.examples)
-        accuracy = accuracy_by_group(graded, self.order)
-        pl_module.log_dict({f"val/acc_{group.replace(' ', '_')}": value for group, value in accuracy.items()})
-        counts = Counter(g.example.group for g in graded) + Counter(all=len(graded))
-        summary = "  ".join(f"{group} {100 * value:.1f}% of {counts[group]}" for group, value in accuracy.items())
+        graded = grade(pl_module.model, self.tokenizer, self.lines)
+        self.groups, self.levels = scores_by_group(graded, self.order), scores_by_level(graded)
+        pl_module.log_dict({f"val/acc_{group.replace(' ', '_')}": s["exact"] for group, s in self.groups.items()})
+        summary = "  ".join(f"{group} {100 * s['exact']:.1f}% of {s['count']}" for group, s in self.groups.items())
         pl_module.print(f"\nstep {trainer.global_step}: held-out exact match: {summary}")
-        for g in graded[:self.show]:
-            mark = "ok" if g.correct else "WRONG"
-            pl_module.print(f"  {g.example.prompt} -> {g.output}  [{mark}]")
+        for g in [g for g in graded if g.example.last][:self.show]:
+            prompt = g.example.prompt if len(g.example.prompt) <= 60 else "..." + g.example.prompt[-57:]
+            pl_module.print(f"  {prompt} -> {g.output}  [{'ok' if g.exact else 'WRONG'}]")
+
+    def summary_part(self, trainer: L.Trainer, pl_module: L.LightningModule) -> dict[str, Any]:
+        """Per group: val_acc (exact match), val_token_acc, val_prefix (tokens), val_chance (per token, where a
+        guess has one); val_levels: those per task and level, and what each task's levels count."""
+        part = {key: {group: s[metric] for group, s in self.groups.items() if metric in s}
+                for key, metric in SUMMARY_KEYS.items()}
+        return {**part, "val_levels": self.levels, "val_level_names": self.level_names}
+
+
+class LossAtLengths(SummaryPart):
+    """When training ends, score a running-text model's validation text at the lengths `at` (Press et al. 2022):
+    loss per evaluation length and per position, past the trained block where the positional encoding allows,
+    into summary.json's val_extrapolation (lengths learned positions cannot place are refused there, one line)."""
+
+    def __init__(self, at: list[PositiveInt] | None = None, windows: PositiveInt = 128) -> None:
+        self.at, self.windows = at, windows
+
+    def summary_part(self, trainer: L.Trainer, pl_module: L.LightningModule) -> dict[str, Any]:
+        ids = trainer.datamodule.corpus.val.to_array()
+        record = extrapolation(pl_module.model, ids, self.at or [], self.windows)
+        if "refused" in record:
+            pl_module.print(f"callbacks.lengths: {record['refused']}: longer lengths not scored")
+        return {"val_extrapolation": record}
 
 
 class SampleText(L.Callback):

@@ -16,7 +16,7 @@ from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBase
 from gpt.data.tasks.datamodule import build_tasks
 from gpt.model.config import ModelConfig
 from gpt.model.gpt import check_parts
-from gpt.training.callbacks import ResumeCheckpoint, SampleText
+from gpt.training.callbacks import LossAtLengths, ResumeCheckpoint, SampleText
 from gpt.training.init_from import check_init_from
 from gpt.training.optim import OptimConfig
 from gpt.validate import Range, check_section, check_value, declared_types
@@ -110,6 +110,10 @@ def check_sections(cfg: DictConfig) -> None:
     check_section("callbacks.checkpoint", user_values(cfg.callbacks.checkpoint), ResumeCheckpoint, ["dirpath"])
     check_section("callbacks.sample", user_values(cfg.callbacks.sample), SampleText,
                   not_settable=["tokenizer", "meta", "seed"])
+    check_section("callbacks.lengths", user_values(cfg.callbacks.lengths), LossAtLengths)
+    if cfg.callbacks.lengths.at and cfg.data.get("tasks") is not None:
+        raise ValueError("callbacks.lengths.at scores running text at longer lengths; a task is graded per length by "
+                         "its own lines (data=length): set callbacks.lengths.at=null")
     if cfg.get("logger"):
         check_section("logger", user_values(cfg.logger), get_class(cfg.logger._target_))
     for key, hint in declared_types(RunSettings).items():

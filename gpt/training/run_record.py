@@ -30,6 +30,14 @@ def kv_cache_bytes_per_token(model: nn.Module) -> float:
     return tensor_bytes(caches) / model.cfg.block_size
 
 
+class SummaryPart(L.Callback):
+    """A callback with findings of its own for summary.json (held-out grading, loss at longer lengths): RunRecord
+    adds each one's part when training ends."""
+
+    def summary_part(self, trainer: L.Trainer, pl_module: L.LightningModule) -> dict[str, Any]:
+        return {}
+
+
 class RunRecord(L.Callback):
     """Writes history.csv at each validation and summary.json when training ends. A non-finite val loss
     stops training and marks the run failed (a NaN run's later numbers mean nothing), as does Ctrl-C (the run
@@ -91,7 +99,6 @@ class RunRecord(L.Callback):
             "val_loss": last.get("val_loss"),
             "val_ppl": last.get("val_ppl"),
             "val_bpb": last.get("val_bpb"),  # text corpora only: bits per UTF-8 byte, comparable across tokenizers
-            "val_acc": {k.removeprefix("val_acc_"): v for k, v in last.items() if k.startswith("val_acc_")},
             "tokens_per_s": self.tokens / max(seconds - self.val_seconds, 1e-9),  # training only, this session
             "ms_per_step": 1000 * (seconds - self.val_seconds) / max(trainer.global_step - self.start_step, 1),
             "wall_s": self.earlier_seconds + seconds,
@@ -100,6 +107,8 @@ class RunRecord(L.Callback):
             "model": unwrap(pl_module.model).cfg.to_dict(),  # what the report's cost card prices
             "device": str(pl_module.device),
             "threads": torch.get_num_threads(),  # of this process: a sweep's launcher gives each job its share
+            **{k: v for c in trainer.callbacks if isinstance(c, SummaryPart)
+               for k, v in c.summary_part(trainer, pl_module).items()},
         })
 
 

@@ -1,6 +1,6 @@
-"""What every task shares: a line of question-and-answer turns and the example graded from it; the Task interface
-(a vocabulary, lines per split, the columns accuracy is reported under); and the sampled tasks' split of lines into
-train / val / test by a hash of their text, so a held-out line can never be trained on."""
+"""What every task shares: a line of question-and-answer turns, each answer graded under a column and a level; the
+Task interface (a vocabulary, lines per split, the columns accuracy is reported under); and the sampled tasks' split
+of lines into train / val / test by a hash of their text, so a held-out line can never be trained on."""
 from __future__ import annotations
 
 import hashlib
@@ -17,33 +17,56 @@ MAX_DRAWS_PER_LINE = 1000  # a task whose lines almost never hash into a split i
 
 
 @dataclass(frozen=True)
-class Example:
-    """What grading asks: greedy completion of `prompt` must equal `target`; reported under `group`."""
+class Turn:
+    """Words given and the answer to them. The answer is graded under `group` (a column of the capability matrix)
+    and at `level` (what curves plot it against: tokens copied, pairs in the line, tokens back; None for no
+    curve); `chance` is the share of its tokens a guess gets right (None where no guess is meaningful)."""
 
+    given: str
+    answer: str
+    group: str
+    level: int | None = None
+    chance: float | None = None
+
+
+@dataclass(frozen=True)
+class Example:
+    """One graded answer: `target` must follow `prompt` (the line up to it), at the end of the line when
+    `last` (so a model that runs on past the last answer is wrong). Group, level and chance are its turn's."""
+
+    task: str
     prompt: str
     target: str
     group: str
+    level: int | None = None
+    chance: float | None = None
+    last: bool = True
 
 
 @dataclass(frozen=True)
 class Line:
-    """One row of a task: words given and words to answer, in turns (`prompt answer prompt answer ...`).
+    """One row of a task: turns of words given and words to answer (`prompt answer prompt answer ...`).
     Training scores every answer, and the words given too where `scores_prompt` (the calculator's problems); a
-    random key or filler that no model can predict is not scored. Grading asks the last turn."""
+    random key or filler that no model can predict is not scored. Grading scores every answer (examples)."""
 
-    turns: tuple[tuple[str, str], ...]
-    group: str
+    task: str
+    turns: tuple[Turn, ...]
     scores_prompt: bool = False
 
     @property
     def text(self) -> str:
-        return " ".join(word for turn in self.turns for word in turn if word)
+        return " ".join(word for turn in self.turns for word in (turn.given, turn.answer) if word)
 
     @property
-    def example(self) -> Example:
-        *earlier, (prompt, target) = self.turns
-        given = " ".join(word for turn in earlier for word in turn if word)
-        return Example(f"{given} {prompt}".strip(), target, self.group)
+    def examples(self) -> tuple[Example, ...]:
+        """Each answer with the line up to it as its prompt."""
+        examples, before = [], ""
+        for i, turn in enumerate(self.turns):
+            prompt = f"{before} {turn.given}".strip()
+            examples.append(Example(self.task, prompt, turn.answer, turn.group, turn.level, turn.chance,
+                                    last=i == len(self.turns) - 1))
+            before = f"{prompt} {turn.answer}"
+        return tuple(examples)
 
 
 def split_of(text: str) -> str:
@@ -52,6 +75,15 @@ def split_of(text: str) -> str:
     if bucket < HELD_OUT_FRACTION:
         return "val"
     return "test" if bucket < 2 * HELD_OUT_FRACTION else "train"
+
+
+def doubling(first: int, last: int) -> list[tuple[int, int]]:
+    """(lo, hi] ranges that double in width from (0, first] until one ends at `last`: 8, 64 -> 1-8, 9-16, 17-32,
+    33-64. Distances and lengths are reported in these, so each range is as hard to reach as all those before."""
+    edges = [0, min(first, last)]
+    while edges[-1] < last:
+        edges.append(min(2 * edges[-1], last))
+    return list(zip(edges, edges[1:]))
 
 
 def words(prefix: str, count: int) -> list[str]:
@@ -65,6 +97,7 @@ class Task(ABC):
     (the keys of configs/data/<name>.yaml under data.tasks.<name>), typed so that __post_init__ checks them."""
 
     name: ClassVar[str]
+    level: ClassVar[str | None] = None  # what an answer's level counts (tokens copied, ...); None: no levels
     # How many held-out lines `python -m gpt evaluate` grades per split: None for every line of a finite split.
     held_out_lines: ClassVar[int | None] = 1000
 

@@ -8,7 +8,7 @@ import random
 from dataclasses import dataclass
 from typing import ClassVar
 
-from gpt.data.tasks.base import Line, Task
+from gpt.data.tasks.base import Line, Task, Turn
 from gpt.validate import Fraction
 
 UNITS = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten",
@@ -162,7 +162,7 @@ class Calculator(Task):
     def lines(self, seed: int, split: str, count: int | None) -> list[Line]:
         chosen = self.groups()
         problems = [p for p in split_problems(seed, self.val_fraction, self.test_fraction)[split] if p.op in chosen]
-        return [Line(((p.prompt, p.target),), p.op, scores_prompt=True) for p in problems][:count]
+        return [Line(self.name, (Turn(p.prompt, p.target, p.op),), scores_prompt=True) for p in problems][:count]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

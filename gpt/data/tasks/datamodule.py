@@ -1,17 +1,18 @@
 """TaskData: one task (the calculator, an attention task), or several mixed (`data=tasks`), as a DataModule of one
-line per row, with the held-out examples graded at each validation and everything model.pt needs to regenerate
+line per row, with the held-out lines graded at each validation and everything model.pt needs to regenerate
 the test split."""
 from __future__ import annotations
 
 import random
 from collections.abc import Mapping, Sequence
+from dataclasses import fields
 from functools import cached_property, lru_cache
 from typing import Any
 
 import torch
 
 from gpt.data.batches import BatchedData, RowBatches, line_tensors
-from gpt.data.tasks import TASKS, Example, Line, Task
+from gpt.data.tasks import TASKS, Line, Task
 from gpt.data.tokenizers import WordTokenizer
 from gpt.validate import PositiveInt
 
@@ -29,7 +30,7 @@ def build_tasks(spec: Mapping[str, Mapping[str, Any] | None]) -> tuple[Task, ...
     for name, knobs in spec.items():
         if name not in TASKS:
             raise ValueError(f"data.tasks.{name} is not a task; choose from {', '.join(TASKS)}")
-        known = set(TASKS[name].__dataclass_fields__)
+        known = {f.name for f in fields(TASKS[name])}  # the knobs, not the ClassVars
         if not isinstance(knobs, Mapping | None):
             raise ValueError(f"data.tasks.{name}={knobs!r} must be a mapping of its knobs: {', '.join(sorted(known))}")
         unknown = sorted(str(knob) for knob in set(knobs or {}) - known)
@@ -56,30 +57,32 @@ def task_tokenizer(tasks: tuple[Task, ...]) -> WordTokenizer:
     return WordTokenizer(["\n", *sorted({w for task in tasks for w in task.vocabulary()})])
 
 
-def encode_line(tokenizer: WordTokenizer, line: Line) -> tuple[list[int], list[bool]]:
-    """The line's token ids between newlines, and which of them the loss scores (answers, the end; the words given
-    too where the line says so)."""
+def encode_line(tokenizer: WordTokenizer, line: Line) -> tuple[list[int], list[bool], list[tuple[int, int]]]:
+    """The line's token ids between newlines; which of them the loss scores (answers, the end; the words given
+    too where the line says so); and where each turn's answer lies in the ids (start, end)."""
     newline = tokenizer.encode("\n")[0]
-    ids, scored = [newline], [False]
-    for given, answer in line.turns:
-        given_ids, answer_ids = tokenizer.encode(given), tokenizer.encode(answer)
-        ids += given_ids + answer_ids
+    ids, scored, spans = [newline], [False], []
+    for turn in line.turns:
+        given_ids, answer_ids = tokenizer.encode(turn.given), tokenizer.encode(turn.answer)
+        ids += given_ids
+        spans.append((len(ids), len(ids) + len(answer_ids)))
+        ids += answer_ids
         scored += [line.scores_prompt] * len(given_ids) + [True] * len(answer_ids)
-    return ids + [newline], scored + [True]
+    return ids + [newline], scored + [True], spans
 
 
 @lru_cache(maxsize=8)
 def task_rows(tasks: tuple[Task, ...], seed: int, split: str,
               count: int | None) -> tuple[tuple[list[int], ...], tuple[list[bool], ...]]:
     tokenizer = task_tokenizer(tasks)
-    return tuple(zip(*(encode_line(tokenizer, line) for line in task_lines(tasks, seed, split, count))))
+    return tuple(zip(*(encode_line(tokenizer, line)[:2] for line in task_lines(tasks, seed, split, count))))
 
 
 class TaskData(BatchedData):
     """Rows `\\n <line> \\n` of the tasks in `tasks` ({name: knobs}). The loss scores the answers and the newline that
     ends the line (and a line's question where the task says so: gpt/data/tasks/base.py, Line). `train_lines` and
     `val_lines` are per task (None: every line of a finite split, the calculator's); `eval_lines` of the validation
-    lines, a seeded sample, are graded by generation at each validation (None: all of them).
+    lines, a seeded sample, have every answer graded at each validation (None: all of them).
 
     Built on first use, not in __init__: Hydra's instantiate would wrap a user's ValueError (an unknown knob)
     into a multi-line InstantiationException."""
@@ -121,25 +124,27 @@ class TaskData(BatchedData):
         """The longest row's inputs: every token of it but the last."""
         return max(len(ids) for ids_of_split, _ in self.rows.values() for ids in ids_of_split) - 1
 
-    def row(self, line: Line) -> tuple[list[int], list[bool]]:
-        return encode_line(self.tokenizer, line)
-
     @property
     def groups(self) -> list[str]:
         return [group for task in self.tasks for group in task.groups()]
 
     @property
-    def eval_examples(self) -> list[Example]:
-        """The validation lines' questions graded by generation at each validation: all, or a fixed seeded sample."""
-        examples = [line.example for line in self.splits["val"]]
-        if self.eval_lines is None or self.eval_lines >= len(examples):
-            return examples
-        return random.Random(self.seed).sample(examples, self.eval_lines)
+    def level_names(self) -> dict[str, str]:
+        """What each task's levels count, for the axes of levels.png."""
+        return {task.name: task.level for task in self.tasks if task.level}
+
+    @property
+    def graded_lines(self) -> list[Line]:
+        """The validation lines graded at each validation (every answer of each): all, or a fixed seeded sample."""
+        lines = list(self.splits["val"])
+        if self.eval_lines is None or self.eval_lines >= len(lines):
+            return lines
+        return random.Random(self.seed).sample(lines, self.eval_lines)
 
     @property
     def example_prompt(self) -> str:
         """A held-out question, for train.py to suggest trying with generate.py."""
-        return self.splits["val"][0].example.prompt
+        return self.splits["val"][0].examples[-1].prompt
 
     @property
     def meta(self) -> dict[str, Any]:
@@ -156,8 +161,8 @@ class TaskData(BatchedData):
         self.val_set = self.tensors("val")[:2]
 
 
-def held_out_examples(meta: dict[str, Any], split: str) -> list[Example]:
-    """The examples `python -m gpt evaluate` grades, regenerated from model.pt's meta: each task's held_out_lines
+def held_out(meta: dict[str, Any], split: str) -> list[Line]:
+    """The lines `python -m gpt evaluate` grades, regenerated from model.pt's meta: each task's held_out_lines
     lines of `split` (every held-out problem of the calculator)."""
-    return [line.example for task in build_tasks(meta["tasks"])
+    return [line for task in build_tasks(meta["tasks"])
             for line in task.lines(meta["seed"], split, task.held_out_lines)]

@@ -1,0 +1,50 @@
+"""The best of a swept setting per configuration, as Zoology (Arora et al. 2023) and MAD (Poli et al. 2024) report
+each model at its best learning rate: configurations that differ only in the named overrides (e.g. optim.lr) are
+one, and only the value whose seeds score best on average is kept, by held-out exact match where runs grade
+answers, else by final val loss. Plain data in: configurations as tuples of overrides, each with its summaries."""
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from typing import Any
+
+Config = tuple[str, ...]
+
+
+def key(override: str) -> str:
+    return override.split("=", 1)[0].lstrip("+~")
+
+
+def score(summaries: list[dict[str, Any]]) -> tuple[float, str] | None:
+    """(higher is better, as printed) over the successful seeds, or None when none succeeded."""
+    ok = [s for s in summaries if s.get("status") == "ok"]
+    exact = [s["val_acc"]["all"] for s in ok if "all" in s.get("val_acc", {})]
+    if exact:
+        mean = statistics.fmean(exact)
+        return mean, f"exact match {100 * mean:.1f}%"
+    losses = [s["val_loss"] for s in ok if s.get("val_loss") is not None]
+    return (-statistics.fmean(losses), f"val loss {statistics.fmean(losses):.4f}") if losses else None
+
+
+def best_settings(groups: dict[Config, list[dict[str, Any]]], swept: Sequence[str]) -> tuple[set[Config], list[str]]:
+    """The configurations to keep (each one's best value of the `swept` overrides) and a line per configuration
+    saying which value won and against what."""
+    if not swept:
+        return set(groups), []
+    families: dict[Config, list[Config]] = {}
+    for config in groups:
+        families.setdefault(tuple(o for o in config if key(o) not in swept), []).append(config)
+    kept, notes = set(), []
+    for family, members in families.items():
+        scored = [(s, config) for config in members if (s := score(groups[config])) is not None]
+        if not scored:
+            kept.update(members)  # all failed: the report shows them as failed rows
+            continue
+        (_, shown), best = max(scored, key=lambda item: item[0][0])
+        kept.add(best)
+        others = ", ".join(f"`{' '.join(o for o in c if key(o) in swept)}` {text}" for (_, text), c in scored
+                           if c != best)
+        chosen = " ".join(o for o in best if key(o) in swept)
+        notes.append(f"- `{' '.join(family) or '(defaults)'}`: best `{chosen}` ({shown})"
+                     + (f"; also tried {others}" if others else ""))
+    return kept, notes

@@ -1,0 +1,106 @@
+"""Loss past the trained length: a model runs at a longer block with the same weights where its positions allow
+(learned positions refuse past their table, with one line), scores windows per position, and a tiny sweep over
+encodings records it for the report's table and extrapolation.png; `python -m gpt evaluate --lengths` prints it."""
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from matplotlib.image import imread
+
+from gpt.__main__ import main as cli
+from gpt.evaluation.extrapolation import at_length, extrapolation, loss_by_position
+from gpt.model.config import ModelConfig
+from gpt.model.gpt import GPT
+from tests.conftest import play, run_cli
+
+CFG = ModelConfig(vocab_size=11, layers=2, heads=2, dim=16, block_size=8)
+
+
+@pytest.mark.parametrize("pos", ["rope", "alibi", "none", "sinusoidal"])
+def test_a_model_runs_past_its_block_with_the_same_weights(pos: str) -> None:
+    torch.manual_seed(0)
+    model = GPT(replace(CFG, pos=pos)).eval()
+    longer = at_length(model, 32)
+    assert longer.cfg.block_size == 32 and at_length(model, 8) is model
+    idx = torch.randint(0, 11, (2, 32))
+    torch.testing.assert_close(longer(idx[:, :8]), model(idx[:, :8]))  # the first block is the same model
+    assert longer(idx).shape == (2, 32, 11)
+
+
+def test_learned_positions_refuse_past_their_table_unless_drawn_from_a_longer_range() -> None:
+    model = GPT(replace(CFG, pos="learned"))
+    with pytest.raises(ValueError, match="pos=learned has learned positions for 8 tokens only") as err:
+        at_length(model, 16)
+    assert "\n" not in str(err.value)
+    assert at_length(GPT(replace(CFG, pos="learned", random_positions=32)), 32).cfg.block_size == 32
+
+
+def test_loss_by_position_averages_whole_windows_and_records_what_it_can() -> None:
+    torch.manual_seed(0)
+    model = GPT(replace(CFG, pos="learned"))
+    ids = np.random.default_rng(0).integers(0, 11, 500)
+    losses, windows = loss_by_position(model, ids, 8, windows=1000)
+    assert losses.shape == (8,) and windows == 500 // 9  # as many as fit without overlapping
+    # Position 0 of every window is the model's prediction from one token: the mean of those, recomputed.
+    starts = np.linspace(0, len(ids) - 9, windows).astype(int)
+    with torch.no_grad():
+        first = torch.stack([torch.log_softmax(model(torch.tensor(ids[s:s + 1])[None])[0, 0], -1)[ids[s + 1]]
+                             for s in starts])
+    assert float(losses[0]) == pytest.approx(-float(first.mean()), rel=1e-4)
+    record = extrapolation(model, ids, [8, 16])
+    assert list(record["lengths"]) == ["8"]
+    assert record["refused"] == "pos=learned has learned positions for 8 tokens only"
+    assert record["lengths"]["8"]["loss"] == pytest.approx(float(losses.mean()), rel=1e-5)
+
+
+SWEEP = ["trainer=debug", "trainer.max_steps=6", "trainer.val_check_interval=3", "logger=none", "model.layers=1",
+         "model.heads=2", "model.dim=16", "model.block_size=16",
+         "data=text", "data.batch_size=8", "data.val_windows=8", "data.doc_bytes=256", "data.num_proc=1",
+         "callbacks.lengths.at=[16,32,64]", "callbacks.lengths.windows=8", "pos=learned,rope", "seed=0,1"]
+
+
+@pytest.fixture(scope="module")
+def length_sweep(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("length_sweep")
+    (folder / "play.txt").write_text(play(600))
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("OMP_NUM_THREADS", "1")
+        result = run_cli("train.py", "-m", f"hydra.sweep.dir={folder / 'sweep'}", f"data.path={folder / 'play.txt'}",
+                         *SWEEP, cwd=folder)
+    assert result.returncode == 0, result.stderr[-2000:]
+    return folder / "sweep"
+
+
+def test_a_sweep_records_loss_per_length_and_the_report_tables_and_plots_it(length_sweep: Path) -> None:
+    summaries = {d.name: json.loads((d / "summary.json").read_text()) for d in length_sweep.iterdir()
+                 if (d / "summary.json").is_file()}
+    assert len(summaries) == 4
+    report = (length_sweep / "report.md").read_text()
+    table = report[report.index("## Loss past the trained length"):].split("\n\n")[1].splitlines()
+    assert table[0] == "| configuration | 16 tokens | 32 tokens | 64 tokens | refused |"
+    rows = {line.split("|")[1].strip(" `"): line for line in table[2:]}
+    assert rows["pos=learned"].count("—") == 2 and "learned positions for 16 tokens only" in rows["pos=learned"]
+    rope = [s["val_extrapolation"]["lengths"]["64"]["loss"] for s in summaries.values()
+            if "64" in s["val_extrapolation"]["lengths"]]
+    assert len(rope) == 2 and f"{np.mean(rope):.3f} ± {np.std(rope, ddof=1):.3f}" in rows["pos=rope"]
+    image = imread(length_sweep / "extrapolation.png")
+    assert image.shape[1] > 600 and image[..., :3].std() > 0
+
+
+def test_evaluate_prints_loss_per_length_and_refuses_past_learned_positions(
+        length_sweep: Path, capsys: pytest.CaptureFixture) -> None:
+    runs = {json.loads((d / "summary.json").read_text())["val_extrapolation"].get("refused") is None: d
+            for d in length_sweep.iterdir() if (d / "summary.json").is_file()}
+    capsys.readouterr()
+    assert cli(["evaluate", "--ckpt", str(runs[True] / "model.pt"), "--lengths", "16", "64"]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"64 tokens \(\d+ windows\): loss [\d.]+; by position 0-15: [\d.]+, 16-31: [\d.]+, 32-63", out)
+    assert cli(["evaluate", "--ckpt", str(runs[False] / "model.pt"), "--lengths", "64"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "pos=learned has learned positions for 16 tokens only" in err
