@@ -17,7 +17,6 @@ from gpt.evaluation.extrapolation import extrapolation
 from gpt.evaluation.grading import grade, scores_by_group, scores_by_level
 from gpt.inference.text import TextModel
 from gpt.training.loggers import log_text
-from gpt.training.run_record import SummaryPart
 from gpt.validate import NonNegativeFloat, NonNegativeInt, PositiveInt
 
 
@@ -66,6 +65,14 @@ class StepProgressBar(RichProgressBar):
         metrics = super().get_metrics(trainer, pl_module)
         metrics.pop("v_num", None)
         return metrics
+
+
+class SummaryPart(L.Callback):
+    """A callback with findings of its own for summary.json (held-out grading, loss at longer lengths): RunRecord
+    adds each one's part when training ends."""
+
+    def summary_part(self, trainer: L.Trainer, pl_module: L.LightningModule) -> dict[str, Any]:
+        return {}
 
 
 class HeldOutAccuracy(SummaryPart):

@@ -14,7 +14,7 @@ from torch import nn
 
 from gpt.inference.checkpoint import unwrap
 from gpt.inference.depth import peak_memory_bytes, reset_peak_memory, tensor_bytes
-from gpt.training.callbacks import StopOnInterrupt
+from gpt.training.callbacks import StopOnInterrupt, SummaryPart
 from gpt.training.run_folder import (finished, read_history, read_summary, record_failure, write_history,
                                      write_summary)
 
@@ -28,14 +28,6 @@ def kv_cache_bytes_per_token(model: nn.Module) -> float:
     caches = model.new_caches(1)
     model(torch.zeros(1, model.cfg.block_size, dtype=torch.long, device=next(model.parameters()).device), caches)
     return tensor_bytes(caches) / model.cfg.block_size
-
-
-class SummaryPart(L.Callback):
-    """A callback with findings of its own for summary.json (held-out grading, loss at longer lengths): RunRecord
-    adds each one's part when training ends."""
-
-    def summary_part(self, trainer: L.Trainer, pl_module: L.LightningModule) -> dict[str, Any]:
-        return {}
 
 
 class RunRecord(L.Callback):
