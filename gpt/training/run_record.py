@@ -14,7 +14,6 @@ from torch import nn
 
 from gpt.inference.checkpoint import unwrap
 from gpt.inference.depth import peak_memory_bytes, reset_peak_memory, tensor_bytes
-from gpt.training.callbacks import StopOnInterrupt
 from gpt.training.run_folder import (finished, read_history, read_summary, record_failure, write_history,
                                      write_summary)
 
@@ -81,6 +80,8 @@ class RunRecord(L.Callback):
             write_history(self.run_dir, self.history)
 
     def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        from gpt.training.callbacks import StopOnInterrupt  # here: callbacks.py imports SummaryPart from this module
+
         seconds = time.perf_counter() - self.start
         if any(isinstance(c, StopOnInterrupt) and c.requested for c in trainer.callbacks):
             self.failure = f"stopped by Ctrl-C at step {trainer.global_step}"  # not finished: resume=true goes on
