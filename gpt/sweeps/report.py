@@ -1,7 +1,8 @@
 """Sweep report from a multirun's run folders: report.md (one row per configuration, seeds pooled, mean ± std,
 best value per column in bold, failed jobs as rows with their reason; then the capability matrix of held-out
 accuracy per task, bucket or length, accuracy per level, loss past the trained length), loss.png (val loss curves,
-seeds as bands), matrix.png (the matrix as a heatmap), levels.png and extrapolation.png where runs recorded them.
+seeds as bands), matrix.png (the matrix as a heatmap), levels.png, extrapolation.png and capacity.png (recall against
+state size) where runs recorded them.
 Written when a multirun ends (the `WriteReport` Hydra callback), or again by hand, optionally keeping each
 configuration's best learning rate:
 
@@ -24,7 +25,7 @@ from hydra.core.utils import JobReturn, JobStatus
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
-from gpt.sweeps import capability, pareto, scaling
+from gpt.sweeps import capability, capacity, pareto, scaling
 from gpt.sweeps.best_of import best_settings
 from gpt.sweeps.stats import beyond_noise, best_of, stat_cell
 from gpt.training.run_folder import NOT_IDENTITY, SUMMARY, read_history, read_summary, record_failure
@@ -172,7 +173,8 @@ def markdown(sweep_dir: Path, runs: list[Run], best_notes: Sequence[str] = ()) -
               "![validation loss](loss.png)", "", *capability.markdown(summaries(runs)),
               *(["## Accuracy per level", "", "![accuracy per level](levels.png)", ""]
                 if scaling.levels(summaries(runs)) else []),
-              *scaling.extrapolation_markdown(summaries(runs)), *pareto.card(summaries(runs))]
+              *capacity.markdown(summaries(runs)), *scaling.extrapolation_markdown(summaries(runs)),
+              *pareto.card(summaries(runs))]
     return "\n".join(lines)
 
 
@@ -217,8 +219,9 @@ def curves(runs: list[Run]) -> dict[str, dict[str, list[float]]]:
 
 
 def write_report(sweep_dir: str | Path, best_of: Sequence[str] = ()) -> Path:
-    """Write report.md, loss.png and (when runs recorded them) matrix.png, levels.png and extrapolation.png into the
-    sweep folder, each configuration at its best value of the `best_of` overrides; return the report's path."""
+    """Write report.md, loss.png and (when runs recorded them) matrix.png, levels.png, extrapolation.png and
+    capacity.png into the sweep folder, each configuration at its best value of the `best_of` overrides; return the
+    report's path."""
     from gpt.sweeps.plots import loss_figure, matrix_figure  # matplotlib only when a report is written
 
     sweep_dir = Path(sweep_dir)
@@ -237,6 +240,7 @@ def write_report(sweep_dir: str | Path, best_of: Sequence[str] = ()) -> Path:
         matrix_figure(rows, named, means).savefig(sweep_dir / "matrix.png")
     for name, figure in (("levels.png", scaling.levels_figure(by_label)),
                          ("extrapolation.png", scaling.extrapolation_figure(by_label)),
+                         ("capacity.png", capacity.figure(by_label)),
                          ("pareto.png", pareto.figure(by_label))):
         if figure is not None:
             figure.savefig(sweep_dir / name)

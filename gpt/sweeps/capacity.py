@@ -1,0 +1,83 @@
+"""Capacity against state size, the Zoology/Based figure (Arora et al. 2023, 2024): recall accuracy per pair count
+against the bytes each configuration's attention state holds at its trained block (the longest line), one point per
+configuration (mean ± std over seeds), one variant's state sizes joined as a line, what guessing scores dashed.
+Plain summaries in; markdown lines and a matplotlib Figure out (gpt/sweeps/report.py)."""
+from __future__ import annotations
+
+import statistics
+from typing import Any
+
+from gpt.sweeps import capability, pareto
+
+RECALL = "recall_"  # the capability columns recall_<pairs>, one per pair count
+
+
+def recall_columns(summaries: dict[str, list[dict[str, Any]]]) -> list[str]:
+    """The recall columns the runs graded, by growing pair count."""
+    found = [c for c in capability.columns(summaries) if c.startswith(RECALL) and c[len(RECALL):].isdigit()]
+    return sorted(found, key=lambda c: int(c[len(RECALL):]))
+
+
+def state_bytes(model: dict[str, Any]) -> int:
+    """Every layer's attention state for one line of block_size tokens, by the variant's own formula (fp32)."""
+    return pareto.cache_bytes(model, model["block_size"])
+
+
+def states(summaries: dict[str, list[dict[str, Any]]]) -> dict[str, tuple[str, int]]:
+    """label -> (attention variant, state bytes) for the configurations that recorded their model and graded
+    recall; empty unless some variant appears at two state sizes or more (the sweep varies state on recall)."""
+    columns = recall_columns(summaries)
+    found = {label: (model["attention"], state_bytes(model)) for label, runs in summaries.items()
+             if (model := pareto.model_of(runs)) and any(capability.values(runs, c) for c in columns)}
+    sizes: dict[str, set[int]] = {}
+    for variant, size in found.values():
+        sizes.setdefault(variant, set()).add(size)
+    return found if any(len(s) > 1 for s in sizes.values()) else {}
+
+
+def markdown(summaries: dict[str, list[dict[str, Any]]]) -> list[str]:
+    """The state each configuration holds and capacity.png; no lines when the sweep does not vary state on recall."""
+    found = states(summaries)
+    if not found:
+        return []
+    lines = ["## Capacity against state size", "", "| configuration | attention | state bytes |", "|---|---|---:|"]
+    for label, (variant, size) in sorted(found.items(), key=lambda item: (item[1][1], item[0])):
+        lines.append(f"| `{label}` | {variant} | {size:,} |")
+    return lines + ["", "Recall exact match per pair count against the attention state of one line at the trained "
+                    "block (fp32, every layer, by each variant's formula: keys and values per position, a latent "
+                    "per position, or linear attention's fixed features x head width per head), mean ± std over "
+                    "seeds; a variant's state sizes are joined; chance dashed (the capability matrix has the "
+                    "numbers).", "", "![recall accuracy against state size](capacity.png)", ""]
+
+
+def figure(summaries: dict[str, list[dict[str, Any]]]) -> Any:
+    """capacity.png: a panel per pair count, or None when the sweep does not vary state on recall."""
+    from matplotlib.figure import Figure  # matplotlib only when a report is written
+
+    found = states(summaries)
+    if not found:
+        return None
+    columns = recall_columns(summaries)
+    variants = list(dict.fromkeys(variant for variant, _ in found.values()))
+    fig = Figure(figsize=(4.5 * len(columns), 4.2), layout="constrained")
+    axes = fig.subplots(1, len(columns), squeeze=False)[0]
+    for ax, column in zip(axes, columns):
+        for i, variant in enumerate(variants):
+            labels = sorted((label for label, (v, _) in found.items() if v == variant), key=lambda lb: found[lb][1])
+            marks = [(found[lb][1], values) for lb in labels if (values := capability.values(summaries[lb], column))]
+            if not marks:
+                continue
+            x = [size for size, _ in marks]
+            y = [statistics.fmean(values) for _, values in marks]
+            spread = [statistics.stdev(values) if len(values) > 1 else 0.0 for _, values in marks]
+            ax.errorbar(x, y, yerr=spread, marker="o", capsize=3, color=f"C{i % 10}", label=variant,
+                        linestyle="-" if len(marks) > 1 else "none")
+        guess = capability.chance(summaries, column)
+        if guess is not None:
+            ax.axhline(guess, color="grey", linestyle="--", label="chance")
+        ax.set_xscale("log", base=2)
+        ax.set(xlabel="attention state at the trained block (bytes, fp32)", ylabel="held-out exact match %",
+               title=f"{column[len(RECALL):]} pairs (mean ± std over seeds)", ylim=(-3, 103))
+        ax.grid(alpha=0.3)
+    axes[0].legend(fontsize="x-small")
+    return fig

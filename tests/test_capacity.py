@@ -1,0 +1,109 @@
+"""Capacity against state size: the report's section and capacity.png place each configuration at its attention
+state by the variant's formula, only when the sweep varies state on recall; experiment=recall_capacity composes
+each of its rows; a tiny trainer=debug run of the preset draws the figure."""
+from __future__ import annotations
+
+import statistics
+from pathlib import Path
+
+import pytest
+from matplotlib.image import imread
+from omegaconf import OmegaConf
+
+from gpt.data.tasks.datamodule import TaskData
+from gpt.sweeps import capacity
+from gpt.sweeps.report import find_runs, markdown, summaries
+from tests.conftest import ROOT, run_cli
+from tests.test_configs import compose_with
+from tests.test_report import fake_run
+
+MODEL = {"vocab_size": 70, "layers": 2, "heads": 4, "dim": 64, "block_size": 34, "pos": "rope"}
+
+
+def fake_sweep(folder: Path, rows: dict[str, tuple[dict, list[float]]]) -> dict[str, list[dict]]:
+    """One fake run per seed of each row (its overrides: model settings and accuracies at 8 pairs)."""
+    i = 0
+    for overrides, (model, accuracies) in rows.items():
+        for acc in accuracies:
+            fake_run(folder / str(i), [*overrides.split(), f"seed={i}"],
+                     {"status": "ok", "val_loss": 1.0, "params": 1000, "model": {**MODEL, **model},
+                      "val_acc": {"recall_2": 1.0, "recall_8": acc, "all": acc}, "val_chance": {"recall_8": 0.15}})
+            i += 1
+    return summaries(find_runs(folder))
+
+
+def test_state_bytes_are_each_variants_formula_at_the_trained_block(tmp_path: Path) -> None:
+    by_label = fake_sweep(tmp_path, {
+        "attention=linear model.linear_features=2": ({"attention": "linear", "linear_features": 2}, [0.3, 0.4]),
+        "attention=linear model.linear_features=8": ({"attention": "linear", "linear_features": 8}, [0.7, 0.9]),
+        "attention=mha": ({"attention": "mha"}, [1.0, 0.98]),
+    })
+    # By hand, fp32, 2 layers of 4 heads of width 16: linear keeps features x (16 + 1) per head at any length;
+    # mha keeps a key and a value of 16 per head for each of the 34 positions.
+    linear_2, linear_8, mha = 2 * 4 * 2 * 17 * 4, 2 * 4 * 8 * 17 * 4, 2 * 4 * 34 * 2 * 16 * 4
+    assert (linear_2, mha) == (1088, 34816)
+    assert capacity.states(by_label) == {"attention=linear model.linear_features=2": ("linear", linear_2),
+                                         "attention=linear model.linear_features=8": ("linear", linear_8),
+                                         "attention=mha": ("mha", mha)}
+    section = "\n".join(capacity.markdown(by_label))
+    assert "| `attention=mha` | mha | 34,816 |" in section and "![" in section
+    assert section.index("linear_features=2") < section.index("linear_features=8") < section.index("attention=mha")
+    fig = capacity.figure(by_label)
+    axes = [ax for ax in fig.axes if ax.get_title()]
+    assert [ax.get_title().split(" (")[0] for ax in axes] == ["2 pairs", "8 pairs"]
+    lines = {c.get_label(): c.lines[0] for c in axes[1].containers}  # errorbar: the data line of each label
+    assert list(lines["linear"].get_xdata()) == [linear_2, linear_8]  # one variant's sizes joined, by size
+    assert list(lines["linear"].get_ydata()) == pytest.approx([35.0, 80.0])
+    assert lines["linear"].get_linestyle() == "-" and lines["mha"].get_linestyle() == "None"
+    assert list(lines["mha"].get_xdata()) == [mha]
+    chance = next(line for line in axes[1].get_lines() if line.get_label() == "chance")
+    assert list(chance.get_ydata()) == pytest.approx([15.0, 15.0])
+    assert "chance" not in {line.get_label() for line in axes[0].get_lines()}  # 2 pairs: no guess recorded
+
+
+def test_no_capacity_figure_unless_a_variant_varies_its_state(tmp_path: Path) -> None:
+    by_label = fake_sweep(tmp_path, {"attention=mha": ({"attention": "mha"}, [1.0]),
+                                     "attention=gqa": ({"attention": "gqa"}, [0.9])})
+    assert capacity.states(by_label) == {} and capacity.figure(by_label) is None
+    assert "Capacity against state size" not in markdown(tmp_path, find_runs(tmp_path))
+
+
+def test_recall_capacity_preset_runs_each_row_once_over_three_seeds() -> None:
+    spec = OmegaConf.load(ROOT / "configs" / "experiment" / "recall_capacity.yaml").hydra
+    rows = spec.sweeper.params["+experiment/state"].split(",")
+    assert sorted(rows) == sorted(p.stem for p in (ROOT / "configs" / "experiment" / "state").glob("*.yaml"))
+    assert spec.sweeper.params.seed.split(",") == ["0", "1", "2"] and spec.callbacks.expected_time.seconds_per_job > 0
+    found = {}
+    for row in rows:
+        cfg = compose_with("experiment=recall_capacity", f"+experiment/state={row}")
+        found[row] = (cfg.model.attention, cfg.model.get("linear_features"))
+        data = TaskData(OmegaConf.to_container(cfg.data.tasks), train_lines=8, val_lines=8)
+        assert len(data.tasks[0].counts) > 1 and data.max_tokens <= cfg.model.block_size
+    assert {found[r][0] for r in rows} == {"mha", "gqa", "mqa", "mla", "linear"}
+    features = [f for attention, f in found.values() if attention == "linear"]
+    assert features == sorted(features) and len(set(features)) >= 3
+
+
+SWEEP = ["experiment=recall_capacity", "trainer=debug", "trainer.max_steps=4", "trainer.val_check_interval=2",
+         "model.layers=1", "model.heads=2", "model.dim=16", "data.train_lines=64", "data.val_lines=8",
+         "data.batch_size=16", "logger=none", "+experiment/state=linear_2,linear_4", "seed=0,1"]
+
+
+def test_a_debug_sweep_of_the_preset_draws_recall_against_state(tmp_path: Path) -> None:
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("OMP_NUM_THREADS", "1")
+        result = run_cli("train.py", f"hydra.sweep.dir={tmp_path}", *SWEEP, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-2000:]
+    report = (tmp_path / "report.md").read_text()
+    section = report[report.index("## Capacity against state size"):].split("\n\n")[1].splitlines()
+    # One layer of 2 heads of width 8 holds features x (8 + 1) numbers per head, 4 bytes each.
+    assert section[2:] == ["| `+experiment/state=linear_2` | linear | 144 |",
+                           "| `+experiment/state=linear_4` | linear | 288 |"]
+    runs = [r for r in find_runs(tmp_path) if "+experiment/state=linear_2" in r.overrides]
+    assert len(runs) == 2 and all(r.ok for r in runs)
+    mean = statistics.fmean(100 * r.summary["val_acc"]["recall_2"] for r in runs)
+    points = next(c for c in capacity.figure(summaries(find_runs(tmp_path))).axes[0].containers
+                  if c.get_label() == "linear")
+    assert points.lines[0].get_ydata()[0] == pytest.approx(mean)
+    image = imread(tmp_path / "capacity.png")
+    assert image.shape[1] > 600 and image[..., :3].std() > 0
