@@ -1,5 +1,6 @@
-"""On CUDA: `sdpa` runs in FlashAttention itself (not a fallback kernel) and matches `mha`; cached decoding
-chooses the uncached tokens there too. Skipped without CUDA (CI has none)."""
+"""On CUDA: `model.kernel=sdpa` runs in FlashAttention itself (not a fallback kernel) and matches the written-out
+maths; cached decoding chooses the uncached tokens there too, through either kernel. Skipped without CUDA (CI has
+none)."""
 from __future__ import annotations
 
 import pytest
@@ -13,16 +14,16 @@ pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(),
 
 
 def pair() -> tuple[GPT, GPT]:
-    """`mha` and `sdpa` GPTs on the GPU with identical weights (sdpa keeps mha's parameter names)."""
+    """`mha` GPTs on the GPU with identical weights, one through each kernel."""
     cfg = dict(vocab_size=97, layers=2, heads=4, dim=128, block_size=64, pos="rope")
     torch.manual_seed(0)
-    reference = GPT(ModelConfig(attention="mha", **cfg)).cuda()
-    fused = GPT(ModelConfig(attention="sdpa", **cfg)).cuda()
+    reference = GPT(ModelConfig(attention="mha", kernel="math", **cfg)).cuda()
+    fused = GPT(ModelConfig(attention="mha", kernel="sdpa", **cfg)).cuda()
     fused.load_state_dict(reference.state_dict())
     return reference, fused
 
 
-def test_sdpa_trains_inside_the_flash_kernel_and_matches_mha() -> None:
+def test_the_sdpa_kernel_trains_inside_flash_attention_and_matches_the_math_kernel() -> None:
     reference, fused = pair()
     idx = torch.randint(0, 97, (8, 64), device="cuda")
     targets = torch.randint(0, 97, (8, 64), device="cuda")
@@ -36,10 +37,12 @@ def test_sdpa_trains_inside_the_flash_kernel_and_matches_mha() -> None:
     assert all(torch.isfinite(p.grad).all() for p in fused.parameters())
 
 
-@pytest.mark.parametrize("attention", ["mha", "sdpa", "gqa", "sliding_window"])
-def test_cached_greedy_decoding_on_cuda_matches_uncached(attention: str) -> None:
+@pytest.mark.parametrize("kernel", ["math", "sdpa"])
+@pytest.mark.parametrize("attention", ["mha", "gqa", "mla", "sliding_window", "linear"])
+def test_cached_greedy_decoding_on_cuda_matches_uncached(attention: str, kernel: str) -> None:
     torch.manual_seed(0)
-    cfg = ModelConfig(vocab_size=97, layers=2, heads=4, dim=64, block_size=32, attention=attention, pos="rope")
+    cfg = ModelConfig(vocab_size=97, layers=2, heads=4, dim=64, block_size=32, attention=attention, pos="rope",
+                      kernel=kernel)
     model = GPT(cfg).cuda().eval()
     prompt = torch.randint(0, 97, (3, 5), device="cuda")
     cached = generate(model, prompt, 60, temperature=0, use_cache=True)  # past block_size: the window slides
