@@ -249,8 +249,9 @@ def test_the_readme_test_command_is_what_ci_runs() -> None:
 
 def test_the_readme_names_every_verb_of_the_front_door() -> None:
     readme = (ROOT / "README.md").read_text()
-    listed = re.search(r"`python -m gpt --help` lists the other commands: ([^.]+)\.", readme).group(1)
+    listed = re.search(r"`python -m gpt --help` lists the other commands:\s+([^.]+)\.", readme).group(1)
     assert [verb.strip() for verb in listed.split(",")] == list(VERBS)
+
 
 def config_keys() -> list[str]:
     """Every key a user can set, as typed on the command line (data.tasks.recall.pairs), from configs/."""
