@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
+from typing import Any
 
 import torch
 
@@ -54,24 +56,39 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def draw_attention_map(text_model: TextModel, prompt: str, path: str) -> int:
-    """Save the layer x head grid of attention heatmaps over the prompt's ids to `path`; the exit status."""
-    from gpt.evaluation.maps import attention_map  # matplotlib only when a map is asked for
-
-    ids = text_model.prompt_ids(prompt)
+def write_attention(path: str, flag: str, write: Callable[[], str]) -> int:
+    """Run `write` (it writes `path` and says what it holds): one line saying so, or what to fix; the exit status."""
     try:
-        if not prompt:
-            raise ValueError("the prompt is empty: pass --prompt TEXT to draw attention over")
-        attention_map(text_model.model, ids, text_model.tokenizer).savefig(path)
+        holds = write()
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     except OSError as err:
-        print(f"error: cannot write {path} ({err.strerror}): pass --attention-map a path in an existing folder",
-              file=sys.stderr)
+        print(f"error: cannot write {path} ({err.strerror}): pass {flag} a path in an existing folder", file=sys.stderr)
         return 2
-    print(f"wrote {path}: attention of every layer (rows) and head (columns) over {len(ids)} tokens")
+    print(f"wrote {path}: {holds}")
     return 0
+
+
+def attention_map_png(text_model: TextModel, prompt: str, path: str) -> str:
+    """Save the layer x head grid of attention heatmaps over the prompt's ids to `path`."""
+    from gpt.evaluation.maps import attention_map  # matplotlib only when a map is asked for
+
+    if not prompt:
+        raise ValueError("the prompt is empty: pass --prompt TEXT to draw attention over")
+    ids = text_model.prompt_ids(prompt)
+    attention_map(text_model.model, ids, text_model.tokenizer).savefig(path)
+    return f"attention of every layer (rows) and head (columns) over {len(ids)} tokens"
+
+
+def attention_html(text_model: TextModel, prompt: str, path: str, **settings: Any) -> str:
+    """Generate from `prompt` and write the interactive viewer of every head's attention to `path`."""
+    from gpt.evaluation.viewer import write_attention_html  # the viewer's template only when a viewer is asked for
+
+    view = write_attention_html(path, text_model, prompt, **settings)
+    tokens = len(view["tokens"])
+    return (f"{view['layers']} layers x {view['heads']} heads of {view['attention']} attention over {tokens} tokens "
+            f"({view['prompt_len']} prompt, {tokens - view['prompt_len']} generated); open it in a browser")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -86,11 +103,11 @@ def main(argv: list[str] | None = None) -> int:
         path = model_file(args.ckpt or newest_checkpoint())
         text_model = load(path, device=args.device)
         if args.attention_map:
-            return draw_attention_map(text_model, args.prompt, args.attention_map)
+            return write_attention(args.attention_map, "--attention-map",
+                                   lambda: attention_map_png(text_model, args.prompt, args.attention_map))
         if args.attention_html:
-            from gpt.evaluation.viewer import write_for_cli  # the viewer's template only when a viewer is asked for
-
-            return write_for_cli(args.attention_html, text_model, args.prompt, **settings, seed=args.seed)
+            return write_attention(args.attention_html, "--attention-html", lambda: attention_html(
+                text_model, args.prompt, args.attention_html, **settings, seed=args.seed))
         if args.compile:
             text_model.model = compile_for_decoding(text_model.model)
         generator = torch.Generator(device=args.device).manual_seed(args.seed)

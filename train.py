@@ -72,7 +72,7 @@ def train(cfg: DictConfig, run_dir: Path | None = None) -> Path:
     if cfg.resume and (done := finished_line(run_dir)):  # a resumed sweep's job that had finished: it stands
         print(f"finished before, kept: {done}")
         return run_dir / "model.pt"
-    ckpt_path = resume_from(cfg, run_dir, in_sweep=HydraConfig.get().mode == RunMode.MULTIRUN)
+    resume_point = resume_from(cfg, run_dir, in_sweep=HydraConfig.get().mode == RunMode.MULTIRUN)
     checkpoint = ResumeCheckpoint(run_dir / "checkpoints", cfg.callbacks.checkpoint.every_n_steps)
     stopper, record = StopOnInterrupt(), RunRecord(run_dir)  # record: history.csv + summary.json for the report
     callbacks = [checkpoint, stopper, ValidateAtEnd(), record]
@@ -93,8 +93,8 @@ def train(cfg: DictConfig, run_dir: Path | None = None) -> Path:
                  **optim_config(cfg))
     if weights is not None:
         lit.model.load_state_dict(weights)
-    if ckpt_path:
-        check_resumable(ckpt_path, lit)
+    if resume_point:
+        check_resumable(resume_point, lit)
     sample = cfg.callbacks.sample
     trainer.callbacks.append(SampleText(data.tokenizer, data.meta, sample.prompt, sample.max_new_tokens,
                                         sample.temperature, cfg.seed))
@@ -103,7 +103,7 @@ def train(cfg: DictConfig, run_dir: Path | None = None) -> Path:
     if cfg.callbacks.lengths.at:
         trainer.callbacks.append(LossAtLengths(**cfg.callbacks.lengths))
     print(f"model: {lit.model.num_params():,} parameters, precision {precision}; run folder: {run_dir}")
-    trainer.fit(lit, datamodule=data, ckpt_path=ckpt_path, weights_only=True)
+    trainer.fit(lit, datamodule=data, ckpt_path=resume_point.path if resume_point else None, weights_only=True)
     path = run_dir / "model.pt"
     if not trainer.is_global_zero:  # under torchrun/SLURM every rank gets here; one writes the export
         return path

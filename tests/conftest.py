@@ -134,10 +134,16 @@ class CodeRunningPickle:
         return (Path.touch, (self.marker,))
 
 
+BROWSERS: list[str] = []  # the browsers tests/test_viewer.py drove, for the summary line CI's log shows
+
+
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    """How many command lines the fuzz tests tried, per entry point."""
+    """How many command lines the fuzz tests tried, per entry point; which browser rendered the viewer."""
+    from tests.conftest import BROWSERS as driven  # the module the tests import, not pytest's copy of this file
     from tests.fuzzing import CASES
 
+    for browser in driven:
+        terminalreporter.write_line(f"attention viewer: rendered and driven in {browser}")
     if CASES:
         entries = sorted({entry for entry, _ in CASES})
         counts = ", ".join(f"{e} {CASES[e, 'ran'] + CASES[e, 'refused']}: {CASES[e, 'ran']} ran, {CASES[e, 'refused']} "

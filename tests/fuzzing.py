@@ -67,9 +67,9 @@ def assert_clean(outcome: Outcome, argv: list[str]) -> None:
 
 
 def group_options() -> dict[str, list[str]]:
-    """Each config group (configs/<group>/) and its options."""
-    return {folder.name: sorted(p.stem for p in folder.glob("*.yaml"))
-            for folder in sorted(CONFIGS.iterdir()) if folder.is_dir()}
+    """Each config group (configs/<group>/, nested ones such as hydra/launcher too) and its options."""
+    folders = sorted({p.parent for p in CONFIGS.glob("*/**/*.yaml")})
+    return {folder.relative_to(CONFIGS).as_posix(): sorted(p.stem for p in folder.glob("*.yaml")) for folder in folders}
 
 
 def leaves(node: Any, prefix: str) -> dict[str, Any]:

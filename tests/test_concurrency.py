@@ -99,7 +99,8 @@ def test_a_second_training_run_given_a_busy_run_folder_refuses_in_one_line_and_w
     first = subprocess.Popen([*run, "trainer.max_steps=100000", "seed=1"], cwd=tmp_path, env=env,
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        wait_for((shared / ".hydra", "config.yaml"))  # past its checks, its lock held, Hydra's record written
+        # past its checks, its lock held, Hydra's record written (overrides.yaml last, after config.yaml is whole)
+        wait_for((shared / ".hydra", "overrides.yaml"))
         config = (shared / ".hydra" / "config.yaml").read_bytes()
         second = subprocess.run([*run, "trainer.max_steps=5", "seed=2"], cwd=tmp_path, env=env, capture_output=True,
                                 text=True, timeout=300)

@@ -16,7 +16,7 @@ from gpt.training.checks import check_config
 from gpt.training.preflight import preflight
 from tests.conftest import run_cli
 from tests.fuzzing import (CONFIGS, Outcome, assert_clean, call, clean_folder, command_lines, config_keys, fresh_folder,
-                           job, near, scaled, yaml)
+                           group_options, job, near, scaled, yaml)
 
 def checked(argv: list[str]) -> Outcome:
     """train.py's command line up to Hydra: preflight, as `python train.py <argv>` runs it."""
@@ -52,8 +52,7 @@ def typed_overrides() -> st.SearchStrategy[list[str]]:
     """Overrides a user means: well-typed values near each key's default, and the options of each group."""
     keys = {k: v for k, v in config_keys().items() if not k.startswith(NOT_IN_PROCESS) and not k.endswith("_target_")
             and not isinstance(v, dict)}
-    groups = [f"{folder.name}={p.stem}" for folder in CONFIGS.iterdir() if folder.is_dir()
-              for p in folder.glob("*.yaml")]
+    groups = [f"{group}={option}" for group, options in group_options().items() for option in options]
     one = st.sampled_from(sorted(keys)).flatmap(lambda k: near(keys[k]).map(lambda v: f"{k}={yaml(v)}")) | \
         st.sampled_from(sorted(g for g in groups if not g.startswith(NOT_IN_PROCESS)))
     return st.lists(one, min_size=1, max_size=4)

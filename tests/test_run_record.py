@@ -33,7 +33,7 @@ def test_tensor_bytes_counts_a_shared_tensor_once() -> None:
 def test_nan_validation_loss_stops_training_and_marks_the_run_failed(tmp_path: Path) -> None:
     record = RunRecord(tmp_path)
     trainer = SimpleNamespace(sanity_checking=False, global_step=3, should_stop=False, is_global_zero=True,
-                              callback_metrics={"val/loss": torch.tensor(float("nan"))})
+                              callback_metrics={"val/loss": torch.tensor(float("nan"))}, callbacks=[])
     record.on_validation_start(trainer, None)
     record.on_validation_end(trainer, None)
     assert trainer.should_stop

@@ -21,7 +21,7 @@ from gpt.inference.checkpoint import save_model
 from gpt.inference.generation import generate as generate_ids
 from gpt.inference.text import TextModel
 from gpt.model.attention import ATTENTION
-from tests.conftest import build, calculator_tokenizer
+from tests.conftest import BROWSERS, build, calculator_tokenizer
 
 TOKENIZER = calculator_tokenizer()
 NEWLINE = TOKENIZER.encode("\n")[0]
@@ -193,6 +193,7 @@ def page() -> Iterator[Any]:
 
     with sync_playwright() as driver:
         browser = driver.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_FLAGS)
+        BROWSERS.append(f"{CHROMIUM} (Chromium {browser.version})")
         page = browser.new_page()
         page.problems = []
         page.on("console", lambda m: page.problems.append(f"console {m.type}: {m.text}") if m.type == "error" else None)

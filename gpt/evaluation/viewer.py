@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import inspect
 import json
-import sys
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -130,22 +129,4 @@ def write_attention_html(path: str | Path, text_model: TextModel, prompt: str, m
                           max(0, len(prompt_ids) - (len(ids) - len(shown))))
     Path(path).write_text(render_html(view), encoding="utf-8")
     return view
-
-
-def write_for_cli(path: str, text_model: TextModel, prompt: str, **settings: Any) -> int:
-    """write_attention_html for generate.py: one line saying what was written, or what to fix; the exit status."""
-    try:
-        view = write_attention_html(path, text_model, prompt, **settings)
-    except ValueError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    except OSError as err:
-        print(f"error: cannot write {path} ({err.strerror}): pass --attention-html a path in an existing folder",
-              file=sys.stderr)
-        return 2
-    tokens = len(view["tokens"])
-    print(f"wrote {path}: {view['layers']} layers x {view['heads']} heads of {view['attention']} attention over "
-          f"{tokens} tokens ({view['prompt_len']} prompt, {tokens - view['prompt_len']} generated); "
-          "open it in a browser")
-    return 0
 

@@ -2,6 +2,7 @@
 and finding the newest run with the same config."""
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -91,7 +92,17 @@ def find_resume_checkpoint(cfg: DictConfig, roots: list[Path]) -> Path:
     return max(found, key=lambda p: p.stat().st_mtime)
 
 
-def resume_from(cfg: DictConfig, run_dir: Path, in_sweep: bool = False) -> Path | None:
+@dataclass(frozen=True)
+class ResumePoint:
+    """A checkpoint to continue from, read once here: its path for Lightning, and the shapes of its weights and the
+    sizes of its optimizer's groups, to check against the run once the model is built (check_resumable)."""
+
+    path: Path
+    shapes: dict[str, tuple[int, ...]]
+    group_sizes: list[int]
+
+
+def resume_from(cfg: DictConfig, run_dir: Path, in_sweep: bool = False) -> ResumePoint | None:
     """The checkpoint to continue from (checked to load safely now, not after the data is built). A job of a
     resumed sweep continues from its own folder's checkpoint, or starts if the killed sweep never reached it."""
     if cfg.resume and in_sweep:
@@ -104,28 +115,29 @@ def resume_from(cfg: DictConfig, run_dir: Path, in_sweep: bool = False) -> Path 
         path = Path(cfg.ckpt_path)
     else:
         return None
-    step = load_resume_checkpoint(path)["global_step"]
+    checkpoint = load_resume_checkpoint(path)
+    step = checkpoint["global_step"]
     if 0 <= cfg.trainer.max_steps <= step:
         raise ValueError(f"{path} has finished: it is at step {step} of trainer.max_steps={cfg.trainer.max_steps} "
                          f"(its model: {path.parent.parent / 'model.pt'}); to train it further pass "
                          f"ckpt_path={path} and a larger trainer.max_steps")
     print(f"resuming from {path} at step {step}")
-    return path
+    return ResumePoint(path, {k: tuple(v.shape) for k, v in checkpoint.get("state_dict", {}).items()},
+                       [len(g["params"]) for state in checkpoint["optimizer_states"]
+                        for g in state.get("param_groups", [])])
 
 
-def check_resumable(path: Path, lit: LitGPT) -> None:
+def check_resumable(start: ResumePoint, lit: LitGPT) -> None:
     """The checkpoint holds this run's model and optimizer (weights of the same names and shapes, optimizer groups
     of the same sizes), else one line: Lightning's own answer is a wall of missing keys, or a line naming no file."""
-    checkpoint = load_resume_checkpoint(path)
     fix = "resume with the settings it was trained with, or start afresh without ckpt_path or resume=true"
-    saved = {k: tuple(v.shape) for k, v in checkpoint.get("state_dict", {}).items()}
-    wanted = {k: tuple(v.shape) for k, v in lit.state_dict().items()}
+    saved, wanted = start.shapes, {k: tuple(v.shape) for k, v in lit.state_dict().items()}
     differ = sorted(set(saved) ^ set(wanted)) or [k for k in wanted if saved[k] != wanted[k]]
     if differ:
         key = differ[0]
         shapes = [str(list(d[key])) if key in d else "absent" for d in (saved, wanted)]
-        raise CheckpointError(f"{path} holds another model ({key} is {shapes[0]} there, {shapes[1]} here): {fix}")
+        raise CheckpointError(f"{start.path} holds another model ({key} is {shapes[0]} there, {shapes[1]} here): "
+                              f"{fix}")
     groups = OPTIMIZERS[lit.optim.name](lit.model, lit.optim, False).state_dict()["param_groups"]
-    saved_groups = [g["params"] for state in checkpoint["optimizer_states"] for g in state.get("param_groups", [])]
-    if [len(g["params"]) for g in groups] != [len(g) for g in saved_groups]:
-        raise CheckpointError(f"{path} holds the state of another optimizer than optim={lit.optim.name}: {fix}")
+    if [len(g["params"]) for g in groups] != start.group_sizes:
+        raise CheckpointError(f"{start.path} holds the state of another optimizer than optim={lit.optim.name}: {fix}")
