@@ -58,6 +58,34 @@ def test_residual_projections_are_scaled_by_depth() -> None:
     assert other_std == pytest.approx(0.02, rel=0.05)
 
 
+def test_torch_init_keeps_each_layers_own_defaults_which_follow_the_width() -> None:
+    torch.manual_seed(0)
+    model = GPT(ModelConfig(vocab_size=50, layers=2, heads=4, dim=64, block_size=8, init="torch", mlp="swiglu"))
+    assert model.tok_emb.weight.std().item() == pytest.approx(1.0, rel=0.05)  # nn.Embedding: N(0, 1)
+    for name, weight in model.named_parameters():
+        if name.startswith("blocks.") and weight.dim() == 2:  # nn.Linear: uniform within 1/sqrt(fan_in)
+            bound = weight.shape[1] ** -0.5
+            assert weight.abs().max().item() <= bound, name
+            assert weight.std().item() == pytest.approx(bound / 3 ** 0.5, rel=0.1), name
+
+
+def test_torch_mha_fused_projection_follows_the_init() -> None:
+    for init, std in (("gpt2", 0.02), ("torch", None)):
+        cfg = ModelConfig(vocab_size=50, dim=64, heads=4, attention="torch_mha", init=init)
+        weight = GPT(cfg).blocks[0].attn.mha.in_proj_weight
+        if std:
+            assert weight.std().item() == pytest.approx(std, rel=0.1)
+        else:  # torch's Xavier uniform on the (3 x 64, 64) matrix: within sqrt(6 / (64 + 192))
+            bound = (6 / 256) ** 0.5
+            assert weight.abs().max().item() <= bound
+            assert weight.std().item() == pytest.approx(bound / 3 ** 0.5, rel=0.1)
+
+
+def test_an_unknown_init_is_named_with_the_choices() -> None:
+    with pytest.raises(ValueError, match="model.init='xavier' is unknown; choose one of: gpt2, torch"):
+        ModelConfig(vocab_size=50, init="xavier")
+
+
 def test_too_long_input_is_refused(tiny_cfg: ModelConfig) -> None:
     with pytest.raises(ValueError, match="exceeds block_size=16"):
         build(tiny_cfg)(torch.zeros(1, 17, dtype=torch.long))

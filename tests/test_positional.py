@@ -76,11 +76,11 @@ def test_rope_needs_an_even_head_width() -> None:
         GPT(ModelConfig(vocab_size=10, heads=4, dim=36, pos="rope"))
 
 
-def test_sinusoidal_positions_do_not_drown_the_token_embeddings() -> None:
-    """The table's RMS matches the token embeddings' initial std, so neither signal swamps the other."""
-    table = SinusoidalPositional(64, 64).table
-    tokens = GPT(ModelConfig(vocab_size=50, dim=64, heads=4, pos="sinusoidal")).tok_emb.weight
-    assert 0.8 < table.pow(2).mean().sqrt() / tokens.std() < 1.25
+@pytest.mark.parametrize("init", ["gpt2", "torch"])
+def test_sinusoidal_positions_do_not_drown_the_token_embeddings(init: str) -> None:
+    """The table's RMS matches the token embeddings' initial std under either init, so neither swamps the other."""
+    model = GPT(ModelConfig(vocab_size=50, dim=64, heads=4, pos="sinusoidal", init=init))
+    assert 0.8 < model.pos.table.pow(2).mean().sqrt() / model.tok_emb.weight.std() < 1.25
 
 
 DRAWABLE = [name for name, encoding in POSITIONAL.items() if encoding.drawable]

@@ -17,8 +17,9 @@ def train_and_grade(data: TaskData, steps: int, optim: str = "adamw",
                     **model: object) -> tuple[dict[str, float], dict[str, dict[int, dict[str, float]]]]:
     """(exact match per group, scores per task and level) of a model trained `steps` steps on `data`."""
     L.seed_everything(0, verbose=False)
+    # torch's init: with GPT-2's fixed 0.02 a model this narrow answers recall by elimination for over 1,200 steps
     cfg = ModelConfig(vocab_size=data.vocab_size, block_size=data.max_tokens, **{
-        "layers": 2, "heads": 4, "dim": 64, "pos": "rope", **model})
+        "layers": 2, "heads": 4, "dim": 64, "pos": "rope", "init": "torch", **model})
     lit = LitGPT(cfg, name=optim, lr=1e-2, min_lr=1e-3, weight_decay=0.0, warmup_steps=50, max_steps=steps)
     trainer = L.Trainer(max_steps=steps, logger=False, enable_checkpointing=False, enable_progress_bar=False,
                         enable_model_summary=False, limit_val_batches=0, gradient_clip_val=1.0)
@@ -34,7 +35,6 @@ def test_mha_recalls_values_far_above_guessing_among_those_in_the_line() -> None
     pairs = 4
     data = TaskData({"recall": {"pairs": pairs, "keys": 16, "values": 16}}, batch_size=64, train_lines=6000,
                     val_lines=300)
-    # Muon (the default optimizer): with AdamW this setting still sits on recall's plateau at 500 steps (50%).
     accuracy, _ = train_and_grade(data, steps=300, optim="muon")
     assert accuracy["recall_4"] > 0.9, accuracy  # guessing one of the line's values gets 1/pairs
 

@@ -9,6 +9,8 @@ from typing import Any
 from gpt.validate import PositiveFloat, PositiveInt, Probability, check_fields, check_known_fields
 
 INIT_STD = 0.02  # GPT-2's initial std of every weight matrix and embedding
+# The initial std of token embeddings, and of the additive position tables beside them, under each model.init.
+EMBEDDING_STD = {"gpt2": INIT_STD, "torch": 1.0}
 
 
 @dataclass(frozen=True)
@@ -41,12 +43,20 @@ class ModelConfig:
     kernel: str = "sdpa"
     qk_norm: bool = False  # RMSNorm on each head's queries and keys
     tie_embeddings: bool = True  # the LM head reuses the token embedding matrix (Press & Wolf, 2017)
+    # How weights start. "gpt2": every matrix and embedding N(0, 0.02), the projections that write into the residual
+    # stream shrunk by depth (Radford et al. 2019, set for width 768). "torch": torch's own layer defaults, which
+    # follow the width (nn.Linear uniform within 1/sqrt(fan_in), embeddings N(0, 1)). At width 64 they let a 2-layer
+    # model leave recall's plateau (answering by elimination) within 400 steps, where gpt2's stays on it past 1,200
+    # (docs/tasks.md, "Initialisation").
+    init: str = "gpt2"
     trace_shapes: bool = False  # print every module's output shape during the first forward pass
 
     def __post_init__(self) -> None:
         # The fields' own types and ranges; whether the named parts exist and suit each other is checked where the
         # parts are (gpt.model.gpt.check_parts, when a GPT is built), since the parts read this config.
         check_fields(self)
+        if self.init not in EMBEDDING_STD:
+            raise ValueError(f"model.init={self.init!r} is unknown; choose one of: {', '.join(EMBEDDING_STD)}")
         if self.random_positions is not None and self.random_positions < self.block_size:
             raise ValueError(f"model.random_positions={self.random_positions} is below block_size={self.block_size}: "
                              "positions are drawn from 0..random_positions-1, so raise it to at least block_size")

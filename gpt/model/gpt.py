@@ -44,12 +44,13 @@ class GPT(nn.Module):
         if cfg.tie_embeddings:
             self.head.weight = self.tok_emb.weight  # weight tying (Press & Wolf, 2017)
         self.shapes_pending = cfg.trace_shapes  # print shapes through the first forward pass only
-        self.apply(self._init_weights)
-        # GPT-2: projections that write into the residual stream shrink with depth so its variance
-        # stays constant however many blocks add to it.
-        for name, param in self.named_parameters():
-            if name.endswith("proj.weight"):
-                nn.init.normal_(param, mean=0.0, std=INIT_STD / math.sqrt(2 * cfg.layers))
+        if cfg.init == "gpt2":  # "torch" keeps the defaults each layer was built with
+            self.apply(self._init_weights)
+            # GPT-2: projections that write into the residual stream shrink with depth so its variance
+            # stays constant however many blocks add to it.
+            for name, param in self.named_parameters():
+                if name.endswith("proj.weight"):
+                    nn.init.normal_(param, mean=0.0, std=INIT_STD / math.sqrt(2 * cfg.layers))
 
     @staticmethod
     def _init_weights(module: nn.Module) -> None:
@@ -57,6 +58,8 @@ class GPT(nn.Module):
             nn.init.normal_(module.weight, mean=0.0, std=INIT_STD)
         if isinstance(module, nn.Linear) and module.bias is not None:
             nn.init.zeros_(module.bias)
+        if isinstance(module, nn.MultiheadAttention):  # its fused input projection is a bare parameter
+            nn.init.normal_(module.in_proj_weight, mean=0.0, std=INIT_STD)
 
     def new_caches(self, batch: int, device: torch.device | None = None, dtype: torch.dtype | None = None,
                    max_len: int | None = None) -> list:

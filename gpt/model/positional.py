@@ -8,7 +8,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from gpt.model.config import INIT_STD, ModelConfig
+from gpt.model.config import EMBEDDING_STD, INIT_STD, ModelConfig
 
 
 Start = int | torch.Tensor  # the first token's position, or every token's position (B, T) when drawn
@@ -92,21 +92,21 @@ class LearnedPositional(Positional):
 
 class SinusoidalPositional(Positional):
     """Fixed sines and cosines of geometrically spaced frequencies added to the embeddings, scaled to the
-    embeddings' initial size: at amplitude 1 (RMS 0.71 against the tokens' 0.02) the positions drowned the
+    embeddings' initial RMS (model.init): at amplitude 1 (RMS 0.71 against the tokens' 0.02) the positions drowned the
     tokens and position_tasks' copying barely trained (docs/tasks.md). Vaswani et al. scale the embeddings up by
     sqrt(dim) instead; with a tied head that would scale the logits too."""
 
     drawable = True
 
-    def __init__(self, positions: int, dim: int, base: float = 10000.0) -> None:
+    def __init__(self, positions: int, dim: int, base: float = 10000.0, rms: float = INIT_STD) -> None:
         super().__init__()
         angles = torch.outer(torch.arange(positions).float(), _inverse_frequencies(dim, base))  # (P, C/2)
         table = torch.stack([angles.sin(), angles.cos()], dim=-1).flatten(1)[:, :dim]  # (P, C), interleaved
-        self.register_buffer("table", table * INIT_STD * 2 ** 0.5, persistent=False)  # RMS INIT_STD
+        self.register_buffer("table", table * rms * 2 ** 0.5, persistent=False)
 
     @classmethod
     def from_config(cls, cfg: ModelConfig) -> SinusoidalPositional:
-        return cls(table_size(cfg), cfg.dim)
+        return cls(table_size(cfg), cfg.dim, rms=EMBEDDING_STD[cfg.init])
 
     def embed(self, x: torch.Tensor, start: Start) -> torch.Tensor:
         if isinstance(start, torch.Tensor):

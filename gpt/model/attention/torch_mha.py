@@ -20,8 +20,6 @@ class TorchMultiheadAttention(Attention):
     def __init__(self, dim: int, heads: int, dropout: float = 0.0, bias: bool = False) -> None:
         super().__init__(heads, heads, dim // heads, dropout)
         self.mha = nn.MultiheadAttention(dim, heads, dropout=dropout, bias=bias, batch_first=True)
-        # GPT's init, not torch's Xavier; its `out_proj` ends in "proj", so the model scales it by depth.
-        nn.init.normal_(self.mha.in_proj_weight, mean=0.0, std=0.02)
 
     @classmethod
     def from_config(cls, cfg: ModelConfig) -> TorchMultiheadAttention:
