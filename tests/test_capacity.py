@@ -101,7 +101,7 @@ def test_a_debug_sweep_of_the_preset_draws_recall_against_state(tmp_path: Path) 
                            "| `+experiment/state=linear_4` | linear | 288 |"]
     runs = [r for r in find_runs(tmp_path) if "+experiment/state=linear_2" in r.overrides]
     assert len(runs) == 2 and all(r.ok for r in runs)
-    mean = statistics.fmean(100 * r.summary["val_acc"]["recall_2"] for r in runs)
+    mean = statistics.fmean(100 * r.summary["val_acc"]["recall_4"] for r in runs)
     points = next(c for c in capacity.figure(summaries(find_runs(tmp_path))).axes[0].containers
                   if c.get_label() == "linear")
     assert points.lines[0].get_ydata()[0] == pytest.approx(mean)
