@@ -96,9 +96,10 @@ def test_a_debug_sweep_of_the_preset_draws_recall_against_state(tmp_path: Path) 
     assert result.returncode == 0, result.stderr[-2000:]
     report = (tmp_path / "report.md").read_text()
     section = report[report.index("## Capacity against state size"):].split("\n\n")[1].splitlines()
-    # One layer of 2 heads of width 8 holds features x (8 + 1) numbers per head, 4 bytes each.
-    assert section[2:] == ["| `+experiment/state=linear_2` | linear | 144 |",
-                           "| `+experiment/state=linear_4` | linear | 288 |"]
+    # One layer of 2 heads of width 8 holds features x (8 + 1) numbers per head, and the convolution of width 4 its
+    # last 3 inputs of 16 channels, 4 bytes each.
+    assert section[2:] == ["| `+experiment/state=linear_2` | linear | 336 |",
+                           "| `+experiment/state=linear_4` | linear | 480 |"]
     runs = [r for r in find_runs(tmp_path) if "+experiment/state=linear_2" in r.overrides]
     assert len(runs) == 2 and all(r.ok for r in runs)
     mean = statistics.fmean(100 * r.summary["val_acc"]["recall_4"] for r in runs)

@@ -139,18 +139,38 @@ def test_chunkwise_linear_attention_equals_its_recurrence(features: int | None,
     torch.testing.assert_close(attn(x, Positional()), recurrent, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("conv", [0, 3])
 @pytest.mark.parametrize("pos", ["rope", "none"])
-def test_linear_features_size_the_state_and_keep_it_causal_and_cache_consistent(pos: str) -> None:
-    model = build(make("linear", pos, linear_features=4))
+def test_linear_features_size_the_state_and_keep_it_causal_and_cache_consistent(pos: str, conv: int) -> None:
+    """The state is features x head width per head, plus the last conv - 1 inputs the short convolution reads;
+    with it, a prompt then decode steps still equal the whole sequence at once."""
+    model = build(make("linear", pos, linear_features=4, linear_conv=conv))
     caches = model.new_caches(3)
     assert caches[0].kv.shape == (3, 4, 4, 8)  # (B, H, features, head width)
-    assert tensor_bytes(caches) == model.cache_bytes(3, 16) == 2 * 3 * 4 * 4 * (8 + 1) * 4
+    assert caches[0].recent.shape == (3, max(conv - 1, 0), 32)  # (B, width - 1, C)
+    assert tensor_bytes(caches) == model.cache_bytes(3, 16) == 2 * 3 * (4 * 4 * (8 + 1) + max(conv - 1, 0) * 32) * 4
     idx = torch.randint(0, 37, (2, 16))
     full = model(idx)
     changed = idx.clone()
     changed[:, 9:] = (idx[:, 9:] + 1) % 37
     torch.testing.assert_close(model(changed)[:, :9], full[:, :9])
     torch.testing.assert_close(prefill_then_decode(model, idx, 5), full, rtol=1e-4, atol=1e-5)
+
+
+def test_linear_conv_mixes_each_position_with_the_width_before_it_and_nothing_else() -> None:
+    """A convolution of width 3: a change at position 2 moves the convolved input at positions 2, 3 and 4 only."""
+    attn = LinearAttention(32, 4, conv=3).eval()
+    x = torch.randn(1, 6, 32)
+    changed = x.clone()
+    changed[:, 2] += 1.0
+    moved = (attn.convolve(changed, None) - attn.convolve(x, None)).abs().amax(-1)[0]  # (T,)
+    assert moved.nonzero().flatten().tolist() == [2, 3, 4]
+
+
+@pytest.mark.parametrize("conv", [-1, 1])
+def test_linear_conv_of_no_width_is_refused(conv: int) -> None:
+    with pytest.raises(ValueError, match="model.linear_conv"):
+        build(make("linear", "rope", linear_conv=conv))
 
 
 def repeated_heads(gqa: GPT, heads: int) -> GPT:

@@ -1,7 +1,8 @@
 """Causal linear attention (Katharopoulos et al. 2020, "Transformers are RNNs"): softmax(q.k) is
 replaced by phi(q).phi(k) with the positive feature map phi = elu + 1, so the past folds into a
 fixed-size state and generation needs constant memory per token. Prompts run in the chunkwise-parallel
-form (as in Yang et al. 2024, "Gated Linear Attention"), linear in their length."""
+form (as in Yang et al. 2024, "Gated Linear Attention"), linear in their length. An optional short causal
+convolution before the projections (Based, Arora et al. 2024) lets a key carry the token before it."""
 from __future__ import annotations
 
 import torch
@@ -13,21 +14,27 @@ from gpt.model.config import ModelConfig
 from gpt.model.norm import RMSNorm
 from gpt.model.positional import POSITIONAL, Positional
 
+# Added to each normaliser: with few features, elu + 1 of very negative queries and keys makes it vanish, and the
+# division then overflows (loss NaN under bf16 with 2 features per head).
+EPS = 1e-6
 CHUNK = 64  # positions per chunk of a prompt: dense (CHUNK x CHUNK) products inside, the state between chunks
 
 
 class LinearState:
-    """The recurrent state of one layer: sum of phi(k) v^T (B, H, F, D) and of phi(k) (B, H, F)."""
+    """The recurrent state of one layer: sum of phi(k) v^T (B, H, F, D), of phi(k) (B, H, F), and the inputs the
+    short convolution still reads (B, width - 1, C; no positions without one)."""
 
-    def __init__(self, batch: int, heads: int, features: int, head_dim: int, device: torch.device,
-                 dtype: torch.dtype) -> None:
+    def __init__(self, batch: int, heads: int, features: int, head_dim: int, conv_width: int, dim: int,
+                 device: torch.device, dtype: torch.dtype) -> None:
         self.kv = torch.zeros(batch, heads, features, head_dim, device=device, dtype=dtype)
         self.k = torch.zeros(batch, heads, features, device=device, dtype=dtype)
+        self.recent = torch.zeros(batch, max(conv_width - 1, 0), dim, device=device, dtype=dtype)
         self.length = 0
 
     def reset(self) -> None:
         self.kv.zero_()
         self.k.zero_()
+        self.recent.zero_()
         self.length = 0
 
 
@@ -38,14 +45,17 @@ class LinearAttention(MultiHeadAttention):
     from the chunks before it, the state they left. RoPE rotates phi(q) and phi(k) in the numerator only
     (as RoFormer does), so the normaliser stays positive. It never forms softmax weights; asked to keep
     weights, it keeps the implied ones, phi(q_i).phi(k_j) / normaliser_i, whose rows sum to 1 unless
-    RoPE rotated the numerator."""
+    RoPE rotated the numerator. With `conv` > 0, each channel of the input is first mixed with its own last
+    conv - 1 values (causal, depthwise), so a key can hold the token before it: recall's key-value binding without
+    a softmax to find the previous token."""
 
     has_weights = False
 
     def __init__(self, dim: int, heads: int, dropout: float = 0.0, bias: bool = False, qk_norm: bool = False,
-                 features: int | None = None, norm_eps: float = 1e-5) -> None:
+                 features: int | None = None, norm_eps: float = 1e-5, conv: int = 0) -> None:
         super().__init__(dim, heads, dropout, bias, qk_norm, norm_eps=norm_eps)
         self.features = features or self.head_dim
+        self.conv = nn.Conv1d(dim, dim, conv, groups=dim, bias=bias) if conv else None
         self.query = nn.Linear(dim, heads * self.features, bias=bias)
         self.key = nn.Linear(dim, heads * self.features, bias=bias)
         if qk_norm:
@@ -53,7 +63,8 @@ class LinearAttention(MultiHeadAttention):
 
     @classmethod
     def from_config(cls, cfg: ModelConfig) -> LinearAttention:
-        return cls(cfg.dim, cfg.heads, cfg.dropout, cfg.bias, cfg.qk_norm, cfg.linear_features, cfg.norm_eps)
+        return cls(cfg.dim, cfg.heads, cfg.dropout, cfg.bias, cfg.qk_norm, cfg.linear_features, cfg.norm_eps,
+                   cfg.linear_conv)
 
     @classmethod
     def validate(cls, cfg: ModelConfig) -> None:
@@ -63,21 +74,44 @@ class LinearAttention(MultiHeadAttention):
         if cfg.linear_features is not None and cfg.linear_features < 1:
             raise ValueError(f"linear_features={cfg.linear_features} must be a positive integer (or null for the "
                              "head width): set model.linear_features")
+        if cfg.linear_conv < 0 or cfg.linear_conv == 1:
+            raise ValueError(f"linear_conv={cfg.linear_conv} must be 0 (no convolution) or a width of at least 2 "
+                             "positions: set model.linear_conv")
         if POSITIONAL[cfg.pos].rotates and (cfg.linear_features or cfg.head_dim) % 2:
             raise ValueError(f"pos={cfg.pos} rotates feature pairs, and model.linear_features={cfg.linear_features} "
                              "is odd: make it even")
 
     def new_cache(self, batch: int, max_len: int, device: torch.device, dtype: torch.dtype) -> LinearState:
-        return LinearState(batch, self.heads, self.features, self.head_dim, device, dtype)
+        return LinearState(batch, self.heads, self.features, self.head_dim, self.conv_width, self.dim, device, dtype)
+
+    @property
+    def conv_width(self) -> int:
+        return self.conv.kernel_size[0] if self.conv is not None else 0
+
+    @property
+    def dim(self) -> int:
+        return self.heads * self.head_dim
 
     def cache_bytes(self, batch: int, positions: int, element_size: int) -> int:
-        """features x head_dim (plus features for the normaliser) per head, whatever the number of positions."""
-        return batch * self.heads * self.features * (self.head_dim + 1) * element_size
+        """features x head_dim (plus features for the normaliser) per head, and the convolution's last inputs,
+        whatever the number of positions."""
+        state = self.heads * self.features * (self.head_dim + 1) + max(self.conv_width - 1, 0) * self.dim
+        return batch * state * element_size
+
+    def convolve(self, x: torch.Tensor, cache: LinearState | None) -> torch.Tensor:
+        """Each channel of x (B, T, C) mixed with its own conv_width - 1 values before it: zeros before a
+        sequence's start, or the cache's last inputs, which it then replaces."""
+        B, T, C = x.shape
+        before = cache.recent if cache is not None else x.new_zeros(B, self.conv_width - 1, C)
+        padded = torch.cat([before, x], dim=1)  # (B, width - 1 + T, C)
+        if cache is not None:
+            cache.recent.copy_(padded[:, T:])
+        return self.conv(padded.transpose(1, 2)).transpose(1, 2)  # (B, C, width - 1 + T) -> (B, T, C)
 
     def forward(self, x: torch.Tensor, pos: Positional, cache: LinearState | None = None) -> torch.Tensor:
         B, T, C = x.shape
         start = cache.length if cache is not None else 0
-        q, k, v = self.project(x)  # (B, H, T, F), (B, H, T, F), (B, H, T, D)
+        q, k, v = self.project(self.convolve(x, cache) if self.conv is not None else x)  # (B, H, T, F), (B, H, T, F), (B, H, T, D)
         q, k = F.elu(self.q_norm(q)) + 1, F.elu(self.k_norm(k)) + 1  # positive features
         q_rot, k_rot = pos.rotate(q, k, start)
         numerator, folded = chunkwise(q_rot, k_rot, v, cache.kv if cache is not None else None)  # (B, H, T, D)
@@ -86,7 +120,7 @@ class LinearAttention(MultiHeadAttention):
         k_sums = k.transpose(1, 2).cumsum(dim=1).transpose(1, 2)  # (B, H, T, F): sum_j<=i phi(k_j) here
         if cache is not None:
             k_sums = k_sums + cache.k.unsqueeze(2)
-        normaliser = (q * k_sums).sum(-1)  # (B, H, T)
+        normaliser = (q * k_sums).sum(-1) + EPS  # (B, H, T)
         if self.keep_weights:  # the implied weights: what multiplies each value of this chunk
             allowed = self.mask(T, T, 0, x.device)  # (T, T)
             products = (q_rot @ k_rot.transpose(-2, -1)).masked_fill(~allowed, 0.0)  # (B, H, T, T)
