@@ -61,6 +61,23 @@ def test_state_bytes_are_each_variants_formula_at_the_trained_block(tmp_path: Pa
     assert "chance" not in {line.get_label() for line in axes[0].get_lines()}  # 2 pairs: no guess recorded
 
 
+def test_linear_attention_with_a_convolution_is_its_own_line(tmp_path: Path) -> None:
+    """Points of linear attention with a short convolution are not joined with those without one: the line of a
+    variant's state sizes would zig-zag between two mechanisms."""
+    by_label = fake_sweep(tmp_path, {
+        "state=linear_2": ({"attention": "linear", "linear_features": 2, "linear_conv": 4}, [0.1]),
+        "state=linear_8": ({"attention": "linear", "linear_features": 8, "linear_conv": 4}, [0.9]),
+        "state=linear_8_no_conv": ({"attention": "linear", "linear_features": 8}, [0.3]),
+    })
+    found = capacity.states(by_label)
+    assert {label: name for label, (name, _) in found.items()} == {
+        "state=linear_2": "linear + conv 4", "state=linear_8": "linear + conv 4", "state=linear_8_no_conv": "linear"}
+    # The convolution keeps its last 3 inputs of 64 channels in each of the 2 layers, 4 bytes each.
+    assert found["state=linear_8"][1] - found["state=linear_8_no_conv"][1] == 2 * 3 * 64 * 4
+    lines = {c.get_label(): len(c.lines[0].get_xdata()) for c in capacity.figure(by_label).axes[0].containers}
+    assert lines == {"linear + conv 4": 2, "linear": 1}
+
+
 def test_no_capacity_figure_unless_a_variant_varies_its_state(tmp_path: Path) -> None:
     by_label = fake_sweep(tmp_path, {"attention=mha": ({"attention": "mha"}, [1.0]),
                                      "attention=gqa": ({"attention": "gqa"}, [0.9])})
@@ -98,13 +115,13 @@ def test_a_debug_sweep_of_the_preset_draws_recall_against_state(tmp_path: Path) 
     section = report[report.index("## Capacity against state size"):].split("\n\n")[1].splitlines()
     # One layer of 2 heads of width 8 holds features x (8 + 1) numbers per head, and the convolution of width 4 its
     # last 3 inputs of 16 channels, 4 bytes each.
-    assert section[2:] == ["| `+experiment/state=linear_2` | linear | 336 |",
-                           "| `+experiment/state=linear_4` | linear | 480 |"]
+    assert section[2:] == ["| `+experiment/state=linear_2` | linear + conv 4 | 336 |",
+                           "| `+experiment/state=linear_4` | linear + conv 4 | 480 |"]
     runs = [r for r in find_runs(tmp_path) if "+experiment/state=linear_2" in r.overrides]
     assert len(runs) == 2 and all(r.ok for r in runs)
     mean = statistics.fmean(100 * r.summary["val_acc"]["recall_4"] for r in runs)
     points = next(c for c in capacity.figure(summaries(find_runs(tmp_path))).axes[0].containers
-                  if c.get_label() == "linear")
+                  if c.get_label() == "linear + conv 4")
     assert points.lines[0].get_ydata()[0] == pytest.approx(mean)
     image = imread(tmp_path / "capacity.png")
     assert image.shape[1] > 600 and image[..., :3].std() > 0

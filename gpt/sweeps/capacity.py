@@ -23,15 +23,22 @@ def state_bytes(model: dict[str, Any]) -> int:
     return pareto.cache_bytes(model, model["block_size"])
 
 
+def variant(model: dict[str, Any]) -> str:
+    """The attention variant a configuration's points are joined under: linear attention with a short convolution
+    apart from linear attention without one, since the convolution, not the state, decides whether it recalls."""
+    conv = model.get("linear_conv") if model["attention"] == "linear" else None
+    return f"{model['attention']} + conv {conv}" if conv else model["attention"]
+
+
 def states(summaries: dict[str, list[dict[str, Any]]]) -> dict[str, tuple[str, int]]:
     """label -> (attention variant, state bytes) for the configurations that recorded their model and graded
     recall; empty unless some variant appears at two state sizes or more (the sweep varies state on recall)."""
     columns = recall_columns(summaries)
-    found = {label: (model["attention"], state_bytes(model)) for label, runs in summaries.items()
+    found = {label: (variant(model), state_bytes(model)) for label, runs in summaries.items()
              if (model := pareto.model_of(runs)) and any(capability.values(runs, c) for c in columns)}
     sizes: dict[str, set[int]] = {}
-    for variant, size in found.values():
-        sizes.setdefault(variant, set()).add(size)
+    for name, size in found.values():
+        sizes.setdefault(name, set()).add(size)
     return found if any(len(s) > 1 for s in sizes.values()) else {}
 
 
@@ -41,11 +48,11 @@ def markdown(summaries: dict[str, list[dict[str, Any]]]) -> list[str]:
     if not found:
         return []
     lines = ["## Capacity against state size", "", "| configuration | attention | state bytes |", "|---|---|---:|"]
-    for label, (variant, size) in sorted(found.items(), key=lambda item: (item[1][1], item[0])):
-        lines.append(f"| `{label}` | {variant} | {size:,} |")
+    for label, (name, size) in sorted(found.items(), key=lambda item: (item[1][1], item[0])):
+        lines.append(f"| `{label}` | {name} | {size:,} |")
     return lines + ["", "Recall exact match per pair count against the attention state of one line at the trained "
                     "block (fp32, every layer, by each variant's formula: keys and values per position, a latent "
-                    "per position, or linear attention's fixed features x head width per head), mean ± std over "
+                    "per position, or linear attention's fixed features x (head width + 1) per head and its convolution's last inputs), mean ± std over "
                     "seeds; a variant's state sizes are joined; chance dashed (the capability matrix has the "
                     "numbers).", "", "![recall accuracy against state size](capacity.png)", ""]
 
@@ -58,19 +65,19 @@ def figure(summaries: dict[str, list[dict[str, Any]]]) -> Any:
     if not found:
         return None
     columns = recall_columns(summaries)
-    variants = list(dict.fromkeys(variant for variant, _ in found.values()))
+    variants = list(dict.fromkeys(name for name, _ in found.values()))
     fig = Figure(figsize=(4.5 * len(columns), 4.2), layout="constrained")
     axes = fig.subplots(1, len(columns), squeeze=False)[0]
     for ax, column in zip(axes, columns):
-        for i, variant in enumerate(variants):
-            labels = sorted((label for label, (v, _) in found.items() if v == variant), key=lambda lb: found[lb][1])
+        for i, name in enumerate(variants):
+            labels = sorted((label for label, (v, _) in found.items() if v == name), key=lambda lb: found[lb][1])
             marks = [(found[lb][1], values) for lb in labels if (values := capability.values(summaries[lb], column))]
             if not marks:
                 continue
             x = [size for size, _ in marks]
             y = [statistics.fmean(values) for _, values in marks]
             spread = [statistics.stdev(values) if len(values) > 1 else 0.0 for _, values in marks]
-            ax.errorbar(x, y, yerr=spread, marker="o", capsize=3, color=f"C{i % 10}", label=variant,
+            ax.errorbar(x, y, yerr=spread, marker="o", capsize=3, color=f"C{i % 10}", label=name,
                         linestyle="-" if len(marks) > 1 else "none")
         guess = capability.chance(summaries, column)
         if guess is not None:
