@@ -52,9 +52,10 @@ def markdown(summaries: dict[str, list[dict[str, Any]]]) -> list[str]:
         lines.append(f"| `{label}` | {name} | {size:,} |")
     return lines + ["", "Recall exact match per pair count against the attention state of one line at the trained "
                     "block (fp32, every layer, by each variant's formula: keys and values per position, a latent "
-                    "per position, or linear attention's fixed features x (head width + 1) per head and its convolution's last inputs), mean ± std over "
-                    "seeds; a variant's state sizes are joined; chance dashed (the capability matrix has the "
-                    "numbers).", "", "![recall accuracy against state size](capacity.png)", ""]
+                    "per position, or linear attention's fixed features x (head width + 1) per head and its "
+                    "convolution's last inputs), mean ± std over seeds; a variant's state sizes are joined; chance "
+                    "dashed (the capability matrix has the numbers).", "",
+                    "![recall accuracy against state size](capacity.png)", ""]
 
 
 def figure(summaries: dict[str, list[dict[str, Any]]]) -> Any:

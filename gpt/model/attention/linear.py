@@ -24,11 +24,11 @@ class LinearState:
     """The recurrent state of one layer: sum of phi(k) v^T (B, H, F, D), of phi(k) (B, H, F), and the inputs the
     short convolution still reads (B, width - 1, C; no positions without one)."""
 
-    def __init__(self, batch: int, heads: int, features: int, head_dim: int, conv_width: int, dim: int,
+    def __init__(self, batch: int, heads: int, features: int, head_dim: int, remembered: int, dim: int,
                  device: torch.device, dtype: torch.dtype) -> None:
         self.kv = torch.zeros(batch, heads, features, head_dim, device=device, dtype=dtype)
         self.k = torch.zeros(batch, heads, features, device=device, dtype=dtype)
-        self.recent = torch.zeros(batch, max(conv_width - 1, 0), dim, device=device, dtype=dtype)
+        self.recent = torch.zeros(batch, remembered, dim, device=device, dtype=dtype)
         self.length = 0
 
     def reset(self) -> None:
@@ -82,11 +82,12 @@ class LinearAttention(MultiHeadAttention):
                              "is odd: make it even")
 
     def new_cache(self, batch: int, max_len: int, device: torch.device, dtype: torch.dtype) -> LinearState:
-        return LinearState(batch, self.heads, self.features, self.head_dim, self.conv_width, self.dim, device, dtype)
+        return LinearState(batch, self.heads, self.features, self.head_dim, self.remembered, self.dim, device, dtype)
 
     @property
-    def conv_width(self) -> int:
-        return self.conv.kernel_size[0] if self.conv is not None else 0
+    def remembered(self) -> int:
+        """Inputs before a position that the convolution reads: its width - 1 (none without a convolution)."""
+        return self.conv.kernel_size[0] - 1 if self.conv is not None else 0
 
     @property
     def dim(self) -> int:
@@ -95,14 +96,16 @@ class LinearAttention(MultiHeadAttention):
     def cache_bytes(self, batch: int, positions: int, element_size: int) -> int:
         """features x head_dim (plus features for the normaliser) per head, and the convolution's last inputs,
         whatever the number of positions."""
-        state = self.heads * self.features * (self.head_dim + 1) + max(self.conv_width - 1, 0) * self.dim
+        state = self.heads * self.features * (self.head_dim + 1) + self.remembered * self.dim
         return batch * state * element_size
 
     def convolve(self, x: torch.Tensor, cache: LinearState | None) -> torch.Tensor:
-        """Each channel of x (B, T, C) mixed with its own conv_width - 1 values before it: zeros before a
-        sequence's start, or the cache's last inputs, which it then replaces."""
+        """Each channel of x (B, T, C) mixed with its own `remembered` values before it: zeros before a
+        sequence's start, or the cache's last inputs, which it then replaces. x itself without a convolution."""
+        if self.conv is None:
+            return x
         B, T, C = x.shape
-        before = cache.recent if cache is not None else x.new_zeros(B, self.conv_width - 1, C)
+        before = cache.recent if cache is not None else x.new_zeros(B, self.remembered, C)
         padded = torch.cat([before, x], dim=1)  # (B, width - 1 + T, C)
         if cache is not None:
             cache.recent.copy_(padded[:, T:])
@@ -111,7 +114,7 @@ class LinearAttention(MultiHeadAttention):
     def forward(self, x: torch.Tensor, pos: Positional, cache: LinearState | None = None) -> torch.Tensor:
         B, T, C = x.shape
         start = cache.length if cache is not None else 0
-        q, k, v = self.project(self.convolve(x, cache) if self.conv is not None else x)  # (B, H, T, F), (B, H, T, F), (B, H, T, D)
+        q, k, v = self.project(self.convolve(x, cache))  # (B, H, T, F), (B, H, T, F), (B, H, T, D)
         q, k = F.elu(self.q_norm(q)) + 1, F.elu(self.k_norm(k)) + 1  # positive features
         q_rot, k_rot = pos.rotate(q, k, start)
         numerator, folded = chunkwise(q_rot, k_rot, v, cache.kv if cache is not None else None)  # (B, H, T, D)
