@@ -123,6 +123,7 @@ def train(cfg: DictConfig, run_dir: Path | None = None) -> Path:
 def main(cfg: DictConfig) -> None:
     from lightning.fabric.utilities.exceptions import MisconfigurationException
 
+    from gpt.sweeps.parallel import orphaned, stop_with_the_sweep
     from gpt.training.callbacks import Interrupted, TrainingStopped
     from gpt.training.run_folder import discard_if_never_started, record_failure
 
@@ -130,6 +131,7 @@ def main(cfg: DictConfig) -> None:
     multirun = HydraConfig.get().mode == RunMode.MULTIRUN
     if multirun:  # jobs side by side write to one stdout: whole lines, not interleaved halves of buffers
         sys.stdout.reconfigure(line_buffering=True)
+        stop_with_the_sweep()
     try:
         train(cfg, run_dir)
     except Interrupted as err:  # model.pt is saved, but `train && generate` must not go on as if it finished
@@ -146,6 +148,9 @@ def main(cfg: DictConfig) -> None:
             return
         discard_if_never_started(run_dir)
         sys.exit(1 if isinstance(err, TrainingStopped) else 2)
+    finally:
+        if orphaned():  # the worker ends with its job instead of taking the next one from a dead sweep's queue
+            os._exit(130)
 
 
 def check_command(cfg: DictConfig) -> None:

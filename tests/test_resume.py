@@ -4,6 +4,7 @@ a resume checkpoint whose pickle would run code is refused; a non-finite loss st
 good checkpoint; Ctrl-C stops cleanly with last.ckpt and model.pt written."""
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
 import os
@@ -221,3 +222,56 @@ def test_killed_sweep_resumes_keeping_finished_jobs_and_continuing_the_interrupt
     assert len(rows) == 4 and all(row.endswith("| ok |") for row in rows)
     for folder, row in zip(folders[:2], rows):
         assert f"{json.loads(kept[folder])['val_loss']:.4f}" in row
+
+
+def children_of(pid: int) -> list[int]:
+    """The live processes whose parent is `pid` (from /proc: Linux, as CI)."""
+    return [int(stat.parent.name) for stat in Path("/proc").glob("[0-9]*/stat")
+            if alive(int(stat.parent.name)) and int(read_stat(stat)[1]) == pid]
+
+
+def read_stat(stat: Path) -> list[str]:
+    """State and parent pid of a /proc/<pid>/stat ("" when the process has gone)."""
+    try:
+        return stat.read_text().rpartition(")")[2].split()[:2]
+    except OSError:
+        return ["", "0"]
+
+
+def alive(pid: int) -> bool:
+    """Running, not gone and not a zombie waiting for a reaper."""
+    return read_stat(Path(f"/proc/{pid}/stat"))[0] not in ("", "Z", "X")
+
+
+# Four jobs two at a time, long enough that both running jobs are killed mid-way; checkpoints often.
+PARALLEL_SWEEP = [*(a for a in SWEEP if not a.startswith(("hydra.launcher", "trainer.max_steps"))),
+                  "trainer.max_steps=100000", "hydra.launcher.n_jobs=2"]
+
+
+def test_a_sweep_killed_alone_stops_its_workers_leaving_resumable_jobs(tmp_path: Path) -> None:
+    """SIGKILL to the sweep's process only (kill <pid>, a crash of it, an OOM kill): joblib's workers used to train
+    on, orphaned, through the jobs queued for them. Now each running job stops as Ctrl-C stops it and its worker
+    ends; queued jobs never start."""
+    proc = subprocess.Popen([sys.executable, str(ROOT / "train.py"), *PARALLEL_SWEEP], cwd=tmp_path,
+                            start_new_session=True, env={**os.environ, "PYTHONPATH": str(ROOT)},
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 240
+        while len(list(tmp_path.glob("multirun/*/*/[01]/checkpoints/last.ckpt"))) < 2 and proc.poll() is None \
+                and time.monotonic() < deadline:
+            time.sleep(0.05)
+        workers = children_of(proc.pid)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        deadline = time.monotonic() + 120
+        while any(alive(pid) for pid in workers) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert workers and not any(alive(pid) for pid in workers), "the workers went on without their sweep"
+    finally:
+        with contextlib.suppress(ProcessLookupError):  # whatever of the group is left, so no test leaves it
+            os.killpg(proc.pid, signal.SIGKILL)
+    sweep = next(tmp_path.glob("multirun/*/*"))
+    assert sorted(p.name for p in sweep.iterdir() if p.is_dir()) == ["0", "1"]  # the queued jobs never started
+    for stopped in (sweep / "0", sweep / "1"):  # recorded as stopped, not finished, with a checkpoint to resume
+        assert json.loads((stopped / "summary.json").read_text())["status"] == "failed"
+        assert 0 < load_resume_checkpoint(stopped / "checkpoints/last.ckpt")["global_step"] < 100000

@@ -1,14 +1,23 @@
 """How many jobs of a -m sweep run at once on this machine (hydra/launcher=cores, Hydra's joblib launcher): one per
 core when jobs train on CPU, one at a time on a GPU, each with cores / (jobs at once) threads. Decided by a Hydra
-callback when the sweep starts, before the launcher is made from the config."""
+callback when the sweep starts, before the launcher is made from the config. And a worker's job stops when the
+sweep's process dies."""
 from __future__ import annotations
 
 import math
 import os
+import signal
+import threading
+import time
 from typing import Any
 
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, open_dict, read_write
+
+# Set by the process that launches a sweep, inherited by its joblib workers: how a job knows it runs in a worker
+# whose sweep can die without it (SIGKILL or SIGTERM to that process alone leaves loky's workers running its queue).
+SWEEP_PID = "TINYGPT_SWEEP_PID"
+GRACE_S = 120  # for the stopped job to finish its step and write last.ckpt before its worker is ended anyway
 
 
 def sweep_sizes(params: dict[str, str], overrides: list[str]) -> dict[str, int]:
@@ -69,10 +78,38 @@ def job_threads(at_once: int, available: int) -> int:
     return int(os.environ.get("OMP_NUM_THREADS") or max(1, available // at_once))
 
 
+_worker_of: list[str] = []  # the sweep process this process is a worker of, once stop_with_the_sweep has seen it
+
+
+def orphaned() -> bool:
+    """Whether this process is a worker of a sweep whose launching process has died (it was reparented)."""
+    return bool(_worker_of) and str(os.getppid()) != _worker_of[0]
+
+
+def stop_with_the_sweep() -> None:
+    """In a sweep's worker, once per process: when the sweep's process dies, stop the running job as Ctrl-C does
+    (its step finished, last.ckpt written, so `resume=true` continues it), then the worker, which would otherwise
+    train the jobs still queued for it with nobody left to report them. The job's caller exits once it returns."""
+    sweep = os.environ.get(SWEEP_PID)
+    if _worker_of or sweep != str(os.getppid()):
+        return  # watched already, or not a worker (a one-at-a-time sweep runs in the sweep's own process)
+    _worker_of.append(sweep)
+
+    def watch() -> None:
+        while not orphaned():
+            time.sleep(1)
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(GRACE_S)
+        os._exit(130)
+
+    threading.Thread(target=watch, name="sweep-watch", daemon=True).start()
+
+
 class JobsPerCore(Callback):
     """Sets hydra.launcher.n_jobs when it is 0 (configs/hydra/launcher/cores.yaml) and says what runs at once."""
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        os.environ[SWEEP_PID] = str(os.getpid())  # before the launcher starts the workers that inherit it
         launcher = config.hydra.launcher
         if "n_jobs" not in launcher:  # another launcher (basic, slurm) decides for itself
             return
