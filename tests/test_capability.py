@@ -148,3 +148,20 @@ def test_presets_sweep_every_variant_over_three_seeds(preset: str, swept: str, r
         assert cfg.model.block_size == 64 and list(cfg.callbacks.lengths.at) == [64, 128, 256, 512]
     else:
         assert "tasks" in cfg.data
+
+
+UNBOUNDED = (-float("inf"), float("inf"))
+
+
+@pytest.mark.parametrize("bounds, lowest, highest", [((0, 100), 0.0, 100.0), (UNBOUNDED, -9.8, 109.8)])
+def test_a_seed_band_stays_within_what_a_percentage_can_be(bounds: tuple[float, float], lowest: float,
+                                                           highest: float) -> None:
+    """Exact match of 0, 0 and 40% (mean 13.3, std 23.1) drew its band down to -10% in levels.png."""
+    from matplotlib.figure import Figure
+
+    from gpt.sweeps.scaling import band
+
+    ax = Figure().subplots()
+    band(ax, [1, 2], [[0.0, 0.0, 40.0], [100.0, 100.0, 60.0]], "a", bounds)
+    ys = ax.collections[0].get_paths()[0].vertices[:, 1]
+    assert (round(ys.min(), 1), round(ys.max(), 1)) == (lowest, highest)

@@ -32,12 +32,15 @@ def levels(summaries: dict[str, list[dict[str, Any]]]) -> dict[str, dict[str, di
             if len({lv for by_level in by_label.values() for lv in by_level}) > 1}
 
 
-def band(ax: Any, x: list[int], seeds: list[list[float]], label: str) -> None:
-    """Mean over seeds as a line, ± one std as a band."""
+def band(ax: Any, x: list[int], seeds: list[list[float]], label: str,
+         bounds: tuple[float, float] = (-np.inf, np.inf)) -> None:
+    """Mean over seeds as a line, ± one std as a band, kept within what the quantity can be (a percentage
+    between 0 and 100: a wide spread near 0 would otherwise draw the band below it)."""
     mean = np.array([statistics.fmean(v) for v in seeds])
     std = np.array([statistics.stdev(v) if len(v) > 1 else 0.0 for v in seeds])
     (line,) = ax.plot(x, mean, marker=".", label=label)
-    ax.fill_between(x, mean - std, mean + std, color=line.get_color(), alpha=0.2, linewidth=0)
+    ax.fill_between(x, np.clip(mean - std, *bounds), np.clip(mean + std, *bounds), color=line.get_color(), alpha=0.2,
+                    linewidth=0)
 
 
 def level_name(summaries: dict[str, list[dict[str, Any]]], task: str) -> str:
@@ -60,10 +63,10 @@ def levels_figure(summaries: dict[str, list[dict[str, Any]]]) -> Figure | None:
         panels = list(PANELS) if several[task] else ["exact"]  # one-token answers: the three agree
         answers = [s for by_level in by_label.values() for seeds in by_level.values() for s in seeds]
         for ax, panel in zip(row, panels):
-            scale = 1 if panel == "prefix" else 100
+            scale, bounds = (1, (0, np.inf)) if panel == "prefix" else (100, (0, 100))
             for label, by_level in by_label.items():
                 x = sorted(by_level)
-                band(ax, x, [[scale * s[panel] for s in by_level[lv]] for lv in x], label)
+                band(ax, x, [[scale * s[panel] for s in by_level[lv]] for lv in x], label, bounds)
             if panel == "prefix":  # a whole answer: where a copy that never slips would be
                 x = sorted({lv for by_level in by_label.values() for lv in by_level})
                 first = next(iter(by_label.values()))
