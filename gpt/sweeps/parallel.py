@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 import os
 import signal
+import sys
 import threading
 import time
 from typing import Any
@@ -98,6 +99,8 @@ def stop_with_the_sweep() -> None:
     def watch() -> None:
         while not orphaned():
             time.sleep(1)
+        print(f"the sweep's process {_worker_of[0]} has gone: stopping this job as Ctrl-C would", file=sys.stderr,
+              flush=True)
         os.kill(os.getpid(), signal.SIGINT)
         time.sleep(GRACE_S)
         os._exit(130)
