@@ -1,6 +1,7 @@
 """Shared fixtures: a tiny seeded model config, and a helper to run the CLIs as a user would."""
 from __future__ import annotations
 
+import json
 import os
 import random
 import subprocess
@@ -26,6 +27,11 @@ settings.register_profile("ci", max_examples=100, derandomize=True, **FUZZ)
 settings.register_profile("long", max_examples=1000, **FUZZ)
 if settings.get_current_profile_name() == "default":  # not chosen with --hypothesis-profile
     settings.load_profile("ci")
+if os.environ.get("PYTEST_XDIST_WORKER_COUNT"):
+    # pytest-xdist runs one test process per core (pyproject.toml's addopts): each gets its share of the cores, and
+    # so do the scripts its tests start, or two processes of two threads each on two cores slow each other ~5x.
+    os.environ["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // int(os.environ["PYTEST_XDIST_WORKER_COUNT"])))
+    torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
 WORDS = "thou art more lovely and temperate rough winds do shake the darling buds of may".split()
 
 
@@ -87,15 +93,25 @@ def trained(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def learned_calculator(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, float, dict[str, float]]:
     """The causal model of tests/test_learning.py (plus and minus, trained once per session; a minute or more):
     (its run folder holding model.pt, its final training loss, its held-out accuracy per operation). The README's
-    Python snippet is run on it as well, since it answers held-out problems as the default run's model does."""
+    Python snippet is run on it as well, since it answers held-out problems as the default run's model does.
+    Under pytest-xdist the first test process to need it trains it and the others wait for it and load it."""
+    from filelock import FileLock
+
     from gpt.inference.checkpoint import save_model
     from tests.test_learning import OPERATIONS, train_and_grade
 
-    data = calculator_data(batch_size=128, operations=OPERATIONS)
-    loss, accuracy, text_model = train_and_grade(data)
-    run_dir = tmp_path_factory.mktemp("learned")
-    save_model(run_dir / "model.pt", text_model.model, text_model.tokenizer, text_model.meta)
-    return run_dir, loss, accuracy
+    shared = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        shared = shared.parent  # this session's folder, above each test process's own
+    run_dir, record = shared / "learned_calculator", shared / "learned_calculator" / "scores.json"
+    with FileLock(f"{run_dir}.lock"):
+        if not record.exists():
+            loss, accuracy, text_model = train_and_grade(calculator_data(batch_size=128, operations=OPERATIONS))
+            run_dir.mkdir()
+            save_model(run_dir / "model.pt", text_model.model, text_model.tokenizer, text_model.meta)
+            record.write_text(json.dumps({"loss": loss, "accuracy": accuracy}))
+    scores = json.loads(record.read_text())
+    return run_dir, scores["loss"], scores["accuracy"]
 
 
 def run_cli(*args: str, cwd: Path, timeout: int = 300) -> subprocess.CompletedProcess:
