@@ -17,6 +17,7 @@ from gpt import GPT, ModelConfig
 from gpt.data.tasks.calculator import Calculator
 from gpt.data.tasks.datamodule import TaskData, task_tokenizer
 from gpt.data.tokenizers import WordTokenizer
+from gpt.sweeps.parallel import cores, job_threads
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -31,7 +32,8 @@ if os.environ.get("PYTEST_XDIST_WORKER_COUNT"):
     # pytest-xdist runs one test process per core (pyproject.toml's addopts): each gets its share of the cores, and
     # so do the scripts its tests start. With torch's default of every core in each, the suite took 12:36 on 2 cores
     # instead of 5:57.
-    THREADS = max(1, (os.cpu_count() or 1) // int(os.environ["PYTEST_XDIST_WORKER_COUNT"]))
+    # The share a sweep's jobs get (an OMP_NUM_THREADS of the user's own is kept as there).
+    THREADS = job_threads(int(os.environ["PYTEST_XDIST_WORKER_COUNT"]), cores())
     os.environ["OMP_NUM_THREADS"] = str(THREADS)
     torch.set_num_threads(THREADS)
 WORDS = "thou art more lovely and temperate rough winds do shake the darling buds of may".split()
@@ -105,7 +107,8 @@ def learned_calculator(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, 
     shared = tmp_path_factory.getbasetemp()
     if os.environ.get("PYTEST_XDIST_WORKER"):
         shared = shared.parent  # this session's folder, above each test process's own
-    run_dir, record = shared / "learned_calculator", shared / "learned_calculator" / "scores.json"
+    run_dir = shared / "learned_calculator"
+    record = run_dir / "scores.json"
     with FileLock(f"{run_dir}.lock"):
         if not record.exists():
             loss, accuracy, text_model = train_and_grade(calculator_data(batch_size=128, operations=OPERATIONS))
