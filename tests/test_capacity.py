@@ -86,10 +86,12 @@ def test_no_capacity_figure_unless_a_variant_varies_its_state(tmp_path: Path) ->
 
 
 def test_recall_capacity_preset_runs_each_row_once_over_three_seeds() -> None:
-    spec = OmegaConf.load(ROOT / "configs" / "experiment" / "recall_capacity.yaml").hydra
+    preset = OmegaConf.load(ROOT / "configs" / "experiment" / "recall_capacity.yaml")
+    spec = preset.hydra
     rows = spec.sweeper.params["+experiment/state"].split(",")
     assert sorted(rows) == sorted(p.stem for p in (ROOT / "configs" / "experiment" / "state").glob("*.yaml"))
     assert spec.sweeper.params.seed.split(",") == ["0", "1", "2"] and spec.callbacks.expected_time.seconds_per_job > 0
+    assert spec.callbacks.expected_time.steps == preset.trainer.max_steps  # the steps it was timed at
     found = {}
     for row in rows:
         cfg = compose_with("experiment=recall_capacity", f"+experiment/state={row}")

@@ -59,7 +59,22 @@ def test_the_expected_time_counts_the_jobs_that_run_at_once(monkeypatch: pytest.
     cfg = sweep_config("experiment=attention_tasks", "seed=0,1")  # every variant x 2 seeds
     jobs = 2 * len(str(cfg.hydra.sweeper.params.attention).split(","))
     JobsPerCore().on_multirun_start(cfg)
-    ExpectedTime(seconds_per_job=30, measured="a test").on_multirun_start(cfg)
+    ExpectedTime(seconds_per_job=30, steps=cfg.trainer.max_steps, measured="a test").on_multirun_start(cfg)
     assert capsys.readouterr().out.splitlines() == [
         f"sweep: {jobs} jobs, 2 at a time (2 cores), 1 thread(s) each",
         f"expected wall time: {jobs} jobs x ~30 s, 2 at a time = ~{round(jobs * 30 / 2 / 60)} min (a test)"]
+
+
+@pytest.mark.parametrize("steps, per_job", [("trainer.max_steps=2400", 60), ("trainer.max_steps=600", 15),
+                                            ("trainer.max_steps=600,3000", 45)])
+def test_the_expected_time_scales_with_the_steps_the_jobs_train(steps: str, per_job: int,
+                                                               monkeypatch: pytest.MonkeyPatch,
+                                                               capsys: pytest.CaptureFixture) -> None:
+    """Measured at 1,200 steps a job; a command line that trains longer or shorter moves the estimate with it."""
+    monkeypatch.setattr(parallel, "cores", lambda: 2)
+    cfg = sweep_config("experiment=attention_tasks", "attention=mha,gqa", "seed=0", steps)
+    jobs = 2 * (2 if "," in steps else 1)
+    JobsPerCore().on_multirun_start(cfg)
+    ExpectedTime(seconds_per_job=30, steps=1200, measured="a test").on_multirun_start(cfg)
+    line = capsys.readouterr().out.splitlines()[-1]
+    assert line.startswith(f"expected wall time: {jobs} jobs x ~{per_job} s") and "measured at 1,200" in line

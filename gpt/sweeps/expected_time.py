@@ -1,9 +1,11 @@
 """A Hydra callback that prints a multirun's expected wall time before its first job starts: the jobs the
 sweep will run (its parameters and any comma lists on the command line) times the seconds per job measured
-for the preset, divided among the jobs that run at once (gpt/sweeps/parallel.py)."""
+for the preset, scaled by the steps the jobs train against the steps it was measured at, divided among the
+jobs that run at once (gpt/sweeps/parallel.py)."""
 from __future__ import annotations
 
 import math
+from statistics import mean
 from typing import Any
 
 from hydra.experimental.callback import Callback
@@ -12,13 +14,28 @@ from omegaconf import DictConfig
 from gpt.sweeps.parallel import running_at_once, sweep_jobs
 
 
+def job_steps(config: DictConfig) -> list[int]:
+    """trainer.max_steps of the sweep's jobs: the command line's values (a comma list sweeps them), else the
+    config's (which a trainer=... group on the command line has already set)."""
+    steps = [config.trainer.max_steps]
+    for override in config.hydra.overrides.task:
+        key, _, value = override.partition("=")
+        if key.lstrip("+~") == "trainer.max_steps" and all(v.strip().isdigit() for v in value.split(",")):
+            steps = [int(v) for v in value.split(",")]
+    return steps
+
+
 class ExpectedTime(Callback):
-    def __init__(self, seconds_per_job: float, measured: str) -> None:
-        self.seconds_per_job, self.measured = seconds_per_job, measured
+    def __init__(self, seconds_per_job: float, steps: int, measured: str) -> None:
+        # seconds_per_job was measured with jobs of `steps` training steps (the preset's trainer.max_steps)
+        self.seconds_per_job, self.steps, self.measured = seconds_per_job, steps, measured
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         jobs = sweep_jobs(config)
         at_once = running_at_once(config, jobs)
-        minutes = math.ceil(jobs / at_once) * self.seconds_per_job / 60
-        print(f"expected wall time: {jobs} jobs x ~{self.seconds_per_job:.0f} s, {at_once} at a time = "
+        steps = mean(job_steps(config))
+        per_job = self.seconds_per_job * steps / self.steps
+        scaled = "" if steps == self.steps else f" ({steps:,.0f} steps a job; measured at {self.steps:,})"
+        minutes = math.ceil(jobs / at_once) * per_job / 60
+        print(f"expected wall time: {jobs} jobs x ~{per_job:.0f} s{scaled}, {at_once} at a time = "
               f"~{minutes:.0f} min ({self.measured})", flush=True)
