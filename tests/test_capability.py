@@ -125,6 +125,9 @@ def test_expected_time_counts_the_jobs_the_command_line_leaves() -> None:
     assert sweep_sizes(params, []) == {"attention": 3, "seed": 3}
     assert sweep_sizes(params, ["seed=0", "model.dim=32,64", "hydra.sweep.dir=x,y", "+data.tasks={copy: {}}"]) == \
         {"attention": 3, "seed": 1, "model.dim": 2, "data.tasks": 1}
+    # recall_capacity's rows are a `+` key: naming some of them replaces the preset's, not multiplies them
+    assert sweep_sizes({"+experiment/state": "mha,gqa,mqa", "seed": "0,1,2"}, ["+experiment/state=mha,gqa"]) == \
+        {"experiment/state": 2, "seed": 3}
 
 
 @pytest.mark.parametrize("preset, swept, registry", [("attention_tasks", "attention", "ATTENTION"),

@@ -22,8 +22,9 @@ GRACE_S = 120  # for the stopped job to finish its step and write last.ckpt befo
 
 
 def sweep_sizes(params: dict[str, str], overrides: list[str]) -> dict[str, int]:
-    """How many values each swept key takes: the preset's sweeper params, replaced by the command line's."""
-    sizes = {key: len(str(value).split(",")) for key, value in params.items()}
+    """How many values each swept key takes: the preset's sweeper params, replaced by the command line's (a key
+    the same with or without its +, as the preset's `+experiment/state` and a command line's)."""
+    sizes = {key.lstrip("+~"): len(str(value).split(",")) for key, value in params.items()}
     for override in overrides:
         key, _, value = override.partition("=")
         key = key.lstrip("+~")
