@@ -43,6 +43,31 @@ def test_matrix_pools_seeds_bolds_the_best_and_marks_gaps_beyond_noise(tmp_path:
     assert rows["attention=d"][recall] == "—"
 
 
+def test_values_still_rising_when_training_stopped_are_marked(tmp_path: Path) -> None:
+    """Each seed's last validation against its own one before (history.csv), paired: a mark where every seed still
+    climbs, none at the ceiling, for an inconsistent rise, for one seed, or for a run that validated once."""
+    seeds = {"climbing": [(0.40, 0.60), (0.30, 0.55), (0.50, 0.66)], "ceiling": [(0.95, 0.995), (0.96, 0.996)],
+             "mixed": [(0.5, 0.7), (0.7, 0.52), (0.6, 0.61)], "one_seed": [(0.1, 0.9)], "once": [(None, 0.3), (None, 0.5)]}
+    i = 0
+    for name, runs in seeds.items():
+        for before, last in runs:
+            folder = tmp_path / str(i)
+            fake_run(folder, [f"attention={name}", f"seed={i}"],
+                     {"status": "ok", "val_loss": 1.0, "val_acc": {"recall_8": last, "all": last}})
+            validations = [(400, before), (800, last)] if before is not None else [(800, last)]
+            (folder / "history.csv").write_text("step,wall_s,val_loss,val_acc_recall_8,val_acc_all\n" + "".join(
+                f"{step},1.0,1.0,{acc},{acc}\n" for step, acc in validations))
+            i += 1
+    report = markdown(tmp_path, find_runs(tmp_path))
+    rows = matrix_rows(report)
+    marked = {name for name in seeds if rows[f"attention={name}"][1].endswith(capability.RISING)}
+    assert marked == {"climbing"}
+    assert f"{capability.RISING} marks a value still rising" in report
+    for folder in tmp_path.iterdir():  # the same last values after a single validation each: nothing to compare
+        (folder / "history.csv").unlink()
+    assert capability.RISING not in markdown(tmp_path, find_runs(tmp_path))
+
+
 def test_chance_row_and_per_token_matrix_where_answers_have_several_tokens(tmp_path: Path) -> None:
     for i, (name, copy_token, copy_exact) in enumerate([("a", 0.9, 0.5), ("a", 0.8, 0.4), ("b", 0.3, 0.0)]):
         fake_run(tmp_path / str(i), [f"attention={name}", f"seed={i}"],

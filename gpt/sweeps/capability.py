@@ -1,7 +1,8 @@
 """The capability matrix of a sweep: held-out accuracy per column (a task, a pair count, a distance bucket, a range of
 lengths, an operation) for each configuration, seeds pooled, with the differences from each column's best that are
-beyond seed noise marked and a row of what guessing scores. Exact match always; per-token accuracy too where answers
-have several tokens. Plain data in, markdown lines and a heatmap's numbers out (gpt/sweeps/report.py)."""
+beyond seed noise marked, so are the values still rising when training stopped, and a row of what guessing scores.
+Exact match always; per-token accuracy too where answers have several tokens. Plain data in, markdown lines and a
+heatmap's numbers out (gpt/sweeps/report.py)."""
 from __future__ import annotations
 
 import math
@@ -10,8 +11,10 @@ from typing import Any
 
 from gpt.sweeps.stats import beyond_noise, best_of, stat_cell
 
-BEYOND_NOISE = "▼"
+BEYOND_NOISE, RISING = "▼", "↑"
 EXACT, TOKEN = "val_acc", "val_token_acc"  # summary.json's exact match and per-token accuracy per column
+BEFORE = "val_acc_before"  # exact match per column at the validation before the last (the report adds it)
+MIN_RISE = 1.0  # points: the least rise, and the least room left below 100%, that counts as still learning
 
 
 def columns(summaries: dict[str, list[dict[str, Any]]], key: str = EXACT) -> list[str]:
@@ -27,6 +30,18 @@ def values(runs: list[dict[str, Any]], column: str, key: str = EXACT) -> list[fl
     """A column's accuracies in percent over a configuration's successful runs (one per seed)."""
     return [100 * s[key][column] for s in runs
             if s.get("status") == "ok" and math.isfinite(s.get(key, {}).get(column, math.nan))]
+
+
+def rising(runs: list[dict[str, Any]], column: str) -> bool:
+    """Whether a column was still climbing when training stopped, with room left: each seed's rise from its
+    validation before the last, paired, on average MIN_RISE points or more and over two standard errors (two seeds
+    or more), and the mean more than MIN_RISE points below 100%."""
+    ok = [s for s in runs if s.get("status") == "ok" and column in s.get(EXACT, {}) and column in s.get(BEFORE, {})]
+    if len(ok) < 2 or statistics.fmean(100 * s[EXACT][column] for s in ok) >= 100 - MIN_RISE:
+        return False
+    rises = [100 * (s[EXACT][column] - s[BEFORE][column]) for s in ok]
+    mean = statistics.fmean(rises)
+    return mean >= MIN_RISE and mean > 2 * statistics.stdev(rises) / math.sqrt(len(rises))
 
 
 def chance(summaries: dict[str, list[dict[str, Any]]], column: str) -> float | None:
@@ -56,9 +71,10 @@ def table(summaries: dict[str, list[dict[str, Any]]], cols: list[str], key: str)
     best = {c: best_of({label: v[c] for label, v in pooled.items()}, lower_is_better=False) for c in cols}
     lines = ["| configuration | " + " | ".join(cols) + " |", "|---|" + "---:|" * len(cols)]
     for label, by_column in pooled.items():
+        behind = {c: bool(best[c]) and beyond_noise(by_column[c], pooled[best[c][0]][c], False) for c in cols}
+        climbs = {c: key == EXACT and rising(summaries[label], c) for c in cols}
         cells = [stat_cell(by_column[c], "{:.1f}", bold=label in best[c],
-                           mark=BEYOND_NOISE if best[c] and beyond_noise(by_column[c], pooled[best[c][0]][c], False)
-                           else "") for c in cols]
+                           mark=BEYOND_NOISE * behind[c] + RISING * climbs[c]) for c in cols]
         lines.append(f"| `{label}` | " + " | ".join(cells) + " |")
     guesses = [chance(summaries, c) for c in cols]
     if any(g is not None for g in guesses):
@@ -72,12 +88,18 @@ def markdown(summaries: dict[str, list[dict[str, Any]]]) -> list[str]:
     cols = columns(summaries)
     if not cols:
         return []
+    climbing = any(rising(runs, c) for runs in summaries.values() for c in cols)
     lines = ["## Capability matrix", "", *table(summaries, cols, EXACT), "",
              "Held-out exact match % at the last validation (every answer of the graded lines; an answer is exact "
              "when greedy decoding writes it whole), mean ± sample std over seeds; **bold** is the best of its column; "
              f"{BEYOND_NOISE} marks a value below the column's best by more than seed noise (a gap over 2 standard "
              "errors of the difference, two seeds or more on each side); *chance* is what guessing among the values "
              "a line holds (recall, distance) or the vocabulary (copying), per token, scores.", "",
+             *([f"{RISING} marks a value still rising when training stopped: each seed above its own validation "
+                f"before the last, by {MIN_RISE:.0f} point or more on average and over 2 standard errors of the "
+                f"seeds' rises (two seeds or more), with more than {MIN_RISE:.0f} point left below 100%. More steps "
+                "may raise it: it measures how fast the variant learns the task as much as what it can do.", ""]
+               if climbing else []),
              "![capability matrix](matrix.png)", ""]
     several = multi_token(summaries)
     if several:

@@ -179,10 +179,22 @@ def markdown(sweep_dir: Path, runs: list[Run], best_notes: Sequence[str] = ()) -
 
 
 def summaries(runs: list[Run]) -> dict[str, list[dict[str, Any]]]:
-    """Each configuration's label and its runs' summaries, for the capability matrix."""
+    """Each configuration's label and its runs' summaries, each with its accuracies at the validation before the
+    last (from history.csv), for the capability matrix."""
     groups = group(runs)
     names, _ = labels(list(groups))
-    return {names[key]: [r.summary for r in group_runs] for key, group_runs in groups.items()}
+    return {names[key]: [{**r.summary, capability.BEFORE: accuracy_before_last(r.history)} for r in group_runs]
+            for key, group_runs in groups.items()}
+
+
+def accuracy_before_last(history: list[dict[str, float]]) -> dict[str, float]:
+    """Exact match per column at the validation before the last (history.csv's val_acc_<column>), or none."""
+    validated = [row for row in history if "val_loss" in row]
+    if len(validated) < 2:
+        return {}
+    prefix = f"{capability.EXACT}_"
+    return {key.removeprefix(prefix): value for key, value in validated[-2].items()
+            if key.startswith(prefix) and key != f"{prefix}all"}
 
 
 def empty_note(runs: list[Run], missing: list[str]) -> str:

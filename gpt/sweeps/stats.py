@@ -12,13 +12,14 @@ K = TypeVar("K", bound=Hashable)
 
 
 def stat_cell(values: Sequence[float], fmt: str, spread: bool = True, bold: bool = False, mark: str = "") -> str:
-    """`mean ± std` (std only with two seeds or more and `spread`), `—` with no value; **bold** for a best."""
+    """`mean ± std` (std only with two seeds or more and `spread`), `—` with no value; **bold** for a best; then
+    the marks the caller gives."""
     if not values:
         return "—"
     text = fmt.format(statistics.fmean(values))
     if spread and len(values) > 1:
         text += " ± " + fmt.format(statistics.stdev(values))
-    return f"**{text}**" if bold else f"{text} {mark}".rstrip()
+    return (f"**{text}**" if bold else text) + (f" {mark}" if mark else "")
 
 
 def best_of(values: Mapping[K, Sequence[float]], lower_is_better: bool) -> list[K]:
