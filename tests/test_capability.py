@@ -10,7 +10,8 @@ import pytest
 from matplotlib.image import imread
 
 from gpt.sweeps import capability
-from gpt.sweeps.report import find_runs, markdown, write_report
+from gpt.sweeps.plots import matrix_figure
+from gpt.sweeps.report import find_runs, markdown, summaries, write_report
 from tests.conftest import run_cli
 from tests.test_report import fake_run
 
@@ -47,7 +48,8 @@ def test_values_still_rising_when_training_stopped_are_marked(tmp_path: Path) ->
     """Each seed's last validation against its own one before (history.csv), paired: a mark where every seed still
     climbs, none at the ceiling, for an inconsistent rise, for one seed, or for a run that validated once."""
     seeds = {"climbing": [(0.40, 0.60), (0.30, 0.55), (0.50, 0.66)], "ceiling": [(0.95, 0.995), (0.96, 0.996)],
-             "mixed": [(0.5, 0.7), (0.7, 0.52), (0.6, 0.61)], "one_seed": [(0.1, 0.9)], "once": [(None, 0.3), (None, 0.5)]}
+             "mixed": [(0.5, 0.7), (0.7, 0.52), (0.6, 0.61)], "one_seed": [(0.1, 0.9)],
+             "once": [(None, 0.3), (None, 0.5)]}
     i = 0
     for name, runs in seeds.items():
         for before, last in runs:
@@ -63,6 +65,11 @@ def test_values_still_rising_when_training_stopped_are_marked(tmp_path: Path) ->
     marked = {name for name in seeds if rows[f"attention={name}"][1].endswith(capability.RISING)}
     assert marked == {"climbing"}
     assert f"{capability.RISING} marks a value still rising" in report
+    by_label = summaries(find_runs(tmp_path))  # the heatmap writes the mark on the cell too
+    rows, cols, means = capability.matrix(by_label)
+    figure = matrix_figure(rows, cols, means, capability.marks(by_label, cols))
+    texts = [t.get_text() for t in figure.axes[0].texts]
+    assert texts[0] == "60↑" and texts[1] == "100" and "still rising" in figure.axes[0].get_title()
     for folder in tmp_path.iterdir():  # the same last values after a single validation each: nothing to compare
         (folder / "history.csv").unlink()
     assert capability.RISING not in markdown(tmp_path, find_runs(tmp_path))

@@ -44,6 +44,11 @@ def rising(runs: list[dict[str, Any]], column: str) -> bool:
     return mean >= MIN_RISE and mean > 2 * statistics.stdev(rises) / math.sqrt(len(rises))
 
 
+def marks(summaries: dict[str, list[dict[str, Any]]], cols: list[str]) -> list[list[str]]:
+    """RISING or nothing for each configuration (in matrix()'s row order) and column, for the heatmap's cells."""
+    return [[RISING * rising(runs, c) for c in cols] for runs in summaries.values()]
+
+
 def chance(summaries: dict[str, list[dict[str, Any]]], column: str) -> float | None:
     """What a guess scores per token in a column, in percent (every run grades the same lines), or None."""
     found = [100 * s["val_chance"][column] for runs in summaries.values() for s in runs

@@ -249,7 +249,7 @@ def write_report(sweep_dir: str | Path, best_of: Sequence[str] = ()) -> Path:
     if columns:
         guesses = [capability.chance(by_label, c) for c in columns]
         named = [c if g is None else f"{c}\n(chance {g:.0f})" for c, g in zip(columns, guesses)]
-        matrix_figure(rows, named, means).savefig(sweep_dir / "matrix.png")
+        matrix_figure(rows, named, means, capability.marks(by_label, columns)).savefig(sweep_dir / "matrix.png")
     for name, figure in (("levels.png", scaling.levels_figure(by_label)),
                          ("extrapolation.png", scaling.extrapolation_figure(by_label)),
                          ("capacity.png", capacity.figure(by_label)),
