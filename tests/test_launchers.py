@@ -78,3 +78,10 @@ def test_the_expected_time_scales_with_the_steps_the_jobs_train(steps: str, per_
     ExpectedTime(seconds_per_job=30, steps=1200, measured="a test").on_multirun_start(cfg)
     line = capsys.readouterr().out.splitlines()[-1]
     assert line.startswith(f"expected wall time: {jobs} jobs x ~{per_job} s") and "measured at 1,200" in line
+
+
+def test_no_expected_time_for_steps_that_are_not_a_number(capsys: pytest.CaptureFixture) -> None:
+    """A mistyped trainer.max_steps gets no estimate (and no traceback); each job refuses it in one line."""
+    ExpectedTime(seconds_per_job=30, steps=1200, measured="a test").on_multirun_start(
+        sweep_config("experiment=attention_tasks", "trainer.max_steps=abc"))
+    assert "expected wall time" not in capsys.readouterr().out

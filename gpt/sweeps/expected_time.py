@@ -11,18 +11,15 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
-from gpt.sweeps.parallel import running_at_once, sweep_jobs
+from gpt.sweeps.parallel import command_line_values, running_at_once, sweep_jobs
 
 
 def job_steps(config: DictConfig) -> list[int]:
     """trainer.max_steps of the sweep's jobs: the command line's values (a comma list sweeps them), else the
-    config's (which a trainer=... group on the command line has already set)."""
-    steps = [config.trainer.max_steps]
-    for override in config.hydra.overrides.task:
-        key, _, value = override.partition("=")
-        if key.lstrip("+~") == "trainer.max_steps" and all(v.strip().isdigit() for v in value.split(",")):
-            steps = [int(v) for v in value.split(",")]
-    return steps
+    config's (which a trainer=... group on the command line has already set); none when they are not integers."""
+    values = command_line_values(list(config.hydra.overrides.task)).get("trainer.max_steps")
+    values = [str(v).strip() for v in values or [config.trainer.max_steps]]
+    return [int(v) for v in values] if all(v.isdigit() for v in values) else []
 
 
 class ExpectedTime(Callback):
@@ -31,9 +28,11 @@ class ExpectedTime(Callback):
         self.seconds_per_job, self.steps, self.measured = seconds_per_job, steps, measured
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
-        jobs = sweep_jobs(config)
+        jobs, counts = sweep_jobs(config), job_steps(config)
+        if not counts:  # no estimate for a mistyped trainer.max_steps: each job refuses it in one line
+            return
         at_once = running_at_once(config, jobs)
-        steps = mean(job_steps(config))
+        steps = mean(counts)
         per_job = self.seconds_per_job * steps / self.steps
         scaled = "" if steps == self.steps else f" ({steps:,.0f} steps a job; measured at {self.steps:,})"
         minutes = math.ceil(jobs / at_once) * per_job / 60

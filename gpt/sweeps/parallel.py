@@ -21,18 +21,25 @@ SWEEP_PID = "TINYGPT_SWEEP_PID"
 GRACE_S = 120  # for the stopped job to finish its step and write last.ckpt before its worker is ended anyway
 
 
-def sweep_sizes(params: dict[str, str], overrides: list[str]) -> dict[str, int]:
-    """How many values each swept key takes: the preset's sweeper params, replaced by the command line's (a key
-    the same with or without its +, as the preset's `+experiment/state` and a command line's)."""
-    sizes = {key.lstrip("+~"): len(str(value).split(",")) for key, value in params.items()}
+def command_line_values(overrides: list[str]) -> dict[str, list[str]]:
+    """Each key the command line sets (without its + or ~, Hydra's own keys left out) and the values it takes: a
+    comma list sweeps them, a list or dict value is one value."""
+    values = {}
     for override in overrides:
         key, _, value = override.partition("=")
         key = key.lstrip("+~")
         if key.startswith("hydra.") or not value:
             continue
-        plain = not any(c in value for c in "[]{}()")  # a list or dict value is one value, not a sweep
-        sizes[key] = len(value.split(",")) if plain else 1
-    return sizes
+        plain = not any(c in value for c in "[]{}()")
+        values[key] = value.split(",") if plain else [value]
+    return values
+
+
+def sweep_sizes(params: dict[str, str], overrides: list[str]) -> dict[str, int]:
+    """How many values each swept key takes: the preset's sweeper params, replaced by the command line's (a key
+    the same with or without its +, as the preset's `+experiment/state` and a command line's)."""
+    sizes = {key.lstrip("+~"): len(str(value).split(",")) for key, value in params.items()}
+    return sizes | {key: len(values) for key, values in command_line_values(overrides).items()}
 
 
 def sweep_jobs(config: DictConfig) -> int:
