@@ -120,6 +120,15 @@ def test_runs_shorter_than_one_validation_interval_still_report_numbers_and_curv
     assert first_curve.sum() > 10  # the first configuration's point is drawn, not just the axes
 
 
+def test_every_configuration_of_a_preset_has_its_own_curve_style() -> None:
+    # The attention presets sweep 11 variants: with matplotlib's 10 colours alone the 11th drew as the 1st.
+    flat = {"step": [1.0, 2.0], "wall_s": [1.0, 2.0], "mean": [2.0, 1.0], "std": [0.0, 0.0]}
+    figure = loss_figure({f"attention={name}": flat for name in ATTENTION})
+    legend = figure.axes[0].get_legend().get_lines()
+    styles = {(to_rgb(line.get_color()), line.get_linestyle()) for line in legend}
+    assert len(ATTENTION) > 10 and len(styles) == len(legend) == len(ATTENTION)
+
+
 def test_a_report_with_nothing_validated_says_why(tmp_path: Path) -> None:
     for seed in (0, 1):
         fake_run(tmp_path / str(seed), [f"seed={seed}"], {"status": "ok", "params": 100, "wall_s": 1.0})
@@ -168,6 +177,8 @@ def test_ablation_preset_sweeps_every_attention_variant_over_three_seeds() -> No
     params = OmegaConf.load(ROOT / "configs" / "experiment" / "attention_ablation.yaml").hydra.sweeper.params
     assert set(ATTENTION) <= set(params.attention.split(","))  # every registered name
     assert params.seed.split(",") == ["0", "1", "2"] and cfg.model.attention == "mha"
+    expected = OmegaConf.load(ROOT / "configs" / "experiment" / "attention_ablation.yaml").hydra.callbacks.expected_time
+    assert expected.seconds_per_job > 0 and expected.steps == cfg.trainer.max_steps  # the steps it was timed at
 
 
 def test_seed_noise_line_separates_differences_beyond_two_standard_errors(tmp_path: Path) -> None:

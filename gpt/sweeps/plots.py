@@ -7,6 +7,13 @@ import numpy as np
 from matplotlib.figure import Figure
 
 LOSS_FIGSIZE = (12.0, 4.5)  # inches at matplotlib's default 100 dpi: loss.png is 1200 x 450 pixels
+LINE_STYLES = ("-", "--", ":", "-.")  # past matplotlib's 10 colours, the next 10 curves are dashed, and so on
+
+
+def curve_style(index: int) -> dict[str, str]:
+    """Colour and line style of the index-th curve: no two of the first 40 alike (the 11th of the attention presets
+    would otherwise repeat the first's colour)."""
+    return {"color": f"C{index % 10}", "linestyle": LINE_STYLES[index // 10 % len(LINE_STYLES)]}
 
 
 def loss_figure(curves: dict[str, dict[str, list[float]]]) -> Figure:
@@ -14,11 +21,12 @@ def loss_figure(curves: dict[str, dict[str, list[float]]]) -> Figure:
     a band. `curves[label]` has lists "step", "wall_s", "mean", "std" (see gpt.sweeps.report.curves)."""
     fig = Figure(figsize=LOSS_FIGSIZE, layout="constrained")
     by_step, by_time = fig.subplots(1, 2, sharey=True)
-    for label, c in curves.items():
+    for index, (label, c) in enumerate(curves.items()):
         mean, std = np.array(c["mean"]), np.array(c["std"])
+        style = curve_style(index)
         for ax, x in ((by_step, c["step"]), (by_time, c["wall_s"])):
-            (line,) = ax.plot(x, mean, marker=".", label=label)
-            ax.fill_between(x, mean - std, mean + std, color=line.get_color(), alpha=0.2, linewidth=0)
+            ax.plot(x, mean, marker=".", label=label, **style)
+            ax.fill_between(x, mean - std, mean + std, color=style["color"], alpha=0.2, linewidth=0)
     by_step.set(xlabel="step", ylabel="validation loss", title="val loss vs step")
     by_time.set(xlabel="wall time (s)", title="val loss vs wall time")
     if curves:
