@@ -174,10 +174,10 @@ def test_best_value_of_each_column_is_bold_and_unfinished_jobs_fail(tmp_path: Pa
 
 def test_ablation_preset_sweeps_every_attention_variant_over_three_seeds() -> None:
     cfg = compose_with("experiment=attention_ablation")  # composes into a valid run configuration
-    params = OmegaConf.load(ROOT / "configs" / "experiment" / "attention_ablation.yaml").hydra.sweeper.params
+    spec = OmegaConf.load(ROOT / "configs" / "experiment" / "attention_ablation.yaml").hydra
+    params, expected = spec.sweeper.params, spec.callbacks.expected_time
     assert set(ATTENTION) <= set(params.attention.split(","))  # every registered name
     assert params.seed.split(",") == ["0", "1", "2"] and cfg.model.attention == "mha"
-    expected = OmegaConf.load(ROOT / "configs" / "experiment" / "attention_ablation.yaml").hydra.callbacks.expected_time
     assert expected.seconds_per_job > 0 and expected.steps == cfg.trainer.max_steps  # the steps it was timed at
 
 

@@ -169,7 +169,7 @@ def markdown(sweep_dir: Path, runs: list[Run], best_notes: Sequence[str] = ()) -
               "bpb (bits per UTF-8 byte of the text predicted, comparable across tokenizers; text corpora) "
               "and exact match (held-out calculator problems, greedy) are from the last validation. Train tok/s "
               "excludes validation time; peak memory is allocated tensors on GPU, process RSS on CPU (imported "
-              "libraries included; a sweep's worker runs job after job and its RSS creeps up a few MiB a job, so "
+              "libraries included; a sweep's worker runs job after job and its RSS creeps up several MiB a job, so "
               "on CPU the later jobs read higher without the variant using more); KV bytes/token is every layer's "
               "cache for a full block divided by block_size.", "",
               "![validation loss](loss.png)", "", *capability.markdown(summaries(runs)),
