@@ -195,9 +195,10 @@ def test_a_seed_band_stays_within_what_a_percentage_can_be(bounds: tuple[float, 
     """Exact match of 0, 0 and 40% (mean 13.3, std 23.1) drew its band down to -10% in levels.png."""
     from matplotlib.figure import Figure
 
-    from gpt.sweeps.scaling import band
+    from gpt.sweeps.plots import band
+    from gpt.sweeps.scaling import mean_std
 
     ax = Figure().subplots()
-    band(ax, [1, 2], [[0.0, 0.0, 40.0], [100.0, 100.0, 60.0]], "a", bounds)
+    band(ax, [1, 2], *mean_std([[0.0, 0.0, 40.0], [100.0, 100.0, 60.0]]), "a", 0, bounds)
     ys = ax.collections[0].get_paths()[0].vertices[:, 1]
     assert (round(ys.min(), 1), round(ys.max(), 1)) == (lowest, highest)

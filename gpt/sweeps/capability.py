@@ -100,9 +100,9 @@ def markdown(summaries: dict[str, list[dict[str, Any]]]) -> list[str]:
              f"{BEYOND_NOISE} marks a value below the column's best by more than seed noise (a gap over 2 standard "
              "errors of the difference, two seeds or more on each side); *chance* is what guessing among the values "
              "a line holds (recall, distance) or the vocabulary (copying), per token, scores.", "",
-             *([f"{RISING} marks a value still rising when training stopped: each seed above its own validation "
-                f"before the last, by {MIN_RISE:.0f} point or more on average and over 2 standard errors of the "
-                f"seeds' rises (two seeds or more), with more than {MIN_RISE:.0f} point left below 100%. More steps "
+             *([f"{RISING} marks a value still rising when training stopped: the seeds' rises since their own "
+                f"validation before the last, {MIN_RISE:.0f} point or more on average and over 2 standard errors of "
+                f"the rises (two seeds or more), with more than {MIN_RISE:.0f} point left below 100%. More steps "
                 "may raise it: it measures how fast the variant learns the task as much as what it can do.", ""]
                if climbing else []),
              "![capability matrix](matrix.png)", ""]

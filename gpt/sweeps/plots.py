@@ -4,6 +4,7 @@ without leaking figures."""
 from __future__ import annotations
 
 import numpy as np
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 LOSS_FIGSIZE = (12.0, 4.5)  # inches at matplotlib's default 100 dpi: loss.png is 1200 x 450 pixels
@@ -16,17 +17,24 @@ def curve_style(index: int) -> dict[str, str]:
     return {"color": f"C{index % 10}", "linestyle": LINE_STYLES[index // 10 % len(LINE_STYLES)]}
 
 
+def band(ax: Axes, x: list[float], mean: np.ndarray, std: np.ndarray, label: str, index: int,
+         bounds: tuple[float, float] = (-np.inf, np.inf)) -> None:
+    """The index-th configuration's mean as a line and ± one std as a band in its style, the band kept within what
+    the quantity can be (a percentage between 0 and 100: a wide spread near 0 would otherwise draw it below)."""
+    style = curve_style(index)
+    ax.plot(x, mean, marker=".", label=label, **style)
+    ax.fill_between(x, np.clip(mean - std, *bounds), np.clip(mean + std, *bounds), color=style["color"], alpha=0.2,
+                    linewidth=0)
+
+
 def loss_figure(curves: dict[str, dict[str, list[float]]]) -> Figure:
     """Val loss against step and against wall time, one line per configuration, mean ± std over seeds as
     a band. `curves[label]` has lists "step", "wall_s", "mean", "std" (see gpt.sweeps.report.curves)."""
     fig = Figure(figsize=LOSS_FIGSIZE, layout="constrained")
     by_step, by_time = fig.subplots(1, 2, sharey=True)
     for index, (label, c) in enumerate(curves.items()):
-        mean, std = np.array(c["mean"]), np.array(c["std"])
-        style = curve_style(index)
         for ax, x in ((by_step, c["step"]), (by_time, c["wall_s"])):
-            ax.plot(x, mean, marker=".", label=label, **style)
-            ax.fill_between(x, mean - std, mean + std, color=style["color"], alpha=0.2, linewidth=0)
+            band(ax, x, np.array(c["mean"]), np.array(c["std"]), label, index)
     by_step.set(xlabel="step", ylabel="validation loss", title="val loss vs step")
     by_time.set(xlabel="wall time (s)", title="val loss vs wall time")
     if curves:

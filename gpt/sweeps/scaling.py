@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 from matplotlib.figure import Figure
 
+from gpt.sweeps.plots import band
 from gpt.sweeps.stats import beyond_noise, best_of, stat_cell
 
 BEYOND_NOISE = "▼"
@@ -32,15 +33,10 @@ def levels(summaries: dict[str, list[dict[str, Any]]]) -> dict[str, dict[str, di
             if len({lv for by_level in by_label.values() for lv in by_level}) > 1}
 
 
-def band(ax: Any, x: list[int], seeds: list[list[float]], label: str,
-         bounds: tuple[float, float] = (-np.inf, np.inf)) -> None:
-    """Mean over seeds as a line, ± one std as a band, kept within what the quantity can be (a percentage
-    between 0 and 100: a wide spread near 0 would otherwise draw the band below it)."""
-    mean = np.array([statistics.fmean(v) for v in seeds])
-    std = np.array([statistics.stdev(v) if len(v) > 1 else 0.0 for v in seeds])
-    (line,) = ax.plot(x, mean, marker=".", label=label)
-    ax.fill_between(x, np.clip(mean - std, *bounds), np.clip(mean + std, *bounds), color=line.get_color(), alpha=0.2,
-                    linewidth=0)
+def mean_std(seeds: list[list[float]]) -> tuple[np.ndarray, np.ndarray]:
+    """Per point: the mean over its seeds' values and their sample std (0 with one seed)."""
+    return (np.array([statistics.fmean(v) for v in seeds]),
+            np.array([statistics.stdev(v) if len(v) > 1 else 0.0 for v in seeds]))
 
 
 def level_name(summaries: dict[str, list[dict[str, Any]]], task: str) -> str:
@@ -64,9 +60,9 @@ def levels_figure(summaries: dict[str, list[dict[str, Any]]]) -> Figure | None:
         answers = [s for by_level in by_label.values() for seeds in by_level.values() for s in seeds]
         for ax, panel in zip(row, panels):
             scale, bounds = (1, (0, np.inf)) if panel == "prefix" else (100, (0, 100))
-            for label, by_level in by_label.items():
+            for index, (label, by_level) in enumerate(by_label.items()):
                 x = sorted(by_level)
-                band(ax, x, [[scale * s[panel] for s in by_level[lv]] for lv in x], label, bounds)
+                band(ax, x, *mean_std([[scale * s[panel] for s in by_level[lv]] for lv in x]), label, index, bounds)
             if panel == "prefix":  # a whole answer: where a copy that never slips would be
                 x = sorted({lv for by_level in by_label.values() for lv in by_level})
                 first = next(iter(by_label.values()))
@@ -127,13 +123,14 @@ def extrapolation_figure(summaries: dict[str, list[dict[str, Any]]]) -> Figure |
         return None
     fig = Figure(figsize=(12.0, 4.5), layout="constrained")
     by_length, by_position = fig.subplots(1, 2)
-    for label, records in data.items():
+    for index, (label, records) in enumerate(data.items()):
         lengths = sorted({n for r in records for n in r["lengths"]}, key=int)
-        band(by_length, [int(n) for n in lengths], [loss_at(records, n) for n in lengths], label)
+        band(by_length, [int(n) for n in lengths], *mean_std([loss_at(records, n) for n in lengths]), label, index)
         longest = lengths[-1]
         curves = [r["lengths"][longest] for r in records if longest in r["lengths"]]
         x = [curves[0]["bin"] * (i + 0.5) for i in range(len(curves[0]["by_position"]))]
-        band(by_position, x, [list(v) for v in zip(*(c["by_position"] for c in curves))], f"{label} ({longest})")
+        band(by_position, x, *mean_std([list(v) for v in zip(*(c["by_position"] for c in curves))]),
+             f"{label} ({longest})", index)
     trained = next(r["trained"] for records in data.values() for r in records)
     for ax in (by_length, by_position):
         ax.axvline(trained, color="grey", linestyle=":", label=f"trained length {trained}")
