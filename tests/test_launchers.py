@@ -3,6 +3,8 @@
 receive it. Sweeps through the launcher are run in tests/test_report.py and tests/test_resume.py."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from hydra import initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
@@ -12,6 +14,7 @@ from omegaconf import DictConfig, OmegaConf
 from gpt.sweeps import parallel
 from gpt.sweeps.expected_time import ExpectedTime
 from gpt.sweeps.parallel import JobsPerCore, jobs_at_once, sweep_jobs
+from gpt.training.run_folder import write_summary
 from tests.conftest import ROOT
 
 
@@ -85,3 +88,18 @@ def test_no_expected_time_for_steps_that_are_not_a_number(capsys: pytest.Capture
     ExpectedTime(seconds_per_job=30, steps=1200, measured="a test").on_multirun_start(
         sweep_config("experiment=attention_tasks", "trainer.max_steps=abc"))
     assert "expected wall time" not in capsys.readouterr().out
+
+
+def test_a_resumed_sweep_expects_only_the_jobs_it_has_left(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                           capsys: pytest.CaptureFixture) -> None:
+    """resume=true keeps the jobs that finished before; the estimate counts the others (a failed or interrupted
+    job runs again, so it counts)."""
+    monkeypatch.setattr(parallel, "cores", lambda: 2)
+    for job, status in enumerate(["ok", "ok", "ok", "failed"]):
+        write_summary(tmp_path / str(job), {"status": status})
+    cfg = sweep_config("experiment=attention_tasks", "attention=mha,gqa", "seed=0,1,2", "resume=true",
+                       f"hydra.sweep.dir={tmp_path}")
+    JobsPerCore().on_multirun_start(cfg)
+    ExpectedTime(seconds_per_job=30, steps=1200, measured="a test").on_multirun_start(cfg)
+    assert capsys.readouterr().out.splitlines()[-1] == \
+        "expected wall time: 3 jobs left (3 finished before, kept) x ~30 s, 2 at a time = ~1 min (a test)"

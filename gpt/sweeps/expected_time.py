@@ -1,10 +1,12 @@
 """A Hydra callback that prints a multirun's expected wall time before its first job starts: the jobs the
 sweep will run (its parameters and any comma lists on the command line) times the seconds per job measured
 for the preset, scaled by the steps the jobs train against the steps it was measured at, divided among the
-jobs that run at once (gpt/sweeps/parallel.py)."""
+jobs that run at once (gpt/sweeps/parallel.py). A sweep resumed with resume=true counts only the jobs it has left:
+those that finished before are kept, not run again."""
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from statistics import mean
 from typing import Any
 
@@ -12,6 +14,7 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
 from gpt.sweeps.parallel import command_line_values, running_at_once, sweep_jobs
+from gpt.training.run_folder import finished
 
 
 def job_steps(config: DictConfig) -> list[int]:
@@ -20,6 +23,14 @@ def job_steps(config: DictConfig) -> list[int]:
     values = command_line_values(list(config.hydra.overrides.task)).get("trainer.max_steps")
     values = [str(v).strip() for v in values or [config.trainer.max_steps]]
     return [int(v) for v in values] if all(v.isdigit() for v in values) else []
+
+
+def finished_jobs(config: DictConfig) -> int:
+    """Jobs of a resumed sweep whose runs finished before (kept, not run again); 0 for a sweep that starts."""
+    if not config.get("resume"):
+        return 0
+    folder = Path(config.hydra.sweep.dir)
+    return sum(finished(run) for run in folder.iterdir() if run.is_dir()) if folder.is_dir() else 0
 
 
 class ExpectedTime(Callback):
@@ -31,10 +42,16 @@ class ExpectedTime(Callback):
         jobs, counts = sweep_jobs(config), job_steps(config)
         if not counts:  # no estimate for a mistyped trainer.max_steps: each job refuses it in one line
             return
-        at_once = running_at_once(config, jobs)
+        kept = min(finished_jobs(config), jobs)
+        left = jobs - kept
+        if not left:
+            print(f"expected wall time: none, all {jobs} jobs finished before and are kept", flush=True)
+            return
+        at_once = running_at_once(config, left)
         steps = mean(counts)
         per_job = self.seconds_per_job * steps / self.steps
         scaled = "" if steps == self.steps else f" ({steps:,.0f} steps a job; measured at {self.steps:,})"
-        minutes = math.ceil(jobs / at_once) * per_job / 60
-        print(f"expected wall time: {jobs} jobs x ~{per_job:.0f} s{scaled}, {at_once} at a time = "
+        minutes = math.ceil(left / at_once) * per_job / 60
+        counted = f"{left} jobs left ({kept} finished before, kept)" if kept else f"{jobs} jobs"
+        print(f"expected wall time: {counted} x ~{per_job:.0f} s{scaled}, {at_once} at a time = "
               f"~{minutes:.0f} min ({self.measured})", flush=True)
