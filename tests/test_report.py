@@ -77,7 +77,7 @@ def test_rows_pool_seeds_and_match_the_run_folders(sweep: Path, pos: str) -> Non
     header, row = rows["configuration"], rows[f"model.heads=2 pos={pos}"]
     runs = [d for d in sweep.iterdir() if d.is_dir() and {f"pos={pos}", "model.heads=2"} <= overrides(d)]
     assert len(runs) == 2 and row[header.index("seeds")] == "2" and row[header.index("status")] == "ok"
-    for column, metric, fmt in (("val loss", "val/loss", "{:.4f}"), ("ppl", "val/ppl", "{:.3f}")):
+    for column, metric, fmt in (("val loss", "val/loss", "{:.4f}"), ("ppl", "val/ppl", "{:#.4g}")):
         values = [lightning_metric(d, metric) for d in runs]
         expected = f"{fmt.format(statistics.fmean(values))} ± {fmt.format(statistics.stdev(values))}"
         assert row[header.index(column)].strip("*") == expected
@@ -158,7 +158,8 @@ def test_best_value_of_each_column_is_bold_and_unfinished_jobs_fail(tmp_path: Pa
             "kv_bytes_per_token": 64.0}
     fake_run(tmp_path / "0", ["attention=a", "seed=0"], {**base, "val_loss": 1.0, "tokens_per_s": 50.0})
     fake_run(tmp_path / "1", ["attention=a", "seed=1"], {**base, "val_loss": 1.2, "tokens_per_s": 70.0})
-    fake_run(tmp_path / "2", ["attention=b", "seed=0"], {**base, "val_loss": 0.9, "tokens_per_s": 40.0})
+    fake_run(tmp_path / "2", ["attention=b", "seed=0"], {**base, "val_loss": 0.9, "tokens_per_s": 40.0,
+                                                         "val_ppl": 2.895e15})  # an untrained run's
     fake_run(tmp_path / "3", ["attention=b", "seed=1"], {"status": "failed", "reason": "val loss became nan at step 3"})
     (tmp_path / "4" / ".hydra").mkdir(parents=True)
     (tmp_path / "4" / ".hydra" / "overrides.yaml").write_text("- attention=c\n- seed=0\n")
@@ -167,6 +168,7 @@ def test_best_value_of_each_column_is_bold_and_unfinished_jobs_fail(tmp_path: Pa
     assert a[header.index("val loss")] == "1.1000 ± 0.1414" and b[header.index("val loss")] == "**0.9000**"
     assert a[header.index("train tok/s")] == "**60**" and b[header.index("train tok/s")] == "40"
     assert a[header.index("params")] == b[header.index("params")] == "100"  # all equal: nothing to mark
+    assert a[header.index("ppl")] == "**3.000 ± 0.000**" and b[header.index("ppl")] == "2.895e+15"
     assert b[header.index("status")] == "1 of 2 failed: val loss became nan at step 3"
     assert c[header.index("status")] == "failed: no summary.json: the job stopped early or is still running"
     assert "exact match %" not in header  # no run graded calculator problems

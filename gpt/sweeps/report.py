@@ -95,7 +95,7 @@ def _get(key: str, scale: float = 1.0) -> Callable[[dict[str, Any]], float | Non
 COLUMNS = [
     Column("params", _get("params"), True, "{:,.0f}"),
     Column("val loss", _get("val_loss"), True, "{:.4f}", spread=True),
-    Column("ppl", _get("val_ppl"), True, "{:.3f}", spread=True),
+    Column("ppl", _get("val_ppl"), True, "{:#.4g}", spread=True),  # 4 figures: an untrained run's is ~1e15
     Column("bpb", _get("val_bpb"), True, "{:.4f}", spread=True, per_corpus=True),
     Column("exact match %", lambda s: None if "all" not in s.get("val_acc", {}) else 100 * s["val_acc"]["all"],
            False, "{:.1f}", spread=True, per_corpus=True),
