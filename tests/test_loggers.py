@@ -9,9 +9,12 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
+from gpt.data.tokenizers import CharTokenizer
+from gpt.training import callbacks
 from gpt.training.loggers import wandb_mode
 from tests.conftest import ROOT, run_cli
 
@@ -69,3 +72,22 @@ def test_wandb_offline_multirun_gives_each_job_its_own_run_in_its_folder(no_wand
         tables = sorted((run / "files/media/table/val").glob("sample_*.table.json"))
         rows = [json.loads(t.read_text())["data"][0] for t in tables]  # [step, sampled text (may be an empty line)]
         assert sorted(step for step, _ in rows) == [10, 20] and all(isinstance(text, str) for _, text in rows)
+
+
+def test_an_empty_sample_is_said_to_be_empty(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
+    """Early in training on a one-example-per-line corpus the model may end its line at once: the printed sample
+    says so instead of ending at `sample:`."""
+    class EndsAtOnce:
+        line_based = True
+
+        def __init__(self, *args: object) -> None:
+            pass
+
+        def complete(self, *args: object, **kwargs: object) -> str:
+            return ""
+
+    monkeypatch.setattr(callbacks, "TextModel", EndsAtOnce)
+    sample = callbacks.SampleText(CharTokenizer.fit("ab\n"), {})
+    trainer = SimpleNamespace(sanity_checking=False, is_global_zero=True, global_step=30, loggers=[])
+    sample.on_validation_epoch_end(trainer, SimpleNamespace(model=None, print=print))
+    assert capsys.readouterr().out == "step 30 sample: (an empty line: the model ends the line at once)\n"

@@ -145,7 +145,8 @@ class SampleText(L.Callback):
         continuation = text_model.complete(self.prompt, length, self.temperature, seed=self.seed)
         text = " ".join(filter(None, (self.prompt, continuation))) if text_model.line_based else \
             self.prompt + continuation
-        pl_module.print(f"step {trainer.global_step} sample: {text}")
+        shown = text or "(an empty line: the model ends the line at once)"  # early in training on line corpora
+        pl_module.print(f"step {trainer.global_step} sample: {shown}")
         log_text(trainer.loggers, "val/sample", text, trainer.global_step)
 
 
