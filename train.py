@@ -14,6 +14,7 @@ import os
 import sys
 import time
 import warnings
+from contextlib import nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -54,6 +55,7 @@ def train(cfg: DictConfig, run_dir: Path | None = None) -> Path:
     # that launches a sweep's jobs into worker processes never pay for them (seconds of start-up).
     import lightning as L
 
+    from gpt.sweeps.parallel import stopping
     from gpt.evaluation.bpb import byte_counts
     from gpt.inference.checkpoint import save_model
     from gpt.training.callbacks import (HeldOutAccuracy, Interrupted, LossAtLengths, ResumeCheckpoint, SampleText,
@@ -63,6 +65,7 @@ def train(cfg: DictConfig, run_dir: Path | None = None) -> Path:
     from gpt.training.lit import LitGPT
     from gpt.training.loggers import finish, make_logger
     from gpt.training.resume import AtomicCheckpointIO, check_resumable, resume_from
+    from gpt.training.run_folder import read_history, read_summary
     from gpt.training.run_record import RunRecord, finished_line, summary_line
 
     start = time.perf_counter()
@@ -74,7 +77,7 @@ def train(cfg: DictConfig, run_dir: Path | None = None) -> Path:
         return run_dir / "model.pt"
     resume_point = resume_from(cfg, run_dir, in_sweep=HydraConfig.get().mode == RunMode.MULTIRUN)
     checkpoint = ResumeCheckpoint(run_dir / "checkpoints", cfg.callbacks.checkpoint.every_n_steps)
-    stopper, record = StopOnInterrupt(), RunRecord(run_dir)  # record: history.csv + summary.json for the report
+    stopper, record = StopOnInterrupt(stopping), RunRecord(run_dir)  # record: history.csv + summary.json for the report
     callbacks = [checkpoint, stopper, ValidateAtEnd(), record]
     if cfg.trainer.enable_progress_bar:
         callbacks.append(StepProgressBar())
@@ -111,7 +114,9 @@ def train(cfg: DictConfig, run_dir: Path | None = None) -> Path:
     save_model(path, lit.model, data.tokenizer, meta=data.meta)
     # A line-based corpus suggests one of its own held-out questions; running text, a place to start.
     example = getattr(data, "example_prompt", None) or "<text to continue>"
-    print(summary_line(record.history, trainer.global_step, time.perf_counter() - start, path))
+    # From the record on disk: under trainer=ddp (spawn) rank 0 trained in another process, not in this one
+    steps = (read_summary(run_dir) or {}).get("steps", trainer.global_step)
+    print(summary_line(read_history(run_dir), steps, time.perf_counter() - start, path))
     print(f'generate with: python generate.py --ckpt {path} --prompt "{example}"')
     if stopper.requested:
         raise Interrupted(f"stopped by Ctrl-C at step {trainer.global_step}; continue with the same overrides "
@@ -121,17 +126,24 @@ def train(cfg: DictConfig, run_dir: Path | None = None) -> Path:
 
 @hydra.main(version_base="1.3", config_path="configs", config_name="train")
 def main(cfg: DictConfig) -> None:
-    from lightning.fabric.utilities.exceptions import MisconfigurationException
-
-    from gpt.sweeps.parallel import orphaned, stop_with_the_sweep
-    from gpt.training.callbacks import Interrupted, TrainingStopped
-    from gpt.training.run_folder import discard_if_never_started, record_failure
+    from gpt.sweeps.parallel import worker_job
 
     run_dir = Path(HydraConfig.get().runtime.output_dir)
     multirun = HydraConfig.get().mode == RunMode.MULTIRUN
     if multirun:  # jobs side by side write to one stdout: whole lines, not interleaved halves of buffers
         sys.stdout.reconfigure(line_buffering=True)
-        stop_with_the_sweep()
+    with worker_job(run_dir) if multirun else nullcontext(True) as run:
+        if run:
+            run_job(cfg, run_dir, multirun)
+
+
+def run_job(cfg: DictConfig, run_dir: Path, multirun: bool) -> None:
+    """train() with its failures as one line and an exit status; in a sweep a failed row in the report."""
+    from lightning.fabric.utilities.exceptions import MisconfigurationException
+
+    from gpt.training.callbacks import Interrupted, TrainingStopped
+    from gpt.training.run_folder import discard_if_never_started, record_failure
+
     try:
         train(cfg, run_dir)
     except Interrupted as err:  # model.pt is saved, but `train && generate` must not go on as if it finished
@@ -148,9 +160,6 @@ def main(cfg: DictConfig) -> None:
             return
         discard_if_never_started(run_dir)
         sys.exit(1 if isinstance(err, TrainingStopped) else 2)
-    finally:
-        if orphaned():  # the worker ends with its job instead of taking the next one from a dead sweep's queue
-            os._exit(130)
 
 
 def check_command(cfg: DictConfig) -> None:

@@ -22,6 +22,7 @@ from torch.utils.data import DataLoader
 
 from gpt import ModelConfig, load_checkpoint
 from gpt.inference.checkpoint import CheckpointError
+from gpt.sweeps.parallel import GRACE_S
 from gpt.training.callbacks import ResumeCheckpoint, TrainingStopped
 from gpt.training.lit import LitGPT
 from gpt.training.resume import AtomicCheckpointIO, load_resume_checkpoint
@@ -127,6 +128,12 @@ def test_non_finite_loss_stops_naming_the_step_and_last_good_checkpoint(tmp_path
                                               rf"{tmp_path / 'last.ckpt'} \(step 4\)"):
         trainer.fit(LitGPT(tiny_cfg), train_dataloaders=DataLoader(data, batch_size=None))
     state = load_resume_checkpoint(tmp_path / "last.ckpt")
+    with pytest.raises(TrainingStopped, match=r"^loss is nan at step 1; no checkpoint was written before it; start "
+                                              r"again with a lower optim.lr \(and optim.muon_lr with optim=muon\)"):
+        trainer = L.Trainer(accelerator="cpu", max_steps=10, callbacks=[ResumeCheckpoint(tmp_path / "none", 2),
+                                                                        PoisonAt(1)],
+                            logger=False, enable_progress_bar=False, enable_model_summary=False)
+        trainer.fit(LitGPT(tiny_cfg), train_dataloaders=DataLoader(data, batch_size=None))
     assert state["global_step"] == 4 and all(torch.isfinite(v).all() for v in state["state_dict"].values())
 
 
@@ -275,3 +282,31 @@ def test_a_sweep_killed_alone_stops_its_workers_leaving_resumable_jobs(tmp_path:
     for stopped in (sweep / "0", sweep / "1"):  # recorded as stopped, not finished, with a checkpoint to resume
         assert json.loads((stopped / "summary.json").read_text())["status"] == "failed"
         assert 0 < load_resume_checkpoint(stopped / "checkpoints/last.ckpt")["global_step"] < 100000
+
+
+def test_ctrl_c_to_a_sweep_saves_each_running_job_for_resume(tmp_path: Path) -> None:
+    """Ctrl-C to the sweep's process (here to it alone, so the workers learn it from the sweep): joblib used to kill
+    the workers at once, so a running job kept nothing since its last checkpoint (here: none). Now each running job
+    finishes its step, saves last.ckpt and is recorded as stopped; the sweep exits 130; queued jobs never start."""
+    sweep_args = [*PARALLEL_SWEEP, "callbacks.checkpoint.every_n_steps=100000"]
+    proc = subprocess.Popen([sys.executable, str(ROOT / "train.py"), *sweep_args], cwd=tmp_path,
+                            start_new_session=True, env={**os.environ, "PYTHONPATH": str(ROOT)},
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 240
+        while len(list(tmp_path.glob("multirun/*/*/[01]/history.csv"))) < 2 and proc.poll() is None \
+                and time.monotonic() < deadline:
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=GRACE_S + 60)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 130, err[-2000:]
+    assert "Ctrl-C: each running job finishes its step and saves its checkpoint" in err
+    sweep = next(tmp_path.glob("multirun/*/*"))
+    assert sorted(p.name for p in sweep.iterdir() if p.is_dir()) == ["0", "1"]  # the queued jobs never started
+    for stopped in (sweep / "0", sweep / "1"):
+        summary = json.loads((stopped / "summary.json").read_text())
+        assert summary["status"] == "failed" and "stopped by Ctrl-C at step" in summary["reason"]
+        assert 10 <= load_resume_checkpoint(stopped / "checkpoints/last.ckpt")["global_step"] < 100000

@@ -1,19 +1,25 @@
 """How many jobs of a -m sweep run at once on this machine (hydra/launcher=cores, Hydra's joblib launcher): one per
 core when jobs train on CPU, one at a time on a GPU, each with cores / (jobs at once) threads. Decided by a Hydra
 callback when the sweep starts, before the launcher is made from the config. And a worker's job stops when the
-sweep's process dies."""
+sweep's process dies or is stopped with Ctrl-C, saving its checkpoint first."""
 from __future__ import annotations
 
 import math
 import os
 import signal
 import sys
+import tempfile
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, open_dict, read_write
+
+from gpt.training.run_folder import LOCK, claim, discard_if_never_started, in_use, release
 
 # Set by the process that launches a sweep, inherited by its joblib workers: how a job knows it runs in a worker
 # whose sweep can die without it (SIGKILL or SIGTERM to that process alone leaves loky's workers running its queue).
@@ -87,7 +93,12 @@ def job_threads(at_once: int, available: int) -> int:
     return int(os.environ.get("OMP_NUM_THREADS") or max(1, available // at_once))
 
 
-_worker_of: list[str] = []  # the sweep process this process is a worker of, once stop_with_the_sweep has seen it
+_worker_of: list[str] = []  # the sweep process this process is a worker of, once watch_the_sweep has seen it
+
+
+def stop_file(sweep_pid: str) -> Path:
+    """Made by a sweep's process at its first Ctrl-C: its workers stop their jobs and end."""
+    return Path(tempfile.gettempdir()) / f"tinygpt-sweep-{sweep_pid}.stop"
 
 
 def orphaned() -> bool:
@@ -95,25 +106,91 @@ def orphaned() -> bool:
     return bool(_worker_of) and str(os.getppid()) != _worker_of[0]
 
 
-def stop_with_the_sweep() -> None:
-    """In a sweep's worker, once per process: when the sweep's process dies, stop the running job as Ctrl-C does
-    (its step finished, last.ckpt written, so `resume=true` continues it), then the worker, which would otherwise
-    train the jobs still queued for it with nobody left to report them. The job's caller exits once it returns."""
+def stopping() -> bool:
+    """Whether this process is a worker of a sweep that has died or was stopped with Ctrl-C: it takes no more jobs."""
+    return orphaned() or bool(_worker_of) and stop_file(_worker_of[0]).exists()
+
+
+_in_job = threading.Event()  # set while this worker runs a job
+
+
+@contextmanager
+def worker_job(run_dir: Path) -> Iterator[bool]:
+    """One job of a sweep, in the process that runs it; yields whether to run it. In a worker of a sweep that has
+    stopped or died it does not run (its folder removed again, unless it holds an earlier attempt's work, so
+    `resume=true` starts or continues it). The run folder is locked while the job runs: a stopping sweep waits for
+    the locks, and a resumed sweep's job cannot write a folder the old one still writes. After the job, the worker of
+    a sweep that has died ends instead of taking the next job from its queue."""
+    watch_the_sweep()
+    if stopping():
+        discard_if_never_started(run_dir)
+        yield False
+        return
+    try:
+        claim(run_dir)
+    except ValueError as err:  # another run writes this folder: its record stays its own
+        print(f"error: {err}", file=sys.stderr)
+        yield False
+        return
+    _in_job.set()
+    try:
+        yield True
+    finally:
+        release(run_dir)
+        _in_job.clear()
+        if orphaned():
+            os._exit(130)
+
+
+def watch_the_sweep() -> None:
+    """In a sweep's worker, once per process: when the sweep's process dies or is stopped, the running job stops as
+    Ctrl-C stops it (StopOnInterrupt asks `stopping` at each step: its step finished, last.ckpt written, so
+    `resume=true` continues it). A worker ends once its sweep's process has gone and it runs no job: not while that
+    process lives, whose joblib would answer a worker's exit by killing the others mid-save. One whose job does not
+    stop within GRACE_S ends anyway."""
     sweep = os.environ.get(SWEEP_PID)
     if _worker_of or sweep != str(os.getppid()):
         return  # watched already, or not a worker (a one-at-a-time sweep runs in the sweep's own process)
     _worker_of.append(sweep)
 
     def watch() -> None:
-        while not orphaned():
+        while not stopping():
             time.sleep(1)
-        print(f"the sweep's process {_worker_of[0]} has gone: stopping this job as Ctrl-C would", file=sys.stderr,
-              flush=True)
-        os.kill(os.getpid(), signal.SIGINT)
-        time.sleep(GRACE_S)
+        if _in_job.is_set():
+            why = "has gone" if orphaned() else "was stopped"
+            print(f"the sweep's process {_worker_of[0]} {why}: stopping this job as Ctrl-C would", file=sys.stderr,
+                  flush=True)
+        deadline = time.monotonic() + GRACE_S
+        while (_in_job.is_set() or not orphaned()) and time.monotonic() < deadline:
+            time.sleep(0.2)
         os._exit(130)
 
     threading.Thread(target=watch, name="sweep-watch", daemon=True).start()
+
+
+def stop_workers_on_ctrl_c(sweep_dir: Path) -> None:
+    """In a sweep's process whose jobs run in workers: joblib answers Ctrl-C by killing the workers at once, losing
+    every running job's steps since its last checkpoint (all of them when it was validating). Instead the first Ctrl-C
+    has each running job finish its step and save, and waits for them (their run folders' locks free) before joblib
+    ends the workers; queued jobs do not start. A second Ctrl-C leaves it to joblib at once."""
+    stop = stop_file(str(os.getpid()))
+    stop.unlink(missing_ok=True)  # one left by an earlier process with this pid
+
+    def on_ctrl_c(signum: int, frame: Any) -> None:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        print("Ctrl-C: each running job finishes its step and saves its checkpoint, queued jobs do not start; the "
+              "same command plus resume=true continues the sweep (Ctrl-C again stops at once)", file=sys.stderr,
+              flush=True)
+        try:
+            stop.touch()
+            deadline = time.monotonic() + GRACE_S + 10
+            while any(in_use(lock.parent) for lock in sweep_dir.rglob(LOCK)) and time.monotonic() < deadline:
+                time.sleep(0.2)
+        finally:
+            stop.unlink(missing_ok=True)
+        raise SystemExit(130)
+
+    signal.signal(signal.SIGINT, on_ctrl_c)
 
 
 class JobsPerCore(Callback):
@@ -131,3 +208,5 @@ class JobsPerCore(Callback):
         at_once = running_at_once(config, jobs)
         print(f"sweep: {jobs} jobs, {at_once} at a time ({available} cores), "
               f"{job_threads(at_once, available)} thread(s) each", flush=True)
+        if at_once > 1:  # jobs in joblib's workers; one at a time runs in this process, where Ctrl-C stops it cleanly
+            stop_workers_on_ctrl_c(Path(config.hydra.sweep.dir))

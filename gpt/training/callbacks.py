@@ -3,7 +3,7 @@ is always good (atomic, finite, with RNG state), and a clean stop on Ctrl-C."""
 from __future__ import annotations
 
 import signal
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -92,7 +92,9 @@ class HeldOutAccuracy(SummaryPart):
             return
         graded = grade(pl_module.model, self.tokenizer, self.lines)
         self.groups, self.levels = scores_by_group(graded, self.order), scores_by_level(graded)
-        pl_module.log_dict({f"val/acc_{group.replace(' ', '_')}": s["exact"] for group, s in self.groups.items()})
+        # every rank grades the same lines: sync_dist agrees them and spares DDP's warning per metric
+        pl_module.log_dict({f"val/acc_{group.replace(' ', '_')}": s["exact"] for group, s in self.groups.items()},
+                           sync_dist=True)
         summary = "  ".join(f"{group} {100 * s['exact']:.1f}% of {s['count']}" for group, s in self.groups.items())
         pl_module.print(f"\nstep {trainer.global_step}: held-out exact match: {summary}")
         for g in [g for g in graded if g.example.last][:self.show]:
@@ -162,9 +164,10 @@ class ResumeCheckpoint(Checkpoint):
         self._restored_rng: dict[str, Any] | None = None
 
     def _stop(self, what: str, step: int) -> None:
-        good = f"last good checkpoint: {self.path} (step {self.saved_step}); resume with ckpt_path={self.path}" \
-            if self.saved_step is not None else "no checkpoint was written before it"
-        raise TrainingStopped(f"{what} at step {step}; {good} and a lower optim.lr or trainer.gradient_clip_val")
+        good = f"last good checkpoint: {self.path} (step {self.saved_step}); resume with ckpt_path={self.path} and" \
+            if self.saved_step is not None else "no checkpoint was written before it; start again with"
+        raise TrainingStopped(f"{what} at step {step}; {good} a lower optim.lr (and optim.muon_lr with optim=muon) "
+                              "or trainer.gradient_clip_val")
 
     def save(self, trainer: L.Trainer) -> None:
         if not all(torch.isfinite(p).all() for p in trainer.lightning_module.parameters()):
@@ -207,10 +210,13 @@ class ResumeCheckpoint(Checkpoint):
 
 class StopOnInterrupt(L.Callback):
     """The first Ctrl-C finishes the current optimizer step and stops training cleanly, so last.ckpt and
-    model.pt are written; a second Ctrl-C interrupts at once. Ranks agree before stopping."""
+    model.pt are written; a second Ctrl-C interrupts at once. `stop_when` asks the same without a signal (a sweep's
+    worker whose sweep has stopped: a signal of its own would be the second Ctrl-C after the user's). Ranks agree
+    before stopping."""
 
-    def __init__(self) -> None:
+    def __init__(self, stop_when: Callable[[], bool] = lambda: False) -> None:
         self.requested = False
+        self.stop_when = stop_when
         self._previous: Any = None
 
     def _request(self, signum: int, frame: Any) -> None:
@@ -223,7 +229,7 @@ class StopOnInterrupt(L.Callback):
     def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any,
                            batch_idx: int) -> None:
         if (batch_idx + 1) % trainer.accumulate_grad_batches == 0 and \
-                trainer.strategy.reduce_boolean_decision(self.requested, all=False):
+                trainer.strategy.reduce_boolean_decision(self.requested or self.stop_when(), all=False):
             self.requested = True
             trainer.should_stop = True
 

@@ -75,10 +75,10 @@ class LitGPT(L.LightningModule):
     def on_validation_epoch_end(self) -> None:
         val_loss = self.trainer.callback_metrics.get("val/loss")
         if val_loss is not None:
-            self.log("val/ppl", torch.exp(val_loss))
+            self.log("val/ppl", torch.exp(val_loss), sync_dist=True)  # val/loss is synced: the same on each rank
         if self.token_bytes is not None and self._val_totals[1] > 0:
             nats, n_bytes = self.trainer.strategy.reduce(self._val_totals.to(self.device), reduce_op="sum")
-            self.log("val/bpb", bits_per_byte(nats, n_bytes).float(), prog_bar=True)
+            self.log("val/bpb", bits_per_byte(nats, n_bytes).float(), prog_bar=True, sync_dist=True)  # reduced above
         self._last_log_time = None  # validation time is not training time
 
     def configure_gradient_clipping(self, optimizer: torch.optim.Optimizer, gradient_clip_val: float | None = None,

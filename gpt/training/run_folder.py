@@ -93,6 +93,28 @@ def claim(run_dir: Path) -> bool:
     return True
 
 
+def release(run_dir: Path) -> None:
+    """Let go of this process's lock on `run_dir` (a sweep's worker, whose process goes on to other jobs)."""
+    for lock in [lock for lock in _held if Path(lock.name) == run_dir / LOCK]:
+        _held.remove(lock)
+        lock.close()
+
+
+def in_use(run_dir: Path) -> bool:
+    """Whether a training run holds this folder's lock (see claim)."""
+    try:
+        lock = open(run_dir / LOCK)
+    except FileNotFoundError:
+        return False
+    with lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        fcntl.flock(lock, fcntl.LOCK_UN)
+        return False
+
+
 def discard_if_never_started(run_dir: Path) -> None:
     """Remove the folder Hydra made for a run that failed before writing anything of its own, and the date
     folder above it if that is left empty: failed configs leave no empty outputs/<date>/<time>/ behind."""
