@@ -6,6 +6,7 @@ import json
 import statistics
 from pathlib import Path
 
+import numpy as np
 import pytest
 from matplotlib.image import imread
 
@@ -100,9 +101,22 @@ def test_best_of_keeps_each_configurations_best_learning_rate(tmp_path: Path) ->
     report = (write_report(tmp_path, best_of=["optim.lr"])).read_text()
     rows = matrix_rows(report)
     assert set(rows) == {"configuration", "attention=a optim.lr=1e-3", "attention=b optim.lr=1e-2"}
-    assert "- `attention=a`: best `optim.lr=1e-3` (exact match 85.0%); also tried `optim.lr=1e-2` exact match 55.0%" \
-        in report
+    assert "- `attention=a`: best `optim.lr=1e-3` (exact match 85.0%, val loss 1.0000); also tried `optim.lr=1e-2` " \
+        "exact match 55.0%, val loss 1.0000" in report
     assert len(matrix_rows(write_report(tmp_path).read_text())) == 5  # without best_of every setting stays
+    with pytest.raises(ValueError, match=r"--best-of optim.wd: no configuration of this sweep sets it; they set "
+                                         r"attention, optim.lr"):
+        write_report(tmp_path, best_of=["optim.wd"])
+
+
+def test_best_of_breaks_a_tie_in_exact_match_by_val_loss() -> None:
+    from gpt.sweeps.best_of import best_settings
+
+    def seed(loss: float) -> dict:
+        return {"status": "ok", "val_loss": loss, "val_acc": {"all": 0.004}}
+
+    kept, _ = best_settings({("optim.lr=1e-3",): [seed(2.73)], ("optim.lr=3e-3",): [seed(2.60)]}, ["optim.lr"])
+    assert kept == {("optim.lr=3e-3",)}
 
 
 def test_no_matrix_without_groups(tmp_path: Path) -> None:
@@ -202,3 +216,24 @@ def test_a_seed_band_stays_within_what_a_percentage_can_be(bounds: tuple[float, 
     band(ax, [1, 2], *mean_std([[0.0, 0.0, 40.0], [100.0, 100.0, 60.0]]), "a", 0, bounds)
     ys = ax.collections[0].get_paths()[0].vertices[:, 1]
     assert (round(ys.min(), 1), round(ys.max(), 1)) == (lowest, highest)
+
+
+def test_levels_plot_chance_where_each_level_has_it() -> None:
+    """Recall's chance falls with the pairs a line holds (53 / 35 / 22% at 4 / 8 / 16 pairs): levels.png drew one
+    flat line at their mean. A copied answer of n tokens is guessed whole with chance ** n, not per-token chance."""
+    from gpt.sweeps.scaling import levels_figure
+
+    def seed(chance: float, tokens: int) -> dict[str, float]:
+        return {"exact": 0.5, "token": 0.6, "prefix": 1.0, "tokens": tokens, "chance": chance}
+
+    def summary(task: str, levels: dict[int, tuple[float, int]]) -> dict:
+        return {"status": "ok", "val_levels": {task: {str(lv): seed(*c) for lv, c in levels.items()}}}
+
+    figure = levels_figure({"attention=mha": [summary("recall", {4: (0.532, 1), 8: (0.353, 1), 16: (0.225, 1)}),
+                                              summary("copy", {2: (0.5, 2), 4: (0.5, 4)})]})
+    exact, token = (next(line for line in ax.get_lines() if line.get_label() == "chance")
+                    for ax in figure.axes[3:5])
+    recall = next(line for line in figure.axes[0].get_lines() if line.get_label() == "chance")
+    assert list(recall.get_xdata()) == [4, 8, 16] and np.allclose(recall.get_ydata(), [53.2, 35.3, 22.5])
+    assert list(exact.get_xdata()) == [2, 4] and np.allclose(exact.get_ydata(), [25.0, 6.25])  # 0.5 ** n
+    assert np.allclose(token.get_ydata(), [50.0, 50.0])

@@ -129,6 +129,15 @@ def test_every_configuration_of_a_preset_has_its_own_curve_style() -> None:
     assert len(ATTENTION) > 10 and len(styles) == len(legend) == len(ATTENTION)
 
 
+def test_a_report_where_every_run_failed_is_a_table_of_reasons(tmp_path: Path) -> None:
+    for lr in ("1e8", "1e9"):
+        fake_run(tmp_path / lr, [f"optim.lr={lr}"], {"status": "failed", "reason": "loss is nan at step 2"})
+    header, separator, *rows = next(t for t in markdown(tmp_path, find_runs(tmp_path)).split("\n\n")
+                                    if t.startswith("| configuration")).splitlines()
+    assert header == "| configuration | seeds | status |" and separator.count("|") == header.count("|")
+    assert rows == [f"| `optim.lr={lr}` | 0 | failed: loss is nan at step 2 |" for lr in ("1e8", "1e9")]
+
+
 def test_a_report_with_nothing_validated_says_why(tmp_path: Path) -> None:
     for seed in (0, 1):
         fake_run(tmp_path / str(seed), [f"seed={seed}"], {"status": "ok", "params": 100, "wall_s": 1.0})

@@ -1,9 +1,11 @@
 """The best of a swept setting per configuration, as Zoology (Arora et al. 2023) and MAD (Poli et al. 2024) report
 each model at its best learning rate: configurations that differ only in the named overrides (e.g. optim.lr) are
 one, and only the value whose seeds score best on average is kept, by held-out exact match where runs grade
-answers, else by final val loss. Plain data in: configurations as tuples of overrides, each with its summaries."""
+answers (val loss breaks its ties), else by final val loss. Plain data in: configurations as tuples of overrides,
+each with its summaries."""
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Sequence
 from typing import Any
@@ -15,15 +17,17 @@ def key(override: str) -> str:
     return override.split("=", 1)[0].lstrip("+~")
 
 
-def score(summaries: list[dict[str, Any]]) -> tuple[float, str] | None:
-    """(higher is better, as printed) over the successful seeds, or None when none succeeded."""
+def score(summaries: list[dict[str, Any]]) -> tuple[tuple[float, float], str] | None:
+    """(a key, higher is better: exact match, then val loss to break its ties; the score as printed) over the
+    successful seeds, or None when none succeeded."""
     ok = [s for s in summaries if s.get("status") == "ok"]
     exact = [s["val_acc"]["all"] for s in ok if "all" in s.get("val_acc", {})]
+    losses = [s["val_loss"] for s in ok if s.get("val_loss") is not None]
+    loss = statistics.fmean(losses) if losses else math.inf
     if exact:
         mean = statistics.fmean(exact)
-        return mean, f"exact match {100 * mean:.1f}%"
-    losses = [s["val_loss"] for s in ok if s.get("val_loss") is not None]
-    return (-statistics.fmean(losses), f"val loss {statistics.fmean(losses):.4f}") if losses else None
+        return (mean, -loss), f"exact match {100 * mean:.1f}%" + (f", val loss {loss:.4f}" if losses else "")
+    return ((-loss, -loss), f"val loss {loss:.4f}") if losses else None
 
 
 def best_settings(groups: dict[Config, list[dict[str, Any]]], swept: Sequence[str]) -> tuple[set[Config], list[str]]:
@@ -31,6 +35,10 @@ def best_settings(groups: dict[Config, list[dict[str, Any]]], swept: Sequence[st
     saying which value won and against what."""
     if not swept:
         return set(groups), []
+    set_here = {key(o) for config in groups for o in config}
+    if unset := [k for k in swept if k not in set_here]:
+        raise ValueError(f"--best-of {' '.join(unset)}: no configuration of this sweep sets it; they set "
+                         f"{', '.join(sorted(set_here)) or 'nothing'}")
     families: dict[Config, list[Config]] = {}
     for config in groups:
         families.setdefault(tuple(o for o in config if key(o) not in swept), []).append(config)

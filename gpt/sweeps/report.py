@@ -155,19 +155,19 @@ def markdown(sweep_dir: Path, runs: list[Run], best_notes: Sequence[str] = ()) -
              f"Common to all configurations: `{' '.join(common) or '(nothing)'}`.", "",
              *(["Each configuration at its best of the swept settings (mean over seeds; the others are left out):",
                 *best_notes, ""] if best_notes else []),
-             "| configuration | seeds | " + " | ".join(c.header for c in columns) + " | status |",
+             table_row(["configuration", "seeds", *(c.header for c in columns), "status"]),
              "|---|---:|" + "---:|" * len(columns) + "---|"]
     for key, group_runs in groups.items():
         cells = [stat_cell(values[c.header][key], c.fmt, c.spread, key in best[c.header]) for c in columns]
-        lines.append(f"| `{names[key]}` | {sum(r.ok for r in group_runs)} | " + " | ".join(cells)
-                     + f" | {status(group_runs)} |")
+        lines.append(table_row([f"`{names[key]}`", str(sum(r.ok for r in group_runs)), *cells, status(group_runs)]))
     noise = seed_noise(groups, names)
     validated = COLUMNS[1] in columns  # then a per-corpus column is absent because the corpus has none
     missing = [c.header for c in COLUMNS if c not in columns and not (c.per_corpus and validated)]
     lines += ["", *([noise, ""] if noise else []), *([empty_note(runs, missing), ""] if missing else []),
               "Mean ± sample std over seeds; **bold** is the best value of its column. Val loss, perplexity, "
               "bpb (bits per UTF-8 byte of the text predicted, comparable across tokenizers; text corpora) "
-              "and exact match (held-out calculator problems, greedy) are from the last validation. Train tok/s "
+              "and exact match (the held-out answers the corpus grades, calculator problems or task answers, "
+              "written whole by greedy decoding) are from the last validation. Train tok/s "
               "excludes validation time; peak memory is allocated tensors on GPU, process RSS on CPU (imported "
               "libraries included; a sweep's worker runs job after job and its RSS creeps up several MiB a job, so "
               "on CPU the later jobs read higher without the variant using more); KV bytes/token is every layer's "
@@ -178,6 +178,11 @@ def markdown(sweep_dir: Path, runs: list[Run], best_notes: Sequence[str] = ()) -
               *capacity.markdown(summaries(runs)), *scaling.extrapolation_markdown(summaries(runs)),
               *pareto.card(summaries(runs))]
     return "\n".join(lines)
+
+
+def table_row(cells: Sequence[str]) -> str:
+    """A markdown table row (with no columns of numbers left, as when every run failed, no empty cell)."""
+    return "| " + " | ".join(cells) + " |"
 
 
 def summaries(runs: list[Run]) -> dict[str, list[dict[str, Any]]]:

@@ -44,9 +44,24 @@ def level_name(summaries: dict[str, list[dict[str, Any]]], task: str) -> str:
                  if task in s.get("val_level_names", {})), "level")
 
 
+def guess_at_each_level(by_level_of: dict[str, dict[int, list[dict[str, float]]]],
+                        whole_answer: bool) -> tuple[list[int], list[float]]:
+    """What guessing scores at each level, in %: per token (the graded chance), or for a whole answer of n tokens,
+    each guessed alike, chance ** n. Guessing among the values a line holds changes with the level (8 pairs: 1 in
+    ~3, 16 pairs: 1 in ~5), so one line for all levels would sit far from chance at each."""
+    graded: dict[int, list[dict[str, float]]] = {}
+    for by_level in by_level_of.values():
+        for level, seeds in by_level.items():
+            graded.setdefault(level, []).extend(s for s in seeds if "chance" in s)
+    x = sorted(level for level, seeds in graded.items() if seeds)
+    return x, [100 * statistics.fmean(s["chance"] ** (s["tokens"] if whole_answer else 1) for s in graded[level])
+               for level in x]
+
+
 def levels_figure(summaries: dict[str, list[dict[str, Any]]]) -> Figure | None:
-    """levels.png: a row per task with levels, exact match against the level (a guess's score dashed), and where
-    answers have several tokens per-token accuracy and the longest right prefix (a whole answer dotted)."""
+    """levels.png: a row per task with levels, exact match against the level (a guess's score at each level
+    dashed), and where answers have several tokens per-token accuracy and the longest right prefix (a whole answer
+    dotted)."""
     data = levels(summaries)
     if not data:
         return None
@@ -69,8 +84,8 @@ def levels_figure(summaries: dict[str, list[dict[str, Any]]]) -> Figure | None:
                 ax.plot(x, [statistics.fmean(s["tokens"] for s in first[lv]) if lv in first else np.nan for lv in x],
                         color="grey", linestyle=":", label="whole answer")
             elif any("chance" in s for s in answers):
-                ax.axhline(100 * statistics.fmean(s["chance"] for s in answers if "chance" in s), color="grey",
-                           linestyle="--", label="chance")
+                ax.plot(*guess_at_each_level(by_label, whole_answer=panel == "exact"), color="grey", linestyle="--",
+                        label="chance")
             ax.set(xlabel=f"{task}: {level_name(summaries, task)}", ylabel=PANELS[panel],
                    title=f"{task}: {PANELS[panel]}")
             ax.grid(alpha=0.3)
