@@ -43,6 +43,8 @@ BAD = [  # (command line, what the one line must say)
     (["data.path=x"], "data.path is not a setting of data=calculator; its settings: tasks, seed, "),
     (["+trainer.nope=1"], "trainer.nope is not a setting of trainer"),
     (["attention=mhq"], "attention=mhq is not an option of attention: choose one of gqa, "),
+    # a preset was an optional group: a mistyped one was left out and the default calculator run trained
+    (["experiment=attention_taks"], "experiment=attention_taks is not an option of experiment: choose one of "),
     (["model.heads=[1"], "cannot read the override 'model.heads=[1'"),
     (["-m", "model.head=2,4"], "did you mean model.heads?"),  # a sweep's keys are checked before its first job
 ]
