@@ -262,6 +262,8 @@ def test_train_on_text_then_generate(tmp_path: Path, text_file: Path, tokenizer:
     assert generate.main(["--ckpt", str(ckpt), "--max-new-tokens", "3"]) == 0  # no prompt: starts after a newline
     assert capsys.readouterr().err == f"model: {ckpt} (trained on text ({text_file}))\n"  # which model, no error
     monkeypatch.chdir(ckpt.parent)  # model.pt finds its shards (under the ./data/ of training) from anywhere
+    assert cli(["evaluate", "--ckpt", str(ckpt), "--split", "test"]) == 2  # was the val split, silently
+    assert "split into train and val only" in capsys.readouterr().err
     assert cli(["evaluate", "--ckpt", str(ckpt)]) == 0  # running text: loss and bits per byte on the val split
     loss, bpb = (float(x) for x in re.findall(r"loss ([\d.]+), bpb ([\d.]+)$", capsys.readouterr().out.strip())[0])
     if tokenizer == "char":  # an ASCII play: one byte per token

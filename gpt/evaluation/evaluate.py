@@ -52,7 +52,8 @@ def lengths_report(text_model: TextModel, lengths: list[int]) -> list[str]:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--ckpt", help="model.pt (or its run folder) to grade (default: the newest under outputs/)")
-    parser.add_argument("--split", choices=["val", "test"], default="test")
+    parser.add_argument("--split", choices=["val", "test"],
+                        help="held-out split of a task model's lines (default: test); running text has val only")
     parser.add_argument("--seed", type=int, help="data.seed the model was trained with, for a model.pt that does "
                                                  "not record it (default: from model.pt)")
     parser.add_argument("--device", default="cpu", help="cpu, cuda, cuda:<index> or mps (default: cpu)")
@@ -68,6 +69,9 @@ def run(args: argparse.Namespace) -> None:
     text_model = load(path, device=args.device)
     meta = text_model.meta  # model.pt records the DataModule's meta: corpus, seed and split fractions
     if not text_model.line_based and "shards" in meta:  # running text: its loss and bits per byte instead
+        if args.split == "test":
+            raise ValueError("a text corpus is split into train and val only, and evaluate measures its val split: "
+                             "drop --split test")
         print(f"{path}: {text_report(text_model)}")
         if args.lengths:
             print(f"loss by evaluation length (trained at {text_model.model.cfg.block_size} tokens):")
@@ -82,6 +86,7 @@ def run(args: argparse.Namespace) -> None:
                          "copy, distance, length, tasks) and measures text models trained on prepared shards")
     if args.seed is None and "seed" not in meta:
         raise ValueError("model.pt does not say which data.seed it was trained with; pass --seed")
+    args.split = args.split or "test"
     if args.seed is not None and "seed" in meta and args.seed != meta["seed"]:
         raise ValueError(f"--seed {args.seed} is not the data.seed={meta['seed']} this model was trained with: "
                          f"that split's {args.split} examples would include its training data; drop --seed")
