@@ -102,6 +102,10 @@ def main(argv: list[str] | None = None) -> int:
             raise ValueError(f"--seed={args.seed} must be in [{SEEDS[0]}, {SEEDS[1]}]")
         path = model_file(args.ckpt or newest_checkpoint())
         text_model = load(path, device=args.device)
+        if args.num_samples > 1 and text_model.defaults(args.max_new_tokens, args.temperature)[1] == 0:
+            raise ValueError(f"--num-samples={args.num_samples} would print the same greedy answer {args.num_samples} "
+                             "times (temperature 0, the default on one-example-per-line corpora): pass "
+                             "--temperature 0.8 to sample")
         if args.attention_map:
             return write_attention(args.attention_map, "--attention-map",
                                    lambda: attention_map_png(text_model, args.prompt, args.attention_map))
@@ -124,7 +128,8 @@ def main(argv: list[str] | None = None) -> int:
             print()
     except (ValueError, CheckpointError) as err:
         message = str(err).replace("max_new_tokens", "--max-new-tokens").replace("top_p", "--top-p")
-        print(f"error: {message.replace('top_k', '--top-k')}", file=sys.stderr)
+        message = message.replace("top_k", "--top-k").replace("temperature=", "--temperature ")
+        print(f"error: {message}", file=sys.stderr)
         return 2
     return 0
 

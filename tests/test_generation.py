@@ -87,6 +87,8 @@ def test_stop_token_ends_generation(tiny_cfg: ModelConfig) -> None:
     ({"temperature": -0.5}, "temperature=-0.5 must be a finite number >= 0"),
     ({"temperature": float("nan")}, "temperature=nan must be a finite number >= 0"),
     ({"top_k": 0}, "top_k=0 must be at least 1"),
+    ({"temperature": 0, "top_k": 5}, "top_k=5 narrows sampling, but temperature=0 decodes greedily"),
+    ({"temperature": 0, "top_p": 0.9}, "top_p=0.9 narrows sampling, but temperature=0 decodes greedily"),
 ])
 def test_bad_sampling_settings_are_refused(tiny_cfg: ModelConfig, kwargs: dict, message: str) -> None:
     args = {"max_new_tokens": 5, **kwargs}

@@ -92,6 +92,9 @@ def test_impossible_settings_are_refused_by_check_config(overrides: list[str], m
     (["--prompt", "two plus zebra"], "error: word(s) 'zebra' not in the vocabulary"),
     (["--top-p", "1.5"], "error: --top-p=1.5 must be in (0, 1]"),
     (["--max-new-tokens", "-1"], "error: --max-new-tokens=-1 must be 0 or more"),
+    # greedy by default on a line corpus: these printed the same answer, silently unsampled
+    (["--top-k", "5"], "error: --top-k=5 narrows sampling, but --temperature 0 decodes greedily"),
+    (["--num-samples", "3"], "error: --num-samples=3 would print the same greedy answer 3 times"),
 ])
 def test_generate_user_errors_are_one_line(trained: Path, monkeypatch: pytest.MonkeyPatch,
                                            capsys: pytest.CaptureFixture, args: list[str], message: str) -> None:

@@ -20,6 +20,10 @@ def check_sampling(temperature: float, top_k: int | None, top_p: float | None, m
         raise ValueError(f"top_k={top_k} must be at least 1")
     if top_p is not None and not 0.0 < top_p <= 1.0:
         raise ValueError(f"top_p={top_p} must be in (0, 1]")
+    if temperature == 0 and (top_k is not None or top_p is not None):  # it would change nothing, silently
+        narrowing = f"top_k={top_k}" if top_k is not None else f"top_p={top_p}"
+        raise ValueError(f"{narrowing} narrows sampling, but temperature=0 decodes greedily (the default on "
+                         "one-example-per-line corpora): pass a temperature > 0, such as 0.8")
 
 
 def sample_next(logits: torch.Tensor, temperature: float = 1.0, top_k: int | None = None,
