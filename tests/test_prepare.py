@@ -132,6 +132,20 @@ def test_every_text_document_ends_with_one_end_of_text(tmp_path: Path) -> None:
     assert prepared.manifest["documents"] == len(docs) and len(prepared.val) == 0
 
 
+@pytest.mark.parametrize("empty", ["eot.txt", "blank.jsonl", "zero.txt"])
+def test_a_file_of_empty_documents_adds_nothing_as_an_empty_file_does(tmp_path: Path, empty: str) -> None:
+    """Only end-of-text markers, or JSONL rows of "": no text, so skipped beside other files, and alone an empty
+    corpus (once a TypeError from a unit with no parts)."""
+    texts = {"eot.txt": EOT + EOT + "\n" + EOT, "blank.jsonl": '{"text": ""}\n' * 3, "zero.txt": ""}
+    (tmp_path / empty).write_text(texts[empty])
+    text = write(tmp_path / "a.txt", stories(30, seed=14))
+    alone = build([text], tmp_path / "alone")
+    beside = build([text, tmp_path / empty], tmp_path / "beside", num_proc=2)
+    assert shard_bytes(beside) == shard_bytes(alone) and beside.manifest["documents"] == 30
+    with pytest.raises(ValueError, match=rf"^no text in {tmp_path / empty}: the corpus is empty$"):
+        build([tmp_path / empty], tmp_path / "empty")
+
+
 def test_a_validation_file_is_all_of_validation_and_nothing_else_is(tmp_path: Path) -> None:
     """data.val_path: a fixed held-out text (nanoGPT's last 10%), whose characters the vocabulary learns too."""
     train_docs, val_docs = stories(30, seed=8), [d + " ~ only here" for d in stories(10, seed=9)]

@@ -103,8 +103,10 @@ def _encode(work: Work, unit: Unit) -> tuple[np.ndarray, np.ndarray, int, np.nda
         val = np.full(len(ids), unit.path in work.val_files)  # (tokens,) whether each id is validation
     else:
         threshold = recipe.val_fraction * 2**64
-        val = np.repeat([int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "little") < threshold
-                         for text in texts], lengths)  # (tokens,) whether each id's part is validation
+        held = [int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "little") < threshold
+                for text in texts]
+        # bool even for a unit with no text (only empty documents): np.repeat of [] would give floats.
+        val = np.repeat(np.array(held, bool), lengths)  # (tokens,) whether each id's part is validation
     occurs = np.zeros(tokenizer.vocab_size, bool)
     occurs[ids] = True
     dtype = token_dtype(tokenizer.vocab_size)
