@@ -192,10 +192,17 @@ def _digest(manifest: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(manifest, sort_keys=True).encode()).hexdigest()
 
 
-def read_manifest(path: Path) -> dict[str, Any]:
-    """A manifest as preparation wrote it, or one line saying why not: missing, unreadable, of another version, or
-    changed since it was written (its sha256 covers everything else in it)."""
-    fix = "prepare the corpus again (python -m gpt prepare <inputs> --out <folder>)"
+def remake(folder: Path, cached: bool) -> str:
+    """How to replace a damaged prepared corpus. Preparation never overwrites a folder, so first delete it; a run
+    then prepares its own cache (`cached`) again, but a folder named with --out is for the user to prepare again."""
+    if cached:
+        return f"delete {folder} and run again to prepare the corpus afresh"
+    return f"delete {folder} and prepare it again (python -m gpt prepare <inputs> --out {folder})"
+
+
+def read_manifest(path: Path, fix: str) -> dict[str, Any]:
+    """A manifest as preparation wrote it, or one line saying why not (and then `fix`): missing, unreadable, of
+    another version, or changed since it was written (its sha256 covers everything else in it)."""
     try:
         manifest = json.loads(path.read_text())
     except (OSError, ValueError):  # UnicodeDecodeError and JSONDecodeError are ValueErrors
@@ -235,12 +242,14 @@ def _locked(out: Path) -> Iterator[None]:
         yield
 
 
-def prepare(recipe: Recipe, out: Path, num_proc: int | None = None, progress: bool | None = None) -> Path:
+def prepare(recipe: Recipe, out: Path, num_proc: int | None = None, progress: bool | None = None,
+            cached: bool = False) -> Path:
     """Prepare into a temporary folder beside `out` and rename it into place once the manifest is written:
-    a killed or failed run leaves nothing at `out`, and its leftovers are removed by the next one."""
+    a killed or failed run leaves nothing at `out`, and its leftovers are removed by the next one. `cached`: `out`
+    is training's cache folder, not one the user named."""
     with _locked(out):
         if (out / "manifest.json").is_file():
-            manifest = read_manifest(out / "manifest.json")
+            manifest = read_manifest(out / "manifest.json", remake(out, cached))
             if manifest.get("recipe") != asdict(recipe) or manifest.get("inputs") != _fingerprints(recipe):
                 raise ValueError(f"{out} holds a corpus prepared from other inputs or settings: delete it or "
                                  "choose another --out")
@@ -273,17 +282,18 @@ def cache_folder(recipe: Recipe, root: Path) -> Path:
     return root / "shards" / f"{label}-{hashlib.sha256(key.encode()).hexdigest()[:16]}"
 
 
-def open_prepared(folder: Path, tokenizer: str) -> Prepared:
-    """A prepared corpus, checked against its manifest (shard sizes, and checksums of shards whose mtime moved)."""
-    path = folder / "manifest.json"
-    manifest = read_manifest(path)
+def open_prepared(folder: Path, tokenizer: str, cached: bool = False) -> Prepared:
+    """A prepared corpus, checked against its manifest (shard sizes, and checksums of shards whose mtime moved).
+    `cached`: the folder is training's cache, not one the user named."""
+    path, fix = folder / "manifest.json", remake(folder, cached)
+    manifest = read_manifest(path, fix)
     recipe, splits, dtype = manifest["recipe"], manifest["splits"], np.dtype(manifest["dtype"])
     if recipe["tokenizer"] != tokenizer:
         raise ValueError(f"{path} was prepared with data.tokenizer={recipe['tokenizer']}, not {tokenizer}: set "
                          f"data.tokenizer={recipe['tokenizer']}, or prepare it again with --tokenizer {tokenizer}")
     for entries in splits.values():
         for entry in entries:
-            check_shard(folder, entry, dtype.itemsize)
+            check_shard(folder, entry, dtype.itemsize, fix)
     train, val = (TokenShards.open([folder / e["file"] for e in splits[s]], dtype.name) for s in ("train", "val"))
     return Prepared(folder, manifest, tokenizer_from_dict(manifest["tokenizer"]), train, val)
 
@@ -296,7 +306,8 @@ def load(recipe: Recipe, root: Path, num_proc: int | None = None) -> Prepared:
             raise ValueError(f"{recipe.inputs[0]} is prepared already, with its own validation split: drop "
                              "data.val_path, or prepare it with --val")
         return open_prepared(Path(recipe.inputs[0]), recipe.tokenizer)
-    return open_prepared(prepare(recipe, cache_folder(recipe, root), num_proc), recipe.tokenizer)
+    return open_prepared(prepare(recipe, cache_folder(recipe, root), num_proc, cached=True), recipe.tokenizer,
+                         cached=True)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -323,7 +334,8 @@ def run(args: argparse.Namespace) -> None:
                     args.tokenizer, args.vocab_size, None, args.val_fraction, args.text_field, args.doc_bytes,
                     args.shard_tokens)
     out = Path(args.out) if args.out else cache_folder(recipe, Path(args.root))
-    prepared = open_prepared(prepare(recipe, out, args.num_proc, progress=True), recipe.tokenizer)
+    cached = not args.out
+    prepared = open_prepared(prepare(recipe, out, args.num_proc, True, cached), recipe.tokenizer, cached)
     paths = str(out) if args.out else ",".join(recipe.inputs)
     settings = {"path": paths if "," not in paths else f"[{paths}]", "tokenizer": recipe.tokenizer}
     if not args.out:  # the settings the run's lookup must see again; a prepared folder carries its own
