@@ -223,6 +223,25 @@ def test_command_line_prepares_what_training_then_finds(tmp_path: Path, monkeypa
     assert "exists and is not a prepared corpus" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("args, message", [
+    (["nope.txt"], "nope.txt does not exist: point it at a text"),
+    (["a.txt", "--val", "nope.txt"], "--val nope.txt does not exist: point it at a text"),
+    (["a.txt", "--val", "./a.txt"], "{a} is in both the inputs and --val: validation text must be held out"),
+    (["a.txt", "--num-proc", "0"], "argument --num-proc: must be a positive integer, not '0'"),
+], ids=["input", "--val", "in both", "--num-proc 0"])
+def test_command_line_mistakes_name_its_own_arguments(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                      capsys: pytest.CaptureFixture, args: list[str],
+                                                      message: str) -> None:
+    """Not train.py's data.path= and data.val_path=, and a path as it was typed; --num-proc 0 is refused rather
+    than read as every core."""
+    monkeypatch.chdir(tmp_path)
+    write(tmp_path / "a.txt", stories(5, seed=15))
+    assert cli(["prepare", *args, "--root", str(tmp_path / "data")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {message.format(a=tmp_path / 'a.txt')}") and err.count("\n") == 1, err
+    assert not (tmp_path / "data").exists()
+
+
 KILL = """
 import os, signal, sys
 import gpt.__main__ as cli, gpt.data.prepare as prepare, gpt.data.shards as shards

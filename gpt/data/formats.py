@@ -278,18 +278,20 @@ def format_of(path: Path) -> str:
     return SUFFIXES.get(path.suffix, "text")
 
 
-def input_files(paths: list[str], setting: str = "data.path") -> list[Path]:
+def input_files(paths: list[str], named: str) -> list[Path]:
     """The inputs in a fixed order: each file, a saved dataset's folder, or every file of a known suffix under a
-    folder (so a `datasets` cache folder gives its *.arrow files)."""
+    folder (so a `datasets` cache folder gives its *.arrow files). `named` is how a message names a path, as the
+    user gave it: `data.path={}` to train.py, `{}` to the prepare command."""
     files: list[Path] = []
     for name in paths:
         path = Path(name)
         if not path.exists():
-            raise ValueError(f"{setting}={path} does not exist: point it at a text, JSONL or Parquet file, or a folder")
+            raise ValueError(f"{named.format(path)} does not exist: point it at a text, JSONL or Parquet file, or a "
+                             "folder")
         if path.is_dir() and not (path / "state.json").exists() and not (path / "dataset_dict.json").exists():
             found = sorted(p for p in path.rglob("*") if p.suffix in SUFFIXES and p.is_file())
             if not found:
-                raise ValueError(f"{setting}={path} is a folder with no *.txt, *.jsonl, *.parquet or *.arrow "
+                raise ValueError(f"{named.format(path)} is a folder with no *.txt, *.jsonl, *.parquet or *.arrow "
                                  "files: add some or point at a file")
             files.extend(found)
         else:

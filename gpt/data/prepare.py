@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from functools import partial
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, NamedTuple, TypeVar
 
 import numpy as np
 from tqdm import tqdm
@@ -55,6 +55,27 @@ class Recipe:
     def __post_init__(self) -> None:
         check_fields(self, "data.")  # named as training sets them; gpt prepare's flags are the same words
         tokenizer_label(self.tokenizer)  # refuses a name that is neither a kind nor a tokenizer folder
+
+
+class Names(NamedTuple):
+    """How messages name the inputs as the user gave them: the format of a path of each setting, and the two."""
+    inputs: str
+    val_inputs: str
+    both: str
+
+
+TRAINING_NAMES = Names("data.path={}", "data.val_path={}", "data.path and data.val_path")
+COMMAND_NAMES = Names("{}", "--val {}", "the inputs and --val")
+
+
+def split_files(inputs: list[str], val_inputs: list[str],
+                names: Names = TRAINING_NAMES) -> tuple[list[Path], list[Path]]:
+    """The training and the validation input files, refused when one is in both."""
+    train_files, val_files = input_files(inputs, names.inputs), input_files(val_inputs, names.val_inputs)
+    if both := {p.resolve() for p in train_files} & {p.resolve() for p in val_files}:
+        raise ValueError(f"{', '.join(map(str, sorted(both)))} is in both {names.both}: validation text must be "
+                         "held out")
+    return train_files, val_files
 
 
 @dataclass(frozen=True)
@@ -151,10 +172,7 @@ class Source:
 
 def build(recipe: Recipe, folder: Path, num_proc: int, progress: bool | None = None) -> dict[str, Any]:
     """Write the shards and the manifest of `recipe` into `folder` (which the caller makes appear atomically)."""
-    train_files, val_files = input_files(recipe.inputs), input_files(recipe.val_inputs, "data.val_path")
-    if both := {p.resolve() for p in train_files} & {p.resolve() for p in val_files}:
-        raise ValueError(f"{', '.join(map(str, sorted(both)))} is in both data.path and data.val_path: "
-                         "validation text must be held out")
+    train_files, val_files = split_files(recipe.inputs, recipe.val_inputs)
     # The tokenizer learns from both, as nanoGPT's char vocabulary does: validation text must encode.
     units = [unit for path in [*train_files, *val_files]
              for unit in FORMATS[format_of(path)].units(path, recipe.doc_bytes, recipe.text_field)]
@@ -269,8 +287,8 @@ def prepare(recipe: Recipe, out: Path, num_proc: int | None = None, progress: bo
 
 
 def _fingerprints(recipe: Recipe) -> list[list]:
-    files = [*input_files(recipe.inputs), *input_files(recipe.val_inputs, "data.val_path")]
-    return [row for path in files for row in fingerprint(path)]
+    train_files, val_files = split_files(recipe.inputs, recipe.val_inputs)
+    return [row for path in [*train_files, *val_files] for row in fingerprint(path)]
 
 
 def cache_folder(recipe: Recipe, root: Path) -> Path:
@@ -322,14 +340,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--text-field", default=defaults.text_field, help="JSONL key / Parquet or dataset column")
     parser.add_argument("--doc-bytes", type=int, default=defaults.doc_bytes)
     parser.add_argument("--shard-tokens", type=int, default=defaults.shard_tokens)
-    parser.add_argument("--num-proc", type=int, default=None, help="processes (default: every core)")
+    parser.add_argument("--num-proc", type=_processes, default=None, help="processes (default: every core)")
     parser.add_argument("--root", default="data", help="training's data.root: the shards go to <root>/shards/")
     parser.add_argument("--out", default=None, help="prepare into this folder instead (train with data.path=<it>)")
+
+
+def _processes(text: str) -> int:
+    """--num-proc, refused below 1 where argparse reads it (0 would otherwise quietly mean every core)."""
+    try:
+        count = int(text)
+    except ValueError:
+        count = 0
+    if count < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, not {text!r}")
+    return count
 
 
 def run(args: argparse.Namespace) -> None:
     """`python -m gpt prepare`: prepare the inputs, then say how to train on them."""
     defaults = Recipe()
+    split_files(args.inputs, args.val, COMMAND_NAMES)  # a mistake named as typed here, before training's names
     recipe = Recipe([str(Path(p).resolve()) for p in args.inputs], [str(Path(p).resolve()) for p in args.val],
                     args.tokenizer, args.vocab_size, None, args.val_fraction, args.text_field, args.doc_bytes,
                     args.shard_tokens)
