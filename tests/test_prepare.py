@@ -321,19 +321,35 @@ def user_error(tmp_path: Path, case: str) -> tuple[dict, str]:
     if case == "no field":
         jsonl.write_text('{"body": "the text is here"}\n')
         return {"path": str(jsonl)}, rf"^{jsonl}:1 has no text field 'text': set data.text_field=<the key"
+    if case in ("a number", "null"):  # the field is there, but holds no string
+        jsonl.write_text(f'{{"text": "fine"}}\n{{"text": {123 if case == "a number" else "null"}}}\n')
+        return {"path": str(jsonl)}, rf"^{jsonl}:2 field 'text' is {case}, not a string: make it a string, or set data."
     if case == "no column":
         import pyarrow as pa
         import pyarrow.parquet as pq
 
         pq.write_table(pa.table({"body": ["a", "b"], "id": [1, 2]}), parquet)
         return {"path": str(parquet)}, rf"^{parquet} has no column 'text' \(it has body, id\): set data.text_field="
+    if case in ("numbers column", "arrow numbers column"):  # once a TypeError from the tokenizer, naming no file
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        table, path = pa.table({"text": [1, 2], "body": ["a", "b"]}), parquet
+        if case == "arrow numbers column":
+            path = tmp_path / "body.arrow"
+            with pa.ipc.new_stream(str(path), table.schema) as writer:
+                writer.write_table(table)
+        else:
+            pq.write_table(table, path)
+        return {"path": str(path)}, rf"^{path} column 'text' holds int64 values, not strings: set data.text_field="
     build([write(tmp_path / "a.txt", stories(60, seed=11))], prepared)
     return ({"path": str(prepared), "tokenizer": "gpt2"},
             rf"^{prepared}/manifest.json was prepared with data.tokenizer=char, not gpt2: set data.tokenizer=char, "
             "or prepare it again with --tokenizer gpt2$")
 
 
-@pytest.mark.parametrize("case", ["not json", "no field", "no column", "another tokenizer"])
+@pytest.mark.parametrize("case", ["not json", "no field", "a number", "null", "no column", "numbers column",
+                                  "arrow numbers column", "another tokenizer"])
 def test_bad_inputs_are_one_line_naming_the_file_and_the_fix(tmp_path: Path, case: str) -> None:
     kwargs, pattern = user_error(tmp_path, case)
     inputs = files_in(tmp_path)
