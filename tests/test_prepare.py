@@ -342,6 +342,10 @@ def user_error(tmp_path: Path, case: str) -> tuple[dict, str]:
         else:
             pq.write_table(table, path)
         return {"path": str(path)}, rf"^{path} column 'text' holds int64 values, not strings: set data.text_field="
+    if case == "not parquet":  # once pyarrow's message alone, naming no file
+        parquet.write_text("plain text, misnamed\n")
+        return {"path": str(parquet)}, rf"^{parquet} is not a Parquet file \(Parquet magic bytes not found .*\): " \
+                                       r"write it again, or rename it"
     build([write(tmp_path / "a.txt", stories(60, seed=11))], prepared)
     return ({"path": str(prepared), "tokenizer": "gpt2"},
             rf"^{prepared}/manifest.json was prepared with data.tokenizer=char, not gpt2: set data.tokenizer=char, "
@@ -349,7 +353,7 @@ def user_error(tmp_path: Path, case: str) -> tuple[dict, str]:
 
 
 @pytest.mark.parametrize("case", ["not json", "no field", "a number", "null", "no column", "numbers column",
-                                  "arrow numbers column", "another tokenizer"])
+                                  "arrow numbers column", "not parquet", "another tokenizer"])
 def test_bad_inputs_are_one_line_naming_the_file_and_the_fix(tmp_path: Path, case: str) -> None:
     kwargs, pattern = user_error(tmp_path, case)
     inputs = files_in(tmp_path)

@@ -201,9 +201,14 @@ class ParquetFormat:
 
     @staticmethod
     def units(path: Path, doc_bytes: int, text_field: str) -> list[Unit]:
+        import pyarrow as pa
         import pyarrow.parquet as pq
 
-        parquet = pq.ParquetFile(path)
+        try:
+            parquet = pq.ParquetFile(path)
+        except pa.ArrowInvalid as err:  # pyarrow's message does not name the file
+            raise ValueError(f"{path} is not a Parquet file ({err}): write it again, or rename it if it holds text "
+                             "(*.txt) or JSONL (*.jsonl)") from None
         _text_column(path, parquet.schema_arrow, text_field)
         meta = parquet.metadata
         return [Unit("parquet", str(path), group, group + 1, meta.row_group(group).total_byte_size)
