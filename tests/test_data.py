@@ -5,6 +5,7 @@ import hashlib
 import json
 import math
 import re
+import shutil
 import urllib.error
 from pathlib import Path
 
@@ -93,17 +94,17 @@ def test_shards_are_reused_and_invalidated_by_text_or_tokenizer(text_file: Path,
 
 
 def damage(folder: Path, case: str) -> tuple[Path, str]:
-    """Damage a prepared corpus as a disk, a copy or a hand might: the file changed and what its refusal says."""
+    """Damage a prepared corpus as a disk, a copy or a hand might: the file changed and what its refusal says
+    before the fix."""
     shard, manifest = folder / "train_00000.bin", folder / "manifest.json"
-    fix = rf"delete {folder} and run again"
     if case == "flipped bit":
         raw = bytearray(shard.read_bytes())
         raw[10] ^= 1  # the size unchanged
         shard.write_bytes(bytes(raw))
-        return shard, rf"^shard {shard} does not match the checksum in its manifest: {fix}"
+        return shard, rf"^shard {shard} does not match the checksum in its manifest"
     if case == "cut short":
         shard.write_bytes(shard.read_bytes()[:-2])
-        return shard, rf"^shard {shard} is missing or not the size its manifest records: {fix}"
+        return shard, rf"^shard {shard} is missing or not the size its manifest records"
     edited = json.loads(manifest.read_text())
     if case == "manifest edited":  # a count that no longer matches its shard, in valid JSON
         edited["splits"]["train"][0]["tokens"] += 1
@@ -113,19 +114,36 @@ def damage(folder: Path, case: str) -> tuple[Path, str]:
         manifest.write_text(json.dumps(list(edited)))
         return manifest, rf"^{manifest} is from another version of tinygpt's shard format"
     manifest.write_text(manifest.read_text()[:-40])
-    return manifest, rf"^{manifest} is missing or not a tinygpt manifest: prepare the corpus again"
+    return manifest, rf"^{manifest} is missing or not a tinygpt manifest"
 
 
+@pytest.mark.parametrize("made_by", ["a run", "prepare --out"])
 @pytest.mark.parametrize("case", ["flipped bit", "cut short", "manifest edited", "manifest of another shape",
                                   "manifest cut short"])
-def test_a_damaged_corpus_is_refused_naming_the_file_and_the_fix(text_file: Path, tmp_path: Path, case: str) -> None:
-    """Each once read as ids, or (an edited manifest) a KeyError, TypeError or AttributeError; nothing is changed."""
-    folder = load(text_file, tmp_path).corpus.folder
+def test_a_damaged_corpus_is_refused_naming_the_file_and_the_fix(text_file: Path, tmp_path: Path, case: str,
+                                                                 made_by: str) -> None:
+    """Each once read as ids, or (an edited manifest) a KeyError, TypeError or AttributeError; nothing is changed.
+    The fix depends on who made the folder (a run remakes its cache; a folder named with --out is the user's to
+    remake, and preparation never overwrites it), and following it trains again."""
+    if made_by == "a run":
+        folder = load(text_file, tmp_path).corpus.folder
+        fix = rf"delete {folder} and run again to prepare the corpus afresh$"
+        remade = lambda: None  # noqa: E731
+        again = lambda: load(text_file, tmp_path)  # noqa: E731
+    else:
+        folder = tmp_path / "prepared"
+        remade = lambda: cli(["prepare", str(text_file), "--out", str(folder), "--doc-bytes", "256",  # noqa: E731
+                              "--num-proc", "1"])
+        assert remade() == 0
+        fix = rf"delete {folder} and prepare it again \(python -m gpt prepare <inputs> --out {folder}\)$"
+        again = lambda: load(folder, tmp_path)  # noqa: E731
     path, message = damage(folder, case)
     before = files_in(tmp_path)
-    with pytest.raises(ValueError, match=message) as err:
-        load(text_file, tmp_path)
+    with pytest.raises(ValueError, match=f"{message}: {fix}") as err:
+        again()
     assert "\n" not in str(err.value) and files_in(tmp_path) == before
+    shutil.rmtree(folder)  # the fix, as the message says
+    assert remade() in (None, 0) and len(again().corpus.train) > 0
 
 
 def test_gpt2_vocabulary_is_compacted_on_a_small_corpus_unless_turned_off(text_file: Path, tmp_path: Path) -> None:

@@ -132,6 +132,20 @@ def test_every_text_document_ends_with_one_end_of_text(tmp_path: Path) -> None:
     assert prepared.manifest["documents"] == len(docs) and len(prepared.val) == 0
 
 
+@pytest.mark.parametrize("empty", ["eot.txt", "blank.jsonl", "zero.txt"])
+def test_a_file_of_empty_documents_adds_nothing_as_an_empty_file_does(tmp_path: Path, empty: str) -> None:
+    """Only end-of-text markers, or JSONL rows of "": no text, so skipped beside other files, and alone an empty
+    corpus (once a TypeError from a unit with no parts)."""
+    texts = {"eot.txt": EOT + EOT + "\n" + EOT, "blank.jsonl": '{"text": ""}\n' * 3, "zero.txt": ""}
+    (tmp_path / empty).write_text(texts[empty])
+    text = write(tmp_path / "a.txt", stories(30, seed=14))
+    alone = build([text], tmp_path / "alone")
+    beside = build([text, tmp_path / empty], tmp_path / "beside", num_proc=2)
+    assert shard_bytes(beside) == shard_bytes(alone) and beside.manifest["documents"] == 30
+    with pytest.raises(ValueError, match=rf"^no text in {tmp_path / empty}: the corpus is empty$"):
+        build([tmp_path / empty], tmp_path / "empty")
+
+
 def test_a_validation_file_is_all_of_validation_and_nothing_else_is(tmp_path: Path) -> None:
     """data.val_path: a fixed held-out text (nanoGPT's last 10%), whose characters the vocabulary learns too."""
     train_docs, val_docs = stories(30, seed=8), [d + " ~ only here" for d in stories(10, seed=9)]
@@ -207,6 +221,25 @@ def test_command_line_prepares_what_training_then_finds(tmp_path: Path, monkeypa
                                       "it or choose another --out\n"
     assert cli(["prepare", str(corpus), "--out", str(tmp_path), "--num-proc", "1"]) == 2
     assert "exists and is not a prepared corpus" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("args, message", [
+    (["nope.txt"], "nope.txt does not exist: point it at a text"),
+    (["a.txt", "--val", "nope.txt"], "--val nope.txt does not exist: point it at a text"),
+    (["a.txt", "--val", "./a.txt"], "{a} is in both the inputs and --val: validation text must be held out"),
+    (["a.txt", "--num-proc", "0"], "argument --num-proc: must be a positive integer, not '0'"),
+], ids=["input", "--val", "in both", "--num-proc 0"])
+def test_command_line_mistakes_name_its_own_arguments(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                      capsys: pytest.CaptureFixture, args: list[str],
+                                                      message: str) -> None:
+    """Not train.py's data.path= and data.val_path=, and a path as it was typed; --num-proc 0 is refused rather
+    than read as every core."""
+    monkeypatch.chdir(tmp_path)
+    write(tmp_path / "a.txt", stories(5, seed=15))
+    assert cli(["prepare", *args, "--root", str(tmp_path / "data")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {message.format(a=tmp_path / 'a.txt')}") and err.count("\n") == 1, err
+    assert not (tmp_path / "data").exists()
 
 
 KILL = """
@@ -288,19 +321,39 @@ def user_error(tmp_path: Path, case: str) -> tuple[dict, str]:
     if case == "no field":
         jsonl.write_text('{"body": "the text is here"}\n')
         return {"path": str(jsonl)}, rf"^{jsonl}:1 has no text field 'text': set data.text_field=<the key"
+    if case in ("a number", "null"):  # the field is there, but holds no string
+        jsonl.write_text(f'{{"text": "fine"}}\n{{"text": {123 if case == "a number" else "null"}}}\n')
+        return {"path": str(jsonl)}, rf"^{jsonl}:2 field 'text' is {case}, not a string: make it a string, or set data."
     if case == "no column":
         import pyarrow as pa
         import pyarrow.parquet as pq
 
         pq.write_table(pa.table({"body": ["a", "b"], "id": [1, 2]}), parquet)
         return {"path": str(parquet)}, rf"^{parquet} has no column 'text' \(it has body, id\): set data.text_field="
+    if case in ("numbers column", "arrow numbers column"):  # once a TypeError from the tokenizer, naming no file
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        table, path = pa.table({"text": [1, 2], "body": ["a", "b"]}), parquet
+        if case == "arrow numbers column":
+            path = tmp_path / "body.arrow"
+            with pa.ipc.new_stream(str(path), table.schema) as writer:
+                writer.write_table(table)
+        else:
+            pq.write_table(table, path)
+        return {"path": str(path)}, rf"^{path} column 'text' holds int64 values, not strings: set data.text_field="
+    if case == "not parquet":  # once pyarrow's message alone, naming no file
+        parquet.write_text("plain text, misnamed\n")
+        return {"path": str(parquet)}, rf"^{parquet} is not a Parquet file \(Parquet magic bytes not found .*\): " \
+                                       r"write it again, or rename it"
     build([write(tmp_path / "a.txt", stories(60, seed=11))], prepared)
     return ({"path": str(prepared), "tokenizer": "gpt2"},
             rf"^{prepared}/manifest.json was prepared with data.tokenizer=char, not gpt2: set data.tokenizer=char, "
             "or prepare it again with --tokenizer gpt2$")
 
 
-@pytest.mark.parametrize("case", ["not json", "no field", "no column", "another tokenizer"])
+@pytest.mark.parametrize("case", ["not json", "no field", "a number", "null", "no column", "numbers column",
+                                  "arrow numbers column", "not parquet", "another tokenizer"])
 def test_bad_inputs_are_one_line_naming_the_file_and_the_fix(tmp_path: Path, case: str) -> None:
     kwargs, pattern = user_error(tmp_path, case)
     inputs = files_in(tmp_path)

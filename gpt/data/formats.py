@@ -11,6 +11,8 @@ from typing import Any, BinaryIO, NamedTuple
 
 UNIT_BYTES = 4 << 20  # one task of a worker: big enough to amortize dispatch, small enough to bound memory
 MARKER = b"<|endoftext|>"  # separates documents in a text file (TinyStories' convention)
+JSON_TYPES = {bool: "true or false", int: "a number", float: "a number", type(None): "null", list: "an array",
+              dict: "an object"}  # what a JSON value that is not a string is, as JSON names it
 
 
 @dataclass(frozen=True)
@@ -169,18 +171,29 @@ class JsonlFormat:
                 raise ValueError(f"{unit.path}:{number} is not UTF-8 (convert the file, e.g. iconv -t utf-8)") from None
             except json.JSONDecodeError as err:
                 raise ValueError(f"{unit.path}:{number} is not JSON ({err.msg}): fix or delete that line") from None
-            text = record.get(text_field) if isinstance(record, dict) else None
-            if not isinstance(text, str):
+            if not isinstance(record, dict) or text_field not in record:
                 raise ValueError(f"{unit.path}:{number} has no text field {text_field!r}: set data.text_field="
                                  "<the key that holds the text>")
+            text = record[text_field]
+            if not isinstance(text, str):
+                raise ValueError(f"{unit.path}:{number} field {text_field!r} is {JSON_TYPES[type(text)]}, not a "
+                                 "string: make it a string, or set data.text_field=<the key that holds the text>")
             if text:
                 yield Part(text, True)
 
 
-def _text_column(path: Path, columns: list[str], text_field: str) -> None:
-    if text_field not in columns:
-        raise ValueError(f"{path} has no column {text_field!r} (it has {', '.join(columns)}): set "
+def _text_column(path: Path, schema: Any, text_field: str) -> None:
+    """Refuse a table (its pyarrow.Schema) whose `text_field` column is missing or holds no strings."""
+    import pyarrow as pa
+
+    if text_field not in schema.names:
+        raise ValueError(f"{path} has no column {text_field!r} (it has {', '.join(schema.names)}): set "
                          "data.text_field=<the column that holds the text>")
+    kind = schema.field(text_field).type
+    values = kind.value_type if pa.types.is_dictionary(kind) else kind  # a dictionary-encoded column's values
+    if str(values) not in ("string", "large_string", "string_view"):
+        raise ValueError(f"{path} column {text_field!r} holds {kind} values, not strings: set data.text_field=<the "
+                         "column that holds the text>")
 
 
 class ParquetFormat:
@@ -188,10 +201,16 @@ class ParquetFormat:
 
     @staticmethod
     def units(path: Path, doc_bytes: int, text_field: str) -> list[Unit]:
+        import pyarrow as pa
         import pyarrow.parquet as pq
 
-        meta = pq.ParquetFile(path).metadata
-        _text_column(path, meta.schema.names, text_field)
+        try:
+            parquet = pq.ParquetFile(path)
+        except pa.ArrowInvalid as err:  # pyarrow's message does not name the file
+            raise ValueError(f"{path} is not a Parquet file ({err}): write it again, or rename it if it holds text "
+                             "(*.txt) or JSONL (*.jsonl)") from None
+        _text_column(path, parquet.schema_arrow, text_field)
+        meta = parquet.metadata
         return [Unit("parquet", str(path), group, group + 1, meta.row_group(group).total_byte_size)
                 for group in range(meta.num_row_groups)]
 
@@ -245,7 +264,7 @@ class DatasetFormat(TableFormat):
         dataset = datasets.load_from_disk(str(path))
         if isinstance(dataset, datasets.DatasetDict):
             raise ValueError(f"{path} holds the splits {', '.join(dataset)}: point at one, e.g. {path}/train")
-        _text_column(Path(path), dataset.column_names, text_field)
+        _text_column(Path(path), dataset.data.table.schema, text_field)
         return dataset.data.table
 
 
@@ -262,7 +281,7 @@ class ArrowFormat(TableFormat):
             table = pa.ipc.open_stream(pa.memory_map(str(path))).read_all()
         except pa.ArrowInvalid as err:
             raise ValueError(f"{path} is not an Arrow stream file ({err}): point at a dataset's *.arrow file") from None
-        _text_column(Path(path), table.column_names, text_field)
+        _text_column(Path(path), table.schema, text_field)
         return table
 
 
@@ -278,18 +297,20 @@ def format_of(path: Path) -> str:
     return SUFFIXES.get(path.suffix, "text")
 
 
-def input_files(paths: list[str], setting: str = "data.path") -> list[Path]:
+def input_files(paths: list[str], named: str) -> list[Path]:
     """The inputs in a fixed order: each file, a saved dataset's folder, or every file of a known suffix under a
-    folder (so a `datasets` cache folder gives its *.arrow files)."""
+    folder (so a `datasets` cache folder gives its *.arrow files). `named` is how a message names a path, as the
+    user gave it: `data.path={}` to train.py, `{}` to the prepare command."""
     files: list[Path] = []
     for name in paths:
         path = Path(name)
         if not path.exists():
-            raise ValueError(f"{setting}={path} does not exist: point it at a text, JSONL or Parquet file, or a folder")
+            raise ValueError(f"{named.format(path)} does not exist: point it at a text, JSONL or Parquet file, or a "
+                             "folder")
         if path.is_dir() and not (path / "state.json").exists() and not (path / "dataset_dict.json").exists():
             found = sorted(p for p in path.rglob("*") if p.suffix in SUFFIXES and p.is_file())
             if not found:
-                raise ValueError(f"{setting}={path} is a folder with no *.txt, *.jsonl, *.parquet or *.arrow "
+                raise ValueError(f"{named.format(path)} is a folder with no *.txt, *.jsonl, *.parquet or *.arrow "
                                  "files: add some or point at a file")
             files.extend(found)
         else:

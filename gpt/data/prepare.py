@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from functools import partial
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, NamedTuple, TypeVar
 
 import numpy as np
 from tqdm import tqdm
@@ -55,6 +55,27 @@ class Recipe:
     def __post_init__(self) -> None:
         check_fields(self, "data.")  # named as training sets them; gpt prepare's flags are the same words
         tokenizer_label(self.tokenizer)  # refuses a name that is neither a kind nor a tokenizer folder
+
+
+class Names(NamedTuple):
+    """How messages name the inputs as the user gave them: the format of a path of each setting, and the two."""
+    inputs: str
+    val_inputs: str
+    both: str
+
+
+TRAINING_NAMES = Names("data.path={}", "data.val_path={}", "data.path and data.val_path")
+COMMAND_NAMES = Names("{}", "--val {}", "the inputs and --val")
+
+
+def split_files(inputs: list[str], val_inputs: list[str],
+                names: Names = TRAINING_NAMES) -> tuple[list[Path], list[Path]]:
+    """The training and the validation input files, refused when one is in both."""
+    train_files, val_files = input_files(inputs, names.inputs), input_files(val_inputs, names.val_inputs)
+    if both := {p.resolve() for p in train_files} & {p.resolve() for p in val_files}:
+        raise ValueError(f"{', '.join(map(str, sorted(both)))} is in both {names.both}: validation text must be "
+                         "held out")
+    return train_files, val_files
 
 
 @dataclass(frozen=True)
@@ -103,8 +124,10 @@ def _encode(work: Work, unit: Unit) -> tuple[np.ndarray, np.ndarray, int, np.nda
         val = np.full(len(ids), unit.path in work.val_files)  # (tokens,) whether each id is validation
     else:
         threshold = recipe.val_fraction * 2**64
-        val = np.repeat([int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "little") < threshold
-                         for text in texts], lengths)  # (tokens,) whether each id's part is validation
+        held = [int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "little") < threshold
+                for text in texts]
+        # bool even for a unit with no text (only empty documents): np.repeat of [] would give floats.
+        val = np.repeat(np.array(held, bool), lengths)  # (tokens,) whether each id's part is validation
     occurs = np.zeros(tokenizer.vocab_size, bool)
     occurs[ids] = True
     dtype = token_dtype(tokenizer.vocab_size)
@@ -149,10 +172,7 @@ class Source:
 
 def build(recipe: Recipe, folder: Path, num_proc: int, progress: bool | None = None) -> dict[str, Any]:
     """Write the shards and the manifest of `recipe` into `folder` (which the caller makes appear atomically)."""
-    train_files, val_files = input_files(recipe.inputs), input_files(recipe.val_inputs, "data.val_path")
-    if both := {p.resolve() for p in train_files} & {p.resolve() for p in val_files}:
-        raise ValueError(f"{', '.join(map(str, sorted(both)))} is in both data.path and data.val_path: "
-                         "validation text must be held out")
+    train_files, val_files = split_files(recipe.inputs, recipe.val_inputs)
     # The tokenizer learns from both, as nanoGPT's char vocabulary does: validation text must encode.
     units = [unit for path in [*train_files, *val_files]
              for unit in FORMATS[format_of(path)].units(path, recipe.doc_bytes, recipe.text_field)]
@@ -190,10 +210,17 @@ def _digest(manifest: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(manifest, sort_keys=True).encode()).hexdigest()
 
 
-def read_manifest(path: Path) -> dict[str, Any]:
-    """A manifest as preparation wrote it, or one line saying why not: missing, unreadable, of another version, or
-    changed since it was written (its sha256 covers everything else in it)."""
-    fix = "prepare the corpus again (python -m gpt prepare <inputs> --out <folder>)"
+def remake(folder: Path, cached: bool) -> str:
+    """How to replace a damaged prepared corpus. Preparation never overwrites a folder, so first delete it; a run
+    then prepares its own cache (`cached`) again, but a folder named with --out is for the user to prepare again."""
+    if cached:
+        return f"delete {folder} and run again to prepare the corpus afresh"
+    return f"delete {folder} and prepare it again (python -m gpt prepare <inputs> --out {folder})"
+
+
+def read_manifest(path: Path, fix: str) -> dict[str, Any]:
+    """A manifest as preparation wrote it, or one line saying why not (and then `fix`): missing, unreadable, of
+    another version, or changed since it was written (its sha256 covers everything else in it)."""
     try:
         manifest = json.loads(path.read_text())
     except (OSError, ValueError):  # UnicodeDecodeError and JSONDecodeError are ValueErrors
@@ -233,12 +260,14 @@ def _locked(out: Path) -> Iterator[None]:
         yield
 
 
-def prepare(recipe: Recipe, out: Path, num_proc: int | None = None, progress: bool | None = None) -> Path:
+def prepare(recipe: Recipe, out: Path, num_proc: int | None = None, progress: bool | None = None,
+            cached: bool = False) -> Path:
     """Prepare into a temporary folder beside `out` and rename it into place once the manifest is written:
-    a killed or failed run leaves nothing at `out`, and its leftovers are removed by the next one."""
+    a killed or failed run leaves nothing at `out`, and its leftovers are removed by the next one. `cached`: `out`
+    is training's cache folder, not one the user named."""
     with _locked(out):
         if (out / "manifest.json").is_file():
-            manifest = read_manifest(out / "manifest.json")
+            manifest = read_manifest(out / "manifest.json", remake(out, cached))
             if manifest.get("recipe") != asdict(recipe) or manifest.get("inputs") != _fingerprints(recipe):
                 raise ValueError(f"{out} holds a corpus prepared from other inputs or settings: delete it or "
                                  "choose another --out")
@@ -258,8 +287,8 @@ def prepare(recipe: Recipe, out: Path, num_proc: int | None = None, progress: bo
 
 
 def _fingerprints(recipe: Recipe) -> list[list]:
-    files = [*input_files(recipe.inputs), *input_files(recipe.val_inputs, "data.val_path")]
-    return [row for path in files for row in fingerprint(path)]
+    train_files, val_files = split_files(recipe.inputs, recipe.val_inputs)
+    return [row for path in [*train_files, *val_files] for row in fingerprint(path)]
 
 
 def cache_folder(recipe: Recipe, root: Path) -> Path:
@@ -271,17 +300,18 @@ def cache_folder(recipe: Recipe, root: Path) -> Path:
     return root / "shards" / f"{label}-{hashlib.sha256(key.encode()).hexdigest()[:16]}"
 
 
-def open_prepared(folder: Path, tokenizer: str) -> Prepared:
-    """A prepared corpus, checked against its manifest (shard sizes, and checksums of shards whose mtime moved)."""
-    path = folder / "manifest.json"
-    manifest = read_manifest(path)
+def open_prepared(folder: Path, tokenizer: str, cached: bool = False) -> Prepared:
+    """A prepared corpus, checked against its manifest (shard sizes, and checksums of shards whose mtime moved).
+    `cached`: the folder is training's cache, not one the user named."""
+    path, fix = folder / "manifest.json", remake(folder, cached)
+    manifest = read_manifest(path, fix)
     recipe, splits, dtype = manifest["recipe"], manifest["splits"], np.dtype(manifest["dtype"])
     if recipe["tokenizer"] != tokenizer:
         raise ValueError(f"{path} was prepared with data.tokenizer={recipe['tokenizer']}, not {tokenizer}: set "
                          f"data.tokenizer={recipe['tokenizer']}, or prepare it again with --tokenizer {tokenizer}")
     for entries in splits.values():
         for entry in entries:
-            check_shard(folder, entry, dtype.itemsize)
+            check_shard(folder, entry, dtype.itemsize, fix)
     train, val = (TokenShards.open([folder / e["file"] for e in splits[s]], dtype.name) for s in ("train", "val"))
     return Prepared(folder, manifest, tokenizer_from_dict(manifest["tokenizer"]), train, val)
 
@@ -294,7 +324,8 @@ def load(recipe: Recipe, root: Path, num_proc: int | None = None) -> Prepared:
             raise ValueError(f"{recipe.inputs[0]} is prepared already, with its own validation split: drop "
                              "data.val_path, or prepare it with --val")
         return open_prepared(Path(recipe.inputs[0]), recipe.tokenizer)
-    return open_prepared(prepare(recipe, cache_folder(recipe, root), num_proc), recipe.tokenizer)
+    return open_prepared(prepare(recipe, cache_folder(recipe, root), num_proc, cached=True), recipe.tokenizer,
+                         cached=True)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -309,19 +340,32 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--text-field", default=defaults.text_field, help="JSONL key / Parquet or dataset column")
     parser.add_argument("--doc-bytes", type=int, default=defaults.doc_bytes)
     parser.add_argument("--shard-tokens", type=int, default=defaults.shard_tokens)
-    parser.add_argument("--num-proc", type=int, default=None, help="processes (default: every core)")
+    parser.add_argument("--num-proc", type=_processes, default=None, help="processes (default: every core)")
     parser.add_argument("--root", default="data", help="training's data.root: the shards go to <root>/shards/")
     parser.add_argument("--out", default=None, help="prepare into this folder instead (train with data.path=<it>)")
+
+
+def _processes(text: str) -> int:
+    """--num-proc, refused below 1 where argparse reads it (0 would otherwise quietly mean every core)."""
+    try:
+        count = int(text)
+    except ValueError:
+        count = 0
+    if count < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, not {text!r}")
+    return count
 
 
 def run(args: argparse.Namespace) -> None:
     """`python -m gpt prepare`: prepare the inputs, then say how to train on them."""
     defaults = Recipe()
+    split_files(args.inputs, args.val, COMMAND_NAMES)  # a mistake named as typed here, before training's names
     recipe = Recipe([str(Path(p).resolve()) for p in args.inputs], [str(Path(p).resolve()) for p in args.val],
                     args.tokenizer, args.vocab_size, None, args.val_fraction, args.text_field, args.doc_bytes,
                     args.shard_tokens)
     out = Path(args.out) if args.out else cache_folder(recipe, Path(args.root))
-    prepared = open_prepared(prepare(recipe, out, args.num_proc, progress=True), recipe.tokenizer)
+    cached = not args.out
+    prepared = open_prepared(prepare(recipe, out, args.num_proc, True, cached), recipe.tokenizer, cached)
     paths = str(out) if args.out else ",".join(recipe.inputs)
     settings = {"path": paths if "," not in paths else f"[{paths}]", "tokenizer": recipe.tokenizer}
     if not args.out:  # the settings the run's lookup must see again; a prepared folder carries its own

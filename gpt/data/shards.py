@@ -59,11 +59,11 @@ def save_shard(path: Path, ids: np.ndarray) -> dict[str, Any]:
             "mtime_ns": path.stat().st_mtime_ns}
 
 
-def check_shard(folder: Path, entry: dict[str, Any], itemsize: int) -> None:
+def check_shard(folder: Path, entry: dict[str, Any], itemsize: int, fix: str) -> None:
     """Refuse a shard that is missing or resized; hash it only when its mtime moved (a start-up that costs no
-    reading when nothing changed), and refuse it if the bytes differ from the manifest's sha256."""
+    reading when nothing changed), and refuse it if the bytes differ from the manifest's sha256. `fix` says how to
+    make the corpus again, which depends on who made the folder."""
     path = folder / entry["file"]
-    fix = f"delete {folder} and run again to prepare the corpus afresh"
     if not path.is_file() or path.stat().st_size != entry["tokens"] * itemsize:
         raise ValueError(f"shard {path} is missing or not the size its manifest records: {fix}")
     if path.stat().st_mtime_ns != entry["mtime_ns"] and file_sha256(path) != entry["sha256"]:
