@@ -45,6 +45,7 @@ BAD = [  # (command line, what the one line must say)
     (["attention=mhq"], "attention=mhq is not an option of attention: choose one of gqa, "),
     (["model.heads=[1"], "cannot read the override 'model.heads=[1'"),
     (["-m", "model.head=2,4"], "did you mean model.heads?"),  # a sweep's keys are checked before its first job
+    (["-m", "attention=mha,gqx"], "attention=gqx is not an option of attention: choose one of gqa, "),  # and options
 ]
 
 
@@ -74,6 +75,7 @@ def test_a_sweep_leaves_its_values_to_each_job(monkeypatch: pytest.MonkeyPatch, 
     (["data.tasks.calculator.operations=[plus,modulo]"],
      "error: data.tasks.calculator.operations has unknown ['modulo']"),  # a task's knobs, by the task itself
     (["data=text", "data.path=nope.txt"], "error: data.path="),  # refused after Hydra makes the run folder
+    (["-m", "attention=mha,gqx"], "error: attention=gqx is not an option of attention"),  # no multirun/ folder
 ])
 def test_train_cli_refuses_in_one_line_and_leaves_no_run_folder(tmp_path: Path, argv: list[str],
                                                                 message: str) -> None:

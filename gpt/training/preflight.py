@@ -11,7 +11,7 @@ from pathlib import Path
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 from hydra.core.override_parser.overrides_parser import OverridesParser
-from hydra.core.override_parser.types import Override
+from hydra.core.override_parser.types import Override, ValueType
 from hydra.errors import HydraException, MissingConfigException, OverrideParseException
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
@@ -53,14 +53,34 @@ def compose_train(config_dir: Path, overrides: list[str]) -> DictConfig:
         return compose("train", overrides=overrides, return_hydra_config=True)
 
 
+def groups(config_dir: Path) -> list[str]:
+    """The config groups a command line picks options of (`attention=gqa`); Hydra's own are left out."""
+    return sorted(p.name for p in config_dir.iterdir() if p.is_dir() and p.name != "hydra")
+
+
+def not_an_option(config_dir: Path, group: str, option: str) -> str:
+    options = sorted(p.stem for p in (config_dir / group).glob("*.yaml"))
+    return (f"{group}={option} is not an option of {group}: choose one of {', '.join(options)}"
+            f"{did_you_mean(option, options, group + '=')}")
+
+
+def check_swept_options(config_dir: Path, overrides: list[str]) -> None:
+    """Every value of a swept group (`attention=mha,gqx`) is one of its options. Only the first value is composed
+    before the sweep; Hydra would find a later typo when the sweep starts, in many lines, after making its folder."""
+    for override in parsed(overrides):
+        group = override.key_or_group
+        if override.is_choice_sweep() and override.value_type != ValueType.GLOB_CHOICE_SWEEP \
+                and group in groups(config_dir):
+            for option in override.sweep_string_iterator():
+                if option != "null" and not (config_dir / group / f"{option}.yaml").is_file():
+                    raise ValueError(not_an_option(config_dir, group, option))
+
+
 def explain(err: HydraException, config_dir: Path, overrides: list[str]) -> str:
     """One line for Hydra's multi-line composition errors: what is unknown, and what there is instead."""
     missing = re.search(r"Could not (?:find|load) '([^']+)/([^']+)'", str(err))
     if isinstance(err, MissingConfigException) and missing:
-        group, option = missing.groups()
-        options = sorted(p.stem for p in (config_dir / group).glob("*.yaml"))
-        return (f"{group}={option} is not an option of {group}: choose one of {', '.join(options)}"
-                f"{did_you_mean(option, options, group + '=')}")
+        return not_an_option(config_dir, *missing.groups())
     unknown = re.search(r"full_key: (\S+)", str(err.__cause__ or ""))
     if unknown:
         key = unknown.group(1)
@@ -101,6 +121,7 @@ def preflight(argv: list[str], config_dir: Path, check: Callable[[DictConfig], N
     if any(a.startswith("-") for a in overrides):
         return argv
     try:
+        check_swept_options(config_dir, overrides)
         first = first_of_each_sweep(overrides)
         try:
             cfg = compose_train(config_dir, first)
