@@ -40,7 +40,14 @@ BAD = [  # (command line, what the one line must say)
     (["model.head=4"], "model.head is not a setting of model=small; did you mean model.heads?"),
     (["trainer.max_step=10"], "trainer.max_step is not a setting of trainer=default; did you mean trainer.max_steps?"),
     (["sed=3"], "sed is not a setting; did you mean seed?"),
-    (["data.path=x"], "data.path is not a setting of data=calculator; its settings: tasks, seed, "),
+    (["data.nope=x"], "data.nope is not a setting of data=calculator; its settings: tasks, seed, "),
+    # a key that only another option's file adds names that option, not a near key that is no fix
+    (["data.path=x"], "data.path is a setting of data=text, and this command has data=calculator: add data=text"),
+    (["model.kv_heads=2"], "model.kv_heads is a setting of attention=gqa, and this command has attention=mha: "
+                           "add attention=gqa"),
+    (["attention=mqa", "model.kv_heads=2"], "this command has attention=mqa: add attention=gqa"),
+    (["model.window=4"], "model.window is a setting of attention=sliding_window, "),
+    (["model.kv_latent_dim=8"], "model.kv_latent_dim is a setting of attention=mla, "),
     (["+trainer.nope=1"], "trainer.nope is not a setting of trainer"),
     (["attention=mhq"], "attention=mhq is not an option of attention: choose one of gqa, "),
     (["model.heads=[1"], "cannot read the override 'model.heads=[1'"),

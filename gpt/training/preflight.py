@@ -76,6 +76,29 @@ def check_swept_options(config_dir: Path, overrides: list[str]) -> None:
                     raise ValueError(not_an_option(config_dir, group, option))
 
 
+def options_setting(config_dir: Path, overrides: list[str], key: str) -> list[str]:
+    """The options (`attention=gqa`) whose config adds `key` to what `overrides` compose, as model.kv_heads is added
+    by attention=gqa alone. Presets (experiment=) are left out: they set keys of other options, never their own."""
+    parent, _, name = key.rpartition(".")
+    mentions = re.compile(rf"^\s*{re.escape(name)}\s*:", re.MULTILINE)
+    found = []
+    for group in groups(config_dir):
+        if group == "experiment":
+            continue
+        others = [o for o in overrides if o.split("=", 1)[0].lstrip("+~") != group]
+        for file in sorted((config_dir / group).glob("*.yaml")):
+            if not mentions.search(file.read_text()):  # composing only the files that name the key keeps this quick
+                continue
+            try:
+                cfg = compose_train(config_dir, [*others, f"{group}={file.stem}"])
+            except HydraException:
+                continue
+            node = OmegaConf.select(cfg, parent) if parent else cfg
+            if isinstance(node, DictConfig) and name in node:
+                found.append(f"{group}={file.stem}")
+    return found
+
+
 def explain(err: HydraException, config_dir: Path, overrides: list[str]) -> str:
     """One line for Hydra's multi-line composition errors: what is unknown, and what there is instead."""
     missing = re.search(r"Could not (?:find|load) '([^']+)/([^']+)'", str(err))
@@ -94,7 +117,13 @@ def explain(err: HydraException, config_dir: Path, overrides: list[str]) -> str:
         keys = [k for k in node if k not in ("hydra", "defaults", "_target_")] if isinstance(node, DictConfig) else []
         if name in keys and isinstance(node[name], DictConfig):  # a value given for a whole section
             return f"{key} holds settings ({', '.join(map(str, node[name]))}): set one, e.g. {key}.<setting>=<value>"
-        choice = cfg.hydra.runtime.choices.get(parent)
+        choices = cfg.hydra.runtime.choices
+        owners = options_setting(config_dir, rest, key)
+        if owners:
+            group = owners[0].split("=")[0]
+            has = f"{group}={choices[group]}" if choices.get(group) else f"no {group}"
+            return f"{key} is a setting of {' or '.join(owners)}, and this command has {has}: add {owners[0]}"
+        choice = choices.get(parent)
         where = f" of {parent}={choice}" if choice else f" of {parent}" if parent else ""
         hint = did_you_mean(name, keys, f"{parent}." if parent else "") or \
             (f"; its settings: {', '.join(keys)}" if keys else "")
