@@ -48,6 +48,8 @@ BAD = [  # (command line, what the one line must say)
     (["attention=mqa", "model.kv_heads=2"], "this command has attention=mqa: add attention=gqa"),
     (["model.window=4"], "model.window is a setting of attention=sliding_window, "),
     (["model.kv_latent_dim=8"], "model.kv_latent_dim is a setting of attention=mla, "),
+    (["attenton=mha"], "attenton is not a setting; did you mean attention=mha?"),  # a typo'd group
+    (["-m", "attenton=mha,gqa"], "attenton is not a setting; did you mean attention=mha?"),
     (["+trainer.nope=1"], "trainer.nope is not a setting of trainer"),
     (["attention=mhq"], "attention=mhq is not an option of attention: choose one of gqa, "),
     (["model.heads=[1"], "cannot read the override 'model.heads=[1'"),
@@ -68,6 +70,15 @@ def test_bad_values_and_keys_are_one_line_naming_only_that_field(argv: list[str]
     assert exit_.value.code == 2 and err.count("\n") == 1 and err.startswith("error: ") and message in err, err
     assert "resume" not in err and "Traceback" not in err
     assert list(tmp_path.iterdir()) == []
+
+
+def test_an_unknown_top_level_key_lists_the_groups_beside_the_settings(capsys: pytest.CaptureFixture) -> None:
+    """attention and pos write into model, so the composed config alone never showed them."""
+    with pytest.raises(SystemExit):
+        preflight(["zzz=1"], CONFIGS, check_config)
+    assert capsys.readouterr().err == "error: zzz is not a setting; its settings: model, data, trainer, logger, " \
+        "callbacks, optim, seed, compile, resume, ckpt_path, init_from, and the groups attention, experiment, pos " \
+        "(group=option)\n"
 
 
 def test_a_sweep_leaves_its_values_to_each_job(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

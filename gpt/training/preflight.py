@@ -17,7 +17,7 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
 from gpt.training.run_folder import claim as claim_run_folder
-from gpt.validate import did_you_mean
+from gpt.validate import closest, did_you_mean
 
 MULTIRUN_FLAGS = ("-m", "--multirun")
 
@@ -123,12 +123,26 @@ def explain(err: HydraException, config_dir: Path, overrides: list[str]) -> str:
             group = owners[0].split("=")[0]
             has = f"{group}={choices[group]}" if choices.get(group) else f"no {group}"
             return f"{key} is a setting of {' or '.join(owners)}, and this command has {has}: add {owners[0]}"
+        if not parent:  # a typo'd group (attenton=mha) is a top-level key to Hydra
+            return f"{key} is not a setting{top_level_hint(name, keys, groups(config_dir), overrides)}"
         choice = choices.get(parent)
-        where = f" of {parent}={choice}" if choice else f" of {parent}" if parent else ""
-        hint = did_you_mean(name, keys, f"{parent}." if parent else "") or \
-            (f"; its settings: {', '.join(keys)}" if keys else "")
+        where = f" of {parent}={choice}" if choice else f" of {parent}"
+        hint = did_you_mean(name, keys, f"{parent}.") or (f"; its settings: {', '.join(keys)}" if keys else "")
         return f"{key} is not a setting{where}{hint}"
     return str(err).strip().splitlines()[0]
+
+
+def top_level_hint(name: str, keys: list[str], group_names: list[str], overrides: list[str]) -> str:
+    """'; did you mean seed?', or for a group 'did you mean attention=mha?' with the value given; else what
+    there is: the settings, and the groups that are not also settings."""
+    match = closest(name, keys + group_names)
+    if match in group_names:
+        value = next((o.split("=", 1)[1] for o in overrides if o.split("=", 1)[0].lstrip("+~") == name), "<option>")
+        return f"; did you mean {match}={value}?"
+    if match:
+        return f"; did you mean {match}?"
+    others = [g for g in group_names if g not in keys]
+    return f"; its settings: {', '.join(keys)}, and the groups {', '.join(others)} (group=option)"
 
 
 def quoted(value: str) -> str:
