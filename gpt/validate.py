@@ -128,10 +128,16 @@ def declared_types(consumer: Callable | type) -> dict[str, Any]:
     return {name: hints.get(name, Any) for name in names}
 
 
+def closest(name: str, choices: Iterable[str]) -> str | None:
+    """The choice closest to `name`, or None when none is close."""
+    close = difflib.get_close_matches(name, list(choices), n=1, cutoff=0.6)
+    return close[0] if close else None
+
+
 def did_you_mean(name: str, choices: Iterable[str], prefix: str = "") -> str:
     """'; did you mean model.heads?' when a choice is close to `name`, else ''."""
-    close = difflib.get_close_matches(name, list(choices), n=1, cutoff=0.6)
-    return f"; did you mean {prefix}{close[0]}?" if close else ""
+    match = closest(name, choices)
+    return f"; did you mean {prefix}{match}?" if match else ""
 
 
 def check_value(name: str, value: Any, hint: Any) -> None:

@@ -1,3 +1,4 @@
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -71,3 +72,23 @@ def test_a_damaged_model_pt_is_refused_in_one_line_and_left_as_it_is(tmp_path: P
     with pytest.raises(CheckpointError, match=message):
         load_checkpoint(path)
     assert files_in(tmp_path) == before
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda p: p["model_config"].update(dim=16),
+     r"tok_emb\.weight is \(8, 32\) in the file, \(8, 16\) in the model it builds"),
+    (lambda p: p["state_dict"].pop("tok_emb.weight"), r"tok_emb\.weight is missing"),
+    (lambda p: p["state_dict"].update(extra=torch.zeros(1)), r"extra has no place in the model"),
+])
+def test_weights_that_do_not_fit_the_saved_config_are_named_in_one_line(tmp_path: Path, edit: Callable,
+                                                                        message: str) -> None:
+    """torch's own error said only 'Error(s) in loading state_dict for GPT:' on its first line."""
+    path = tmp_path / "model.pt"
+    cfg = ModelConfig(vocab_size=8, layers=1, heads=2, dim=32, block_size=8)
+    save_model(path, build(cfg), WordTokenizer([f"w{i}" for i in range(8)]))
+    payload = torch.load(path, weights_only=True)
+    edit(payload)
+    torch.save(payload, path)
+    with pytest.raises(CheckpointError, match=rf"^{path} is damaged: its weights do not fit its saved model config: "
+                                              rf"{message}.*; train it again, or copy it again$"):
+        load_checkpoint(path)

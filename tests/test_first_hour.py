@@ -40,13 +40,23 @@ BAD = [  # (command line, what the one line must say)
     (["model.head=4"], "model.head is not a setting of model=small; did you mean model.heads?"),
     (["trainer.max_step=10"], "trainer.max_step is not a setting of trainer=default; did you mean trainer.max_steps?"),
     (["sed=3"], "sed is not a setting; did you mean seed?"),
-    (["data.path=x"], "data.path is not a setting of data=calculator; its settings: tasks, seed, "),
+    (["data.nope=x"], "data.nope is not a setting of data=calculator; its settings: tasks, seed, "),
+    # a key that only another option's file adds names that option, not a near key that is no fix
+    (["data.path=x"], "data.path is a setting of data=text, and this command has data=calculator: add data=text"),
+    (["model.kv_heads=2"], "model.kv_heads is a setting of attention=gqa, and this command has attention=mha: "
+                           "add attention=gqa"),
+    (["attention=mqa", "model.kv_heads=2"], "this command has attention=mqa: add attention=gqa"),
+    (["model.window=4"], "model.window is a setting of attention=sliding_window, "),
+    (["model.kv_latent_dim=8"], "model.kv_latent_dim is a setting of attention=mla, "),
+    (["attenton=mha"], "attenton is not a setting; did you mean attention=mha?"),  # a typo'd group
+    (["-m", "attenton=mha,gqa"], "attenton is not a setting; did you mean attention=mha?"),
     (["+trainer.nope=1"], "trainer.nope is not a setting of trainer"),
     (["attention=mhq"], "attention=mhq is not an option of attention: choose one of gqa, "),
     # a preset was an optional group: a mistyped one was left out and the default calculator run trained
     (["experiment=attention_taks"], "experiment=attention_taks is not an option of experiment: choose one of "),
     (["model.heads=[1"], "cannot read the override 'model.heads=[1'"),
     (["-m", "model.head=2,4"], "did you mean model.heads?"),  # a sweep's keys are checked before its first job
+    (["-m", "attention=mha,gqx"], "attention=gqx is not an option of attention: choose one of gqa, "),  # and options
 ]
 
 
@@ -64,6 +74,15 @@ def test_bad_values_and_keys_are_one_line_naming_only_that_field(argv: list[str]
     assert list(tmp_path.iterdir()) == []
 
 
+def test_an_unknown_top_level_key_lists_the_groups_beside_the_settings(capsys: pytest.CaptureFixture) -> None:
+    """attention and pos write into model, so the composed config alone never showed them."""
+    with pytest.raises(SystemExit):
+        preflight(["zzz=1"], CONFIGS, check_config)
+    assert capsys.readouterr().err == "error: zzz is not a setting; its settings: model, data, trainer, logger, " \
+        "callbacks, optim, seed, compile, resume, ckpt_path, init_from, and the groups attention, experiment, pos " \
+        "(group=option)\n"
+
+
 def test_a_sweep_leaves_its_values_to_each_job(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """A configuration that cannot build is a failed row of the sweep report, so the other jobs still run."""
     monkeypatch.chdir(tmp_path)
@@ -76,6 +95,7 @@ def test_a_sweep_leaves_its_values_to_each_job(monkeypatch: pytest.MonkeyPatch, 
     (["data.tasks.calculator.operations=[plus,modulo]"],
      "error: data.tasks.calculator.operations has unknown ['modulo']"),  # a task's knobs, by the task itself
     (["data=text", "data.path=nope.txt"], "error: data.path="),  # refused after Hydra makes the run folder
+    (["-m", "attention=mha,gqx"], "error: attention=gqx is not an option of attention"),  # no multirun/ folder
 ])
 def test_train_cli_refuses_in_one_line_and_leaves_no_run_folder(tmp_path: Path, argv: list[str],
                                                                 message: str) -> None:

@@ -145,12 +145,14 @@ def test_a_model_type_without_a_family_is_refused() -> None:
 
 
 @pytest.mark.parametrize("parts, message", [
-    ({"pos": "rope"}, "llama needs mlp=gelu \\(needs swiglu\\)$"),  # tinygpt's default parts with RoPE
+    ({"pos": "rope"}, "llama needs mlp=swiglu \\(this model has gelu\\)$"),  # tinygpt's default parts with RoPE
     ({"pos": "rope", "mlp": "swiglu", "attention": "mla"},
-     "llama needs attention=mla \\(needs mha or gqa or mqa\\); "
-     "mistral needs attention=mla \\(needs sliding_window\\)$"),
+     "llama needs attention=mha or gqa or mqa \\(this model has mla\\); "
+     "mistral needs attention=sliding_window \\(this model has mla\\)$"),
     ({"pos": "rope", "mlp": "swiglu", "attention": "sliding_window", "bias": True},
-     "llama needs attention=sliding_window .*; mistral needs bias=True \\(needs False\\)$"),
+     "llama needs attention=.* \\(this model has sliding_window\\); "
+     "mistral needs bias=False \\(this model has True\\)$"),
+    ({}, "llama needs pos=rope \\(this model has learned\\), mlp=swiglu \\(this model has gelu\\)$"),
 ])
 def test_a_tinygpt_model_no_family_expresses_is_refused_with_what_to_change(parts: dict, message: str) -> None:
     with pytest.raises(ValueError, match=f"^no Hugging Face family has this model's parts: {message}"):

@@ -77,7 +77,7 @@ def test_export_mistakes_are_one_line_each(tmp_path: Path, tiny_cfg: ModelConfig
     (tmp_path / "full" / "x").touch()
     cases = [(["--ckpt", str(tmp_path / "missing.pt")], "no checkpoint at"),
              (["--ckpt", str(tmp_path / "model.pt")],
-              "no Hugging Face family has this model's parts: llama needs pos=learned"),
+              "no Hugging Face family has this model's parts: llama needs pos=rope (this model has learned)"),
              (["--ckpt", str(tmp_path / "model.pt"), "--to", str(tmp_path / "full")], "is not an empty folder")]
     for args, message in cases:
         assert cli(["export", "--to", str(tmp_path / "out"), *args]) == 2

@@ -20,8 +20,9 @@ class Family:
     parts: dict[str, tuple[Any, ...]]
 
     def mismatches(self, cfg: ModelConfig) -> list[str]:
-        """The tinygpt fields whose values this family cannot express, each as `field=value (needs ...)`."""
-        return [f"{field}={getattr(cfg, field)} (needs {' or '.join(map(str, allowed))})"
+        """The tinygpt fields whose values this family cannot express, each as what it needs and what the model
+        has: `pos=rope (this model has learned)`."""
+        return [f"{field}={' or '.join(map(str, allowed))} (this model has {getattr(cfg, field)})"
                 for field, allowed in self.parts.items() if getattr(cfg, field) not in allowed]
 
     def model_config(self, hf_config: Any) -> ModelConfig:

@@ -93,12 +93,32 @@ def load_checkpoint(path: str | Path, device: str = "cpu", with_meta: bool = Fal
     payload = read_checkpoint(path)
     try:
         model = GPT(ModelConfig.from_dict({**payload["model_config"], **RUN_ONLY}))
+        mismatch = weights_mismatch(model.state_dict(), payload["state_dict"])
+        if mismatch:  # torch's own error is many lines, and its first names nothing
+            raise ValueError(f"its weights do not fit its saved model config: {mismatch}; train it again, or copy "
+                             "it again")
         model.load_state_dict(payload["state_dict"])
         tokenizer = tokenizer_from_dict(payload["tokenizer"])
     except (KeyError, ValueError, RuntimeError) as err:
         raise CheckpointError(f"{path} is damaged: {str(err).splitlines()[0]}") from None
     model.to(device).eval()
     return (model, tokenizer, payload.get("meta", {})) if with_meta else (model, tokenizer)
+
+
+def weights_mismatch(expected: dict[str, torch.Tensor], saved: dict[str, Any]) -> str:
+    """The first way `saved` differs from a model's `expected` weights (a tensor missing, one the model has no
+    place for, or one of another shape), in a few words; '' when they fit."""
+    missing = next((name for name in expected if name not in saved), None)
+    if missing:
+        return f"{missing} is missing"
+    extra = next((name for name in saved if name not in expected), None)
+    if extra:
+        return f"{extra} has no place in the model"
+    for name, tensor in expected.items():
+        shape = tuple(getattr(saved[name], "shape", ()))
+        if shape != tuple(tensor.shape):
+            return f"{name} is {shape} in the file, {tuple(tensor.shape)} in the model it builds"
+    return ""
 
 
 def check_device(name: str) -> None:

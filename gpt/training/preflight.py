@@ -11,13 +11,13 @@ from pathlib import Path
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 from hydra.core.override_parser.overrides_parser import OverridesParser
-from hydra.core.override_parser.types import Override
+from hydra.core.override_parser.types import Override, ValueType
 from hydra.errors import HydraException, MissingConfigException, OverrideParseException
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
 from gpt.training.run_folder import claim as claim_run_folder
-from gpt.validate import did_you_mean
+from gpt.validate import closest, did_you_mean
 
 MULTIRUN_FLAGS = ("-m", "--multirun")
 
@@ -53,14 +53,57 @@ def compose_train(config_dir: Path, overrides: list[str]) -> DictConfig:
         return compose("train", overrides=overrides, return_hydra_config=True)
 
 
+def groups(config_dir: Path) -> list[str]:
+    """The config groups a command line picks options of (`attention=gqa`); Hydra's own are left out."""
+    return sorted(p.name for p in config_dir.iterdir() if p.is_dir() and p.name != "hydra")
+
+
+def not_an_option(config_dir: Path, group: str, option: str) -> str:
+    options = sorted(p.stem for p in (config_dir / group).glob("*.yaml"))
+    return (f"{group}={option} is not an option of {group}: choose one of {', '.join(options)}"
+            f"{did_you_mean(option, options, group + '=')}")
+
+
+def check_swept_options(config_dir: Path, overrides: list[str]) -> None:
+    """Every value of a swept group (`attention=mha,gqx`) is one of its options. Only the first value is composed
+    before the sweep; Hydra would find a later typo when the sweep starts, in many lines, after making its folder."""
+    for override in parsed(overrides):
+        group = override.key_or_group
+        if override.is_choice_sweep() and override.value_type != ValueType.GLOB_CHOICE_SWEEP \
+                and group in groups(config_dir):
+            for option in override.sweep_string_iterator():
+                if option != "null" and not (config_dir / group / f"{option}.yaml").is_file():
+                    raise ValueError(not_an_option(config_dir, group, option))
+
+
+def options_setting(config_dir: Path, overrides: list[str], key: str) -> list[str]:
+    """The options (`attention=gqa`) whose config adds `key` to what `overrides` compose, as model.kv_heads is added
+    by attention=gqa alone. Presets (experiment=) are left out: they set keys of other options, never their own."""
+    parent, _, name = key.rpartition(".")
+    mentions = re.compile(rf"^\s*{re.escape(name)}\s*:", re.MULTILINE)
+    found = []
+    for group in groups(config_dir):
+        if group == "experiment":
+            continue
+        others = [o for o in overrides if o.split("=", 1)[0].lstrip("+~") != group]
+        for file in sorted((config_dir / group).glob("*.yaml")):
+            if not mentions.search(file.read_text()):  # composing only the files that name the key keeps this quick
+                continue
+            try:
+                cfg = compose_train(config_dir, [*others, f"{group}={file.stem}"])
+            except HydraException:
+                continue
+            node = OmegaConf.select(cfg, parent) if parent else cfg
+            if isinstance(node, DictConfig) and name in node:
+                found.append(f"{group}={file.stem}")
+    return found
+
+
 def explain(err: HydraException, config_dir: Path, overrides: list[str]) -> str:
     """One line for Hydra's multi-line composition errors: what is unknown, and what there is instead."""
     missing = re.search(r"Could not (?:find|load) '([^']+)/([^']+)'", str(err))
     if isinstance(err, MissingConfigException) and missing:
-        group, option = missing.groups()
-        options = sorted(p.stem for p in (config_dir / group).glob("*.yaml"))
-        return (f"{group}={option} is not an option of {group}: choose one of {', '.join(options)}"
-                f"{did_you_mean(option, options, group + '=')}")
+        return not_an_option(config_dir, *missing.groups())
     unknown = re.search(r"full_key: (\S+)", str(err.__cause__ or ""))
     if unknown:
         key = unknown.group(1)
@@ -74,12 +117,32 @@ def explain(err: HydraException, config_dir: Path, overrides: list[str]) -> str:
         keys = [k for k in node if k not in ("hydra", "defaults", "_target_")] if isinstance(node, DictConfig) else []
         if name in keys and isinstance(node[name], DictConfig):  # a value given for a whole section
             return f"{key} holds settings ({', '.join(map(str, node[name]))}): set one, e.g. {key}.<setting>=<value>"
-        choice = cfg.hydra.runtime.choices.get(parent)
-        where = f" of {parent}={choice}" if choice else f" of {parent}" if parent else ""
-        hint = did_you_mean(name, keys, f"{parent}." if parent else "") or \
-            (f"; its settings: {', '.join(keys)}" if keys else "")
+        choices = cfg.hydra.runtime.choices
+        owners = options_setting(config_dir, rest, key)
+        if owners:
+            group = owners[0].split("=")[0]
+            has = f"{group}={choices[group]}" if choices.get(group) else f"no {group}"
+            return f"{key} is a setting of {' or '.join(owners)}, and this command has {has}: add {owners[0]}"
+        if not parent:  # a typo'd group (attenton=mha) is a top-level key to Hydra
+            return f"{key} is not a setting{top_level_hint(name, keys, groups(config_dir), overrides)}"
+        choice = choices.get(parent)
+        where = f" of {parent}={choice}" if choice else f" of {parent}"
+        hint = did_you_mean(name, keys, f"{parent}.") or (f"; its settings: {', '.join(keys)}" if keys else "")
         return f"{key} is not a setting{where}{hint}"
     return str(err).strip().splitlines()[0]
+
+
+def top_level_hint(name: str, keys: list[str], group_names: list[str], overrides: list[str]) -> str:
+    """'; did you mean seed?', or for a group 'did you mean attention=mha?' with the value given; else what
+    there is: the settings, and the groups that are not also settings."""
+    match = closest(name, keys + group_names)
+    if match in group_names:
+        value = next((o.split("=", 1)[1] for o in overrides if o.split("=", 1)[0].lstrip("+~") == name), "<option>")
+        return f"; did you mean {match}={value}?"
+    if match:
+        return f"; did you mean {match}?"
+    others = [g for g in group_names if g not in keys]
+    return f"; its settings: {', '.join(keys)}, and the groups {', '.join(others)} (group=option)"
 
 
 def quoted(value: str) -> str:
@@ -101,6 +164,7 @@ def preflight(argv: list[str], config_dir: Path, check: Callable[[DictConfig], N
     if any(a.startswith("-") for a in overrides):
         return argv
     try:
+        check_swept_options(config_dir, overrides)
         first = first_of_each_sweep(overrides)
         try:
             cfg = compose_train(config_dir, first)
