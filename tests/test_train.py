@@ -113,14 +113,18 @@ def test_generate_without_any_checkpoint_says_to_train_first(tmp_path: Path) -> 
     assert line.startswith("error: ") and "run `python train.py` first" in line
 
 
-@pytest.mark.parametrize("flags, bf16", [("fpu avx512f avx512_bf16", True), ("fpu amx_bf16 amx_tile", True),
-                                         ("fpu avx512f avx2", False)])
-def test_auto_precision_is_bf16_only_where_the_cpu_has_bf16_instructions(tmp_path: Path, flags: str, bf16: bool,
-                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("vendor, flags, bf16", [
+    ("AuthenticAMD", "fpu avx512f avx512_bf16", True),  # EPYC: bf16 autocast faster than fp32
+    ("GenuineIntel", "fpu avx512f avx512_bf16 amx_bf16 amx_tile", True),  # Sapphire Rapids with AMX
+    ("GenuineIntel", "fpu avx512f avx512_bf16", False),  # a Xeon without AMX: bf16 1.31x slower
+    ("AuthenticAMD", "fpu avx512f avx2", False)])  # no bf16 instructions: emulated, slower
+def test_auto_precision_is_bf16_only_where_the_cpu_trains_faster_in_it(tmp_path: Path, vendor: str, flags: str,
+                                                                      bf16: bool,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     cpuinfo = tmp_path / "cpuinfo"
-    cpuinfo.write_text(f"processor\t: 0\nmodel name\t: a CPU\nflags\t\t: {flags}\n")
-    assert checks.cpu_has_bf16(cpuinfo) is bf16
-    assert not checks.cpu_has_bf16(tmp_path / "absent")  # not Linux: fp32, never an emulated bf16
-    monkeypatch.setattr(checks, "cpu_has_bf16", lambda: bf16)
+    cpuinfo.write_text(f"processor\t: 0\nvendor_id\t: {vendor}\nmodel name\t: a CPU\nflags\t\t: {flags}\n")
+    assert checks.cpu_trains_faster_in_bf16(cpuinfo) is bf16
+    assert not checks.cpu_trains_faster_in_bf16(tmp_path / "absent")  # not Linux: fp32, never an emulated bf16
+    monkeypatch.setattr(checks, "cpu_trains_faster_in_bf16", lambda: bf16)
     assert checks.resolve_precision("auto", "cpu") == ("bf16-mixed" if bf16 else "32-true")
     assert checks.resolve_precision("32-true", "cpu") == "32-true"  # a precision asked for is kept
