@@ -56,10 +56,24 @@ def test_a_resumed_run_continues_its_history_and_clock(tmp_path: Path) -> None:
     (tmp_path / "history.csv").write_text("step,wall_s,val_loss\n3,1.5,2.0\n6,3.0,1.8\n")
     record = RunRecord(tmp_path)
     trainer = SimpleNamespace(sanity_checking=False, global_step=3, should_stop=False, is_global_zero=True,
-                              callback_metrics={"val/loss": torch.tensor(1.7)})
+                              callback_metrics={"val/loss": torch.tensor(1.7)}, val_check_interval=3,
+                              accumulate_grad_batches=1)
     record.on_train_start(trainer, SimpleNamespace(device=torch.device("cpu")))  # resumed from step 3
     trainer.global_step = 5
     record.on_validation_start(trainer, None)
     record.on_validation_end(trainer, None)
     steps = [(row["step"], row["val_loss"]) for row in record.history]
     assert steps == [(3, 2.0), (5, pytest.approx(1.7))] and record.history[-1]["wall_s"] >= 1.5
+
+
+@pytest.mark.parametrize("resumed_at, kept", [(11, [5, 10]), (10, [5, 10])])
+def test_a_resumed_run_drops_the_validation_its_stop_made_off_the_schedule(tmp_path: Path, resumed_at: int,
+                                                                          kept: list[int]) -> None:
+    """Ctrl-C at step 11 validates there; the run resumed from that step would otherwise keep a row an
+    uninterrupted run (validating every 5 steps) never has, and report it in loss.png and the ↑ test."""
+    rows = "".join(f"{step},{step / 10},1.0\n" for step in sorted({5, 10, resumed_at}))
+    (tmp_path / "history.csv").write_text("step,wall_s,val_loss\n" + rows)
+    trainer = SimpleNamespace(global_step=resumed_at, val_check_interval=5, accumulate_grad_batches=1)
+    record = RunRecord(tmp_path)
+    record.on_train_start(trainer, SimpleNamespace(device=torch.device("cpu")))
+    assert [row["step"] for row in record.history] == kept

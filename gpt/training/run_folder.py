@@ -68,7 +68,8 @@ def read_history(run_dir: Path) -> list[dict[str, float]]:
     if not (run_dir / HISTORY).is_file():
         return []
     with open(run_dir / HISTORY, newline="") as f:
-        return [{k: float(v) for k, v in row.items() if v != ""} for row in csv.DictReader(f)]
+        rows = [{k: float(v) for k, v in row.items() if v != ""} for row in csv.DictReader(f)]
+    return [{**row, "step": int(row["step"])} for row in rows]  # written back as 50, not 50.0
 
 
 def claim(run_dir: Path) -> bool:

@@ -45,8 +45,13 @@ class RunRecord(L.Callback):
 
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         reset_peak_memory(pl_module.device)
-        # A run resumed in its folder continues its history and its clock from the step it resumes at.
-        self.history = [row for row in read_history(self.run_dir) if row["step"] <= trainer.global_step]
+        # A run resumed in its folder continues its history and its clock from the step it resumes at, less the
+        # validation its stop made off the schedule (Ctrl-C at step 111): an uninterrupted run has no such row.
+        step = trainer.global_step
+        scheduled = not isinstance(trainer.val_check_interval, int) or \
+            step * trainer.accumulate_grad_batches % trainer.val_check_interval == 0
+        self.history = [row for row in read_history(self.run_dir) if row["step"] < step or
+                        row["step"] == step and scheduled]
         self.earlier_seconds = self.history[-1]["wall_s"] if self.history else 0.0
         self.start, self.start_step = time.perf_counter(), trainer.global_step
 
