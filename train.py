@@ -112,12 +112,13 @@ def train(cfg: DictConfig, run_dir: Path | None = None) -> Path:
         return path
     finish(trainer.loggers)
     save_model(path, lit.model, data.tokenizer, meta=data.meta)
-    # A line-based corpus suggests one of its own held-out questions; running text, a place to start.
-    example = getattr(data, "example_prompt", None) or "<text to continue>"
     # From the record on disk: under trainer=ddp (spawn) rank 0 trained in another process, not in this one
     steps = (read_summary(run_dir) or {}).get("steps", trainer.global_step)
     print(summary_line(read_history(run_dir), steps, time.perf_counter() - start, path))
-    print(f'generate with: python generate.py --ckpt {path} --prompt "{example}"')
+    # A line-based corpus suggests one of its own held-out questions; running text starts after a newline (a
+    # placeholder prompt would be refused by a word-level vocabulary).
+    example = getattr(data, "example_prompt", None)
+    print(f"generate with: python generate.py --ckpt {path}" + (f' --prompt "{example}"' if example else ""))
     if stopper.requested:
         raise Interrupted(f"stopped by Ctrl-C at step {trainer.global_step}; continue with the same overrides "
                           f"plus ckpt_path={checkpoint.path} (or resume=true)")

@@ -264,6 +264,9 @@ def test_train_on_text_then_generate(tmp_path: Path, text_file: Path, tokenizer:
     assert meta["tokenizer"] == tokenizer and "one_example_per_line" not in meta
     data = load(text_file, tmp_path / "data", block_size=16, tokenizer=tokenizer, vocab_size=300)
     assert restored.to_dict() == data.tokenizer.to_dict()
+    # the command the run printed works as printed (a placeholder prompt was refused by a word vocabulary)
+    assert f"generate with: python generate.py --ckpt {ckpt}\n" in capsys.readouterr().out
+    assert generate.main(["--ckpt", str(ckpt), "--max-new-tokens", "3"]) == 0
     capsys.readouterr()
     assert generate.main(["--ckpt", str(ckpt), "--prompt", "the darling", "--max-new-tokens", "12",
                           "--temperature", "0.8"]) == 0
