@@ -148,3 +148,9 @@ def test_finetune_from_a_llama_folder_with_its_own_tokenizer(tmp_path: Path, mon
     assert (model.cfg.attention, model.cfg.mlp, tokenizer.vocab_size) == ("mha", "swiglu", bpe.get_vocab_size())
     assert tokenizer.decode(tokenizer.encode(text[:200])) == text[:200]
     assert tokenizer.encode(text[:200]) == bpe.encode(text[:200]).ids
+    # exported, the folder carries that tokenizer back out: transformers reads it and tokenizes alike
+    from gpt.hf.export import save_hf
+
+    assert "and the tokenizer.json it was trained with" in save_hf(model, tokenizer, tmp_path / "out")
+    assert transformers.AutoTokenizer.from_pretrained(tmp_path / "out")(text[:200])["input_ids"] == \
+        bpe.encode(text[:200]).ids

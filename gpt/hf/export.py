@@ -1,5 +1,6 @@
 """Export a model.pt as a Hugging Face folder (config.json + model.safetensors, plus GPT-2's tokenizer files
-when the model reads GPT-2's full BPE) that `transformers.AutoModelForCausalLM.from_pretrained` loads.
+when the model reads GPT-2's full BPE, or the tokenizer.json of the Hugging Face folder it was trained with) that
+`transformers.AutoModelForCausalLM.from_pretrained` loads.
 
     python -m gpt export --ckpt outputs/<date>/<time>/model.pt --to my-model
 """
@@ -10,7 +11,7 @@ import json
 import shutil
 from pathlib import Path
 
-from gpt.data.tokenizers import GPT2Tokenizer, Tokenizer, gpt2_files
+from gpt.data.tokenizers import GPT2Tokenizer, HFTokenizer, Tokenizer, gpt2_files
 from gpt.hf import to_hf
 from gpt.inference.checkpoint import load_checkpoint, newest_checkpoint
 from gpt.model.gpt import GPT
@@ -27,6 +28,11 @@ def save_hf(model: GPT, tokenizer: Tokenizer, folder: Path) -> str:
         hf.generation_config.bos_token_id = hf.generation_config.eos_token_id = ENDOFTEXT_ID
     hf.save_pretrained(folder)
     wrote = f"wrote {folder}: a Hugging Face {hf.config.model_type} model"
+    if isinstance(tokenizer, HFTokenizer):  # a Hugging Face folder's own tokenizer.json: it travels back out
+        (folder / "tokenizer.json").write_text(tokenizer.spec, encoding="utf-8")
+        (folder / "tokenizer_config.json").write_text(json.dumps(
+            {"tokenizer_class": "PreTrainedTokenizerFast", "model_max_length": model.cfg.block_size}, indent=2))
+        return f"{wrote} and the tokenizer.json it was trained with"
     if not full_gpt2:
         return (f"{wrote}, no tokenizer files: transformers has no equal of this model's "
                 f"{tokenizer.to_dict()['kind']} tokenizer (GPT-2's full BPE has one: data.tokenizer=gpt2 "
