@@ -37,6 +37,16 @@ def test_train_writes_model_checkpoint_metrics_and_samples(trained: Path) -> Non
     assert [line.split(":")[0] for line in samples] == ["val/sample step 20", "val/sample step 30"]
 
 
+def test_metrics_are_logged_on_the_logger_steps_and_the_last() -> None:
+    """Lightning writes a row at the last step whatever the interval: at 40 steps logging every 25 it wrote step
+    24's loss again as step 39's."""
+    from gpt.training.lit import logs_at
+
+    assert [step for step in range(40) if logs_at(step, every=25, max_steps=40)] == [24, 39]
+    assert [step for step in range(30) if logs_at(step, every=5, max_steps=30)] == [4, 9, 14, 19, 24, 29]
+    assert not any(logs_at(step, every=0, max_steps=40) for step in range(40))  # logging off
+
+
 def test_run_ends_validated_graded_and_summarised_in_one_line(trained: Path) -> None:
     summary = json.loads((trained / "summary.json").read_text())
     assert summary["steps"] == 30 and summary["val_loss"] is not None and "all" in summary["val_acc"]
