@@ -51,6 +51,8 @@ BAD = [  # (command line, what the one line must say)
     (["attenton=mha"], "attenton is not a setting; did you mean attention=mha?"),  # a typo'd group
     (["-m", "attenton=mha,gqa"], "attenton is not a setting; did you mean attention=mha?"),
     (["+trainer.nope=1"], "trainer.nope is not a setting of trainer"),
+    (["trainer.detect_anomaly=true"], "trainer.detect_anomaly is a Lightning Trainer argument that configs/trainer/ "
+                                      "does not list: add it with +trainer.detect_anomaly=true"),
     (["attention=mhq"], "attention=mhq is not an option of attention: choose one of gqa, "),
     # a preset was an optional group: a mistyped one was left out and the default calculator run trained
     (["experiment=attention_taks"], "experiment=attention_taks is not an option of experiment: choose one of "),

@@ -125,11 +125,24 @@ def explain(err: HydraException, config_dir: Path, overrides: list[str]) -> str:
             return f"{key} is a setting of {' or '.join(owners)}, and this command has {has}: add {owners[0]}"
         if not parent:  # a typo'd group (attenton=mha) is a top-level key to Hydra
             return f"{key} is not a setting{top_level_hint(name, keys, groups(config_dir), overrides)}"
+        if parent == "trainer" and name in trainer_arguments():
+            value = next((o.split("=", 1)[1] for o in overrides if o.split("=", 1)[0] == key), "<value>")
+            return (f"{key} is a Lightning Trainer argument that configs/trainer/ does not list: add it with "
+                    f"+{key}={value}")
         choice = choices.get(parent)
         where = f" of {parent}={choice}" if choice else f" of {parent}"
         hint = did_you_mean(name, keys, f"{parent}.") or (f"; its settings: {', '.join(keys)}" if keys else "")
         return f"{key} is not a setting{where}{hint}"
     return str(err).strip().splitlines()[0]
+
+
+def trainer_arguments() -> set[str]:
+    """The arguments of Lightning's Trainer, which trainer.<name> passes on (imported only to explain a mistake)."""
+    import inspect
+
+    from lightning import Trainer
+
+    return set(inspect.signature(Trainer.__init__).parameters) - {"self"}
 
 
 def top_level_hint(name: str, keys: list[str], group_names: list[str], overrides: list[str]) -> str:
