@@ -237,3 +237,4 @@ def test_levels_plot_chance_where_each_level_has_it() -> None:
     assert list(recall.get_xdata()) == [4, 8, 16] and np.allclose(recall.get_ydata(), [53.2, 35.3, 22.5])
     assert list(exact.get_xdata()) == [2, 4] and np.allclose(exact.get_ydata(), [25.0, 6.25])  # 0.5 ** n
     assert np.allclose(token.get_ydata(), [50.0, 50.0])
+    assert [t.get_text() for t in figure.axes[5].get_legend().get_texts()] == ["whole answer"]  # the dotted line
