@@ -8,6 +8,7 @@ import statistics
 from typing import Any
 
 from gpt.sweeps import capability, pareto
+from gpt.sweeps.plots import REFERENCE
 
 RECALL = "recall_"  # the capability columns recall_<pairs>, one per pair count
 
@@ -82,7 +83,7 @@ def figure(summaries: dict[str, list[dict[str, Any]]]) -> Any:
                         linestyle="-" if len(marks) > 1 else "none")
         guess = capability.chance(summaries, column)
         if guess is not None:
-            ax.axhline(guess, color="grey", linestyle="--", label="chance")
+            ax.axhline(guess, color=REFERENCE, linestyle="--", label="chance")
         ax.set_xscale("log", base=2)
         ax.set(xlabel="attention state at the trained block (bytes, fp32)", ylabel="held-out exact match %",
                title=f"{column[len(RECALL):]} pairs (mean ± std over seeds)", ylim=(-3, 103))

@@ -10,6 +10,7 @@ from typing import Any
 from gpt.model.attention import ATTENTION
 from gpt.model.config import ModelConfig
 from gpt.sweeps import capability
+from gpt.sweeps.plots import REFERENCE
 
 CARD_DEPTHS = (4096, 16384)  # tokens of context the card prices the cache at
 PARETO_DEPTH = 16384  # the depth pareto.png's x axis prices the cache at
@@ -86,7 +87,7 @@ def figure(summaries: dict[str, list[dict[str, Any]]]) -> Any:
         for label, (x, y, spread) in by_label.items():
             ax.errorbar(x, y, yerr=spread, marker=markers[label], color=colours[label], capsize=3, linestyle="none",
                         label=label)
-        ax.plot(*zip(*frontier(by_label)), color="grey", linestyle=":", linewidth=1)
+        ax.plot(*zip(*frontier(by_label)), color=REFERENCE, linestyle=":", linewidth=1)
         ax.set_xscale("log")
         ax.set(xlabel=f"cache bytes at {PARETO_DEPTH:,} tokens (formula, fp32)", ylabel="held-out exact match %",
                title=f"{column} (mean ± std over seeds)", ylim=(-3, 103))

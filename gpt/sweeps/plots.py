@@ -9,6 +9,7 @@ from matplotlib.figure import Figure
 
 LOSS_FIGSIZE = (12.0, 4.5)  # inches at matplotlib's default 100 dpi: loss.png is 1200 x 450 pixels
 LINE_STYLES = ("-", "--", ":", "-.")  # past matplotlib's 10 colours, the next 10 curves are dashed, and so on
+REFERENCE = "black"  # chance, a whole answer, a trained length: grey is the 8th configuration's colour (C7)
 
 
 def curve_style(index: int) -> dict[str, str]:

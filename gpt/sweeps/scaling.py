@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 from matplotlib.figure import Figure
 
-from gpt.sweeps.plots import band
+from gpt.sweeps.plots import REFERENCE, band
 from gpt.sweeps.stats import beyond_noise, best_of, stat_cell
 
 BEYOND_NOISE = "▼"
@@ -82,9 +82,9 @@ def levels_figure(summaries: dict[str, list[dict[str, Any]]]) -> Figure | None:
                 x = sorted({lv for by_level in by_label.values() for lv in by_level})
                 first = next(iter(by_label.values()))
                 ax.plot(x, [statistics.fmean(s["tokens"] for s in first[lv]) if lv in first else np.nan for lv in x],
-                        color="grey", linestyle=":", label="whole answer")
+                        color=REFERENCE, linestyle=":", label="whole answer")
             elif any("chance" in s for s in answers):
-                ax.plot(*guess_at_each_level(by_label, whole_answer=panel == "exact"), color="grey", linestyle="--",
+                ax.plot(*guess_at_each_level(by_label, whole_answer=panel == "exact"), color=REFERENCE, linestyle="--",
                         label="chance")
             ax.set(xlabel=f"{task}: {level_name(summaries, task)}", ylabel=PANELS[panel],
                    title=f"{task}: {PANELS[panel]}")
@@ -150,7 +150,7 @@ def extrapolation_figure(summaries: dict[str, list[dict[str, Any]]]) -> Figure |
              f"{label} ({longest})", index)
     trained = next(r["trained"] for records in data.values() for r in records)
     for ax in (by_length, by_position):
-        ax.axvline(trained, color="grey", linestyle=":", label=f"trained length {trained}")
+        ax.axvline(trained, color=REFERENCE, linestyle=":", label=f"trained length {trained}")
         ax.grid(alpha=0.3)
     lengths = sorted({int(n) for records in data.values() for r in records for n in r["lengths"]})
     by_length.set_xscale("log", base=2)
