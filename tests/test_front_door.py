@@ -43,3 +43,5 @@ def test_which_split_names_the_split_of_a_problem(capsys: pytest.CaptureFixture)
     assert main(["which-split", held_out.prompt]) == 0
     assert capsys.readouterr().out == \
         f"{held_out.prompt!r} is in the test split of data.seed=0: held out from training\n"
+    assert main(["which-split", f"{held_out.prompt} {held_out.target}"]) == 0  # a corpus line, its answer included
+    assert capsys.readouterr().out.startswith(f"{held_out.prompt!r} is in the test split")

@@ -166,13 +166,14 @@ class Calculator(Task):
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("prompt", help='a problem as the corpus writes it, e.g. "two plus three equals"')
+    parser.add_argument("prompt", help='a problem as the corpus writes it, with or without its answer, e.g. "two '
+                                       'plus three equals"')
     parser.add_argument("--seed", type=int, default=0, help="the data.seed of the training run (default: 0)")
 
 
 def run(args: argparse.Namespace) -> None:
     """`python -m gpt which-split "ninety nine plus ninety nine equals"`: which split of data.seed it is in."""
-    prompt = " ".join(args.prompt.split()).removesuffix(" equals") + " equals"
+    prompt = " ".join(args.prompt.split()).partition(" equals")[0] + " equals"  # a corpus line: its answer dropped
     split = next((name for name, problems in split_problems(args.seed, 0.1, 0.1).items()
                   if any(p.prompt == prompt for p in problems)), None)
     if split is None:
