@@ -24,8 +24,9 @@ def test_model_pt_round_trips_weights_config_and_tokenizer(tmp_path: Path, tiny_
 
 
 def test_missing_and_foreign_files_fail_with_one_line(tmp_path: Path) -> None:
-    with pytest.raises(CheckpointError, match="no checkpoint at"):
-        load_checkpoint(tmp_path / "absent.pt")
+    with pytest.raises(CheckpointError, match="no checkpoint at .*: train one with `python train.py`, or give the "
+                                              "path of a model.pt or of the run folder holding it$"):
+        load_checkpoint(tmp_path / "absent.pt")  # from Python too: no command-line flag to pass
     (tmp_path / "notes.txt").write_text("hello")
     with pytest.raises(CheckpointError, match="not a readable torch file"):
         load_checkpoint(tmp_path / "notes.txt")

@@ -77,7 +77,8 @@ def read_checkpoint(path: str | Path) -> dict[str, Any]:
     naming what is wrong with the file."""
     path = model_file(path)
     if not path.is_file():
-        raise CheckpointError(f"no checkpoint at {path}: train one with `python train.py` or pass --ckpt PATH")
+        raise CheckpointError(f"no checkpoint at {path}: train one with `python train.py`, or give the path of a "
+                              "model.pt or of the run folder holding it")
     payload = safe_load(path)
     if not isinstance(payload, dict) or payload.get("format") != FORMAT:
         raise CheckpointError(f"{path} is not a tinygpt model.pt (a Lightning .ckpt is for resuming training; "
