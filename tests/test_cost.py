@@ -51,6 +51,10 @@ def test_a_trained_model_is_measured_under_each_kernel(tmp_path: Path, capsys: p
                  "--batch", "1", "--new-tokens", "2", "--repeats", "1", "--out", str(tmp_path)]) == 0
     rows = json.loads((tmp_path / "cost.json").read_text())["rows"]
     assert [r["name"] for r in rows] == ["mla (sdpa)", "mla (math)"]
+    assert main(["cost", *TINY, "--attention", "mha", "linear", "--kernel", "sdpa", "math", "--depths", "8",
+                 "--batch", "1", "--out", str(tmp_path)]) == 0  # linear uses no kernel: one row, not two alike
+    assert [r["name"] for r in json.loads((tmp_path / "cost.json").read_text())["rows"]] == \
+        ["mha (sdpa)", "mha (math)", "linear"]
     assert main(["cost", "--ckpt", str(tmp_path / "model.pt"), "--depths", "64", "--out", str(tmp_path)]) == 2
     assert "exceed the model's block_size=16" in capsys.readouterr().err
 

@@ -77,6 +77,12 @@ def shape_config(args: argparse.Namespace, attention: str, kernel: str, block_si
     return cfg
 
 
+def kernels_of(attention: str, kernels: list[str]) -> list[str]:
+    """The kernels a variant is measured under: one for those that compute without model.kernel (linear attention,
+    torch's own), which would otherwise be two rows of the same computation."""
+    return kernels if ATTENTION[attention].has_weights else kernels[:1]
+
+
 def tinygpt_engines(args: argparse.Namespace, block_size: int) -> list[GPTEngine]:
     """One engine per variant and kernel: random weights at the shape, or the trained --ckpt under each kernel."""
     dtype, engines = DTYPES[args.dtype], []
@@ -87,15 +93,15 @@ def tinygpt_engines(args: argparse.Namespace, block_size: int) -> list[GPTEngine
         if max(args.depths) + args.new_tokens > trained.cfg.block_size:
             raise ValueError(f"--depths {max(args.depths)} + --new-tokens {args.new_tokens} exceed the model's "
                              f"block_size={trained.cfg.block_size}: measure at smaller depths")
-        configs = [dataclasses.replace(trained.cfg, kernel=k) for k in args.kernel]
+        configs = [dataclasses.replace(trained.cfg, kernel=k) for k in kernels_of(trained.cfg.attention, args.kernel)]
     else:
-        configs = [shape_config(args, a, k, block_size) for a in args.attention for k in args.kernel]
+        configs = [shape_config(args, a, k, block_size) for a in args.attention for k in kernels_of(a, args.kernel)]
     for cfg in configs:
         torch.manual_seed(0)
         model = GPT(cfg).eval()
         if args.ckpt:
             model.load_state_dict(trained.state_dict())
-        name = cfg.attention + (f" ({cfg.kernel})" if len(args.kernel) > 1 else "")
+        name = cfg.attention + (f" ({cfg.kernel})" if len(kernels_of(cfg.attention, args.kernel)) > 1 else "")
         engines.append(GPTEngine(name, model.to(dtype)))
     return engines
 
