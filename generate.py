@@ -87,8 +87,9 @@ def attention_html(text_model: TextModel, prompt: str, path: str, **settings: An
 
     view = write_attention_html(path, text_model, prompt, **settings)
     tokens = len(view["tokens"])
+    left_out = f"; the {view['left_out']} before them left out, past block_size" if view["left_out"] else ""
     return (f"{view['layers']} layers x {view['heads']} heads of {view['attention']} attention over {tokens} tokens "
-            f"({view['prompt_len']} prompt, {tokens - view['prompt_len']} generated); open it in a browser")
+            f"({view['prompt_len']} prompt, {tokens - view['prompt_len']} generated{left_out}); open it in a browser")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -166,6 +166,12 @@ def test_generate_writes_the_viewer_of_prompt_and_generated_tokens(tmp_path: Pat
     expected = generate_ids(build(make("mha", kernel="sdpa")), torch.tensor([PROMPT]), 3, temperature=0)[0].tolist()
     assert view["tokens"] == [TOKENIZER.decode([i]).replace("\n", "\\n") for i in expected]
     assert "wrote" in capsys.readouterr().out
+    assert generate.main(["--ckpt", str(ckpt), "--prompt", "two plus three equals", "--max-new-tokens", "30",
+                          "--attention-html", str(out)]) == 0  # past block_size: the prompt's start drops out
+    view = embedded(out.read_text())
+    assert len(view["tokens"]) == 12 and view["left_out"] > 0  # block_size 12
+    assert f"{view['prompt_len']} prompt, {12 - view['prompt_len']} generated; the {view['left_out']} before them " \
+        "left out, past block_size)" in capsys.readouterr().out
 
 
 def test_generate_names_the_fix_for_an_unwritable_path(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:

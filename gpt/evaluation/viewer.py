@@ -125,8 +125,9 @@ def write_attention_html(path: str | Path, text_model: TextModel, prompt: str, m
     if stop is not None and len(ids) > len(prompt_ids) and ids[-1] == stop:
         ids.pop()
     shown = ids[-text_model.model.cfg.block_size:]
-    view = attention_view(text_model.model, text_model.tokenizer, shown,
-                          max(0, len(prompt_ids) - (len(ids) - len(shown))))
+    view = {**attention_view(text_model.model, text_model.tokenizer, shown,
+                             max(0, len(prompt_ids) - (len(ids) - len(shown)))),
+            "left_out": len(ids) - len(shown)}  # the tokens before the last block_size, not shown
     Path(path).write_text(render_html(view), encoding="utf-8")
     return view
 
