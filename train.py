@@ -120,7 +120,7 @@ def train(cfg: DictConfig, run_dir: Path | None = None) -> Path:
     example = getattr(data, "example_prompt", None)
     print(f"generate with: python generate.py --ckpt {path}" + (f' --prompt "{example}"' if example else ""))
     if stopper.requested:
-        raise Interrupted(f"stopped by Ctrl-C at step {trainer.global_step}; continue with the same overrides "
+        raise Interrupted(f"stopped {stopper.how} at step {trainer.global_step}; continue with the same overrides "
                           f"plus ckpt_path={checkpoint.path} (or resume=true)")
     return path
 

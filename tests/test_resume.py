@@ -308,5 +308,5 @@ def test_ctrl_c_to_a_sweep_saves_each_running_job_for_resume(tmp_path: Path) -> 
     assert sorted(p.name for p in sweep.iterdir() if p.is_dir()) == ["0", "1"]  # the queued jobs never started
     for stopped in (sweep / "0", sweep / "1"):
         summary = json.loads((stopped / "summary.json").read_text())
-        assert summary["status"] == "failed" and "stopped by Ctrl-C at step" in summary["reason"]
+        assert summary["status"] == "failed" and "stopped with its sweep at step" in summary["reason"]
         assert 10 <= load_resume_checkpoint(stopped / "checkpoints/last.ckpt")["global_step"] < 100000

@@ -216,6 +216,7 @@ class StopOnInterrupt(L.Callback):
 
     def __init__(self, stop_when: Callable[[], bool] = lambda: False) -> None:
         self.requested = False
+        self.how = "by Ctrl-C"  # how training was stopped, for the run's record and its last line
         self.stop_when = stop_when
         self._previous: Any = None
 
@@ -230,6 +231,8 @@ class StopOnInterrupt(L.Callback):
                            batch_idx: int) -> None:
         if (batch_idx + 1) % trainer.accumulate_grad_batches == 0 and \
                 trainer.strategy.reduce_boolean_decision(self.requested or self.stop_when(), all=False):
+            if not self.requested:  # its sweep was stopped (Ctrl-C to the sweep's process alone) or died
+                self.how = "with its sweep"
             self.requested = True
             trainer.should_stop = True
 

@@ -79,8 +79,8 @@ class RunRecord(L.Callback):
 
     def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         seconds = time.perf_counter() - self.start
-        if any(isinstance(c, StopOnInterrupt) and c.requested for c in trainer.callbacks):
-            self.failure = f"stopped by Ctrl-C at step {trainer.global_step}"  # not finished: resume=true goes on
+        if stopped := next((c for c in trainer.callbacks if isinstance(c, StopOnInterrupt) and c.requested), None):
+            self.failure = f"stopped {stopped.how} at step {trainer.global_step}"  # not finished: resume=true goes on
         # Every process runs this forward pass: a sharded (FSDP) model's forward needs all of them.
         kv_bytes = kv_cache_bytes_per_token(pl_module.model) if not self.failure else None
         if not trainer.is_global_zero:
