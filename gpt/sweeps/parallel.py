@@ -4,6 +4,7 @@ callback when the sweep starts, before the launcher is made from the config. And
 sweep's process dies or is stopped with Ctrl-C, saving its checkpoint first."""
 from __future__ import annotations
 
+import atexit
 import math
 import os
 import signal
@@ -181,13 +182,11 @@ def stop_workers_on_ctrl_c(sweep_dir: Path) -> None:
         print("Ctrl-C: each running job finishes its step and saves its checkpoint, queued jobs do not start; the "
               "same command plus resume=true continues the sweep (Ctrl-C again stops at once)", file=sys.stderr,
               flush=True)
-        try:
-            stop.touch()
-            deadline = time.monotonic() + GRACE_S + 10
-            while any(in_use(lock.parent) for lock in sweep_dir.rglob(LOCK)) and time.monotonic() < deadline:
-                time.sleep(0.2)
-        finally:
-            stop.unlink(missing_ok=True)
+        stop.touch()
+        atexit.register(stop.unlink, missing_ok=True)  # at exit: until joblib has ended the workers, none starts a job
+        deadline = time.monotonic() + GRACE_S + 10
+        while any(in_use(lock.parent) for lock in sweep_dir.rglob(LOCK)) and time.monotonic() < deadline:
+            time.sleep(0.2)
         raise SystemExit(130)
 
     signal.signal(signal.SIGINT, on_ctrl_c)
