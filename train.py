@@ -60,7 +60,8 @@ def train(cfg: DictConfig, run_dir: Path | None = None) -> Path:
     from gpt.inference.checkpoint import save_model
     from gpt.training.callbacks import (HeldOutAccuracy, Interrupted, LossAtLengths, ResumeCheckpoint, SampleText,
                                         StepProgressBar, StopOnInterrupt, ValidateAtEnd)
-    from gpt.training.checks import check_config, check_fits, model_config, optim_config, resolve_precision
+    from gpt.training.checks import (check_config, check_device, check_fits, model_config, optim_config,
+                                     resolve_precision)
     from gpt.training.init_from import start_from
     from gpt.training.lit import LitGPT
     from gpt.training.loggers import finish, make_logger
@@ -72,6 +73,7 @@ def train(cfg: DictConfig, run_dir: Path | None = None) -> Path:
     quiet_lightning()
     run_dir = run_dir or Path(HydraConfig.get().runtime.output_dir)
     check_config(cfg)
+    check_device(cfg.trainer)
     if cfg.resume and (done := finished_line(run_dir)):  # a resumed sweep's job that had finished: it stands
         print(f"finished before, kept: {done}")
         return run_dir / "model.pt"

@@ -84,6 +84,14 @@ def user_values(node: DictConfig) -> dict[str, Any]:
     return {k: values[k] for k in node if k != "_target_" and not OmegaConf.is_interpolation(node, k)}
 
 
+def check_device(trainer: DictConfig) -> None:
+    """On the machine that trains (not where a command is composed: a cluster's login node has no GPU), a GPU
+    trainer needs one. Lightning's own words, "No supported gpu backend found!", name neither setting nor fix."""
+    if trainer.accelerator in ("gpu", "cuda") and not torch.cuda.is_available():
+        raise ValueError(f"trainer.accelerator={trainer.accelerator} needs a CUDA GPU and torch sees none here: drop "
+                         "trainer=gpu or trainer=fsdp to train on the CPU")
+
+
 def check_config(cfg: DictConfig) -> None:
     """Refuse settings that cannot work, one line each, before any data or model work: every section against
     the signature of what it is passed to, train.yaml's own keys against RunSettings."""
