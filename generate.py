@@ -27,7 +27,7 @@ SEEDS = (-2**63, 2**64 - 1)  # what torch.Generator.manual_seed takes
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = OneLineParser(prog="python generate.py", description=__doc__.splitlines()[0])
+    parser = OneLineParser(prog="python generate.py", description=__doc__.split("\n\n")[0])
     parser.add_argument("--prompt", default="", help="text to continue (default: start of a line)")
     parser.add_argument("--ckpt", help="model.pt, or a run folder holding one (default: the newest model.pt "
                                        "under outputs/ or multirun/)")
@@ -93,6 +93,7 @@ def attention_html(text_model: TextModel, prompt: str, path: str, **settings: An
 
 
 def main(argv: list[str] | None = None) -> int:
+    chosen = ""  # the model generate.py picked itself, named in an error: the newest run may not be the one meant
     try:
         args = parse_args(argv)
         settings = dict(max_new_tokens=args.max_new_tokens, temperature=args.temperature, top_k=args.top_k,
@@ -103,6 +104,8 @@ def main(argv: list[str] | None = None) -> int:
             raise ValueError(f"--seed={args.seed} must be in [{SEEDS[0]}, {SEEDS[1]}]")
         path = model_file(args.ckpt or newest_checkpoint())
         text_model = load(path, device=args.device)
+        if not args.ckpt:
+            chosen = f" [{describe(path, text_model.meta)}, the newest; --ckpt picks another]"
         if args.num_samples > 1 and text_model.defaults(args.max_new_tokens, args.temperature)[1] == 0:
             raise ValueError(f"--num-samples={args.num_samples} would print the same greedy answer {args.num_samples} "
                              "times (temperature 0, the default on one-example-per-line corpora): pass "
@@ -130,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, CheckpointError) as err:
         message = str(err).replace("max_new_tokens", "--max-new-tokens").replace("top_p", "--top-p")
         message = message.replace("top_k", "--top-k").replace("temperature=", "--temperature ")
-        print(f"error: {message}", file=sys.stderr)
+        print(f"error: {message}{chosen}", file=sys.stderr)
         return 2
     return 0
 

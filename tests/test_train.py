@@ -116,6 +116,17 @@ def test_generate_user_errors_are_one_line(trained: Path, monkeypatch: pytest.Mo
     assert len(err.splitlines()) == 1 and message in err, err
 
 
+def test_an_error_about_the_newest_model_names_it(trained: Path, monkeypatch: pytest.MonkeyPatch,
+                                                  capsys: pytest.CaptureFixture) -> None:
+    """Without --ckpt generate.py picks the newest run, which may not be the one meant: its refusal says which."""
+    monkeypatch.chdir(trained.parents[1])  # the newest model.pt under outputs/ is `trained`'s
+    assert generate.main(["--prompt", "two plus zebra"]) == 2
+    err, = capsys.readouterr().err.splitlines()
+    assert err.startswith("error: word(s) 'zebra' not in the vocabulary") and \
+        err.endswith(f"[model: outputs/{trained.name}/model.pt (trained on calculator), the newest; --ckpt picks "
+                     "another]"), err
+
+
 def test_generate_without_any_checkpoint_says_to_train_first(tmp_path: Path) -> None:
     result = run_cli("generate.py", "--prompt", "two", cwd=tmp_path)
     assert result.returncode == 2 and "Traceback" not in result.stderr
