@@ -22,10 +22,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from anywher
 from gpt import GPT, ModelConfig, generate  # noqa: E402
 from gpt.inference.compiled import compile_for_decoding  # noqa: E402
 from gpt.model.attention import ATTENTION  # noqa: E402
+from gpt.training.checks import cpu_description  # noqa: E402
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--attention", nargs="+", default=list(ATTENTION), choices=list(ATTENTION))
     parser.add_argument("--uncached", nargs="*", default=["mha"],
                         help="variants also timed without the cache (slow: a full forward per token); 'all' for "
@@ -97,6 +98,7 @@ HF = "hf GPT2LMHeadModel.generate"
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     print(f"command: python {shlex.join(sys.argv)}")
+    print(f"CPU: {cpu_description()}")
     print(f"torch {torch.__version__}, {torch.get_num_threads()} thread(s); shape: {args.layers} layers, "
           f"{args.heads} heads, {args.dim} dims, vocab {args.vocab}, block_size {args.block_size}, pos={args.pos}; "
           f"{args.new_tokens} new tokens after a {args.prompt_len}-token prompt, greedy; rows timed round-robin "

@@ -32,7 +32,7 @@ SHAPE = ["model.layers=12", "model.heads=12", "model.dim=768", "model.block_size
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("overrides", nargs="*", help="more train.py overrides, applied after the GPT-2-small shape")
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--steps", type=int, default=300)

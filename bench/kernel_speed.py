@@ -8,6 +8,7 @@ calculator run's shape and at text shapes (nanoGPT's shakespeare_char CPU recipe
 from __future__ import annotations
 
 import argparse
+import shlex
 import statistics
 import sys
 import time
@@ -19,6 +20,7 @@ from torch.nn import functional as F
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from anywhere without installing
 
 from gpt import GPT, ModelConfig  # noqa: E402
+from gpt.training.checks import cpu_description  # noqa: E402
 
 # name -> (ModelConfig fields, batch): train.py's default run, shakespeare_char_cpu's model, and a 256 context
 SHAPES = {
@@ -49,11 +51,13 @@ def step_ms(cfg: ModelConfig, batch: int, bf16: bool, steps: int, warmup: int = 
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--shapes", nargs="+", default=list(SHAPES), choices=list(SHAPES))
     parser.add_argument("--steps", type=int, default=12, help="timed steps per kernel and round")
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
+    print(f"command: python {shlex.join(sys.argv)}")
+    print(f"CPU: {cpu_description()}")
     print(f"torch {torch.__version__}, {torch.get_num_threads()} thread(s); ms per training step, median over "
           f"{args.rounds} alternated rounds of {args.steps} steps")
     for name in args.shapes:

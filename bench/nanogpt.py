@@ -107,8 +107,10 @@ def window_loss(logits_of: Callable[[torch.Tensor], torch.Tensor], ids: torch.Te
 
 def final_val_loss(checkout: Path, run_dir: Path, steps: int, batch_size: int = 256) -> float:
     """window_loss of nanoGPT's final model on its validation text (its val.bin), through nanoGPT's own
-    model.py, where nanoGPT's log has only 20 random batches. NaN when its ckpt.pt is not from the last step
-    (its recipe saves only when the estimate improves)."""
+    model.py, where nanoGPT's log has only 20 random batches. NaN when it saved no ckpt.pt from the last step
+    (its recipe saves only at an evaluation whose estimate improved: a run shorter than eval_interval saves none)."""
+    if not (run_dir / "ckpt.pt").is_file():
+        return float("nan")
     checkpoint = torch.load(run_dir / "ckpt.pt", map_location="cpu", weights_only=False)
     if checkpoint["iter_num"] != steps:
         return float("nan")

@@ -1,17 +1,18 @@
-"""Corpus preparation speed: MB/s of `python -m gpt prepare` on generated corpora (stories of Zipf-distributed
+"""Corpus preparation speed: MiB/s of `python -m gpt prepare` on generated corpora (stories of Zipf-distributed
 words, separated by <|endoftext|>) for each tokenizer and number of processes, the peak memory of the preparing
 process tree (PSS summed over its workers), and the data start-up of a training run on the prepared corpus (finding,
 checking and mapping the shards, then the first batch), which should not grow with the corpus. Each corpus is
 generated once and prepared by every tokenizer and process count; `CPU s / s` near the process count says the
 cores were the run's own (the trained BPE learns on every core, tokenizers' threads, whatever --num-proc).
 
-    python bench/prepare_speed.py          # 64 MB, 512 MB and 2 GB; char, gpt2, bpe; 1 and 2 processes: ~15 min
+    python bench/prepare_speed.py          # 64 MiB, 512 MiB and 2 GiB; char, gpt2, bpe; 1 and 2 processes: ~15 min
     python bench/prepare_speed.py --sizes 64 --tokenizers char gpt2 bpe --procs 1 2 --dir /tmp/prepare_bench
 """
 from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -22,6 +23,8 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # run from anywhere without installing
+from gpt.training.checks import cpu_description  # noqa: E402
 STARTUP = """
 import sys, time
 from gpt.data.corpus import TextData
@@ -35,8 +38,9 @@ print(time.perf_counter() - t)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", type=int, nargs="+", default=[64, 512, 2048], help="corpus sizes in MB")
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", type=int, nargs="+", default=[64, 512, 2048],
+                        help="corpus sizes in MiB (at least: stories are written ~2 MiB at a time)")
     parser.add_argument("--tokenizers", nargs="+", default=["char", "gpt2", "bpe"])
     parser.add_argument("--procs", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--vocab-size", type=int, default=4096, help="of the trained BPE")
@@ -69,7 +73,7 @@ def generate(path: Path, megabytes: int, seed: int = 0) -> None:
 
 
 def peak_memory(command: list[str]) -> tuple[float, float, float, str]:
-    """(seconds, CPU seconds of the process and its children, their peak MB of memory sampled every 50 ms, stdout).
+    """(seconds, CPU seconds of the process and its children, their peak MiB of memory sampled every 50 ms, stdout).
     CPU seconds near processes x seconds say the cores were the command's own; far less, that it shared them."""
     start, peak = time.perf_counter(), 0
     proc = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
@@ -101,7 +105,9 @@ def main(argv: list[str] | None = None) -> None:
     work = Path(args.dir or tempfile.mkdtemp(prefix="prepare_speed_")).resolve()
     work.mkdir(parents=True, exist_ok=True)
     began = time.perf_counter()
-    print("| corpus | tokenizer | processes | MB/s | CPU s / s | peak memory (PSS) MB | data start-up s |")
+    print(f"command: python {shlex.join(sys.argv)}")
+    print(f"CPU: {cpu_description()}")
+    print("| corpus | tokenizer | processes | MiB/s | CPU s / s | peak memory (PSS) MiB | data start-up s |")
     print("|---|---|---|---|---|---|---|")
     try:
         for size in args.sizes:
@@ -120,7 +126,7 @@ def main(argv: list[str] | None = None) -> None:
                         startup = float(subprocess.run([sys.executable, "-c", STARTUP, str(corpus), tokenizer,
                                                         str(root), str(args.vocab_size)], cwd=ROOT,
                                                        capture_output=True, text=True, check=True).stdout)
-                    print(f"| {megabytes:.0f} MB | {tokenizer} | {procs} | {megabytes / seconds:.1f} | "
+                    print(f"| {megabytes:.0f} MiB | {tokenizer} | {procs} | {megabytes / seconds:.1f} | "
                           f"{cpu / seconds:.2f} | {pss:.0f} | {startup:.2f} |", flush=True)
             corpus.unlink()
         print(f"\n{(time.perf_counter() - began) / 60:.1f} minutes in all")

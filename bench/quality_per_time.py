@@ -52,7 +52,7 @@ NANOGPT = "nanoGPT (its CPU recipe)"
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("configs", nargs="+", help='one quoted string of train.py overrides per configuration')
     parser.add_argument("--corpus", required=True, help="Tiny Shakespeare's input.txt (or any text file)")
     parser.add_argument("--budget", type=float, default=None,

@@ -40,7 +40,7 @@ Step = Callable[[], dict[str, float]]
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--nanogpt", type=Path, required=True, help="a checkout of github.com/karpathy/nanoGPT")
     parser.add_argument("--corpus", type=Path, required=True, help="Tiny Shakespeare (trained character by character)")
     parser.add_argument("--steps", type=int, default=100, help="timed steps per loop and round, after --warmup")

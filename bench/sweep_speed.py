@@ -1,10 +1,10 @@
 """A sweep one job at a time against jobs side by side, on the same machine: the preset (by default
-experiment=attention_tasks, 36 jobs) through hydra/launcher=basic with every core's threads in one job, then through
+experiment=attention_tasks, 33 jobs) through hydra/launcher=basic with every core's threads in one job, then through
 the default launcher (hydra/launcher=cores: one job per core, one thread each). Prints both wall times and whether the
 two capability matrices agree within seed noise: per cell, the two runs' seeds differ by more than two standard errors
 of the difference (Welch) only by chance.
 
-    python bench/sweep_speed.py   # the whole preset, twice: about 30 minutes on 2 cores
+    python bench/sweep_speed.py   # the whole preset, twice: about 16 minutes on 2 cores
     python bench/sweep_speed.py trainer.max_steps=200 trainer.val_check_interval=200 attention=mha,gqa seed=0,1  # smoke
 """
 from __future__ import annotations
@@ -30,7 +30,7 @@ from gpt.training.checks import cpu_description  # noqa: E402
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("overrides", nargs="*", help="train.py overrides added to both sweeps")
     parser.add_argument("--preset", default="attention_tasks", help="an experiment= that sweeps")
     parser.add_argument("--out", type=Path, help="keep both sweep folders here (default: a temporary folder)")
@@ -43,7 +43,7 @@ def run_sweep(args: argparse.Namespace, folder: Path, launcher: list[str], threa
     env.update({"PYTHONPATH": str(ROOT), **({"OMP_NUM_THREADS": threads} if threads else {})})
     command = [sys.executable, str(ROOT / "train.py"), f"experiment={args.preset}", *launcher, *args.overrides,
                f"hydra.sweep.dir={folder}"]
-    print(f"$ {'OMP_NUM_THREADS=' + threads + ' ' if threads else ''}{shlex.join(command[1:])}", flush=True)
+    print(f"$ {'OMP_NUM_THREADS=' + threads + ' ' if threads else ''}python {shlex.join(command[1:])}", flush=True)
     start = time.perf_counter()
     done = subprocess.run(command, env=env, cwd=folder.parent, capture_output=True, text=True)
     if done.returncode:
@@ -79,7 +79,7 @@ def main(argv: list[str] | None = None) -> None:
         parallel = run_sweep(args, out / "parallel", [], None)
         beyond, compared, gap = disagreements(out / "serial", out / "parallel")
     print(f"one at a time, {n} threads: {serial / 60:.1f} min; {n} at a time, 1 thread each: {parallel / 60:.1f} min "
-          f"({serial / parallel:.2f}x) on {cpu_description()}")
+          f"(parallel {serial / parallel:.2f}x as fast) on {cpu_description()}")
     print(f"capability matrices: {len(beyond)} of {compared} cells differ beyond seed noise{': ' if beyond else ''}"
           f"{'; '.join(beyond)}; largest gap of means {gap:.1f} points")
 

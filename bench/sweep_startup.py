@@ -28,7 +28,7 @@ ONE_STEP = ["trainer=debug", "trainer.max_steps=1", "trainer.limit_val_batches=0
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--jobs", type=int, default=6, help="jobs of the longer sweep")
     parser.add_argument("--repeats", type=int, default=2, help="each measurement this many times (median)")
     parser.add_argument("--launchers", nargs="+", default=["basic", "cores"], help="hydra/launcher options")

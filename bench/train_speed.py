@@ -38,7 +38,7 @@ from gpt.training.optim import OPTIMIZERS, SCHEDULES, OptimConfig  # noqa: E402
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("overrides", nargs="*",
                         help="ModelConfig fields as Hydra-style field=value (model. prefix optional)")
     parser.add_argument("--batch", type=int, default=12)
