@@ -28,12 +28,12 @@ from gpt.training.checks import cpu_description  # noqa: E402
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--attention", nargs="+", default=list(ATTENTION), choices=list(ATTENTION))
-    parser.add_argument("--uncached", nargs="*", default=["mha"],
-                        help="variants also timed without the cache (slow: a full forward per token); 'all' for "
-                             "every one")
-    parser.add_argument("--compiled", nargs="*", default=["mha"],
-                        help="variants also timed through gpt.inference.compiled.compile_for_decoding (compiled in "
-                             "the untimed warm-up run)")
+    parser.add_argument("--uncached", nargs="*",
+                        help="of the --attention variants, those also timed without the cache (slow: a full "
+                             "forward per token); 'all' for every one (default: mha)")
+    parser.add_argument("--compiled", nargs="*",
+                        help="of the --attention variants, those also timed through compile_for_decoding "
+                             "(compiled in the untimed warm-up run; default: mha)")
     parser.add_argument("--batch", nargs="+", type=int, default=[1, 8])
     parser.add_argument("--new-tokens", type=int, default=500)
     parser.add_argument("--prompt-len", type=int, default=1)
@@ -97,6 +97,12 @@ HF = "hf GPT2LMHeadModel.generate"
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
+    given = (args.compiled or []) + (args.uncached or [])
+    if stray := sorted(set(given) - set(args.attention) - {"all"}):
+        sys.exit(f"error: --compiled/--uncached {' '.join(stray)} not among --attention: add them there")
+    default = [a for a in ("mha",) if a in args.attention]
+    args.compiled = default if args.compiled is None else args.compiled
+    args.uncached = default if args.uncached is None else args.uncached
     print(f"command: python {shlex.join(sys.argv)}")
     print(f"CPU: {cpu_description()}")
     print(f"torch {torch.__version__}, {torch.get_num_threads()} thread(s); shape: {args.layers} layers, "
