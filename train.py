@@ -55,12 +55,12 @@ def train(cfg: DictConfig, run_dir: Path | None = None) -> Path:
     # that launches a sweep's jobs into worker processes never pay for them (seconds of start-up).
     import lightning as L
 
-    from gpt.sweeps.parallel import stopping
     from gpt.evaluation.bpb import byte_counts
     from gpt.inference.checkpoint import save_model
+    from gpt.sweeps.parallel import stopping
     from gpt.training.callbacks import (HeldOutAccuracy, Interrupted, LossAtLengths, ResumeCheckpoint, SampleText,
                                         StepProgressBar, StopOnInterrupt, ValidateAtEnd)
-    from gpt.training.checks import (check_config, check_device, check_fits, model_config, optim_config,
+    from gpt.training.checks import (check_accelerator, check_config, check_fits, model_config, optim_config,
                                      resolve_precision)
     from gpt.training.init_from import start_from
     from gpt.training.lit import LitGPT
@@ -73,7 +73,7 @@ def train(cfg: DictConfig, run_dir: Path | None = None) -> Path:
     quiet_lightning()
     run_dir = run_dir or Path(HydraConfig.get().runtime.output_dir)
     check_config(cfg)
-    check_device(cfg.trainer)
+    check_accelerator(cfg.trainer)
     if cfg.resume and (done := finished_line(run_dir)):  # a resumed sweep's job that had finished: it stands
         print(f"finished before, kept: {done}")
         return run_dir / "model.pt"

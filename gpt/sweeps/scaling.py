@@ -92,8 +92,9 @@ def levels_figure(summaries: dict[str, list[dict[str, Any]]]) -> Figure | None:
         for ax in row[len(panels):]:
             ax.set_visible(False)
         row[0].legend(fontsize="x-small")
-        if "prefix" in panels:  # its own line, a whole answer, is in no other panel's legend
-            row[panels.index("prefix")].legend(handles=row[panels.index("prefix")].get_lines()[-1:], fontsize="x-small")
+        if "prefix" in panels:  # its dotted whole-answer line is in no other panel's legend
+            prefix = row[panels.index("prefix")]
+            prefix.legend(handles=prefix.get_lines()[-1:], fontsize="x-small")
     return fig
 
 

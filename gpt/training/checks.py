@@ -84,7 +84,7 @@ def user_values(node: DictConfig) -> dict[str, Any]:
     return {k: values[k] for k in node if k != "_target_" and not OmegaConf.is_interpolation(node, k)}
 
 
-def check_device(trainer: DictConfig) -> None:
+def check_accelerator(trainer: DictConfig) -> None:
     """On the machine that trains (not where a command is composed: a cluster's login node has no GPU), a GPU
     trainer needs one. Lightning's own words, "No supported gpu backend found!", name neither setting nor fix."""
     if trainer.accelerator in ("gpu", "cuda") and not torch.cuda.is_available():

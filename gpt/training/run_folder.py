@@ -73,10 +73,10 @@ def read_history(run_dir: Path) -> list[dict[str, float]]:
 
 
 def claim(run_dir: Path) -> bool:
-    """Make `run_dir` and hold its lock for as long as this process lives, or refuse in one line when another
-    training run holds it: two runs writing one folder would mix their checkpoints, metrics and model.pt. The
-    processes of one run that a launcher started (torchrun, SLURM, Lightning's DDP) share the folder: only the
-    first claims it. Whether this process did."""
+    """Make `run_dir` and hold its lock for as long as this process lives (or until `release`: a sweep's worker
+    runs job after job), or refuse in one line when another training run holds it: two runs writing one folder
+    would mix their checkpoints, metrics and model.pt. The processes of one run that a launcher started (torchrun,
+    SLURM, Lightning's DDP) share the folder: only the first claims it. Whether this process did."""
     if any(int(os.environ.get(rank, 0)) for rank in ("RANK", "LOCAL_RANK", "SLURM_PROCID")):
         return False
     try:
