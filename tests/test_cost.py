@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+import torch
 from matplotlib.image import imread
 
 from gpt.__main__ import main
@@ -64,6 +65,10 @@ def test_a_trained_model_is_measured_under_each_kernel(tmp_path: Path, capsys: p
     (["--attention", "mhq"], "error: --attention mhq is unknown; choose from: weightless"),
     (["--kernel", "flash"], "error: --kernel flash is unknown; choose from: math, sdpa"),
     (["--heads", "5"], "error: heads=5 does not divide dim=256"),
+    (["--device", "gpu0"], "error: --device gpu0 is not a device; use cpu, or cuda on a GPU"),
+    (["--device", "meta"], "error: --device meta: the cost command measures on cpu or cuda"),
+    pytest.param(["--device", "cuda"], "error: --device cuda: this machine has no CUDA GPU; measure with --device cpu",
+                 marks=pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a GPU")),
 ])
 def test_a_bad_flag_is_one_line(flags: list[str], message: str, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     assert main(["cost", *flags, "--out", str(tmp_path)]) == 2

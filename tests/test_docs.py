@@ -9,6 +9,7 @@ import importlib
 import importlib.util
 import re
 import shlex
+import subprocess
 import tomllib
 from collections.abc import Iterator
 from pathlib import Path
@@ -153,6 +154,14 @@ def check_bench(args: list[str]) -> None:
         module.parse_args(args[1:])
 
 
+def check_bash(args: list[str]) -> None:
+    """A script of the project's that bash parses (`bash -n`); running it may need what CI lacks, a GPU."""
+    script = ROOT / args[0]
+    assert script.is_file(), f"{args[0]} does not exist"
+    parsed = subprocess.run(["bash", "-n", str(script)], capture_output=True, text=True)
+    assert parsed.returncode == 0, parsed.stderr
+
+
 def check_pip(args: list[str]) -> None:
     extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
     assert args[0] == "install", args
@@ -191,6 +200,8 @@ def check_command(argv: list[str], inline: bool) -> None:
         check_python(args, inline)
     elif program == "pip":
         check_pip(args)
+    elif program == "bash":
+        check_bash(args)
     else:
         assert program in OUTSIDE, f"no rule checks the command {program}"
 

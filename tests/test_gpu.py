@@ -3,12 +3,16 @@ maths; cached decoding chooses the uncached tokens there too, through either ker
 none)."""
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 import torch
 from torch.nn import functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from gpt import GPT, ModelConfig, generate
+from gpt.__main__ import main
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")]
 
@@ -48,3 +52,16 @@ def test_cached_greedy_decoding_on_cuda_matches_uncached(attention: str, kernel:
     cached = generate(model, prompt, 60, temperature=0, use_cache=True)  # past block_size: the window slides
     uncached = generate(model, prompt, 60, temperature=0, use_cache=False)
     assert torch.equal(cached, uncached)
+
+
+def test_the_cost_command_measures_on_the_gpu(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    assert main(["cost", "--device", "cuda", "--dtype", "bfloat16", "--layers", "1", "--heads", "4", "--dim", "64",
+                 "--kv-heads", "2", "--window", "16", "--latent", "16", "--depths", "0", "64", "--batch", "2",
+                 "--new-tokens", "3", "--repeats", "2", "--out", str(tmp_path)]) == 0
+    assert f"gpu: {torch.cuda.get_device_name()}" in capsys.readouterr().out
+    rows = json.loads((tmp_path / "cost.json").read_text())["rows"]
+    by = {(r["name"], r["depth"]): r for r in rows}
+    for r in rows:  # the cache lives on the GPU in bf16, as many bytes as the variant's formula says
+        assert r["cache_bytes"] == r["formula_bytes"] and r["decode_tokens_per_s"] > 0
+        assert r["prefill_peak_mib"] * 2 ** 20 >= r["cache_bytes"]  # allocated on the GPU, the cache included
+    assert by[("mha", 64)]["cache_bytes"] == 2 * 67 * 2 * 64 * 2  # batch x positions x (k, v) x dim x 2 bytes

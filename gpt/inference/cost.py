@@ -45,6 +45,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="sequences prefilled and decoded together (default: 1 8; batch 8 at 16k takes long)")
     parser.add_argument("--new-tokens", type=int, default=32, help="greedy cached steps timed after each prompt")
     parser.add_argument("--dtype", default="float32", choices=list(DTYPES))
+    parser.add_argument("--device", default="cpu", help="where the models run: cpu, or cuda (cuda:N) on a GPU")
     parser.add_argument("--repeats", type=int, default=3, help="alternated rounds over every row; medians reported")
     parser.add_argument("--hf", action="store_true",
                         help="add Hugging Face LlamaForCausalLM (mha, gqa, mqa) and MistralForCausalLM "
@@ -62,6 +63,14 @@ def check_args(args: argparse.Namespace) -> None:
         unknown = [v for v in values if v not in known]
         if unknown:
             raise ValueError(f"{flag} {unknown[0]} is unknown; choose from: {', '.join(known)}")
+    try:
+        device = torch.device(args.device)
+    except RuntimeError:
+        raise ValueError(f"--device {args.device} is not a device; use cpu, or cuda on a GPU") from None
+    if device.type not in ("cpu", "cuda"):
+        raise ValueError(f"--device {args.device}: the cost command measures on cpu or cuda")
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"--device {args.device}: this machine has no CUDA GPU; measure with --device cpu")
 
 
 def shape_config(args: argparse.Namespace, attention: str, kernel: str, block_size: int) -> ModelConfig:
@@ -102,7 +111,7 @@ def tinygpt_engines(args: argparse.Namespace, block_size: int) -> list[GPTEngine
         if args.ckpt:
             model.load_state_dict(trained.state_dict())
         name = cfg.attention + (f" ({cfg.kernel})" if len(kernels_of(cfg.attention, args.kernel)) > 1 else "")
-        engines.append(GPTEngine(name, model.to(dtype)))
+        engines.append(GPTEngine(name, model.to(args.device, dtype)))
     return engines
 
 
@@ -130,7 +139,7 @@ def hf_engines(args: argparse.Namespace, configs: list[ModelConfig]) -> list[HFE
             config, name = transformers.LlamaConfig(**common), f"hf llama ({kv_heads} kv head{'s' * (kv_heads > 1)})"
         torch.manual_seed(0)
         model = transformers.AutoModelForCausalLM.from_config(config, attn_implementation="sdpa")
-        engines.append(HFEngine(name, model.to(DTYPES[args.dtype]).eval()))
+        engines.append(HFEngine(name, model.to(args.device, DTYPES[args.dtype]).eval()))
     return engines
 
 
@@ -145,6 +154,13 @@ def cpu_line() -> str:
     return f"{model}; flags {' '.join(wanted)}; torch CPU capability {torch.backends.cpu.get_cpu_capability()}"
 
 
+def device_line(device: torch.device) -> str:
+    """The machine the figures belong to: the GPU's name, or the CPU's model and flags."""
+    if device.type == "cuda":
+        return f"gpu: {torch.cuda.get_device_name(device)} (CUDA {torch.version.cuda})"
+    return f"cpu: {cpu_line()}"
+
+
 def run_rounds(engines: list[Engine], args: argparse.Namespace, vocab_size: int) -> list[dict[str, Any]]:
     """Every engine at every batch and depth, rounds alternating over the engines; one result row per combination."""
     rows, total, done, start = [], len(args.batch) * len(args.depths) * args.repeats * len(engines), 0, time.time()
@@ -153,7 +169,8 @@ def run_rounds(engines: list[Engine], args: argparse.Namespace, vocab_size: int)
             runs: dict[str, list] = {e.name: [] for e in engines}
             for _ in range(args.repeats):
                 for engine in engines:
-                    runs[engine.name].append(measure(engine, batch, depth, args.new_tokens, vocab_size))
+                    runs[engine.name].append(measure(engine, batch, depth, args.new_tokens, vocab_size,
+                                                     torch.device(args.device)))
                     done += 1
                     last = runs[engine.name][-1]
                     print(f"[{done}/{total} {time.time() - start:,.0f} s] batch {batch} depth {depth:,} {engine.name}: "
@@ -207,8 +224,9 @@ def table(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def figure(rows: list[dict[str, Any]]) -> Any:
-    """Decode ms/token, cache MiB and prefill tokens/s against depth, one line per engine, one row per batch."""
+def figure(rows: list[dict[str, Any]], machine: str) -> Any:
+    """Decode ms/token, cache MiB and prefill tokens/s against depth, one line per engine, one row per batch, under
+    the machine they were measured on (a GPU's figures and a CPU's read differently)."""
     from matplotlib.figure import Figure  # matplotlib only when a figure is drawn
 
     batches = list(dict.fromkeys(r["batch"] for r in rows))
@@ -228,6 +246,7 @@ def figure(rows: list[dict[str, Any]]) -> Any:
             ax.set_xticks(depths, [f"{d:,}" for d in depths])
             ax.grid(alpha=0.3)
     axes[0][0].legend(fontsize="small")
+    fig.suptitle(machine, fontsize="small")
     return fig
 
 
@@ -243,15 +262,16 @@ def run(args: argparse.Namespace) -> None:
     cfg = engines[0].model.cfg
     if sys.argv[1:2] == ["cost"]:  # run by the front door, not called from Python
         print(f"command: python -m gpt cost {shlex.join(sys.argv[2:])}")
-    print(f"cpu: {cpu_line()}")
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} thread(s), {args.dtype}; {cfg.layers} layers x "
+    machine = device_line(torch.device(args.device))
+    print(machine)
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} CPU thread(s), {args.dtype}; {cfg.layers} layers x "
           f"{cfg.heads} heads x {cfg.dim} dims, mlp={cfg.mlp}, vocab {cfg.vocab_size}; {args.new_tokens} greedy "
           f"cached steps after each prompt; {args.repeats} alternated rounds, medians")
     rows = run_rounds(engines, args, engines[0].model.cfg.vocab_size)
     print(table(rows))
-    result = {"settings": vars(args), "cpu": cpu_line(), "torch": torch.__version__, "threads": torch.get_num_threads(),
+    result = {"settings": vars(args), "cpu": cpu_line(), "device": machine, "torch": torch.__version__, "threads": torch.get_num_threads(),
               "dtype": args.dtype, "new_tokens": args.new_tokens, "rows": rows,
               "configs": {e.name: e.model.cfg.to_dict() for e in engines if isinstance(e, GPTEngine)}}
     (out / "cost.json").write_text(json.dumps(result, indent=2) + "\n")
-    figure(rows).savefig(out / "cost.png")
+    figure(rows, machine).savefig(out / "cost.png")
     print(f"\nwrote {out / 'cost.json'} and {out / 'cost.png'}")

@@ -120,17 +120,27 @@ class Measure:
 
 
 @torch.inference_mode()
-def measure(engine: Engine, batch: int, depth: int, new_tokens: int, vocab_size: int, seed: int = 0) -> Measure:
-    """A prompt of `depth` tokens (at least one) through the engine, then `new_tokens` greedy cached steps."""
+def measure(engine: Engine, batch: int, depth: int, new_tokens: int, vocab_size: int,
+            device: torch.device = torch.device("cpu"), seed: int = 0) -> Measure:
+    """A prompt of `depth` tokens (at least one) through the engine, then `new_tokens` greedy cached steps, on the
+    device the engine's model is on."""
     generator = torch.Generator().manual_seed(seed)
-    prompt = torch.randint(vocab_size, (batch, max(depth, 1)), generator=generator)
-    device = torch.device("cpu")
+    prompt = torch.randint(vocab_size, (batch, max(depth, 1)), generator=generator).to(device)
     reset_peak_memory(device)
+    finish(device)
     start, start_cpu = time.perf_counter(), time.process_time()
     cache, token = engine.prefill(prompt, prompt.shape[1] + new_tokens)
+    finish(device)
     prefilled, prefilled_cpu = time.perf_counter(), time.process_time()
     peak = peak_memory_bytes(device)
     for _ in range(new_tokens):
         token = engine.step(token, cache)
+    finish(device)
     return Measure(prefilled - start, time.perf_counter() - prefilled, prefilled_cpu - start_cpu,
                    time.process_time() - prefilled_cpu, peak, tensor_bytes(cache))
+
+
+def finish(device: torch.device) -> None:
+    """Wait for the work queued on a GPU: its kernels run after the Python that launched them has moved on."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
