@@ -269,7 +269,8 @@ def run(args: argparse.Namespace) -> None:
           f"cached steps after each prompt; {args.repeats} alternated rounds, medians")
     rows = run_rounds(engines, args, engines[0].model.cfg.vocab_size)
     print(table(rows))
-    result = {"settings": vars(args), "cpu": cpu_line(), "device": machine, "torch": torch.__version__, "threads": torch.get_num_threads(),
+    result = {"settings": vars(args), "cpu": cpu_line(), "device": machine, "torch": torch.__version__,
+              "threads": torch.get_num_threads(),
               "dtype": args.dtype, "new_tokens": args.new_tokens, "rows": rows,
               "configs": {e.name: e.model.cfg.to_dict() for e in engines if isinstance(e, GPTEngine)}}
     (out / "cost.json").write_text(json.dumps(result, indent=2) + "\n")
