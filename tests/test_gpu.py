@@ -65,3 +65,24 @@ def test_the_cost_command_measures_on_the_gpu(tmp_path: Path, capsys: pytest.Cap
         assert r["cache_bytes"] == r["formula_bytes"] and r["decode_tokens_per_s"] > 0
         assert r["prefill_peak_mib"] * 2 ** 20 >= r["cache_bytes"]  # allocated on the GPU, the cache included
     assert by[("mha", 64)]["cache_bytes"] == 2 * 67 * 2 * 64 * 2  # batch x positions x (k, v) x dim x 2 bytes
+
+
+def test_a_long_prompt_through_the_window_batches_its_chunks_on_the_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On CUDA a prompt of many windows goes to the kernel as chunks batched into one call (not block by block),
+    with what the blocks give, for both kernels."""
+    from gpt.model.attention.sparse import SlidingWindowAttention
+
+    batched = SlidingWindowAttention.chunks_at_once
+    for kernel in ("math", "sdpa"):
+        torch.manual_seed(0)
+        cfg = ModelConfig(vocab_size=97, layers=2, heads=4, dim=64, block_size=1024, attention="sliding_window",
+                          window=128, pos="rope", kernel=kernel)
+        model = GPT(cfg).cuda().eval()
+        idx = torch.randint(0, 97, (2, 1000), device="cuda")
+        calls = []
+        monkeypatch.setattr(SlidingWindowAttention, "chunks_at_once",
+                            lambda self, q, c: calls.append(batched(self, q, c)) or calls[-1])
+        chunked = model(idx)
+        assert calls and all(calls)
+        monkeypatch.setattr(SlidingWindowAttention, "chunks_at_once", lambda self, q, c: False)
+        torch.testing.assert_close(chunked, model(idx), rtol=1e-4, atol=1e-4)

@@ -12,6 +12,7 @@ from torch.profiler import profile
 
 import gpt.model.attention.base
 import gpt.model.attention.linear
+import gpt.model.attention.sparse
 from gpt import GPT, ModelConfig
 from gpt.inference.depth import tensor_bytes
 from gpt.model.attention import ATTENTION
@@ -92,6 +93,52 @@ def test_window_bands_and_ring_equal_the_full_mask_at_every_step(pos: str, kerne
     for t in range(16):
         torch.testing.assert_close(model(idx[:, t:t + 1], caches)[:, 0], full[:, t], rtol=1e-4, atol=1e-5)
         assert (caches[0].k.data_ptr(), caches[0].k.shape) == buffers  # the same 3 slots, written in place
+
+
+@pytest.mark.parametrize("kernel", list(KERNELS))
+@pytest.mark.parametrize("pos", ["rope", "alibi", "learned"])
+def test_window_chunks_batched_into_one_call_equal_the_blocks(pos: str, kernel: str,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """The GPU's prefill (chunks of 5 queries batched against their 10 keys, the last chunk padded), made to run
+    here: the blocks' outputs and gradients, whole and after a cached prompt whose keys start in the ring; the
+    written-out kernel in groups of chunks under a small score budget too."""
+    model = build(make("sliding_window", pos, kernel=kernel, window=4, block_size=32))
+    idx = torch.randint(0, 37, (2, 23))
+    blocks, blocks_cached = model(idx), prefill_then_decode(model, idx, 23)
+    blocks_grads = torch.autograd.grad(blocks.square().sum(), list(model.parameters()))
+    caches = model.new_caches(2)
+    model(idx[:, :6], caches)
+    blocks_after = model(idx[:, 6:], caches)
+    layer = type(model.blocks[0].attn)
+    monkeypatch.setattr(gpt.model.attention.sparse, "MIN_CHUNK", 5)
+    calls = []
+    monkeypatch.setattr(layer, "chunks_at_once", lambda self, q, c: calls.append(c) or q.shape[2] > 2 * c)
+    monkeypatch.setattr(gpt.model.attention.base, "SCORE_BUDGET", 2 * 4 * 5 * 10 * 2)  # two chunks a call
+    chunked = model(idx)
+    assert calls and set(calls) == {5}
+    torch.testing.assert_close(chunked, blocks, rtol=1e-4, atol=1e-5)
+    for grad, expected in zip(torch.autograd.grad(chunked.square().sum(), list(model.parameters())), blocks_grads):
+        torch.testing.assert_close(grad, expected, rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(prefill_then_decode(model, idx, 23), blocks_cached, rtol=1e-4, atol=1e-5)
+    caches = model.new_caches(2)
+    model(idx[:, :6], caches)
+    torch.testing.assert_close(model(idx[:, 6:], caches), blocks_after, rtol=1e-4, atol=1e-5)
+
+
+def test_window_chunks_that_see_too_far_are_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The negative control: chunks whose band mask forgets the window (every earlier key of the two chunks)
+    differ from the blocks."""
+    model = build(make("sliding_window", "rope", kernel="math", window=4, block_size=32))
+    idx = torch.randint(0, 37, (2, 23))
+    blocks = model(idx)
+    layer = type(model.blocks[0].attn)
+    monkeypatch.setattr(gpt.model.attention.sparse, "MIN_CHUNK", 5)
+    monkeypatch.setattr(layer, "chunks_at_once", lambda self, q, c: True)
+    window_mask = layer.mask
+    monkeypatch.setattr(layer, "mask", lambda self, q_len, k_len, offset, device: (
+        gpt.model.attention.base.causal_mask(q_len, k_len, offset, device) if k_len == 2 * q_len
+        else window_mask(self, q_len, k_len, offset, device)))
+    assert not torch.allclose(model(idx), blocks, rtol=1e-4, atol=1e-5)
 
 
 @pytest.mark.parametrize("pos", ["rope", "alibi", "learned"])
