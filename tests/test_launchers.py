@@ -9,11 +9,13 @@ import pytest
 from hydra import initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 from hydra.types import RunMode
+from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from gpt.sweeps import parallel
 from gpt.sweeps.expected_time import ExpectedTime
 from gpt.sweeps.parallel import JobsPerCore, jobs_at_once, sweep_jobs
+from gpt.training import checks
 from gpt.training.run_folder import write_summary
 from tests.conftest import ROOT
 
@@ -83,6 +85,22 @@ def test_the_expected_time_scales_with_the_steps_the_jobs_train(steps: str, per_
     ExpectedTime(seconds_per_job=30, steps=1200, measured="a test").on_multirun_start(cfg)
     line = capsys.readouterr().out.splitlines()[-1]
     assert line.startswith(f"expected wall time: {jobs} jobs x ~{per_job} s") and "measured at 1,200" in line
+
+
+@pytest.mark.parametrize("bf16, figure", [(True, "~37 s"), (False, "~62 s")])
+def test_the_expected_time_of_an_auto_precision_preset_is_the_one_measured_in_the_precision_auto_picks(
+        bf16: bool, figure: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
+    """attention_tasks trains in the precision the CPU is faster in: its estimate is the one timed in that precision
+    (on an AMD EPYC in bf16 the preset took 10 min where the fp32 figure said 18)."""
+    monkeypatch.setattr(parallel, "cores", lambda: 2)
+    monkeypatch.setattr(checks, "cpu_trains_faster_in_bf16", lambda: bf16)
+    for overrides in ([], ["trainer.precision=32"]):  # auto, then fp32 asked for: fp32's figure whatever the CPU
+        cfg = sweep_config("experiment=attention_tasks", *overrides)
+        JobsPerCore().on_multirun_start(cfg)
+        instantiate(cfg.hydra.callbacks.expected_time).on_multirun_start(cfg)
+        line = capsys.readouterr().out.splitlines()[-1]
+        expected = figure if not overrides else "~62 s"
+        assert f"jobs x {expected}, 2 at a time" in line and ("AMD EPYC" in line) == (bf16 and not overrides)
 
 
 def test_no_expected_time_for_steps_that_are_not_a_number(capsys: pytest.CaptureFixture) -> None:

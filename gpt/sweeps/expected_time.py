@@ -1,9 +1,9 @@
 """A Hydra callback that prints a multirun's expected wall time before its first job starts: the jobs the
 sweep will run (its parameters and any comma lists on the command line) times the seconds per job measured
-for the preset, its training part scaled by the steps the jobs train against the steps it was measured at (a
-job's setup does not scale), divided among the
-jobs that run at once (gpt/sweeps/parallel.py). A sweep resumed with resume=true counts only the jobs it has left:
-those that finished before are kept, not run again."""
+for the preset (in the precision the jobs will train in, where the preset measured more than one), its training
+part scaled by the steps the jobs train against the steps it was measured at (a job's setup does not scale),
+divided among the jobs that run at once (gpt/sweeps/parallel.py). A sweep resumed with resume=true counts only the
+jobs it has left: those that finished before are kept, not run again."""
 from __future__ import annotations
 
 import math
@@ -15,6 +15,7 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
 from gpt.sweeps.parallel import command_line_values, running_at_once, sweep_jobs
+from gpt.training.checks import resolve_precision
 from gpt.training.run_folder import finished
 
 # A job's seconds outside its training steps (building data and model, the last grading, its record), which do not
@@ -39,14 +40,27 @@ def finished_jobs(config: DictConfig) -> int:
 
 
 class ExpectedTime(Callback):
-    def __init__(self, seconds_per_job: float, steps: int, measured: str) -> None:
+    """seconds_per_job and measured: one figure and where it was measured, or one of each per precision
+    ({32-true: ..., bf16-mixed: ...}) for a preset that trains in trainer.precision=auto, whose jobs take the
+    precision this machine trains faster in."""
+
+    def __init__(self, seconds_per_job: float | DictConfig, steps: int, measured: str | DictConfig) -> None:
         # seconds_per_job was measured with jobs of `steps` training steps (the preset's trainer.max_steps)
         self.seconds_per_job, self.steps, self.measured = seconds_per_job, steps, measured
+
+    def figures(self, config: DictConfig) -> tuple[float, str]:
+        """The seconds per job and where they were measured, for the precision the sweep's jobs train in."""
+        if isinstance(self.measured, str):
+            return float(self.seconds_per_job), self.measured
+        kind = str(resolve_precision(config.trainer.precision, config.trainer.accelerator)).split("-")[0]  # 32, bf16
+        key = next((k for k in self.seconds_per_job if k.split("-")[0] == kind), next(iter(self.seconds_per_job)))
+        return float(self.seconds_per_job[key]), self.measured[key]
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         jobs, counts = sweep_jobs(config), job_steps(config)
         if not counts:  # no estimate for a mistyped trainer.max_steps: each job refuses it in one line
             return
+        seconds_per_job, measured = self.figures(config)
         kept = min(finished_jobs(config), jobs)
         left = jobs - kept
         if not left:
@@ -54,11 +68,11 @@ class ExpectedTime(Callback):
             return
         at_once = running_at_once(config, left)
         steps = mean(counts)
-        setup = min(JOB_SETUP_S, self.seconds_per_job)
-        per_job = setup + (self.seconds_per_job - setup) * steps / self.steps
+        setup = min(JOB_SETUP_S, seconds_per_job)
+        per_job = setup + (seconds_per_job - setup) * steps / self.steps
         scaled = "" if steps == self.steps else f" ({steps:,.0f} steps a job; measured at {self.steps:,})"
         seconds = math.ceil(left / at_once) * per_job
         total = f"~{seconds:.0f} s" if seconds < 90 else f"~{seconds / 60:.0f} min"
         counted = f"{left} jobs left ({kept} finished before, kept)" if kept else f"{jobs} jobs"
         print(f"expected wall time: {counted} x ~{per_job:.0f} s{scaled}, {at_once} at a time = {total} "
-              f"({self.measured})", flush=True)
+              f"({measured})", flush=True)
