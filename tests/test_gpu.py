@@ -86,3 +86,9 @@ def test_a_long_prompt_through_the_window_batches_its_chunks_on_the_gpu(monkeypa
         assert calls and all(calls)
         monkeypatch.setattr(SlidingWindowAttention, "chunks_at_once", lambda self, q, c: False)
         torch.testing.assert_close(chunked, model(idx), rtol=1e-4, atol=1e-4)
+
+
+def test_the_cost_command_refuses_a_gpu_this_machine_lacks(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    missing = torch.cuda.device_count()
+    assert main(["cost", "--device", f"cuda:{missing}", "--out", str(tmp_path)]) == 2
+    assert capsys.readouterr().err.startswith(f"error: --device cuda:{missing}: this machine has {missing} GPU(s)")

@@ -71,6 +71,9 @@ def check_args(args: argparse.Namespace) -> None:
         raise ValueError(f"--device {args.device}: the cost command measures on cpu or cuda")
     if device.type == "cuda" and not torch.cuda.is_available():
         raise ValueError(f"--device {args.device}: this machine has no CUDA GPU; measure with --device cpu")
+    if device.type == "cuda" and (device.index or 0) >= torch.cuda.device_count():
+        raise ValueError(f"--device {args.device}: this machine has {torch.cuda.device_count()} GPU(s), cuda:0 to "
+                         f"cuda:{torch.cuda.device_count() - 1}")
 
 
 def shape_config(args: argparse.Namespace, attention: str, kernel: str, block_size: int) -> ModelConfig:
