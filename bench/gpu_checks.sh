@@ -3,7 +3,8 @@
 # default run on the GPU and generation from it, DDP on the machine's GPUs, GPT-2-small in bf16 with torch.compile
 # (tokens/s and MFU) and the cost command on the GPU beside Hugging Face. Each step has a time limit, so one that
 # hangs leaves the rest their time. One log and the cost command's cost.json and cost.png go to $OUT (default
-# ./gpu_checks); a line per step says its exit status and seconds.
+# ./gpu_checks); a line per step says its exit status and seconds. Needs the project installed with its test and hf
+# extras (pytest collects every test file to find the gpu-marked ones).
 #
 #     bash bench/gpu_checks.sh
 #     PYTHON=python3 OUT=/tmp/checks bash bench/gpu_checks.sh
