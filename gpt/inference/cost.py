@@ -167,13 +167,13 @@ def device_line(device: torch.device) -> str:
 def run_rounds(engines: list[Engine], args: argparse.Namespace, vocab_size: int) -> list[dict[str, Any]]:
     """Every engine at every batch and depth, rounds alternating over the engines; one result row per combination."""
     rows, total, done, start = [], len(args.batch) * len(args.depths) * args.repeats * len(engines), 0, time.time()
+    device = torch.device(args.device)
     for batch in args.batch:
         for depth in args.depths:
             runs: dict[str, list] = {e.name: [] for e in engines}
             for _ in range(args.repeats):
                 for engine in engines:
-                    runs[engine.name].append(measure(engine, batch, depth, args.new_tokens, vocab_size,
-                                                     torch.device(args.device)))
+                    runs[engine.name].append(measure(engine, batch, depth, args.new_tokens, vocab_size, device))
                     done += 1
                     last = runs[engine.name][-1]
                     print(f"[{done}/{total} {time.time() - start:,.0f} s] batch {batch} depth {depth:,} {engine.name}: "
