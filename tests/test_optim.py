@@ -9,6 +9,7 @@ import torch
 from torch.nn import functional as F
 
 from gpt import GPT, ModelConfig
+from gpt.training.muon import Muon
 from gpt.training.optim import OPTIMIZERS, SCHEDULES, Chained, OptimConfig
 from tests.test_configs import options
 
@@ -128,3 +129,43 @@ def test_optimizer_restored_from_state_dict_continues_bitwise(name: str) -> None
     train(restored_model, restored, range(3, 6))
     for (param_name, a), b in zip(model.named_parameters(), restored_model.parameters()):
         assert torch.equal(a, b), param_name
+
+
+@pytest.mark.parametrize("nesterov, rule", [(True, None), (False, "match_rms_adamw")])
+def test_muon_batched_by_shape_steps_as_torchs_muon_one_matrix_at_a_time(nesterov: bool, rule: str | None) -> None:
+    """Square, wide and tall matrices (attention, MLP in and out, grouped keys), one without a gradient: the same
+    parameters after every step as torch.optim.Muon, and each one's state loads into the other."""
+    def models() -> tuple[GPT, GPT]:
+        torch.manual_seed(0)
+        model = GPT(ModelConfig(vocab_size=37, layers=2, heads=4, kv_heads=2, dim=32, block_size=16,
+                                attention="gqa"))
+        return model, copy.deepcopy(model)
+
+    ours, theirs = models()
+    settings = {"lr": 0.05, "weight_decay": 0.1, "nesterov": nesterov, "adjust_lr_fn": rule}
+    frozen = ours.blocks[1].attn.value.weight  # no gradient: skipped by both
+    matrices = [[p for n, p in model.named_parameters() if n.startswith("blocks.") and p.dim() == 2]
+                for model in (ours, theirs)]
+    shapes = {tuple(p.shape) for p in matrices[0]}
+    assert {(32, 32), (128, 32), (32, 128), (16, 32)} <= shapes  # every orientation batched
+    optimizers = [Muon(matrices[0], **settings), torch.optim.Muon(matrices[1], **settings)]
+    for step in range(3):
+        for model, optimizer in zip((ours, theirs), optimizers):
+            optimizer.zero_grad()
+            loss_of(model, step).backward()
+            model.blocks[1].attn.value.weight.grad = None
+            optimizer.step()
+        for a, b in zip(matrices[0], matrices[1]):
+            torch.testing.assert_close(a, b)
+    assert not optimizers[0].state[frozen] and torch.equal(frozen, models()[0].blocks[1].attn.value.weight)
+    assert any(not torch.equal(a, b) for a, b in zip(matrices[0], models()[0].parameters()) if a is not frozen)
+
+    swapped = [torch.optim.Muon(matrices[0], **settings), Muon(matrices[1], **settings)]
+    for new, old in zip(swapped, optimizers):
+        new.load_state_dict(old.state_dict())
+    for model, optimizer in zip((ours, theirs), swapped):
+        optimizer.zero_grad()
+        loss_of(model, 3).backward()
+        optimizer.step()
+    for a, b in zip(matrices[0], matrices[1]):
+        torch.testing.assert_close(a, b)

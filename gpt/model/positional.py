@@ -171,6 +171,9 @@ class RotaryPositional(Positional):
 def _turn(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
     """Rotate each feature pair (i, i + D/2) of x (..., T, D) by the angles whose cos/sin are (T, D) or
     (B, 1, T, D)."""
+    # Heads arrive as a transposed view; bf16 elementwise maths on one runs unvectorised on a CPU (0.44 against
+    # 0.16 ms with the copy, (64, 4, 41, 16) on one AMD EPYC thread).
+    x = x.contiguous()
     first, second = x.chunk(2, dim=-1)
     return x * cos + torch.cat([-second, first], dim=-1) * sin
 

@@ -12,6 +12,7 @@ from typing import Annotated, Any
 import torch
 from torch import nn
 
+from gpt.training.muon import Muon
 from gpt.validate import (NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt, Probability, Range,
                           check_fields, check_known_fields)
 
@@ -27,7 +28,7 @@ class OptimConfig:
     warmup_steps: NonNegativeInt = 100
     max_steps: PositiveInt = 600  # where the schedule reaches min_lr (trainer.max_steps)
     decay_fraction: Annotated[float, Range(0, 1, low_open=True)] = 0.2  # wsd: the final share of max_steps decaying
-    muon_lr: PositiveFloat = 0.04  # muon: peak LR of the hidden matrices (torch scales it by sqrt(max(1, out/in)))
+    muon_lr: PositiveFloat = 0.04  # muon: peak LR of the hidden matrices (scaled by sqrt(max(1, out/in)) as torch's)
     momentum: Probability = 0.95  # muon: Nesterov momentum of the hidden matrices
     # muon: Newton-Schulz iterations orthogonalising each update (each ~3 matrix multiplies per matrix)
     ns_steps: Annotated[int, Range(1, 99)] = 5
@@ -74,7 +75,7 @@ def muon(model: nn.Module, cfg: OptimConfig, fused: bool) -> torch.optim.Optimiz
     rest = [p for p in model.parameters() if p.requires_grad and id(p) not in chosen]
     return Chained([
         torch.optim.AdamW(adamw_groups(rest, cfg.weight_decay), lr=cfg.lr, betas=cfg.betas, fused=fused),
-        torch.optim.Muon(hidden, lr=cfg.muon_lr, weight_decay=cfg.weight_decay, momentum=cfg.momentum,
+        Muon(hidden, lr=cfg.muon_lr, weight_decay=cfg.weight_decay, momentum=cfg.momentum,
                          ns_steps=cfg.ns_steps),
     ])
 
