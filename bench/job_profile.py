@@ -41,9 +41,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def job_step(preset: str, overrides: list[str]) -> tuple[Callable[[], None], str, str]:
-    """One job's training step (forward and loss, backward, clipping, optimizer, zero_grad) on its own batches, the
-    precision it trains in, and the job's description."""
+def job_step(preset: str, overrides: list[str]) -> tuple[Callable[[], torch.Tensor], str, str]:
+    """One job's training step (forward and loss, backward, clipping, optimizer, zero_grad) on its own batches,
+    returning the loss; the precision it trains in; the job's description."""
     overrides = [f"experiment={preset}", *(overrides or ["attention=mha"])]
     with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base="1.3"):
         cfg = compose("train", overrides=overrides)
@@ -53,16 +53,19 @@ def job_step(preset: str, overrides: list[str]) -> tuple[Callable[[], None], str
     lit = LitGPT(model_config(cfg, data.vocab_size), **OmegaConf.to_container(cfg.optim, resolve=True)).train()
     optimizer = OPTIMIZERS[lit.optim.name](lit.model, lit.optim, True)  # as LitGPT builds it (fused AdamW)
     precision = resolve_precision(str(cfg.trainer.precision), "cpu")
+    if precision not in ("32", "32-true", "bf16", "bf16-mixed"):
+        raise ValueError(f"trainer.precision={precision}: a CPU job trains in 32 or bf16-mixed (or auto)")
     batches = iter(data.train_set)
 
-    def step() -> None:
-        bf16 = precision == "bf16-mixed"
+    def step() -> torch.Tensor:
+        bf16 = precision.startswith("bf16")
         with torch.autocast("cpu", dtype=torch.bfloat16) if bf16 else contextlib.nullcontext():
             loss = lit.loss(next(batches))
         loss.backward()
         torch.nn.utils.clip_grad_norm_(lit.parameters(), cfg.trainer.gradient_clip_val)
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
+        return loss.detach()
     return step, precision, " ".join(overrides)
 
 
