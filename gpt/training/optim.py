@@ -75,8 +75,7 @@ def muon(model: nn.Module, cfg: OptimConfig, fused: bool) -> torch.optim.Optimiz
     rest = [p for p in model.parameters() if p.requires_grad and id(p) not in chosen]
     return Chained([
         torch.optim.AdamW(adamw_groups(rest, cfg.weight_decay), lr=cfg.lr, betas=cfg.betas, fused=fused),
-        Muon(hidden, lr=cfg.muon_lr, weight_decay=cfg.weight_decay, momentum=cfg.momentum,
-                         ns_steps=cfg.ns_steps),
+        Muon(hidden, lr=cfg.muon_lr, weight_decay=cfg.weight_decay, momentum=cfg.momentum, ns_steps=cfg.ns_steps),
     ])
 
 
