@@ -18,7 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import torch
-from hydra import compose, initialize_config_dir
+from hydra.errors import HydraException
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
 from torch.profiler import profile
@@ -29,15 +29,27 @@ sys.path.insert(0, str(ROOT))  # run from anywhere without installing
 from gpt.training.checks import cpu_description, model_config, resolve_precision  # noqa: E402
 from gpt.training.lit import LitGPT  # noqa: E402
 from gpt.training.optim import OPTIMIZERS  # noqa: E402
+from gpt.training.preflight import compose_train, explain  # noqa: E402
+
+CONFIGS = ROOT / "configs"
+
+
+def count(least: int) -> type:
+    def parse(text: str) -> int:
+        value = int(text)
+        if value < least:
+            raise argparse.ArgumentTypeError(f"{value} is below {least}")
+        return value
+    return parse
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("overrides", nargs="*", help="train.py overrides of one job (default attention=mha)")
     parser.add_argument("--preset", default="attention_tasks", help="an experiment= whose job to profile")
-    parser.add_argument("--steps", type=int, default=100, help="timed steps after --warmup")
-    parser.add_argument("--warmup", type=int, default=20)
-    parser.add_argument("--top", type=int, default=20, help="how many ops to list")
+    parser.add_argument("--steps", type=count(1), default=100, help="timed steps after --warmup")
+    parser.add_argument("--warmup", type=count(0), default=20)
+    parser.add_argument("--top", type=count(0), default=20, help="how many ops to list")
     return parser.parse_args(argv)
 
 
@@ -45,8 +57,10 @@ def job_step(preset: str, overrides: list[str]) -> tuple[Callable[[], torch.Tens
     """One job's training step (forward and loss, backward, clipping, optimizer, zero_grad) on its own batches,
     returning the loss; the precision it trains in; the job's description."""
     overrides = [f"experiment={preset}", *(overrides or ["attention=mha"])]
-    with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base="1.3"):
-        cfg = compose("train", overrides=overrides)
+    try:
+        cfg = compose_train(CONFIGS, overrides)
+    except HydraException as err:  # Hydra's several lines, as train.py words them in one
+        raise ValueError(explain(err, CONFIGS, overrides)) from None
     data = instantiate(cfg.data)
     data.setup("fit")
     torch.manual_seed(cfg.seed)
@@ -73,7 +87,10 @@ def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     torch.set_num_threads(1)
     print(f"command: python {shlex.join(sys.argv)}")
-    step, precision, job = job_step(args.preset, args.overrides)
+    try:
+        step, precision, job = job_step(args.preset, args.overrides)
+    except ValueError as err:
+        sys.exit(f"error: {err}")
     print(f"CPU: {cpu_description()}; torch {torch.__version__}, 1 thread; {job}; {precision}")
     for _ in range(args.warmup):
         step()

@@ -33,3 +33,8 @@ def test_without_overrides_it_profiles_the_presets_mha_job() -> None:
 def test_a_precision_a_cpu_job_cannot_train_in_is_refused_in_one_line() -> None:
     with pytest.raises(ValueError, match="trainer.precision=16-mixed: a CPU job trains in 32 or bf16-mixed"):
         job_profile.job_step("attention_tasks", ["trainer.precision=16-mixed", *SMALL])
+
+
+def test_an_unknown_option_is_one_line_naming_the_options() -> None:
+    with pytest.raises(ValueError, match=r"^attention=nope is not an option of attention: choose one of gqa, "):
+        job_profile.job_step("attention_tasks", ["attention=nope", *SMALL])
