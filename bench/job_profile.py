@@ -70,9 +70,9 @@ def job_step(preset: str, overrides: list[str]) -> tuple[Callable[[], torch.Tens
     if precision not in ("32", "32-true", "bf16", "bf16-mixed"):
         raise ValueError(f"trainer.precision={precision}: a CPU job trains in 32 or bf16-mixed (or auto)")
     batches = iter(data.train_set)
+    bf16 = precision.startswith("bf16")
 
     def step() -> torch.Tensor:
-        bf16 = precision.startswith("bf16")
         with torch.autocast("cpu", dtype=torch.bfloat16) if bf16 else contextlib.nullcontext():
             loss = lit.loss(next(batches))
         loss.backward()
