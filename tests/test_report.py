@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 import re
 import statistics
 from pathlib import Path
@@ -204,7 +205,8 @@ def test_seed_noise_line_separates_differences_beyond_two_standard_errors(tmp_pa
 
 def test_cost_card_and_pareto_plot_price_each_configuration_by_its_formula(sweep: Path) -> None:
     """The card's cache bytes are the trained model's own formula; pareto.png plots each capability column's mean
-    over seeds against cache bytes at PARETO_DEPTH, and joins only the trade-offs nothing beats."""
+    over seeds against cache MiB at PARETO_DEPTH (panels PANELS_PER_ROW to a row, each configuration named once in
+    the legend), and joins only the trade-offs nothing beats."""
     report = (sweep / "report.md").read_text()
     card = table(report[report.index("## Cost card"):])
     runs = [r for r in find_runs(sweep) if r.ok and {"pos=rope", "model.heads=2"} <= set(r.overrides)]
@@ -213,12 +215,22 @@ def test_cost_card_and_pareto_plot_price_each_configuration_by_its_formula(sweep
     row = card["model.heads=2 pos=rope"]
     assert row[1:] == [f"{model.num_params():,}", f"{model.cache_bytes(1, block) / block:,.0f}",
                        f"{model.cache_bytes(1, 4096) / 2**20:,.2f}", f"{model.cache_bytes(1, 16384) / 2**20:,.2f}"]
-    data = pareto.points(summaries(find_runs(sweep)))
-    assert data and set(data) == set(capability.columns(summaries(find_runs(sweep))))
+    by_config = summaries(find_runs(sweep))
+    data = pareto.points(by_config)
+    assert data and set(data) == set(capability.columns(by_config))
     for column, by_label in data.items():
         x, y, _ = by_label["model.heads=2 pos=rope"]
         assert x == model.cache_bytes(1, pareto.PARETO_DEPTH)
         assert y == pytest.approx(statistics.fmean(100 * r.summary["val_acc"][column] for r in runs))
-    image = imread(sweep / "pareto.png")
-    assert image.shape[1] == 500 * len(data) and image[..., :3].std() > 0
+    rows, columns = math.ceil(len(data) / pareto.PANELS_PER_ROW), min(len(data), pareto.PANELS_PER_ROW)
+    image = imread(sweep / "pareto.png")  # saved at matplotlib's 100 dpi
+    width, height = pareto.PANEL_INCHES[0] * columns + pareto.LEGEND_INCHES, pareto.PANEL_INCHES[1] * rows
+    assert image.shape[:2] == (round(100 * height), round(100 * width)) and image[..., :3].std() > 0
+    fig = pareto.figure(by_config)
+    assert len(fig.axes) == len(data) and all("cache MiB" in ax.get_xlabel() for ax in fig.axes)
+    first_x, _, _ = next(iter(data[next(iter(data))].values()))  # the first panel's first point, in bytes
+    assert fig.axes[0].containers[0].lines[0].get_xdata()[0] == pytest.approx(first_x / 2**20)
+    priced = [label for label in by_config if any(label in by_label for by_label in data.values())]
+    assert set(priced) == {"model.heads=2 pos=rope", "model.heads=2 pos=learned"}  # heads=3 cannot build: no point
+    assert [t.get_text() for t in fig.legends[0].get_texts()] == priced  # once each, in the report's order
     assert pareto.frontier({"a": (1, 50, 0), "b": (2, 40, 0), "c": (3, 60, 0), "d": (3, 55, 0)}) == [(1, 50), (3, 60)]

@@ -1,6 +1,6 @@
 """Quality and cost in one view: a cost card per configuration of a sweep (parameters, cache bytes per token, cache
 MiB at 4k and 16k tokens by each attention variant's own formula) and pareto.png, each capability column's mean ±
-std over seeds against cache bytes at one depth, one point per configuration, the best trade-offs joined."""
+std over seeds against cache MiB at one depth, one point per configuration, the best trade-offs joined."""
 from __future__ import annotations
 
 import math
@@ -16,6 +16,9 @@ CARD_DEPTHS = (4096, 16384)  # tokens of context the card prices the cache at
 PARETO_DEPTH = 16384  # the depth pareto.png's x axis prices the cache at
 ELEMENT_SIZE = 4  # bytes per cached number: fp32, the dtype a model.pt is saved and decoded in
 MIB = 2 ** 20
+PANELS_PER_ROW = 3  # more to a row shrinks each panel to unreadable on a report page
+PANEL_INCHES = (5.0, 4.5)  # one panel, at matplotlib's 100 dpi
+LEGEND_INCHES = 2.5  # the legend column at the right
 
 
 def cache_bytes(model: dict[str, Any], positions: int) -> int:
@@ -45,7 +48,7 @@ def card(summaries: dict[str, list[dict[str, Any]]]) -> list[str]:
     return lines + ["", "The cache of one sequence by each attention variant's formula (fp32): bytes per token at the "
                     "trained block, and the whole cache at longer contexts, where a window stops growing and linear "
                     "attention's state never grows; `python -m gpt cost` measures what decoding there takes.", "",
-                    "![capability against cache bytes](pareto.png)", ""]
+                    "![capability against cache MiB](pareto.png)", ""]
 
 
 def points(summaries: dict[str, list[dict[str, Any]]]) -> dict[str, dict[str, tuple[float, float, float]]]:
@@ -73,24 +76,30 @@ def frontier(by_label: dict[str, tuple[float, float, float]]) -> list[tuple[floa
 
 
 def figure(summaries: dict[str, list[dict[str, Any]]]) -> Any:
-    """pareto.png: one panel per capability column, or None when no run recorded both its model and accuracy."""
+    """pareto.png: one panel per capability column, PANELS_PER_ROW to a row, the configurations named once in a legend
+    beside them; None when no run recorded both its model and accuracy."""
     from matplotlib.figure import Figure  # matplotlib only when a report is written
 
     data = points(summaries)
     if not data:
         return None
-    fig = Figure(figsize=(5 * len(data), 4.5), layout="constrained")
+    rows, columns = math.ceil(len(data) / PANELS_PER_ROW), min(len(data), PANELS_PER_ROW)
+    fig = Figure(figsize=(PANEL_INCHES[0] * columns + LEGEND_INCHES, PANEL_INCHES[1] * rows), layout="constrained")
     colours = {label: f"C{i % 10}" for i, label in enumerate(summaries)}  # one colour per configuration throughout
     markers = {label: "osD^v<>p*h"[i // 10 % 10] for i, label in enumerate(summaries)}
-    axes = fig.subplots(1, len(data), squeeze=False)[0]
+    axes = fig.subplots(rows, columns, squeeze=False).ravel()
+    for ax in axes[len(data):]:  # the last row's empty places
+        fig.delaxes(ax)
+    legend: dict[str, Any] = {}
     for ax, (column, by_label) in zip(axes, data.items()):
         for label, (x, y, spread) in by_label.items():
-            ax.errorbar(x, y, yerr=spread, marker=markers[label], color=colours[label], capsize=3, linestyle="none",
-                        label=label)
-        ax.plot(*zip(*frontier(by_label)), color=REFERENCE, linestyle=":", linewidth=1)
+            legend[label] = ax.errorbar(x / MIB, y, yerr=spread, marker=markers[label], color=colours[label],
+                                        capsize=3, linestyle="none")
+        ax.plot(*zip(*((x / MIB, y) for x, y in frontier(by_label))), color=REFERENCE, linestyle=":", linewidth=1)
         ax.set_xscale("log")
-        ax.set(xlabel=f"cache bytes at {PARETO_DEPTH:,} tokens (formula, fp32)", ylabel="held-out exact match %",
+        ax.set(xlabel=f"cache MiB at {PARETO_DEPTH:,} tokens (formula, fp32)", ylabel="held-out exact match %",
                title=f"{column} (mean ± std over seeds)", ylim=(-3, 103))
         ax.grid(alpha=0.3)
-    axes[0].legend(fontsize="x-small")
+    ordered = [label for label in summaries if label in legend]  # the report's row order
+    fig.legend([legend[label] for label in ordered], ordered, loc="outside right upper", fontsize="small")
     return fig
