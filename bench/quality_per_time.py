@@ -45,7 +45,7 @@ sys.path.insert(0, str(ROOT))  # run from anywhere without installing
 
 import nanogpt  # noqa: E402  (bench/nanogpt.py, beside this file)
 from gpt.inference.checkpoint import load_checkpoint  # noqa: E402
-from gpt.sweeps.plots import loss_figure  # noqa: E402
+from gpt.sweeps.plots import loss_figure, styles  # noqa: E402
 from gpt.training.checks import cpu_description  # noqa: E402
 
 NANOGPT = "nanoGPT (its CPU recipe)"
@@ -186,7 +186,7 @@ def main(argv: list[str] | None = None) -> None:
                        "wall_s": [row["wall_s"] for row in runs[0]["history"]],
                        "mean": [row["val_loss"] for row in runs[0]["history"]],
                        "std": [0.0] * len(runs[0]["history"])} for config, runs in results.items()}
-    loss_figure(curves).savefig(out / "quality_per_time.png")
+    loss_figure(curves, styles(curves)).savefig(out / "quality_per_time.png")
     print(f"plot (first run of each): {out / 'quality_per_time.png'}")
 
 

@@ -210,11 +210,11 @@ def test_a_seed_band_stays_within_what_a_percentage_can_be(bounds: tuple[float, 
     """Exact match of 0, 0 and 40% (mean 13.3, std 23.1) drew its band down to -10% in levels.png."""
     from matplotlib.figure import Figure
 
-    from gpt.sweeps.plots import band
+    from gpt.sweeps.plots import band, curve_style
     from gpt.sweeps.scaling import mean_std
 
     ax = Figure().subplots()
-    band(ax, [1, 2], *mean_std([[0.0, 0.0, 40.0], [100.0, 100.0, 60.0]]), "a", 0, bounds)
+    band(ax, [1, 2], *mean_std([[0.0, 0.0, 40.0], [100.0, 100.0, 60.0]]), "a", curve_style(0), bounds)
     ys = ax.collections[0].get_paths()[0].vertices[:, 1]
     assert (round(ys.min(), 1), round(ys.max(), 1)) == (lowest, highest)
 
@@ -238,4 +238,4 @@ def test_levels_plot_chance_where_each_level_has_it() -> None:
     assert list(recall.get_xdata()) == [4, 8, 16] and np.allclose(recall.get_ydata(), [53.2, 35.3, 22.5])
     assert list(exact.get_xdata()) == [2, 4] and np.allclose(exact.get_ydata(), [25.0, 6.25])  # 0.5 ** n
     assert np.allclose(token.get_ydata(), [50.0, 50.0])
-    assert [t.get_text() for t in figure.axes[5].get_legend().get_texts()] == ["whole answer"]  # the dotted line
+    assert [t.get_text() for t in figure.legends[0].get_texts()] == ["attention=mha", "chance", "whole answer"]

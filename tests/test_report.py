@@ -20,8 +20,8 @@ from gpt.__main__ import main as cli
 from gpt.inference.checkpoint import load_checkpoint
 from gpt.model.attention import ATTENTION
 from gpt.sweeps import capability, pareto
-from gpt.sweeps.plots import LOSS_FIGSIZE, loss_figure
-from gpt.sweeps.report import curves, find_runs, markdown, summaries
+from gpt.sweeps.plots import LEGEND_INCHES, LOSS_FIGSIZE, loss_figure, styles
+from gpt.sweeps.report import curves, figures, find_runs, markdown, summaries
 from tests.conftest import ROOT, run_cli
 from tests.test_configs import compose_with
 
@@ -121,13 +121,29 @@ def test_runs_shorter_than_one_validation_interval_still_report_numbers_and_curv
     assert first_curve.sum() > 10  # the first configuration's point is drawn, not just the axes
 
 
+def test_a_configuration_has_one_colour_in_every_figure(sweep: Path) -> None:
+    """Styles follow a configuration's place among all of the report's: numbered by the drawn lines alone, one
+    after a failed configuration took another's colour in loss.png (which skips the failed) than in pareto.png."""
+    runs = find_runs(sweep)
+    order = list(summaries(runs))
+    failed = [label for label in order if label.startswith("model.heads=3")]  # cannot build: drawn nowhere
+    drawn = [label for label in order if label not in failed]
+    assert failed and max(map(order.index, drawn)) > min(map(order.index, failed))  # one is drawn after a failed one
+    found = figures(runs)
+    loss, pareto_legend = found["loss.png"].axes[0].get_legend(), found["pareto.png"].legends[0]
+    for legend, handles in ((loss, loss.get_lines()), (pareto_legend, pareto_legend.legend_handles)):
+        colours = {text.get_text(): to_rgb(handle.get_color()) for text, handle in zip(legend.get_texts(), handles)}
+        assert colours == {label: to_rgb(f"C{order.index(label)}") for label in drawn}
+
+
 def test_every_configuration_of_a_preset_has_its_own_curve_style() -> None:
     # The attention presets sweep 11 variants: with matplotlib's 10 colours alone the 11th drew as the 1st.
     flat = {"step": [1.0, 2.0], "wall_s": [1.0, 2.0], "mean": [2.0, 1.0], "std": [0.0, 0.0]}
-    figure = loss_figure({f"attention={name}": flat for name in ATTENTION})
+    labels = [f"attention={name}" for name in ATTENTION]
+    figure = loss_figure(dict.fromkeys(labels, flat), styles(labels))
     legend = figure.axes[0].get_legend().get_lines()
-    styles = {(to_rgb(line.get_color()), line.get_linestyle()) for line in legend}
-    assert len(ATTENTION) > 10 and len(styles) == len(legend) == len(ATTENTION)
+    looks = {(to_rgb(line.get_color()), line.get_linestyle()) for line in legend}
+    assert len(ATTENTION) > 10 and len(looks) == len(legend) == len(ATTENTION)
 
 
 def test_a_report_where_every_run_failed_is_a_table_of_reasons(tmp_path: Path) -> None:
@@ -145,7 +161,7 @@ def test_a_report_with_nothing_validated_says_why(tmp_path: Path) -> None:
     runs = find_runs(tmp_path)
     assert "Left out, with no value in any run: val loss, ppl, bpb, exact match %" in markdown(tmp_path, runs)
     assert "no run validated" in markdown(tmp_path, runs)
-    assert "no run recorded a validation loss" in loss_figure(curves(runs))._suptitle.get_text()
+    assert "no run recorded a validation loss" in loss_figure(curves(runs), {})._suptitle.get_text()
 
 
 def test_report_command_rewrites_the_same_report(sweep: Path, capsys: pytest.CaptureFixture) -> None:
@@ -224,7 +240,7 @@ def test_cost_card_and_pareto_plot_price_each_configuration_by_its_formula(sweep
         assert y == pytest.approx(statistics.fmean(100 * r.summary["val_acc"][column] for r in runs))
     rows, columns = math.ceil(len(data) / pareto.PANELS_PER_ROW), min(len(data), pareto.PANELS_PER_ROW)
     image = imread(sweep / "pareto.png")  # saved at matplotlib's 100 dpi
-    width, height = pareto.PANEL_INCHES[0] * columns + pareto.LEGEND_INCHES, pareto.PANEL_INCHES[1] * rows
+    width, height = pareto.PANEL_INCHES[0] * columns + LEGEND_INCHES, pareto.PANEL_INCHES[1] * rows
     assert image.shape[:2] == (round(100 * height), round(100 * width)) and image[..., :3].std() > 0
     fig = pareto.figure(by_config)
     assert len(fig.axes) == len(data) and all("cache MiB" in ax.get_xlabel() for ax in fig.axes)

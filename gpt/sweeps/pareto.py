@@ -10,7 +10,7 @@ from typing import Any
 from gpt.model.attention import ATTENTION
 from gpt.model.config import ModelConfig
 from gpt.sweeps import capability
-from gpt.sweeps.plots import REFERENCE
+from gpt.sweeps.plots import LEGEND_INCHES, REFERENCE, legend_beside, styles
 
 CARD_DEPTHS = (4096, 16384)  # tokens of context the card prices the cache at
 PARETO_DEPTH = 16384  # the depth pareto.png's x axis prices the cache at
@@ -18,7 +18,6 @@ ELEMENT_SIZE = 4  # bytes per cached number: fp32, the dtype a model.pt is saved
 MIB = 2 ** 20
 PANELS_PER_ROW = 3  # more to a row shrinks each panel to unreadable on a report page
 PANEL_INCHES = (5.0, 4.5)  # one panel, at matplotlib's 100 dpi
-LEGEND_INCHES = 2.5  # the legend column at the right
 
 
 def cache_bytes(model: dict[str, Any], positions: int) -> int:
@@ -85,21 +84,19 @@ def figure(summaries: dict[str, list[dict[str, Any]]]) -> Any:
         return None
     rows, columns = math.ceil(len(data) / PANELS_PER_ROW), min(len(data), PANELS_PER_ROW)
     fig = Figure(figsize=(PANEL_INCHES[0] * columns + LEGEND_INCHES, PANEL_INCHES[1] * rows), layout="constrained")
-    colours = {label: f"C{i % 10}" for i, label in enumerate(summaries)}  # one colour per configuration throughout
-    markers = {label: "osD^v<>p*h"[i // 10 % 10] for i, label in enumerate(summaries)}
+    style_of = styles(summaries)  # a configuration's colour in the report's other figures
+    markers = {label: "osD^v<>p*h"[i // 10 % 10] for i, label in enumerate(summaries)}  # as their line styles change
     axes = fig.subplots(rows, columns, squeeze=False).ravel()
     for ax in axes[len(data):]:  # the last row's empty places
         fig.delaxes(ax)
-    legend: dict[str, Any] = {}
     for ax, (column, by_label) in zip(axes, data.items()):
         for label, (x, y, spread) in by_label.items():
-            legend[label] = ax.errorbar(x / MIB, y, yerr=spread, marker=markers[label], color=colours[label],
-                                        capsize=3, linestyle="none")
+            ax.errorbar(x / MIB, y, yerr=spread, marker=markers[label], color=style_of[label]["color"], capsize=3,
+                        linestyle="none", label=label)
         ax.plot(*zip(*((x / MIB, y) for x, y in frontier(by_label))), color=REFERENCE, linestyle=":", linewidth=1)
         ax.set_xscale("log")
         ax.set(xlabel=f"cache MiB at {PARETO_DEPTH:,} tokens (formula, fp32)", ylabel="held-out exact match %",
                title=f"{column} (mean ± std over seeds)", ylim=(-3, 103))
         ax.grid(alpha=0.3)
-    ordered = [label for label in summaries if label in legend]  # the report's row order
-    fig.legend([legend[label] for label in ordered], ordered, loc="outside right upper", fontsize="small")
+    legend_beside(fig, fig.axes)
     return fig

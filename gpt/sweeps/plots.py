@@ -3,12 +3,16 @@ matplotlib's Figure directly (Agg canvas, no pyplot state), so they draw on head
 without leaking figures."""
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import Any
+
 import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 LOSS_FIGSIZE = (12.0, 4.5)  # inches at matplotlib's default 100 dpi: loss.png is 1200 x 450 pixels
 LINE_STYLES = ("-", "--", ":", "-.")  # past matplotlib's 10 colours, the next 10 curves are dashed, and so on
+LEGEND_INCHES = 2.5  # the legend column at the right of a figure of panels
 REFERENCE = "black"  # chance, a whole answer, a trained length: grey is the 8th configuration's colour (C7)
 
 
@@ -18,24 +22,40 @@ def curve_style(index: int) -> dict[str, str]:
     return {"color": f"C{index % 10}", "linestyle": LINE_STYLES[index // 10 % len(LINE_STYLES)]}
 
 
-def band(ax: Axes, x: list[float], mean: np.ndarray, std: np.ndarray, label: str, index: int,
+def styles(labels: Iterable[str]) -> dict[str, dict[str, str]]:
+    """Each configuration's curve style by its place among all of a report's configurations, so it looks the same in
+    every figure though a failed configuration, or one without a task, draws in some and not others (numbered by
+    the drawn ones alone, the attention_tasks preset's gqa was brown in levels.png and pink in pareto.png)."""
+    return {label: curve_style(index) for index, label in enumerate(labels)}
+
+
+def legend_beside(fig: Figure, axes: Iterable[Axes]) -> None:
+    """One legend at the figure's right naming every labelled line or point of its panels once, in the order drawn:
+    inside a panel the attention presets' 11 names covered the curves they name."""
+    named: dict[str, Any] = {}
+    for ax in axes:
+        for handle, name in zip(*ax.get_legend_handles_labels()):
+            named.setdefault(name, handle)
+    fig.legend(list(named.values()), list(named), loc="outside right upper", fontsize="small")
+
+
+def band(ax: Axes, x: list[float], mean: np.ndarray, std: np.ndarray, label: str, style: dict[str, str],
          bounds: tuple[float, float] = (-np.inf, np.inf)) -> None:
-    """The index-th configuration's mean as a line and ± one std as a band in its style, the band kept within what
-    the quantity can be (a percentage between 0 and 100: a wide spread near 0 would otherwise draw it below)."""
-    style = curve_style(index)
+    """A configuration's mean as a line and ± one std as a band in its style, the band kept within what the
+    quantity can be (a percentage between 0 and 100: a wide spread near 0 would otherwise draw it below)."""
     ax.plot(x, mean, marker=".", label=label, **style)
     ax.fill_between(x, np.clip(mean - std, *bounds), np.clip(mean + std, *bounds), color=style["color"], alpha=0.2,
                     linewidth=0)
 
 
-def loss_figure(curves: dict[str, dict[str, list[float]]]) -> Figure:
-    """Val loss against step and against wall time, one line per configuration, mean ± std over seeds as
-    a band. `curves[label]` has lists "step", "wall_s", "mean", "std" (see gpt.sweeps.report.curves)."""
+def loss_figure(curves: dict[str, dict[str, list[float]]], style_of: dict[str, dict[str, str]]) -> Figure:
+    """Val loss against step and against wall time, one line per configuration in its style, mean ± std over seeds
+    as a band. `curves[label]` has lists "step", "wall_s", "mean", "std" (see gpt.sweeps.report.curves)."""
     fig = Figure(figsize=LOSS_FIGSIZE, layout="constrained")
     by_step, by_time = fig.subplots(1, 2, sharey=True)
-    for index, (label, c) in enumerate(curves.items()):
+    for label, c in curves.items():
         for ax, x in ((by_step, c["step"]), (by_time, c["wall_s"])):
-            band(ax, x, np.array(c["mean"]), np.array(c["std"]), label, index)
+            band(ax, x, np.array(c["mean"]), np.array(c["std"]), label, style_of[label])
     by_step.set(xlabel="step", ylabel="validation loss", title="val loss vs step")
     by_time.set(xlabel="wall time (s)", title="val loss vs wall time")
     if curves:

@@ -237,12 +237,30 @@ def curves(runs: list[Run]) -> dict[str, dict[str, list[float]]]:
     return result
 
 
-def write_report(sweep_dir: str | Path, best_of: Sequence[str] = ()) -> Path:
-    """Write report.md, loss.png and (when runs recorded them) matrix.png, levels.png, extrapolation.png and
-    capacity.png into the sweep folder, each configuration at its best value of the `best_of` overrides; return the
-    report's path."""
-    from gpt.sweeps.plots import loss_figure, matrix_figure  # matplotlib only when a report is written
+def figures(runs: list[Run]) -> dict[str, Any]:
+    """The report's figures by file name: loss.png, and where runs recorded them matrix.png, levels.png,
+    extrapolation.png, capacity.png and pareto.png, each configuration in one style throughout."""
+    from gpt.sweeps.plots import loss_figure, matrix_figure, styles  # matplotlib only when a report is written
 
+    by_label = summaries(runs)
+    found = {"loss.png": loss_figure(curves(runs), styles(by_label))}
+    rows, columns, means = capability.matrix(by_label)
+    if columns:
+        guesses = [capability.chance(by_label, c) for c in columns]
+        named = [c if g is None else f"{c}\n(chance {g:.0f})" for c, g in zip(columns, guesses)]
+        found["matrix.png"] = matrix_figure(rows, named, means, capability.marks(by_label, columns))
+    for name, figure in (("levels.png", scaling.levels_figure(by_label)),
+                         ("extrapolation.png", scaling.extrapolation_figure(by_label)),
+                         ("capacity.png", capacity.figure(by_label)),
+                         ("pareto.png", pareto.figure(by_label))):
+        if figure is not None:
+            found[name] = figure
+    return found
+
+
+def write_report(sweep_dir: str | Path, best_of: Sequence[str] = ()) -> Path:
+    """Write report.md and its figures into the sweep folder, each configuration at its best value of the `best_of`
+    overrides; return the report's path."""
     sweep_dir = Path(sweep_dir)
     runs = find_runs(sweep_dir)
     if not runs:
@@ -250,19 +268,8 @@ def write_report(sweep_dir: str | Path, best_of: Sequence[str] = ()) -> Path:
                          "made by `python train.py -m ...`")
     kept, notes = best_settings({key: [r.summary for r in g] for key, g in group(runs).items()}, best_of)
     runs = [r for r in runs if r.config in kept]
-    loss_figure(curves(runs)).savefig(sweep_dir / "loss.png")
-    by_label = summaries(runs)
-    rows, columns, means = capability.matrix(by_label)
-    if columns:
-        guesses = [capability.chance(by_label, c) for c in columns]
-        named = [c if g is None else f"{c}\n(chance {g:.0f})" for c, g in zip(columns, guesses)]
-        matrix_figure(rows, named, means, capability.marks(by_label, columns)).savefig(sweep_dir / "matrix.png")
-    for name, figure in (("levels.png", scaling.levels_figure(by_label)),
-                         ("extrapolation.png", scaling.extrapolation_figure(by_label)),
-                         ("capacity.png", capacity.figure(by_label)),
-                         ("pareto.png", pareto.figure(by_label))):
-        if figure is not None:
-            figure.savefig(sweep_dir / name)
+    for name, figure in figures(runs).items():
+        figure.savefig(sweep_dir / name)
     path = sweep_dir / "report.md"
     path.write_text(markdown(sweep_dir, runs, notes))
     return path

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 from matplotlib.figure import Figure
 
-from gpt.sweeps.plots import REFERENCE, band
+from gpt.sweeps.plots import LEGEND_INCHES, REFERENCE, band, legend_beside, styles
 from gpt.sweeps.stats import beyond_noise, best_of, stat_cell
 
 BEYOND_NOISE = "▼"
@@ -68,16 +68,18 @@ def levels_figure(summaries: dict[str, list[dict[str, Any]]]) -> Figure | None:
     several = {task: any(s["tokens"] > 1 for c in by_label.values() for seeds in c.values() for s in seeds)
                for task, by_label in data.items()}
     width = max(1 + 2 * several[task] for task in data)
-    fig = Figure(figsize=(5 * width, 3.8 * len(data)), layout="constrained")
+    style_of = styles(summaries)
+    fig = Figure(figsize=(5 * width + LEGEND_INCHES, 3.8 * len(data)), layout="constrained")
     axes = fig.subplots(len(data), width, squeeze=False)
     for row, (task, by_label) in zip(axes, data.items()):
         panels = list(PANELS) if several[task] else ["exact"]  # one-token answers: the three agree
         answers = [s for by_level in by_label.values() for seeds in by_level.values() for s in seeds]
         for ax, panel in zip(row, panels):
             scale, bounds = (1, (0, np.inf)) if panel == "prefix" else (100, (0, 100))
-            for index, (label, by_level) in enumerate(by_label.items()):
+            for label, by_level in by_label.items():
                 x = sorted(by_level)
-                band(ax, x, *mean_std([[scale * s[panel] for s in by_level[lv]] for lv in x]), label, index, bounds)
+                band(ax, x, *mean_std([[scale * s[panel] for s in by_level[lv]] for lv in x]), label, style_of[label],
+                     bounds)
             if panel == "prefix":  # a whole answer: where a copy that never slips would be
                 x = sorted({lv for by_level in by_label.values() for lv in by_level})
                 first = next(iter(by_label.values()))
@@ -91,10 +93,7 @@ def levels_figure(summaries: dict[str, list[dict[str, Any]]]) -> Figure | None:
             ax.grid(alpha=0.3)
         for ax in row[len(panels):]:
             ax.set_visible(False)
-        row[0].legend(fontsize="x-small")
-        if "prefix" in panels:  # its dotted whole-answer line is in no other panel's legend
-            prefix = row[panels.index("prefix")]
-            prefix.legend(handles=prefix.get_lines()[-1:], fontsize="x-small")
+    legend_beside(fig, fig.axes)
     return fig
 
 
@@ -141,14 +140,16 @@ def extrapolation_figure(summaries: dict[str, list[dict[str, Any]]]) -> Figure |
         return None
     fig = Figure(figsize=(12.0, 4.5), layout="constrained")
     by_length, by_position = fig.subplots(1, 2)
-    for index, (label, records) in enumerate(data.items()):
+    style_of = styles(summaries)
+    for label, records in data.items():
         lengths = sorted({n for r in records for n in r["lengths"]}, key=int)
-        band(by_length, [int(n) for n in lengths], *mean_std([loss_at(records, n) for n in lengths]), label, index)
+        band(by_length, [int(n) for n in lengths], *mean_std([loss_at(records, n) for n in lengths]), label,
+             style_of[label])
         longest = lengths[-1]
         curves = [r["lengths"][longest] for r in records if longest in r["lengths"]]
         x = [curves[0]["bin"] * (i + 0.5) for i in range(len(curves[0]["by_position"]))]
         band(by_position, x, *mean_std([list(v) for v in zip(*(c["by_position"] for c in curves))]),
-             f"{label} ({longest})", index)
+             f"{label} ({longest})", style_of[label])
     trained = next(r["trained"] for records in data.values() for r in records)
     for ax in (by_length, by_position):
         ax.axvline(trained, color=REFERENCE, linestyle=":", label=f"trained length {trained}")
