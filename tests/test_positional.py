@@ -10,6 +10,7 @@ import torch
 
 from gpt import GPT, ModelConfig
 from gpt.model.config import INIT_STD
+from gpt.model import positional
 from gpt.model.positional import (POSITIONAL, AlibiPositional, AtPositions, RotaryPositional, SinusoidalPositional,
                                   alibi_slopes, random_positions)
 
@@ -42,6 +43,21 @@ def test_rope_scores_depend_only_on_distance_and_keep_norms() -> None:
     torch.testing.assert_close(score(7, 3), score(12, 8))
     assert not torch.allclose(score(7, 3), score(7, 4))
     torch.testing.assert_close(rope.rotate(q, k, 9)[0].norm(), q.norm())
+
+
+def test_rope_builds_its_angles_once_for_a_prompt_and_the_steps_after_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A prompt of 300 positions, then one position at a time up to twice that: one table, built with the prompt
+    (built for the prompt alone, the first step after it rebuilt the table: 6 ms after 16k tokens)."""
+    builds = []
+    frequencies = positional._inverse_frequencies
+    monkeypatch.setattr(positional, "_inverse_frequencies", lambda *a: builds.append(a) or frequencies(*a))
+    rope, (q, k) = RotaryPositional(), torch.randn(2, 1, 2, 300, 8)
+    whole = rope.rotate(q, k, 0)
+    steps = [rope.rotate(q[:, :, :1], k[:, :, :1], start) for start in range(300, 600)]
+    assert len(builds) == 1
+    fresh = RotaryPositional().rotate(q[:, :, :1], k[:, :, :1], 599)  # a table built for position 599 alone
+    torch.testing.assert_close(steps[-1], fresh)
+    torch.testing.assert_close(rope.rotate(q, k, 0), whole)
 
 
 def test_alibi_bias_is_slope_times_distance() -> None:
