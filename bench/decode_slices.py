@@ -1,0 +1,94 @@
+"""What flash-decoding's slices buy on this CPU: ms per decode step of each variant at a depth, the keys of a step
+cut into slices (model.kernel=sdpa as it runs, gpt/model/attention/kernels.py) against one uncut call, alternated
+in one process (A B A B), medians over rounds and the median of the per-round ratios. The cost command's default
+shape (4 layers x 8 heads x 256 dims, SwiGLU, RoPE, random weights), fp32. Only a step with fewer (sequence,
+key/value head) pairs than threads is cut, so on 2 threads `mha` and `gqa` run the same either way.
+
+    python bench/decode_slices.py                                   # mqa and mla at 16k, batch 1
+    python bench/decode_slices.py --depths 2048 4096 --attention mqa mla gqa --rounds 10
+"""
+from __future__ import annotations
+
+import argparse
+import shlex
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from anywhere without installing
+
+import gpt.model.attention.kernels as kernels  # noqa: E402
+from gpt import GPT, ModelConfig  # noqa: E402
+from gpt.inference.depth import GPTEngine  # noqa: E402
+from gpt.training.checks import cpu_description  # noqa: E402
+
+UNCUT = 2 ** 62  # a slice's fewest keys no step reaches: every call uncut
+STEPS = 24  # decode steps timed per variant, setting and round
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--attention", nargs="+", default=["mqa", "mla"], metavar="VARIANT")
+    parser.add_argument("--depths", nargs="+", type=int, default=[16384], help="tokens in the cache")
+    parser.add_argument("--batch", type=int, default=1)
+    parser.add_argument("--rounds", type=int, default=10, help="alternated rounds; medians reported")
+    args = parser.parse_args(argv)
+    if min(args.depths) < 1 or args.batch < 1 or args.rounds < 1:
+        parser.error("--depths, --batch and --rounds must be at least 1")
+    return args
+
+
+def engine(attention: str, positions: int) -> GPTEngine:
+    cfg = ModelConfig(vocab_size=256, layers=4, heads=8, dim=256, block_size=positions, attention=attention,
+                      pos="rope", mlp="swiglu", kv_heads=2, window=1024, kv_latent_dim=64, kernel="sdpa")
+    torch.manual_seed(0)
+    return GPTEngine(attention, GPT(cfg).eval())
+
+
+SETTINGS = {"uncut": UNCUT, "slices": kernels.MIN_SLICE_KEYS}
+
+
+def step_times(attention: list[str], depth: int, batch: int, rounds: int) -> dict[tuple[str, str], list[float]]:
+    """ms per decode step of each round, by (variant, setting), the settings alternated within each round."""
+    positions = depth + 1 + len(SETTINGS) * rounds * STEPS  # the prompt, then every step of every round
+    engines = {a: engine(a, positions) for a in attention}
+    prompt = torch.randint(0, 256, (batch, depth))
+    times: dict[tuple[str, str], list[float]] = {}
+    try:
+        with torch.inference_mode():
+            states = {a: list(e.prefill(prompt, positions)) for a, e in engines.items()}
+            for _ in range(rounds):
+                for setting, fewest in SETTINGS.items():
+                    kernels.MIN_SLICE_KEYS = fewest
+                    for name, e in engines.items():
+                        cache, token = states[name]
+                        start = time.perf_counter()
+                        for _ in range(STEPS):
+                            token = e.step(token, cache)
+                        times.setdefault((name, setting), []).append((time.perf_counter() - start) / STEPS * 1e3)
+                        states[name][1] = token
+    finally:
+        kernels.MIN_SLICE_KEYS = SETTINGS["slices"]
+    return times
+
+
+def main() -> None:
+    args = parse_args()
+    print(f"command: python {shlex.join(sys.argv)}")
+    print(f"CPU: {cpu_description()}; torch {torch.__version__}, {torch.get_num_threads()} threads; batch {args.batch}")
+    for depth in args.depths:
+        times = step_times(args.attention, depth, args.batch, args.rounds)
+        print(f"depth {depth:,}: ms per decode step, median of {args.rounds} alternated rounds of {STEPS} steps")
+        for name in args.attention:
+            uncut, sliced = times[(name, "uncut")], times[(name, "slices")]
+            ratio = statistics.median(u / s for u, s in zip(uncut, sliced))
+            print(f"  {name:15s} uncut {statistics.median(uncut):6.2f}  slices {statistics.median(sliced):6.2f}  "
+                  f"uncut/slices {ratio:.2f}x (rounds {min(uncut):.2f}-{max(uncut):.2f} "
+                  f"against {min(sliced):.2f}-{max(sliced):.2f})")
+
+
+if __name__ == "__main__":
+    main()
