@@ -16,8 +16,8 @@ import decode_slices  # noqa: E402
 
 def test_only_the_slices_setting_cuts_keys(monkeypatch: pytest.MonkeyPatch) -> None:
     cut_under = []
-    original = kernels.chunked_keys_attention
-    monkeypatch.setattr(kernels, "chunked_keys_attention",
+    original = kernels.sliced_keys_attention
+    monkeypatch.setattr(kernels, "sliced_keys_attention",
                         lambda *args: cut_under.append(kernels.MIN_SLICE_KEYS) or original(*args))
     monkeypatch.setattr(torch, "get_num_threads", lambda: 2)  # mqa's one pair leaves a thread idle
     times = decode_slices.step_times(["mqa"], depth=2048, batch=1, rounds=1)

@@ -233,15 +233,15 @@ def repeated_heads(gqa: GPT, heads: int) -> GPT:
     return mha
 
 
-@pytest.mark.parametrize("batch, kv_heads, keys, chunks", [(1, 1, 2048, 2), (2, 1, 3001, 3), (1, 2, 4100, 4)])
+@pytest.mark.parametrize("batch, kv_heads, keys, slices", [(1, 1, 2048, 2), (2, 1, 3001, 3), (1, 2, 4100, 4)])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_keys_cut_into_slices_give_what_all_the_keys_give(batch: int, kv_heads: int, keys: int, chunks: int,
+def test_keys_cut_into_slices_give_what_all_the_keys_give(batch: int, kv_heads: int, keys: int, slices: int,
                                                           dtype: torch.dtype) -> None:
     """Flash-decoding's merge: each slice's output weighted by its log-sum-exp's share (the keys left over by equal
     slices, 3001 = 3 x 1000 + 1, in a call of their own)."""
     q, k, v = (torch.randn(batch, kv_heads, rows, 16, dtype=dtype) for rows in (8, keys, keys))
     with torch.no_grad():
-        sliced = kernels.chunked_keys_attention(q, k, v, 0.3, chunks)
+        sliced = kernels.sliced_keys_attention(q, k, v, 0.3, slices)
     whole = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), scale=0.3)
     tolerance = {"rtol": 1e-4, "atol": 1e-5} if dtype == torch.float32 else {"rtol": 2e-2, "atol": 2e-3}
     torch.testing.assert_close(sliced.float(), whole, **tolerance)
@@ -255,8 +255,8 @@ def test_a_decode_step_with_threads_left_idle_cuts_its_keys_into_slices(attentio
     thread) cuts its 2,049 keys in 2 slices, and its logits are those of the uncut kernel on one thread; gqa's two
     pairs fill both threads, uncut. Gradients never take the private kernel."""
     cut = []
-    original = kernels.chunked_keys_attention
-    monkeypatch.setattr(kernels, "chunked_keys_attention", lambda *args: cut.append(args[-1]) or original(*args))
+    original = kernels.sliced_keys_attention
+    monkeypatch.setattr(kernels, "sliced_keys_attention", lambda *args: cut.append(args[-1]) or original(*args))
     model = build(make(attention, kernel="sdpa", kv_heads=kv_heads, block_size=2100))
     idx = torch.randint(0, 37, (1, 2049))
 
@@ -271,10 +271,10 @@ def test_a_decode_step_with_threads_left_idle_cuts_its_keys_into_slices(attentio
     assert cut == []
     torch.testing.assert_close(last_step(2), uncut, rtol=1e-4, atol=1e-5)
     assert cut == ([slices] * model.cfg.layers if slices else [])  # each layer's step
-    assert kernels.key_chunks(torch.zeros(1, 1, 4096, 8)) == 1  # with gradients on, as in training
+    assert kernels.key_slices(torch.zeros(1, 1, 4096, 8)) == 1  # with gradients on, as in training
     with torch.no_grad():
-        assert kernels.key_chunks(torch.zeros(1, 1, 4096, 8)) == 2
-        assert kernels.key_chunks(torch.zeros(1, 1, 2047, 8)) == 1  # too few keys for two slices
+        assert kernels.key_slices(torch.zeros(1, 1, 4096, 8)) == 2
+        assert kernels.key_slices(torch.zeros(1, 1, 2047, 8)) == 1  # too few keys for two slices
 
 
 REPEAT = "aten::repeat_interleave"  # what torch's own fallback runs too, when handed shared heads it cannot take

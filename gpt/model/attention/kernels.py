@@ -70,12 +70,12 @@ def _computes_in_fp32(q: torch.Tensor) -> bool:
 
 # torch's CPU flash kernel with each query's log-sum-exp beside its output, which merging slices of keys needs
 FLASH_WITH_LSE = getattr(torch.ops.aten, "_scaled_dot_product_flash_attention_for_cpu", None)
-# Fewest keys a slice: at 512 a slice, merging cost more than the idle thread gave (a 1k-key call of mqa's shape, one
-# AMD EPYC: 42 against 34 us); at 2,048 and up it gained (16k: 207 against 515 us).
+# Fewest keys a slice: cut at 512 keys a slice, one 1k-key call of mqa's shape took 42 us against 34 uncut (AMD EPYC);
+# at 1,024 and more a decode step of mqa gained 1.07x (2k keys) to 1.2-1.3x (4k, 16k): bench/decode_slices.py.
 MIN_SLICE_KEYS = 1024
 
 
-def key_chunks(k: torch.Tensor) -> int:
+def key_slices(k: torch.Tensor) -> int:
     """Slices to cut keys (B, H_kv, S, D) into so every thread has work: torch's CPU flash kernel gives each
     (sequence, key/value head) pair one thread, so a decode step of mqa at batch 1 ran on one thread of two. 1 where
     the pairs already fill the threads, the keys are too few, a GPU computes (its kernels split keys themselves) or
@@ -85,27 +85,27 @@ def key_chunks(k: torch.Tensor) -> int:
     return max(1, min(torch.get_num_threads() // (k.shape[0] * k.shape[1]), k.shape[2] // MIN_SLICE_KEYS))
 
 
-def chunked_keys_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float,
-                           chunks: int) -> torch.Tensor:
-    """Flash-decoding (Dao et al., 2023) on a CPU: queries (B, H_kv, R, D) attend to each of `chunks` equal slices of
-    the keys and values (B, H_kv, S, D) as separate items of one fused call (the keys left over, fewer than `chunks`,
+def sliced_keys_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float,
+                          slices: int) -> torch.Tensor:
+    """Flash-decoding (Dao et al., 2023) on a CPU: queries (B, H_kv, R, D) attend to each of `slices` equal slices of
+    the keys and values (B, H_kv, S, D) as separate items of one fused call (the keys left over, fewer than `slices`,
     in one more), and the slices' outputs are summed weighted by their share of the softmax's normaliser, from each
     slice's log-sum-exp: (B, H_kv, R, Dv), what attending to all the keys at once gives."""
     B, H_kv, R, D = q.shape
-    size = k.shape[2] // chunks
-    even = size * chunks
+    size = k.shape[2] // slices
+    even = size * slices
 
-    def sliced(x: torch.Tensor) -> torch.Tensor:  # (B, H_kv, S, W) -> (B * chunks, H_kv, size, W)
-        return x[:, :, :even].unflatten(2, (chunks, size)).transpose(1, 2).flatten(0, 1)
+    def cut(x: torch.Tensor) -> torch.Tensor:  # (B, H_kv, S, W) -> (B * slices, H_kv, size, W)
+        return x[:, :, :even].unflatten(2, (slices, size)).transpose(1, 2).flatten(0, 1)
 
-    queries = q.unsqueeze(1).expand(B, chunks, H_kv, R, D).flatten(0, 1)  # (B * chunks, H_kv, R, D)
-    out, lse = FLASH_WITH_LSE(queries, sliced(k), sliced(v), scale=scale)  # (B * chunks, H_kv, R, Dv), (.., R)
-    outs, lses = [out.unflatten(0, (B, chunks))], [lse.unflatten(0, (B, chunks))]  # (B, chunks, H_kv, R, ...)
+    queries = q.unsqueeze(1).expand(B, slices, H_kv, R, D).flatten(0, 1)  # (B * slices, H_kv, R, D)
+    out, lse = FLASH_WITH_LSE(queries, cut(k), cut(v), scale=scale)  # (B * slices, H_kv, R, Dv), (.., R)
+    outs, lses = [out.unflatten(0, (B, slices))], [lse.unflatten(0, (B, slices))]  # (B, slices, H_kv, R, ...)
     if even < k.shape[2]:
         rest, rest_lse = FLASH_WITH_LSE(q, k[:, :, even:], v[:, :, even:], scale=scale)
         outs.append(rest.unsqueeze(1))
         lses.append(rest_lse.unsqueeze(1))
-    share = torch.softmax(torch.cat(lses, dim=1), dim=1).unsqueeze(-1)  # (B, slices, H_kv, R, 1)
+    share = torch.softmax(torch.cat(lses, dim=1), dim=1).unsqueeze(-1)  # (B, slices + 1 or slices, H_kv, R, 1)
     return (share * torch.cat(outs, dim=1).float()).sum(dim=1).to(q.dtype)  # (B, H_kv, R, Dv)
 
 
@@ -135,9 +135,9 @@ def sdpa_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: flo
     else:
         mask = mask.reshape(1, kv_heads, -1, mask.shape[-1])  # (1, H_kv, G * T, S): 4-D, which the flash kernel takes
     rows = fold_groups(q, kv_heads)  # (B, H_kv, G * T, D)
-    chunks = key_chunks(k) if mask is None and not dropout else 1
-    if chunks > 1:
-        return unfold_groups(chunked_keys_attention(rows, k, v, scale, chunks), heads)
+    slices = key_slices(k) if mask is None and not dropout else 1
+    if slices > 1:
+        return unfold_groups(sliced_keys_attention(rows, k, v, scale, slices), heads)
     y = F.scaled_dot_product_attention(rows, k, v, attn_mask=mask, dropout_p=dropout, scale=scale)
     return unfold_groups(y, heads)  # (B, H_kv, G * T, Dv) -> (B, H, T, Dv)
 
