@@ -249,4 +249,11 @@ def test_cost_card_and_pareto_plot_price_each_configuration_by_its_formula(sweep
     priced = [label for label in by_config if any(label in by_label for by_label in data.values())]
     assert set(priced) == {"model.heads=2 pos=rope", "model.heads=2 pos=learned"}  # heads=3 cannot build: no point
     assert [t.get_text() for t in fig.legends[0].get_texts()] == priced  # once each, in the report's order
+    rings = sorted(line.get_markersize() for line in fig.axes[0].lines if line.get_markersize() > pareto.MARKER_SIZE)
+    stacked = sorted(size for size in pareto.marker_sizes(next(iter(data.values()))).values()
+                     if size > pareto.MARKER_SIZE)
+    assert rings == stacked  # the first panel's points that others cover get their rings
+    # A stack at one cache size within OVERLAP points shows as rings, the first drawn largest; 15% is apart from it.
+    assert pareto.marker_sizes({"a": (1, 99.9, 0), "b": (1, 100, 0), "c": (1, 99.7, 0), "d": (1, 15, 0),
+                                "e": (2, 99.9, 0)}) == {"a": 12.0, "b": 9.0, "c": 6.0, "d": 6.0, "e": 6.0}
     assert pareto.frontier({"a": (1, 50, 0), "b": (2, 40, 0), "c": (3, 60, 0), "d": (3, 55, 0)}) == [(1, 50), (3, 60)]

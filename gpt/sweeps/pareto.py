@@ -18,6 +18,9 @@ ELEMENT_SIZE = 4  # bytes per cached number: fp32, the dtype a model.pt is saved
 MIB = 2 ** 20
 PANELS_PER_ROW = 3  # more to a row shrinks each panel to unreadable on a report page
 PANEL_INCHES = (5.0, 4.5)  # one panel, at matplotlib's 100 dpi
+MARKER_SIZE = 6.0  # matplotlib's default, in points
+RING = 3.0  # points a marker grows for each drawn over it at the same spot, so it shows as a ring around them
+OVERLAP = 2.0  # percentage points of accuracy within which two markers at one cache size cover each other
 
 
 def cache_bytes(model: dict[str, Any], positions: int) -> int:
@@ -74,6 +77,14 @@ def frontier(by_label: dict[str, tuple[float, float, float]]) -> list[tuple[floa
     return line
 
 
+def marker_sizes(by_label: dict[str, tuple[float, float, float]]) -> dict[str, float]:
+    """Each point's marker size: RING larger for every point drawn after it at the same cache size and within OVERLAP
+    of its accuracy, so a stack shows as rings (the attention presets' four full-head rows share one spot)."""
+    placed = list(by_label.items())
+    return {label: MARKER_SIZE + RING * sum(x == x2 and abs(y - y2) <= OVERLAP for _, (x2, y2, _) in placed[i + 1:])
+            for i, (label, (x, y, _)) in enumerate(placed)}
+
+
 def figure(summaries: dict[str, list[dict[str, Any]]]) -> Any:
     """pareto.png: one panel per capability column, PANELS_PER_ROW to a row, the configurations named once in a legend
     beside them; None when no run recorded both its model and accuracy."""
@@ -90,9 +101,12 @@ def figure(summaries: dict[str, list[dict[str, Any]]]) -> Any:
     for ax in axes[len(data):]:  # the last row's empty places
         fig.delaxes(ax)
     for ax, (column, by_label) in zip(axes, data.items()):
+        sizes = marker_sizes(by_label)
         for label, (x, y, spread) in by_label.items():
-            ax.errorbar(x / MIB, y, yerr=spread, marker=markers[label], color=style_of[label]["color"], capsize=3,
-                        linestyle="none", label=label)
+            look = {"marker": markers[label], "color": style_of[label]["color"], "linestyle": "none"}
+            if sizes[label] > MARKER_SIZE:  # a ring around the points drawn over it; the legend keeps one size
+                ax.plot(x / MIB, y, markersize=sizes[label], **look)
+            ax.errorbar(x / MIB, y, yerr=spread, capsize=3, label=label, **look)
         ax.plot(*zip(*((x / MIB, y) for x, y in frontier(by_label))), color=REFERENCE, linestyle=":", linewidth=1)
         ax.set_xscale("log")
         ax.set(xlabel=f"cache MiB at {PARETO_DEPTH:,} tokens (formula, fp32)", ylabel="held-out exact match %",
