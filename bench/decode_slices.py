@@ -21,7 +21,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from anywhere without installing
 
 import gpt.model.attention.kernels as kernels  # noqa: E402
-from gpt import GPT, ModelConfig  # noqa: E402
+from gpt import GPT  # noqa: E402
+from gpt.inference import cost  # noqa: E402
 from gpt.inference.depth import GPTEngine  # noqa: E402
 from gpt.training.checks import cpu_description  # noqa: E402
 
@@ -42,10 +43,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def engine(attention: str, positions: int) -> GPTEngine:
-    cfg = ModelConfig(vocab_size=256, layers=4, heads=8, dim=256, block_size=positions, attention=attention,
-                      pos="rope", mlp="swiglu", kv_heads=2, window=1024, kv_latent_dim=64, kernel="sdpa")
+    """The variant at the cost command's default shape, random weights."""
+    shape = argparse.ArgumentParser()
+    cost.add_arguments(shape)
     torch.manual_seed(0)
-    return GPTEngine(attention, GPT(cfg).eval())
+    return GPTEngine(attention, GPT(cost.shape_config(shape.parse_args([]), attention, "sdpa", positions)).eval())
 
 
 SETTINGS = {"uncut": UNCUT, "slices": kernels.MIN_SLICE_KEYS}
