@@ -7,6 +7,8 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
+from matplotlib.figure import Figure
+
 from gpt.sweeps import capability, pareto
 from gpt.sweeps.plots import REFERENCE
 
@@ -59,10 +61,8 @@ def markdown(summaries: dict[str, list[dict[str, Any]]]) -> list[str]:
                     "![recall accuracy against state size](capacity.png)", ""]
 
 
-def figure(summaries: dict[str, list[dict[str, Any]]]) -> Any:
+def figure(summaries: dict[str, list[dict[str, Any]]]) -> Figure | None:
     """capacity.png: a panel per pair count, or None when the sweep does not vary state on recall."""
-    from matplotlib.figure import Figure  # matplotlib only when a report is written
-
     found = states(summaries)
     if not found:
         return None

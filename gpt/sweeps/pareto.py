@@ -7,6 +7,8 @@ import math
 import statistics
 from typing import Any
 
+from matplotlib.figure import Figure
+
 from gpt.model.attention import ATTENTION
 from gpt.model.config import ModelConfig
 from gpt.sweeps import capability
@@ -85,11 +87,9 @@ def marker_sizes(by_label: dict[str, tuple[float, float, float]]) -> dict[str, f
             for i, (label, (x, y, _)) in enumerate(placed)}
 
 
-def figure(summaries: dict[str, list[dict[str, Any]]]) -> Any:
+def figure(summaries: dict[str, list[dict[str, Any]]]) -> Figure | None:
     """pareto.png: one panel per capability column, PANELS_PER_ROW to a row, the configurations named once in a legend
     beside them; None when no run recorded both its model and accuracy."""
-    from matplotlib.figure import Figure  # matplotlib only when a report is written
-
     data = points(summaries)
     if not data:
         return None

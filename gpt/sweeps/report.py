@@ -23,10 +23,12 @@ from typing import Any
 import yaml
 from hydra.core.utils import JobReturn, JobStatus
 from hydra.experimental.callback import Callback
+from matplotlib.figure import Figure
 from omegaconf import DictConfig
 
 from gpt.sweeps import capability, capacity, pareto, scaling
 from gpt.sweeps.best_of import best_settings
+from gpt.sweeps.plots import loss_figure, matrix_figure, styles
 from gpt.sweeps.stats import beyond_noise, best_of, stat_cell
 from gpt.training.run_folder import NOT_IDENTITY, SUMMARY, read_history, read_summary, record_failure
 
@@ -237,11 +239,9 @@ def curves(runs: list[Run]) -> dict[str, dict[str, list[float]]]:
     return result
 
 
-def figures(runs: list[Run]) -> dict[str, Any]:
+def figures(runs: list[Run]) -> dict[str, Figure]:
     """The report's figures by file name: loss.png, and where runs recorded them matrix.png, levels.png,
     extrapolation.png, capacity.png and pareto.png, each configuration in one style throughout."""
-    from gpt.sweeps.plots import loss_figure, matrix_figure, styles  # matplotlib only when a report is written
-
     by_label = summaries(runs)
     found = {"loss.png": loss_figure(curves(runs), styles(by_label))}
     rows, columns, means = capability.matrix(by_label)
