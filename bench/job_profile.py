@@ -34,7 +34,8 @@ from gpt.training.preflight import compose_train, explain  # noqa: E402
 CONFIGS = ROOT / "configs"
 
 
-def count(least: int) -> type:
+def count(least: int) -> Callable[[str], int]:
+    """An argparse type: an integer of at least `least`."""
     def parse(text: str) -> int:
         value = int(text)
         if value < least:
