@@ -126,6 +126,17 @@ def test_window_chunks_batched_into_one_call_equal_the_blocks(pos: str, kernel: 
     torch.testing.assert_close(model(idx[:, 6:], caches), blocks_after, rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.parametrize("kernel", list(KERNELS))
+def test_a_prompt_after_cached_ones_that_fills_the_ring_sees_what_the_whole_sees(kernel: str) -> None:
+    """A window of 4 fed 3 tokens at a time: the second prompt's keys join the 3 kept before the ring has wrapped,
+    when the kept keys are views of slots that this prompt's own positions are written into."""
+    model = build(make("sliding_window", "learned", kernel=kernel, window=4))
+    idx = torch.randint(0, 37, (2, 16))
+    caches = model.new_caches(2)
+    chunks = torch.cat([model(idx[:, t:t + 3], caches) for t in range(0, 16, 3)], dim=1)
+    torch.testing.assert_close(chunks, model(idx), rtol=1e-4, atol=1e-5)
+
+
 def test_window_chunks_that_see_too_far_are_caught(monkeypatch: pytest.MonkeyPatch) -> None:
     """The negative control: chunks whose band mask forgets the window (every earlier key of the two chunks)
     differ from the blocks."""
