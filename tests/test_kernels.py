@@ -288,6 +288,22 @@ def test_a_decode_step_with_threads_left_idle_cuts_its_keys_into_slices(attentio
         assert kernels.key_slices(torch.zeros(1, 1, 2047, 8)) == 1  # too few keys for two slices
 
 
+def test_a_decode_step_cut_into_slices_runs_under_autocast(monkeypatch: pytest.MonkeyPatch) -> None:
+    """bf16 autocast over a model and cache in fp32 hands the kernel bf16 queries and fp32 keys: torch's sdpa casts
+    them itself, the private kernel the slices go to is no autocast op and refused the mix."""
+    model = build(make("mqa", kernel="sdpa", kv_heads=1, block_size=2100))
+    idx = torch.randint(0, 37, (1, 2049))
+
+    def last_step(threads: int) -> torch.Tensor:
+        monkeypatch.setattr(torch, "get_num_threads", lambda: threads)
+        with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+            caches = model.new_caches(1)
+            model(idx[:, :-1], caches)
+            return model(idx[:, -1:], caches).float()
+
+    torch.testing.assert_close(last_step(2), last_step(1), rtol=2e-2, atol=2e-2)
+
+
 REPEAT = "aten::repeat_interleave"  # what torch's own fallback runs too, when handed shared heads it cannot take
 
 

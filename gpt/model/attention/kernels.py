@@ -137,6 +137,9 @@ def sdpa_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: flo
     rows = fold_groups(q, kv_heads)  # (B, H_kv, G * T, D)
     slices = key_slices(k) if mask is None and not dropout else 1
     if slices > 1:
+        if torch.is_autocast_enabled(q.device.type):  # the private kernel is no autocast op: cast as sdpa's would be
+            dtype = torch.get_autocast_dtype(q.device.type)
+            rows, k, v = rows.to(dtype), k.to(dtype), v.to(dtype)
         return unfold_groups(sliced_keys_attention(rows, k, v, scale, slices), heads)
     y = F.scaled_dot_product_attention(rows, k, v, attn_mask=mask, dropout_p=dropout, scale=scale)
     return unfold_groups(y, heads)  # (B, H_kv, G * T, Dv) -> (B, H, T, Dv)
