@@ -7,8 +7,9 @@ from dataclasses import replace
 
 import pytest
 import torch
+from torch.nn import functional as F
 
-from gpt import GPT, ModelConfig
+from gpt import GPT, ModelConfig, generate
 from gpt.model.config import INIT_STD
 from gpt.model import positional
 from gpt.model.positional import (POSITIONAL, AlibiPositional, AtPositions, RotaryPositional, SinusoidalPositional,
@@ -58,6 +59,16 @@ def test_rope_builds_its_angles_once_for_a_prompt_and_the_steps_after_it(monkeyp
     fresh = RotaryPositional().rotate(q[:, :, :1], k[:, :, :1], 599)  # a table built for position 599 alone
     torch.testing.assert_close(steps[-1], fresh)
     torch.testing.assert_close(rope.rotate(q, k, 0), whole)
+
+
+def test_rope_angles_built_while_generating_still_train() -> None:
+    """Sampling before training (generate runs under inference mode) builds the table that training then reads:
+    an inference tensor there would make the next backward fail."""
+    model = GPT(replace(CFG, pos="rope"))
+    idx = torch.randint(0, 37, (2, 16))
+    generate(model, idx[:, :4], 3, temperature=0)
+    F.cross_entropy(model(idx).flatten(0, 1), idx.flatten()).backward()
+    assert model.tok_emb.weight.grad is not None
 
 
 def test_alibi_bias_is_slope_times_distance() -> None:

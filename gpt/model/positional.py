@@ -151,10 +151,13 @@ class RotaryPositional(Positional):
         if cos is None or cos.shape[0] < end:
             # Built for twice the positions asked, so the decode steps after a prompt find theirs: built for the
             # prompt alone, the first step after 16k tokens rebuilt it (6 ms, where a step of linear takes 1).
-            positions = torch.arange(max(2 * end, 256), device=device, dtype=torch.float32)
-            angles = torch.outer(positions, _inverse_frequencies(width, self.base).to(device))  # (P, D/2)
-            angles = torch.cat([angles, angles], dim=-1)  # (P, D)
-            cos, sin = self._tables[(width, device)] = angles.cos(), angles.sin()
+            # Built as normal tensors even while generating under inference mode: kept for later calls, an inference
+            # tensor would be refused by autograd in the next training step ("cannot be saved for backward").
+            with torch.inference_mode(False):
+                positions = torch.arange(max(2 * end, 256), device=device, dtype=torch.float32)
+                angles = torch.outer(positions, _inverse_frequencies(width, self.base).to(device))  # (P, D/2)
+                angles = torch.cat([angles, angles], dim=-1)  # (P, D)
+                cos, sin = self._tables[(width, device)] = angles.cos(), angles.sin()
         return cos, sin
 
     def rotate(self, q: torch.Tensor, k: torch.Tensor, start: Start) -> tuple[torch.Tensor, torch.Tensor]:
