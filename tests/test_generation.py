@@ -1,4 +1,6 @@
 import dataclasses
+import warnings
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -113,3 +115,22 @@ def test_a_step_that_does_not_export_decodes_through_torch_compile(tiny_cfg: Mod
     with pytest.warns(UserWarning, match=r"did not export \(UserError\); compiling it with torch.compile"):
         assert torch.equal(generate(decoding, idx, 8, temperature=0), eager)
     assert decoding.steps == {1: None}
+
+
+def test_a_rope_step_exports_after_a_prompt_shorter_than_half_the_block(tiny_cfg: ModelConfig,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """RoPE's angle table, built for twice a 3-token prompt (256 positions at least), ended inside the step's
+    range of lengths (1 to 298 here): export refused that guard, and a rope model with a block over 258 positions
+    decoded a short prompt through the slower torch.compile. The ahead-of-time compile itself is stubbed out: only
+    whether the step exports is asked."""
+    monkeypatch.setattr("torch._inductor.aoti_compile_and_package", lambda exported, **kwargs: exported)
+    monkeypatch.setattr("torch._inductor.aoti_load_package",
+                        lambda package: SimpleNamespace(loader=SimpleNamespace(boxed_run=package)))
+    model = build(dataclasses.replace(tiny_cfg, pos="rope", block_size=300))
+    caches = model.new_caches(1)
+    decoding = compile_for_decoding(model)
+    torch._dynamo.reset()
+    with torch.inference_mode(), warnings.catch_warnings():
+        warnings.filterwarnings("error", message="the decode step did not export")
+        model(torch.zeros(1, 3, dtype=torch.long), caches)
+        assert decoding._compile_step(1, caches) is not None

@@ -113,6 +113,10 @@ class CompiledDecoding:
         example = (torch.zeros(batch, 1, dtype=torch.long, device=self.positions.device), self.positions[:2], buffers)
         # The step that fills the cache is left out: a slice that ends at the buffer's end is a special case.
         length = torch.export.Dim("length", min=1, max=self.cfg.block_size - 2)
+        with torch.no_grad():
+            # One eager step at the longest length first: state the model grows as it goes (RoPE's angle table, built
+            # for twice a short prompt) would otherwise end inside the range, on a guard export refuses.
+            _OneTokenStep(self.model)(example[0], self.positions[:self.cfg.block_size - 2], buffers)
         try:
             with torch.no_grad():
                 exported = torch.export.export(_OneTokenStep(self.model), example,
