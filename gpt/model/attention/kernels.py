@@ -4,7 +4,8 @@ scaled_dot_product_attention (FlashAttention, Dao et al. 2022), which never form
 
 Both take one block of queries against the keys it may see. Grouped key/value heads (GQA, MQA, absorbed MLA)
 are never repeated per query head: each key/value head's query heads are folded into its rows instead. On a CPU a
-decode step with fewer (sequence, key/value head) pairs than threads cuts its keys into slices (flash-decoding)."""
+decode step with at most half as many (sequence, key/value head) pairs as threads cuts its keys into slices
+(flash-decoding)."""
 from __future__ import annotations
 
 from collections.abc import Callable
