@@ -74,3 +74,18 @@ def test_a_bad_flag_is_one_line(flags: list[str], message: str, tmp_path: Path, 
     assert main(["cost", *flags, "--out", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert err.startswith(message) and err.count("\n") == 1, err
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--pos", "rop"], "error: --pos rop is unknown; choose from: "),
+    (["--dim", "40", "--heads", "8"], "error: pos=rope needs an even head width, got dim/heads=5"),
+])
+def test_a_pos_no_row_can_take_is_refused(flags: list[str], message: str, tmp_path: Path,
+                                          capsys: pytest.CaptureFixture) -> None:
+    # Falling back to learned positions is for a variant that cannot take --pos (torch_mha with RoPE); a --pos that
+    # is unknown, or that the shape cannot take, was measured with learned positions in every row, unsaid.
+    assert main(["cost", *TINY, *flags, "--attention", "mha", "--depths", "4", "--batch", "1", "--repeats", "1",
+                 "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(message) and err.count("\n") == 1, err
+    assert not (tmp_path / "cost.json").exists()

@@ -21,6 +21,7 @@ from gpt.model.attention import ATTENTION
 from gpt.model.attention.kernels import KERNELS
 from gpt.model.config import ModelConfig
 from gpt.model.gpt import GPT, check_parts
+from gpt.model.positional import POSITIONAL
 
 VARIANTS = ["mha", "gqa", "mqa", "mla", "sliding_window", "linear"]
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
@@ -59,7 +60,8 @@ def check_args(args: argparse.Namespace) -> None:
                               ("--new-tokens", [args.new_tokens], 1), ("--repeats", [args.repeats], 1)):
         if any(v < low for v in values):
             raise ValueError(f"{flag} {' '.join(map(str, values))}: each must be {low} or more")
-    for flag, values, known in (("--attention", args.attention, ATTENTION), ("--kernel", args.kernel, KERNELS)):
+    for flag, values, known in (("--attention", args.attention, ATTENTION), ("--kernel", args.kernel, KERNELS),
+                                ("--pos", [args.pos], POSITIONAL)):
         unknown = [v for v in values if v not in known]
         if unknown:
             raise ValueError(f"{flag} {unknown[0]} is unknown; choose from: {', '.join(known)}")
@@ -81,6 +83,9 @@ def shape_config(args: argparse.Namespace, attention: str, kernel: str, block_si
     cfg = ModelConfig(vocab_size=args.vocab, layers=args.layers, heads=args.heads, dim=args.dim, block_size=block_size,
                       attention=attention, pos=args.pos, mlp=args.mlp, kv_heads=args.kv_heads, window=args.window,
                       kv_latent_dim=args.latent, kernel=kernel)
+    # Only a variant that cannot take --pos falls back to learned positions: a shape --pos itself cannot take (RoPE
+    # with an odd head width) would otherwise measure every row with learned positions, and say nothing.
+    POSITIONAL[cfg.pos].validate(cfg)
     try:
         check_parts(cfg)
     except ValueError:
