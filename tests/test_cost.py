@@ -89,3 +89,15 @@ def test_a_pos_no_row_can_take_is_refused(flags: list[str], message: str, tmp_pa
     err = capsys.readouterr().err
     assert err.startswith(message) and err.count("\n") == 1, err
     assert not (tmp_path / "cost.json").exists()
+
+
+def test_an_out_that_cannot_be_a_folder_is_one_line_before_measuring(tmp_path: Path,
+                                                                     capsys: pytest.CaptureFixture) -> None:
+    # --out names a folder; given the path of a file (cost.png of an earlier run), mkdir raised a traceback.
+    (tmp_path / "cost.png").touch()
+    assert main(["cost", *TINY, "--attention", "mha", "--depths", "4", "--batch", "1", "--repeats", "1",
+                 "--out", str(tmp_path / "cost.png")]) == 2
+    out, err = capsys.readouterr()
+    assert err.startswith(f"error: --out {tmp_path / 'cost.png'}: cannot make that folder") and \
+        err.count("\n") == 1, err
+    assert "batch 1 depth 4" not in out  # refused before any measuring

@@ -86,6 +86,16 @@ def test_export_mistakes_are_one_line_each(tmp_path: Path, tiny_cfg: ModelConfig
     assert not (tmp_path / "out").exists()
 
 
+def test_export_to_a_folder_that_cannot_be_made_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    # The folder is made only when the weights are written, so a --to under a file was a NotADirectoryError traceback.
+    save_model(tmp_path / "model.pt", build(ModelConfig(vocab_size=8, **SWIGLU_PARTS)), CharTokenizer(list("abc")))
+    (tmp_path / "notes.txt").touch()
+    assert cli(["export", "--ckpt", str(tmp_path / "model.pt"), "--to", str(tmp_path / "notes.txt" / "llama")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: --to {tmp_path / 'notes.txt' / 'llama'}: cannot write there") and \
+        err.count("\n") == 1, err
+
+
 def random_gpt2_folder(folder: Path) -> Path:
     """What a user's downloaded GPT-2 folder looks like, at a tiny size: GPT-2's vocabulary, random weights."""
     torch.manual_seed(0)

@@ -62,4 +62,8 @@ def run(args: argparse.Namespace) -> None:
     if args.to.exists() and (not args.to.is_dir() or any(args.to.iterdir())):
         raise ValueError(f"--to {args.to} already exists and is not an empty folder: name a new one")
     model, tokenizer = load_checkpoint(args.ckpt or newest_checkpoint())
-    print(save_hf(model, tokenizer, args.to))
+    try:
+        print(save_hf(model, tokenizer, args.to))
+    except OSError as err:  # a --to under a file, or where nothing may be written: one line, not a traceback
+        raise ValueError(f"--to {args.to}: cannot write there ({err.strerror}: {err.filename}): name a new folder "
+                         "in one that exists") from None

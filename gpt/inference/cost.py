@@ -261,12 +261,16 @@ def figure(rows: list[dict[str, Any]], machine: str) -> Any:
 def run(args: argparse.Namespace) -> None:
     """Measure each attention variant's prefill, decode, peak memory and cache bytes at depth, beside Hugging Face."""
     check_args(args)
+    out = Path(args.out)
+    try:  # before any measuring: a run of minutes must not end in a traceback for want of a folder
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise ValueError(f"--out {args.out}: cannot make that folder ({err.strerror}: {err.filename}): pass --out a "
+                         "folder, new or existing") from None
     block_size = max(args.depths) + args.new_tokens
     engines = tinygpt_engines(args, block_size)
     if args.hf:
         engines += hf_engines(args, [e.model.cfg for e in engines])
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
     cfg = engines[0].model.cfg
     if sys.argv[1:2] == ["cost"]:  # run by the front door, not called from Python
         print(f"command: python -m gpt cost {shlex.join(sys.argv[2:])}")
