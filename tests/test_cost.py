@@ -101,3 +101,21 @@ def test_an_out_that_cannot_be_a_folder_is_one_line_before_measuring(tmp_path: P
     assert err.startswith(f"error: --out {tmp_path / 'cost.png'}: cannot make that folder") and \
         err.count("\n") == 1, err
     assert "batch 1 depth 4" not in out  # refused before any measuring
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--attention", "mha", "gqa", "mha"], "error: --attention mha gqa mha: mha is named twice; name each once"),
+    (["--kernel", "sdpa", "sdpa"], "error: --kernel sdpa sdpa: sdpa is named twice; name each once"),
+    (["--depths", "4", "4"], "error: --depths 4 4: 4 is named twice; name each once"),
+    (["--batch", "1", "1"], "error: --batch 1 1: 1 is named twice; name each once"),
+])
+def test_a_value_named_twice_is_refused(flags: list[str], message: str, tmp_path: Path,
+                                        capsys: pytest.CaptureFixture) -> None:
+    # Rows are keyed by name and tables by batch and depth, so a value named twice printed repeated rows, each the
+    # median of every copy's rounds together.
+    small = {"--attention": ["mha"], "--kernel": ["sdpa"], "--depths": ["4"], "--batch": ["1"]}
+    small[flags[0]] = flags[1:]
+    assert main(["cost", *TINY, *(a for flag, values in small.items() for a in (flag, *values)), "--repeats", "1",
+                 "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(message) and err.count("\n") == 1, err

@@ -60,6 +60,12 @@ def check_args(args: argparse.Namespace) -> None:
                               ("--new-tokens", [args.new_tokens], 1), ("--repeats", [args.repeats], 1)):
         if any(v < low for v in values):
             raise ValueError(f"{flag} {' '.join(map(str, values))}: each must be {low} or more")
+    # Rows are keyed by name and tables by batch and depth: a value named twice merged its rounds into repeated rows.
+    for flag, values in (("--attention", args.attention), ("--kernel", args.kernel), ("--depths", args.depths),
+                         ("--batch", args.batch)):
+        twice = next((v for i, v in enumerate(values) if v in values[:i]), None)
+        if twice is not None:
+            raise ValueError(f"{flag} {' '.join(map(str, values))}: {twice} is named twice; name each once")
     for flag, values, known in (("--attention", args.attention, ATTENTION), ("--kernel", args.kernel, KERNELS),
                                 ("--pos", [args.pos], POSITIONAL)):
         unknown = [v for v in values if v not in known]
