@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -77,7 +78,12 @@ def attention_map_png(text_model: TextModel, prompt: str, path: str) -> str:
     if not prompt:
         raise ValueError("the prompt is empty: pass --prompt TEXT to draw attention over")
     ids = text_model.prompt_ids(prompt)
-    attention_map(text_model.model, ids, text_model.tokenizer).savefig(path)
+    # The format named outright: from a name without a suffix matplotlib would write `path`.png, not the file named.
+    fmt = Path(path).suffix[1:].lower() or "png"
+    try:
+        attention_map(text_model.model, ids, text_model.tokenizer).savefig(path, format=fmt)
+    except ValueError as err:  # a suffix matplotlib cannot draw (maps.txt): its own line named no flag
+        raise ValueError(f"--attention-map {path}: {err}; end the name in .png") from None
     return f"attention of every layer (rows) and head (columns) over {len(ids)} tokens"
 
 

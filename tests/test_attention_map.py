@@ -68,3 +68,15 @@ def test_cli_draws_a_variant_that_never_forms_weights(tmp_path: Path, tokenizer:
     assert generate.main(["--ckpt", str(save(tmp_path, cfg, tokenizer)), "--prompt", PROMPT,
                           "--attention-map", str(out)]) == 0
     assert imread(out).shape[0] > 0
+
+
+def test_cli_writes_the_file_it_names(tmp_path: Path, cfg: ModelConfig, tokenizer: WordTokenizer,
+                                      capsys: pytest.CaptureFixture) -> None:
+    # matplotlib adds .png to a name without a suffix, so "wrote maps" named a file that was not there.
+    ckpt = str(save(tmp_path, cfg, tokenizer))
+    assert generate.main(["--ckpt", ckpt, "--prompt", PROMPT, "--attention-map", str(tmp_path / "maps")]) == 0
+    assert imread(tmp_path / "maps", format="png").shape[0] > 0 and not (tmp_path / "maps.png").exists()
+    capsys.readouterr()
+    assert generate.main(["--ckpt", ckpt, "--prompt", PROMPT, "--attention-map", str(tmp_path / "maps.txt")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: --attention-map {tmp_path / 'maps.txt'}: ") and err.count("\n") == 1, err
