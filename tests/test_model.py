@@ -1,9 +1,10 @@
+import re
 from pathlib import Path
 
 import pytest
 import torch
 
-from gpt import GPT, ModelConfig, load_checkpoint
+from gpt import GPT, ModelConfig, generate, load_checkpoint
 from gpt.data.tokenizers import CharTokenizer
 from gpt.inference.checkpoint import save_model
 from tests.conftest import build
@@ -89,6 +90,16 @@ def test_an_unknown_init_is_named_with_the_choices() -> None:
 def test_too_long_input_is_refused(tiny_cfg: ModelConfig) -> None:
     with pytest.raises(ValueError, match="exceeds block_size=16"):
         build(tiny_cfg)(torch.zeros(1, 17, dtype=torch.long))
+
+
+@pytest.mark.parametrize("shape", [(5,), (1, 0), (1, 2, 3)])
+def test_ids_not_shaped_batch_by_length_are_refused_naming_the_shape(tiny_cfg: ModelConfig,
+                                                                     shape: tuple[int, ...]) -> None:
+    # A single sequence (T,) or an empty prompt reached torch as "tuple index out of range" or a failed reshape.
+    model = build(tiny_cfg).eval()
+    for call in (lambda ids: model(ids), lambda ids: generate(model, ids, 2, temperature=0)):
+        with pytest.raises(ValueError, match=rf"token ids of shape {re.escape(str(shape))}: pass a \(batch, length\)"):
+            call(torch.zeros(shape, dtype=torch.long))
 
 
 def test_attention_maps_are_causal_rows_that_sum_to_one(tiny_cfg: ModelConfig) -> None:

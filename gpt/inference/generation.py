@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import torch
 from torch.nn import functional as F
 
-from gpt.model.gpt import GPT
+from gpt.model.gpt import GPT, check_ids
 
 
 def check_sampling(temperature: float, top_k: int | None, top_p: float | None, max_new_tokens: int) -> None:
@@ -59,6 +59,7 @@ def stream(model: GPT, idx: torch.Tensor, max_new_tokens: int, temperature: floa
     uncached model sees, so both paths choose the same tokens. Until then a cached step feeds the
     model only the new token: no copy of the context, and no host sync unless a stop token is set."""
     check_sampling(temperature, top_k, top_p, max_new_tokens)
+    check_ids(idx)
     if max_new_tokens == 0:
         return
     block_size = model.cfg.block_size

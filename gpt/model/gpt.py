@@ -30,6 +30,15 @@ def check_parts(cfg: ModelConfig) -> None:
     ATTENTION[cfg.attention].validate(cfg)
 
 
+def check_ids(idx: torch.Tensor) -> None:
+    """Raise ValueError naming the fix unless idx is token ids (B, T) with T >= 1: torch's own errors for a single
+    sequence (T,) or an empty prompt ("tuple index out of range", "cannot reshape tensor of 0 elements") name
+    neither the shape expected nor the fix."""
+    if idx.dim() != 2 or idx.shape[1] == 0:
+        raise ValueError(f"token ids of shape {tuple(idx.shape)}: pass a (batch, length) tensor with length >= 1, "
+                         "e.g. ids[None] for one sequence")
+
+
 class GPT(nn.Module):
     def __init__(self, cfg: ModelConfig) -> None:
         check_parts(cfg)
@@ -70,6 +79,7 @@ class GPT(nn.Module):
 
     def forward(self, idx: torch.Tensor, caches: list | None = None) -> torch.Tensor:
         """Token ids (B, T) -> logits (B, T, vocab_size). With caches, idx continues the cached positions."""
+        check_ids(idx)
         if self.shapes_pending:
             self.shapes_pending = False
             with print_shapes(self, idx):
