@@ -324,6 +324,10 @@ def user_error(tmp_path: Path, case: str) -> tuple[dict, str]:
     if case in ("a number", "null"):  # the field is there, but holds no string
         jsonl.write_text(f'{{"text": "fine"}}\n{{"text": {123 if case == "a number" else "null"}}}\n')
         return {"path": str(jsonl)}, rf"^{jsonl}:2 field 'text' is {case}, not a string: make it a string, or set data."
+    if case == "lone surrogate":  # valid JSON, but no UTF-8 text: once a codec error naming no file or line
+        jsonl.write_text('{"text": "fine"}\n{"text": "half \\ud83d a pair"}\n')
+        return {"path": str(jsonl)}, (rf"^{jsonl}:2 field 'text' holds \\ud83d, half of a UTF-16 surrogate pair "
+                                      r"without its other half \(not a character\): fix or delete that line$")
     if case == "no column":
         import pyarrow as pa
         import pyarrow.parquet as pq
@@ -352,8 +356,8 @@ def user_error(tmp_path: Path, case: str) -> tuple[dict, str]:
             "or prepare it again with --tokenizer gpt2$")
 
 
-@pytest.mark.parametrize("case", ["not json", "no field", "a number", "null", "no column", "numbers column",
-                                  "arrow numbers column", "not parquet", "another tokenizer"])
+@pytest.mark.parametrize("case", ["not json", "no field", "a number", "null", "lone surrogate", "no column",
+                                  "numbers column", "arrow numbers column", "not parquet", "another tokenizer"])
 def test_bad_inputs_are_one_line_naming_the_file_and_the_fix(tmp_path: Path, case: str) -> None:
     kwargs, pattern = user_error(tmp_path, case)
     inputs = files_in(tmp_path)

@@ -4,6 +4,7 @@ a line-aligned piece of about `doc_bytes` of a longer plain-text document. A par
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,6 +14,7 @@ UNIT_BYTES = 4 << 20  # one task of a worker: big enough to amortize dispatch, s
 MARKER = b"<|endoftext|>"  # separates documents in a text file (TinyStories' convention)
 JSON_TYPES = {bool: "true or false", int: "a number", float: "a number", type(None): "null", list: "an array",
               dict: "an object"}  # what a JSON value that is not a string is, as JSON names it
+SURROGATE = re.compile("[\ud800-\udfff]")  # half of a UTF-16 pair: JSON can escape one alone, UTF-8 cannot hold it
 
 
 @dataclass(frozen=True)
@@ -178,6 +180,12 @@ class JsonlFormat:
             if not isinstance(text, str):
                 raise ValueError(f"{unit.path}:{number} field {text_field!r} is {JSON_TYPES[type(text)]}, not a "
                                  "string: make it a string, or set data.text_field=<the key that holds the text>")
+            # Only a \u escape gives a lone surrogate (json.loads refuses one in UTF-8), which no tokenizer
+            # and no hash can encode.
+            if b"\\u" in raw and (half := SURROGATE.search(text)):
+                raise ValueError(f"{unit.path}:{number} field {text_field!r} holds \\u{ord(half[0]):04x}, half of a "
+                                 "UTF-16 surrogate pair without its other half (not a character): fix or delete that "
+                                 "line")
             if text:
                 yield Part(text, True)
 
