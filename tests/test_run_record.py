@@ -14,7 +14,8 @@ from omegaconf import OmegaConf
 from gpt import ModelConfig
 from gpt.sweeps.report import WriteReport
 from gpt.inference.depth import tensor_bytes
-from gpt.training.run_record import RunRecord, kv_cache_bytes_per_token
+from gpt.training.run_folder import read_summary, record_failure, write_history, write_summary
+from gpt.training.run_record import RunRecord, finished_line, kv_cache_bytes_per_token
 from tests.conftest import build
 
 
@@ -77,3 +78,21 @@ def test_a_resumed_run_drops_the_validation_its_stop_made_off_the_schedule(tmp_p
     record = RunRecord(tmp_path)
     record.on_train_start(trainer, SimpleNamespace(device=torch.device("cpu")))
     assert [row["step"] for row in record.history] == kept
+
+
+@pytest.mark.parametrize("name, damage", [("summary.json", b'{"status": "o'), ("summary.json", b"[]"),
+                                          ("history.csv", b"step,wall_s,val_loss\n5,0.5,2.0\n10,1.0"),
+                                          ("history.csv", b"step,wall_s\n5,0.5,2.0,extra\n")])
+def test_a_damaged_record_is_one_line_naming_it_and_a_failure_replaces_it(tmp_path: Path, name: str,
+                                                                           damage: bytes) -> None:
+    """resume=true reads both records first, and a sweep's report reads every job's: a record cut short by a
+    disk fault was a JSONDecodeError naming no file, or a TypeError traceback."""
+    write_summary(tmp_path, {"status": "ok", "steps": 10, "wall_s": 1.0})
+    write_history(tmp_path, [{"step": 5, "wall_s": 0.5, "val_loss": 2.0}])
+    (tmp_path / name).write_bytes(damage)
+    with pytest.raises(ValueError, match=rf"^{tmp_path / name} is damaged \(.+\): delete it") as err:
+        finished_line(tmp_path)
+    assert "\n" not in str(err.value)
+    if name == "summary.json":  # no finished run's record: a job failing in this folder records its failure
+        record_failure(tmp_path, "boom")
+        assert read_summary(tmp_path) == {"status": "failed", "reason": "boom"}

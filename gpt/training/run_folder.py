@@ -30,9 +30,23 @@ def write_summary(run_dir: Path, summary: dict[str, Any]) -> None:
     atomic_write(run_dir / SUMMARY, (json.dumps(summary, indent=2) + "\n").encode())
 
 
+def damaged(path: Path, what: str) -> ValueError:
+    """One line for a record that cannot be read (a disk fault, a hand edit): written atomically, it is never torn
+    by a killed run, so only deleting it helps."""
+    return ValueError(f"{path} is damaged ({what}): delete it (the run's checkpoints and model.pt do not need it)")
+
+
 def read_summary(run_dir: Path) -> dict[str, Any] | None:
     path = run_dir / SUMMARY
-    return json.loads(path.read_text()) if path.is_file() else None
+    if not path.is_file():
+        return None
+    try:
+        summary = json.loads(path.read_text())
+    except ValueError as err:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
+        raise damaged(path, str(err).splitlines()[0]) from None
+    if not isinstance(summary, dict):
+        raise damaged(path, "not a JSON object")
+    return summary
 
 
 def finished(run_dir: Path) -> bool:
@@ -43,7 +57,11 @@ def finished(run_dir: Path) -> bool:
 def record_failure(run_dir: Path, error: BaseException | str) -> None:
     """Mark a run failed with a one-line reason, so the report shows it as a failed row; a finished run's record
     is never replaced (a later attempt in its folder that fails leaves the results it had)."""
-    if finished(run_dir):
+    try:
+        done = finished(run_dir)
+    except ValueError:  # a damaged record is no finished run's: the failure replaces it
+        done = False
+    if done:
         print(f"kept the finished run's record in {run_dir}", file=sys.stderr)
         return
     if isinstance(error, str):
@@ -65,11 +83,16 @@ def write_history(run_dir: Path, rows: list[dict[str, float]]) -> None:
 
 def read_history(run_dir: Path) -> list[dict[str, float]]:
     """history.csv's rows (one per validation), or none when the run never validated."""
-    if not (run_dir / HISTORY).is_file():
+    path = run_dir / HISTORY
+    if not path.is_file():
         return []
-    with open(run_dir / HISTORY, newline="") as f:
-        rows = [{k: float(v) for k, v in row.items() if v != ""} for row in csv.DictReader(f)]
-    return [{**row, "step": int(row["step"])} for row in rows]  # written back as 50, not 50.0
+    try:
+        with open(path, newline="") as f:
+            # A row cut short has None for its missing cells, one too long a list under the key None.
+            rows = [{k: float(v) for k, v in row.items() if v != ""} for row in csv.DictReader(f)]
+        return [{**row, "step": int(row["step"])} for row in rows]  # written back as 50, not 50.0
+    except (ValueError, TypeError, KeyError):  # UnicodeDecodeError is a ValueError
+        raise damaged(path, "a row is cut short, or holds something other than numbers") from None
 
 
 def claim(run_dir: Path) -> bool:
