@@ -338,6 +338,19 @@ def test_row_stream_resumes_mid_way_and_shares_out_among_ranks() -> None:
     assert all(torch.equal(a, b) for (a, _), b in zip(islice(iter(rank1), 10), whole[3::2]))
 
 
+
+def test_validation_leaves_trainings_random_stream_as_it_was() -> None:
+    """A run resumed from a checkpoint written at a validation step (every_n_steps and val_check_interval are both
+    200 by default) does not validate at that step again, so validating must draw nothing from the generator
+    dropout uses: each validation's DataLoader iterator drew its seed there, and resumed losses differed."""
+    from gpt.data.batches import BatchedData
+
+    data = BatchedData()
+    data.val_set, data.batch_size = (torch.zeros(5, 4, dtype=torch.long), torch.ones(5, 4, dtype=torch.long)), 2
+    before = torch.get_rng_state()
+    assert [len(x) for x, _ in data.val_dataloader()] == [2, 2, 1]
+    assert torch.equal(torch.get_rng_state(), before)
+
 @pytest.mark.parametrize("preset", ["shakespeare_char_cpu", "shakespeare_char_fast", "shakespeare_char_speedrun",
                                     "shakespeare_gpt2"])
 def test_shakespeare_presets_train_on_a_local_text(tmp_path: Path, text_file: Path, preset: str,

@@ -90,7 +90,10 @@ class BatchedData(L.LightningDataModule):
         inputs, targets = self.val_set
         batches = [(inputs[i:i + self.batch_size], targets[i:i + self.batch_size])
                    for i in range(0, len(inputs), self.batch_size)]
-        return DataLoader(batches, batch_size=None)
+        # Its own generator: iterating a DataLoader draws a seed from the global one otherwise, so each validation
+        # moved training's random stream (dropout), which a run resumed from a checkpoint at a validation step
+        # does not replay.
+        return DataLoader(batches, batch_size=None, generator=torch.Generator())
 
 
 def windows(tokens: TokenShards, starts: np.ndarray, block_size: int) -> tuple[torch.Tensor, torch.Tensor]:
