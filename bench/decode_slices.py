@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from anywher
 
 import gpt.model.attention.kernels as kernels  # noqa: E402
 from gpt import GPT  # noqa: E402
-from gpt.inference import cost  # noqa: E402
+from gpt.cost import command as cost  # noqa: E402
 from gpt.inference.depth import GPTEngine  # noqa: E402
 from gpt.training.checks import cpu_description  # noqa: E402
 

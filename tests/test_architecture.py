@@ -17,7 +17,7 @@ FLOORS = [
     {"gpt.model", "gpt.data"},  # what a GPT is; what it reads
     {"gpt.inference"},  # what a trained one does
     {"gpt.evaluation", "gpt.hf"},  # how good it is; the outside world
-    {"gpt.training"},  # how it learns
+    {"gpt.training", "gpt.cost"},  # how it learns; what a variant costs at depth, beside Hugging Face's
     {"gpt.sweeps"},  # what a sweep found
     {"gpt", "gpt.__main__"},  # the public names and the front door
 ]

@@ -10,6 +10,7 @@ import torch
 from matplotlib.image import imread
 
 from gpt.__main__ import main
+from gpt.cost.counterparts import hf_engines
 from gpt.data.tokenizers import CharTokenizer
 from gpt.inference.checkpoint import save_model
 from tests.conftest import build
@@ -119,3 +120,37 @@ def test_a_value_named_twice_is_refused(flags: list[str], message: str, tmp_path
                  "--out", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert err.startswith(message) and err.count("\n") == 1, err
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--mlp", "gelu"], "error: --hf: no Hugging Face model computes mha with these parts (llama needs mlp=swiglu "
+                        "(this model has gelu)"),
+    (["--pos", "alibi"], "error: --hf: no Hugging Face model computes mha with these parts (llama needs pos=rope "
+                         "(this model has alibi)"),
+    (["--attention", "mla", "linear"], "error: --hf: no Hugging Face model computes mla, linear (gpt2: mha_fused; "
+                                       "llama: mha, gqa, mqa;"),
+])
+def test_hf_without_a_counterpart_of_the_same_parts_is_refused(flags: list[str], message: str, tmp_path: Path,
+                                                                 capsys: pytest.CaptureFixture) -> None:
+    # Hugging Face's rows were Llama's whatever the measured parts, so a gelu or ALiBi model was compared with a
+    # SwiGLU RoPE one, unsaid.
+    assert main(["cost", *TINY, "--attention", "mha", *flags, "--depths", "4", "--batch", "1", "--repeats", "1",
+                 "--hf", "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(message) and err.count("\n") == 1, err
+
+
+def test_hf_rows_are_the_measured_models_in_hugging_faces_code(tmp_path: Path) -> None:
+    # A GPT-2 model.pt is measured beside Hugging Face's GPT-2; each counterpart has its model's parameters.
+    gpt2 = make("mha_fused", pos="learned", mlp="gelu", norm="layernorm", bias=True, block_size=16)
+    save_model(tmp_path / "model.pt", build(gpt2), CharTokenizer(list("abc")))
+    assert main(["cost", "--ckpt", str(tmp_path / "model.pt"), "--depths", "8", "--batch", "1", "--new-tokens", "2",
+                 "--repeats", "1", "--hf", "--out", str(tmp_path)]) == 0
+    rows = json.loads((tmp_path / "cost.json").read_text())["rows"]
+    assert [r["name"] for r in rows] == ["mha_fused", "hf gpt2"]
+    assert rows[0]["cache_bytes"] == rows[1]["cache_bytes"]
+    llama = dict(mlp="swiglu", norm="rmsnorm")
+    models = [build(gpt2), build(make("gqa", rope_base=500.0, **llama)), build(make("sliding_window", **llama))]
+    for model, engine in zip(models, hf_engines(models, "cpu", torch.float32)):
+        assert sum(p.numel() for p in engine.model.parameters()) == sum(p.numel() for p in model.parameters())
+    assert hf_engines(models[1:2], "cpu", torch.float32)[0].model.config.rope_parameters["rope_theta"] == 500.0

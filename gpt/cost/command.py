@@ -1,6 +1,6 @@
 """`python -m gpt cost`: what each attention variant costs at long context (prefill and decode tokens/s, the peak
 memory of a prefill, the cache's bytes from its tensors beside the variant's formula), at a shape or for a trained
-model.pt, with Hugging Face's Llama and Mistral at the same shape beside them (--hf). Rows alternate (A B A B) and
+model.pt, with Hugging Face's implementation of the same models beside them (--hf). Rows alternate (A B A B) and
 figures are medians over rounds; it prints a table and writes cost.json and cost.png."""
 from __future__ import annotations
 
@@ -8,15 +8,15 @@ import argparse
 import dataclasses
 import json
 import shlex
-import statistics
 import sys
-import time
 from pathlib import Path
-from typing import Any
 
 import torch
 
-from gpt.inference.depth import Engine, GPTEngine, HFEngine, measure
+from gpt.cost.counterparts import hf_engines
+from gpt.cost.rounds import run_rounds
+from gpt.cost.tables import cpu_line, device_line, figure, table
+from gpt.inference.depth import GPTEngine
 from gpt.model.attention import ATTENTION
 from gpt.model.attention.kernels import KERNELS
 from gpt.model.config import ModelConfig
@@ -25,7 +25,6 @@ from gpt.model.positional import POSITIONAL
 
 VARIANTS = ["mha", "gqa", "mqa", "mla", "sliding_window", "linear"]
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
-MIB = 2 ** 20
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -49,8 +48,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", default="cpu", help="where the models run: cpu, or cuda (cuda:N) on a GPU")
     parser.add_argument("--repeats", type=int, default=3, help="alternated rounds over every row; medians reported")
     parser.add_argument("--hf", action="store_true",
-                        help="add Hugging Face LlamaForCausalLM (mha, gqa, mqa) and MistralForCausalLM "
-                             "(sliding_window) at the same shape, random weights (needs the hf extra)")
+                        help="add Hugging Face's model of each variant it has, from the same parts and shape "
+                             "(Llama: mha, gqa, mqa; Mistral: sliding_window), random weights (needs the hf extra)")
     parser.add_argument("--out", default="cost", help="folder for cost.json and cost.png (default: ./cost)")
 
 
@@ -129,141 +128,6 @@ def tinygpt_engines(args: argparse.Namespace, block_size: int) -> list[GPTEngine
     return engines
 
 
-def hf_engines(args: argparse.Namespace, configs: list[ModelConfig]) -> list[HFEngine]:
-    """Llama with the key/value heads of each of mha, gqa and mqa, and Mistral with the window, at the shape."""
-    try:
-        import transformers
-    except ImportError:
-        raise ValueError("--hf needs transformers: pip install -e '.[hf]' -c constraints.txt") from None
-    engines, seen = [], set()
-    for cfg in configs:
-        kv_heads = {"mha": cfg.heads, "gqa": cfg.kv_heads, "mqa": 1, "sliding_window": cfg.heads}.get(cfg.attention)
-        if kv_heads is None or (cfg.attention, kv_heads) in seen:
-            continue
-        seen.add((cfg.attention, kv_heads))
-        common = dict(vocab_size=cfg.vocab_size, hidden_size=cfg.dim, num_hidden_layers=cfg.layers,
-                      num_attention_heads=cfg.heads, num_key_value_heads=kv_heads, head_dim=cfg.head_dim,
-                      intermediate_size=max(1, 2 * int(cfg.mlp_ratio * cfg.dim) // 3), hidden_act="silu",
-                      max_position_embeddings=cfg.block_size, rms_norm_eps=cfg.norm_eps, tie_word_embeddings=True,
-                      bos_token_id=None, eos_token_id=None, pad_token_id=None)
-        if cfg.attention == "sliding_window":
-            config = transformers.MistralConfig(**common, sliding_window=cfg.window)
-            name = f"hf mistral (window {cfg.window})"
-        else:
-            config, name = transformers.LlamaConfig(**common), f"hf llama ({kv_heads} kv head{'s' * (kv_heads > 1)})"
-        torch.manual_seed(0)
-        model = transformers.AutoModelForCausalLM.from_config(config, attn_implementation="sdpa")
-        engines.append(HFEngine(name, model.to(args.device, DTYPES[args.dtype]).eval()))
-    return engines
-
-
-def cpu_line() -> str:
-    """The CPU model and the flags that decide bf16 speed (AVX512-BF16, AMX), from /proc/cpuinfo where there is one."""
-    info = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").is_file() else ""
-    fields = dict(line.split(":", 1) for line in info.splitlines() if ":" in line)
-    flags = set(fields.get("flags\t\t", "").split())
-    wanted = [f for f in ("avx512f", "avx512_bf16", "amx_tile", "amx_bf16") if f in flags] or ["none of avx512f, "
-                                                                                              "avx512_bf16, amx"]
-    model = fields.get("model name\t", "unknown CPU").strip()
-    return f"{model}; flags {' '.join(wanted)}; torch CPU capability {torch.backends.cpu.get_cpu_capability()}"
-
-
-def device_line(device: torch.device) -> str:
-    """The machine the figures belong to: the GPU's name, or the CPU's model and flags."""
-    if device.type == "cuda":
-        return f"gpu: {torch.cuda.get_device_name(device)} (CUDA {torch.version.cuda})"
-    return f"cpu: {cpu_line()}"
-
-
-def run_rounds(engines: list[Engine], args: argparse.Namespace, vocab_size: int) -> list[dict[str, Any]]:
-    """Every engine at every batch and depth, rounds alternating over the engines; one result row per combination."""
-    rows, total, done, start = [], len(args.batch) * len(args.depths) * args.repeats * len(engines), 0, time.time()
-    device = torch.device(args.device)
-    for batch in args.batch:
-        for depth in args.depths:
-            runs: dict[str, list] = {e.name: [] for e in engines}
-            for _ in range(args.repeats):
-                for engine in engines:
-                    runs[engine.name].append(measure(engine, batch, depth, args.new_tokens, vocab_size, device))
-                    done += 1
-                    last = runs[engine.name][-1]
-                    print(f"[{done}/{total} {time.time() - start:,.0f} s] batch {batch} depth {depth:,} {engine.name}: "
-                          f"prefill {last.prefill_s:.2f} s, decode {1000 * last.decode_s / args.new_tokens:.2f} "
-                          "ms/token", flush=True)
-            # Speeds relative to the first row and to the first Hugging Face row, paired within each round.
-            references = {name: runs[name] for name in (engines[0].name, next(
-                (e.name for e in engines if isinstance(e, HFEngine)), engines[0].name))}
-            for engine in engines:
-                rows.append(summarise(engine, runs[engine.name], references, batch, depth, args.new_tokens))
-    return rows
-
-
-def summarise(engine: Engine, runs: list, references: dict[str, list], batch: int, depth: int,
-              new_tokens: int) -> dict[str, Any]:
-    prefill, decode = statistics.median(r.prefill_s for r in runs), statistics.median(r.decode_s for r in runs)
-
-    def ratios(key: str) -> dict[str, float]:  # median over rounds of the reference's time over this one's
-        return {name: statistics.median(getattr(a, key) / getattr(b, key) for a, b in zip(ref, runs))
-                for name, ref in references.items()}
-
-    return {"name": engine.name, "batch": batch, "depth": depth,
-            "prefill_x": ratios("prefill_s") if depth else {}, "decode_x": ratios("decode_s"),
-            "prefill_tokens_per_s": batch * depth / prefill if depth else None,
-            "decode_tokens_per_s": batch * new_tokens / decode, "decode_ms_per_token": 1000 * decode / new_tokens,
-            "prefill_peak_mib": statistics.median(r.peak_bytes for r in runs) / MIB,
-            "cache_bytes": runs[0].cache_bytes, "cache_mib": runs[0].cache_bytes / MIB,
-            "formula_bytes": (formula := engine.formula_bytes(batch, max(depth, 1) + new_tokens)),
-            "formula_mib": None if formula is None else formula / MIB,
-            "rounds": [dataclasses.asdict(r) for r in runs]}
-
-
-def table(rows: list[dict[str, Any]]) -> str:
-    """One markdown table per batch and depth, one line per engine."""
-    lines = []
-    for (batch, depth) in dict.fromkeys((r["batch"], r["depth"]) for r in rows):
-        group = [r for r in rows if (r["batch"], r["depth"]) == (batch, depth)]
-        refs = list(group[0]["decode_x"])
-        x = " | ".join(f"x {ref}" for ref in refs)
-        lines += ["", f"| batch {batch}, depth {depth:,} | prefill tok/s | {x} | decode tok/s | {x} | decode ms/token "
-                      "| prefill peak MiB | cache MiB (tensors) | cache MiB (formula) |",
-                  "|---|" + "---:|" * (6 + 2 * len(refs))]
-        for r in group:
-            cells = [r["prefill_tokens_per_s"], *(r["prefill_x"].get(ref) for ref in refs), r["decode_tokens_per_s"],
-                     *(r["decode_x"][ref] for ref in refs), r["decode_ms_per_token"], r["prefill_peak_mib"],
-                     r["cache_mib"], r["formula_mib"]]
-            formats = ["{:,.0f}", *["{:.2f}"] * len(refs), "{:,.1f}", *["{:.2f}"] * len(refs), "{:.2f}", "{:,.0f}",
-                       "{:,.2f}", "{:,.2f}"]
-            lines.append(f"| {r['name']} | " + " | ".join("—" if c is None else f.format(c)
-                                                         for c, f in zip(cells, formats)) + " |")
-    return "\n".join(lines)
-
-
-def figure(rows: list[dict[str, Any]], machine: str) -> Any:
-    """Decode ms/token, cache MiB and prefill tokens/s against depth, one line per engine, one row per batch, under
-    the machine they were measured on (a GPU's figures and a CPU's read differently)."""
-    from matplotlib.figure import Figure  # matplotlib only when a figure is drawn
-
-    batches = list(dict.fromkeys(r["batch"] for r in rows))
-    depths = sorted({r["depth"] for r in rows})
-    fig = Figure(figsize=(15, 4 * len(batches)), layout="constrained")
-    axes = fig.subplots(len(batches), 3, squeeze=False)
-    panels = (("decode_ms_per_token", "decode ms/token"), ("cache_mib", "cache MiB"),
-              ("prefill_tokens_per_s", "prefill tokens/s"))
-    for axes_row, batch in zip(axes, batches):
-        for ax, (key, label) in zip(axes_row, panels):
-            for name in dict.fromkeys(r["name"] for r in rows):
-                points = [(r["depth"], r[key]) for r in rows if r["name"] == name and r["batch"] == batch
-                          and r[key] is not None]
-                ax.plot(*zip(*points), marker="o", linestyle="--" if name.startswith("hf ") else "-", label=name)
-            ax.set(xlabel="depth (tokens in the cache)", ylabel=label, title=f"{label}, batch {batch}")
-            ax.set_xscale("symlog", linthresh=min([d for d in depths if d] or [1]))
-            ax.set_xticks(depths, [f"{d:,}" for d in depths])
-            ax.grid(alpha=0.3)
-    axes[0][0].legend(fontsize="small")
-    fig.suptitle(machine, fontsize="small")
-    return fig
-
-
 def run(args: argparse.Namespace) -> None:
     """Measure each attention variant's prefill, decode, peak memory and cache bytes at depth, beside Hugging Face."""
     check_args(args)
@@ -276,7 +140,7 @@ def run(args: argparse.Namespace) -> None:
     block_size = max(args.depths) + args.new_tokens
     engines = tinygpt_engines(args, block_size)
     if args.hf:
-        engines += hf_engines(args, [e.model.cfg for e in engines])
+        engines += hf_engines([e.model for e in engines], args.device, DTYPES[args.dtype])
     cfg = engines[0].model.cfg
     if sys.argv[1:2] == ["cost"]:  # run by the front door, not called from Python
         print(f"command: python -m gpt cost {shlex.join(sys.argv[2:])}")

@@ -1,0 +1,73 @@
+"""How the cost command's figures are shown: a markdown table per batch and depth, a plot against depth, and the
+machine they were measured on (a GPU's figures and a CPU's read differently)."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+
+
+def cpu_line() -> str:
+    """The CPU model and the flags that decide bf16 speed (AVX512-BF16, AMX), from /proc/cpuinfo where there is one."""
+    info = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").is_file() else ""
+    fields = dict(line.split(":", 1) for line in info.splitlines() if ":" in line)
+    flags = set(fields.get("flags\t\t", "").split())
+    wanted = [f for f in ("avx512f", "avx512_bf16", "amx_tile", "amx_bf16") if f in flags] or ["none of avx512f, "
+                                                                                              "avx512_bf16, amx"]
+    model = fields.get("model name\t", "unknown CPU").strip()
+    return f"{model}; flags {' '.join(wanted)}; torch CPU capability {torch.backends.cpu.get_cpu_capability()}"
+
+
+def device_line(device: torch.device) -> str:
+    """The machine the figures belong to: the GPU's name, or the CPU's model and flags."""
+    if device.type == "cuda":
+        return f"gpu: {torch.cuda.get_device_name(device)} (CUDA {torch.version.cuda})"
+    return f"cpu: {cpu_line()}"
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    """One markdown table per batch and depth, one line per engine."""
+    lines = []
+    for (batch, depth) in dict.fromkeys((r["batch"], r["depth"]) for r in rows):
+        group = [r for r in rows if (r["batch"], r["depth"]) == (batch, depth)]
+        refs = list(group[0]["decode_x"])
+        x = " | ".join(f"x {ref}" for ref in refs)
+        lines += ["", f"| batch {batch}, depth {depth:,} | prefill tok/s | {x} | decode tok/s | {x} | decode ms/token "
+                      "| prefill peak MiB | cache MiB (tensors) | cache MiB (formula) |",
+                  "|---|" + "---:|" * (6 + 2 * len(refs))]
+        for r in group:
+            cells = [r["prefill_tokens_per_s"], *(r["prefill_x"].get(ref) for ref in refs), r["decode_tokens_per_s"],
+                     *(r["decode_x"][ref] for ref in refs), r["decode_ms_per_token"], r["prefill_peak_mib"],
+                     r["cache_mib"], r["formula_mib"]]
+            formats = ["{:,.0f}", *["{:.2f}"] * len(refs), "{:,.1f}", *["{:.2f}"] * len(refs), "{:.2f}", "{:,.0f}",
+                       "{:,.2f}", "{:,.2f}"]
+            lines.append(f"| {r['name']} | " + " | ".join("—" if c is None else f.format(c)
+                                                         for c, f in zip(cells, formats)) + " |")
+    return "\n".join(lines)
+
+
+def figure(rows: list[dict[str, Any]], machine: str) -> Any:
+    """Decode ms/token, cache MiB and prefill tokens/s against depth, one line per engine, one row per batch, under
+    the machine they were measured on (a GPU's figures and a CPU's read differently)."""
+    from matplotlib.figure import Figure  # matplotlib only when a figure is drawn
+
+    batches = list(dict.fromkeys(r["batch"] for r in rows))
+    depths = sorted({r["depth"] for r in rows})
+    fig = Figure(figsize=(15, 4 * len(batches)), layout="constrained")
+    axes = fig.subplots(len(batches), 3, squeeze=False)
+    panels = (("decode_ms_per_token", "decode ms/token"), ("cache_mib", "cache MiB"),
+              ("prefill_tokens_per_s", "prefill tokens/s"))
+    for axes_row, batch in zip(axes, batches):
+        for ax, (key, label) in zip(axes_row, panels):
+            for name in dict.fromkeys(r["name"] for r in rows):
+                points = [(r["depth"], r[key]) for r in rows if r["name"] == name and r["batch"] == batch
+                          and r[key] is not None]
+                ax.plot(*zip(*points), marker="o", linestyle="--" if name.startswith("hf ") else "-", label=name)
+            ax.set(xlabel="depth (tokens in the cache)", ylabel=label, title=f"{label}, batch {batch}")
+            ax.set_xscale("symlog", linthresh=min([d for d in depths if d] or [1]))
+            ax.set_xticks(depths, [f"{d:,}" for d in depths])
+            ax.grid(alpha=0.3)
+    axes[0][0].legend(fontsize="small")
+    fig.suptitle(machine, fontsize="small")
+    return fig
