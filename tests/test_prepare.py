@@ -82,6 +82,20 @@ def test_every_format_gives_its_documents_each_to_one_split(tmp_path: Path, suff
     assert 0 < len(splits["val"]) < len(docs) / 3 and prepared.manifest["documents"] == len(docs)
 
 
+def test_suffixes_are_read_whatever_their_case_and_json_as_json_lines(tmp_path: Path) -> None:
+    # Matched case-sensitively, CORPUS.JSONL or train.json were trained on as raw text, JSON syntax included, and a
+    # folder's *.TXT were skipped.
+    docs = stories(30, seed=2)
+    for written, name in ((".jsonl", "CORPUS.JSONL"), (".jsonl", "corpus.json"), (".parquet", "corpus.Parquet")):
+        source = write(tmp_path / f"corpus{written}", docs).rename(tmp_path / name)
+        splits = split_documents(build([source], tmp_path / f"out-{name}"))
+        assert sorted(splits["train"] + splits["val"]) == sorted(docs), name
+    write(tmp_path / "folder" / "a.txt", docs[:10]).rename(tmp_path / "folder" / "A.TXT")
+    write(tmp_path / "folder" / "b.jsonl", docs[10:]).rename(tmp_path / "folder" / "B.JSONL")
+    splits = split_documents(build([tmp_path / "folder"], tmp_path / "out-folder"))
+    assert sorted(splits["train"] + splits["val"]) == sorted(docs)
+
+
 def test_shards_are_byte_identical_whatever_the_processes_and_work_units(tmp_path: Path,
                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     corpus = tmp_path / "corpus"

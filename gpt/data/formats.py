@@ -296,13 +296,17 @@ class ArrowFormat(TableFormat):
 FORMATS = {"text": TextFormat, "jsonl": JsonlFormat, "parquet": ParquetFormat, "dataset": DatasetFormat,
            "arrow": ArrowFormat}
 SUFFIXES = {".txt": "text", ".jsonl": "jsonl", ".parquet": "parquet", ".arrow": "arrow"}  # what a folder gives
+# A file named outright may also be *.json: JSON Lines under that name is common, and read as text its syntax would
+# be trained on (a single JSON document fails at its first line, naming it).
+FILE_SUFFIXES = {**SUFFIXES, ".json": "jsonl"}
 
 
 def format_of(path: Path) -> str:
-    """A folder saved by `datasets` is a dataset; a file is read by its suffix, and as text if it has another."""
+    """A folder saved by `datasets` is a dataset; a file is read by its suffix, whatever its case, and as text if it
+    has another."""
     if path.is_dir():
         return "dataset"
-    return SUFFIXES.get(path.suffix, "text")
+    return FILE_SUFFIXES.get(path.suffix.lower(), "text")
 
 
 def input_files(paths: list[str], named: str) -> list[Path]:
@@ -316,7 +320,7 @@ def input_files(paths: list[str], named: str) -> list[Path]:
             raise ValueError(f"{named.format(path)} does not exist: point it at a text, JSONL or Parquet file, or a "
                              "folder")
         if path.is_dir() and not (path / "state.json").exists() and not (path / "dataset_dict.json").exists():
-            found = sorted(p for p in path.rglob("*") if p.suffix in SUFFIXES and p.is_file())
+            found = sorted(p for p in path.rglob("*") if p.suffix.lower() in SUFFIXES and p.is_file())
             if not found:
                 raise ValueError(f"{named.format(path)} is a folder with no *.txt, *.jsonl, *.parquet or *.arrow "
                                  "files: add some or point at a file")
