@@ -48,7 +48,8 @@ def safe_load(path: Path, map_location: Any = "cpu") -> Any:
     run code. Every stored file's CRC-32 is checked first, so a flipped bit is found rather than loaded as a
     weight. Any failure is a CheckpointError of one line saying what is wrong with the file."""
     if not zipfile.is_zipfile(path):  # torch.save writes a zip; anything else is not a checkpoint at all
-        raise CheckpointError(f"{path} is not a readable torch file (not written by torch.save, or cut short)")
+        raise CheckpointError(f"{path} is not a readable torch file (not written by torch.save, or cut short): "
+                              "point at a model.pt or .ckpt that training wrote, or train it again")
     try:
         with zipfile.ZipFile(path) as archive:
             damaged = archive.testzip()
