@@ -24,7 +24,7 @@ import gpt.model.attention.kernels as kernels  # noqa: E402
 from gpt import GPT  # noqa: E402
 from gpt.cost import command as cost  # noqa: E402
 from gpt.inference.depth import GPTEngine  # noqa: E402
-from gpt.training.checks import cpu_description  # noqa: E402
+from gpt.machine import cpu_description  # noqa: E402
 
 UNCUT = 2 ** 62  # a slice's fewest keys no step reaches: every call uncut
 STEPS = 24  # decode steps timed per variant, setting and round

@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from anywher
 from gpt import GPT, ModelConfig, generate  # noqa: E402
 from gpt.inference.compiled import compile_for_decoding  # noqa: E402
 from gpt.model.attention import ATTENTION  # noqa: E402
-from gpt.training.checks import cpu_description  # noqa: E402
+from gpt.machine import cpu_description  # noqa: E402
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

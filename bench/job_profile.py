@@ -26,7 +26,8 @@ from torch.profiler import profile
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # run from anywhere without installing
 
-from gpt.training.checks import cpu_description, model_config, resolve_precision  # noqa: E402
+from gpt.machine import cpu_description  # noqa: E402
+from gpt.training.checks import model_config, resolve_precision  # noqa: E402
 from gpt.training.lit import LitGPT  # noqa: E402
 from gpt.training.optim import OPTIMIZERS  # noqa: E402
 from gpt.training.preflight import compose_train, explain  # noqa: E402

@@ -20,7 +20,7 @@ from torch.nn import functional as F
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from anywhere without installing
 
 from gpt import GPT, ModelConfig  # noqa: E402
-from gpt.training.checks import cpu_description  # noqa: E402
+from gpt.machine import cpu_description  # noqa: E402
 
 # name -> (ModelConfig fields, batch): train.py's default run, shakespeare_char_cpu's model, and a 256 context
 SHAPES = {

@@ -24,7 +24,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # run from anywhere without installing
-from gpt.training.checks import cpu_description  # noqa: E402
+from gpt.machine import cpu_description  # noqa: E402
 STARTUP = """
 import sys, time
 from gpt.data.corpus import TextData

@@ -46,7 +46,7 @@ sys.path.insert(0, str(ROOT))  # run from anywhere without installing
 import nanogpt  # noqa: E402  (bench/nanogpt.py, beside this file)
 from gpt.inference.checkpoint import load_checkpoint  # noqa: E402
 from gpt.sweeps.plots import loss_figure, styles  # noqa: E402
-from gpt.training.checks import cpu_description  # noqa: E402
+from gpt.machine import cpu_description  # noqa: E402
 
 NANOGPT = "nanoGPT (its CPU recipe)"
 

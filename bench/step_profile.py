@@ -32,7 +32,7 @@ from gpt.data.batches import RandomWindows  # noqa: E402
 from gpt.data.shards import TokenShards  # noqa: E402
 from gpt.model.config import ModelConfig  # noqa: E402
 from gpt.model.gpt import GPT  # noqa: E402
-from gpt.training.checks import cpu_description  # noqa: E402
+from gpt.machine import cpu_description  # noqa: E402
 from gpt.training.optim import OPTIMIZERS, OptimConfig  # noqa: E402
 
 PHASES = ("data", "forward", "backward", "clip", "optimizer", "zero_grad")

@@ -26,7 +26,7 @@ from gpt.sweeps import capability  # noqa: E402
 from gpt.sweeps.parallel import cores  # noqa: E402
 from gpt.sweeps.report import find_runs, summaries  # noqa: E402
 from gpt.sweeps.stats import beyond_noise  # noqa: E402
-from gpt.training.checks import cpu_description  # noqa: E402
+from gpt.machine import cpu_description  # noqa: E402
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

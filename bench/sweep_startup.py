@@ -21,7 +21,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # run from anywhere without installing
 
-from gpt.training.checks import cpu_description  # noqa: E402
+from gpt.machine import cpu_description  # noqa: E402
 
 ONE_STEP = ["trainer=debug", "trainer.max_steps=1", "trainer.limit_val_batches=0", "data.eval_lines=10",
             "callbacks.sample.max_new_tokens=1"]

@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from anywher
 from gpt import GPT, ModelConfig  # noqa: E402
 from gpt.data.batches import RandomWindows  # noqa: E402
 from gpt.data.shards import TokenShards  # noqa: E402
-from gpt.training.checks import cpu_description  # noqa: E402
+from gpt.machine import cpu_description  # noqa: E402
 from gpt.training.lit import LitGPT  # noqa: E402
 from gpt.training.optim import OPTIMIZERS, SCHEDULES, OptimConfig  # noqa: E402
 

@@ -15,8 +15,9 @@ import torch
 
 from gpt.cost.counterparts import hf_engines
 from gpt.cost.rounds import run_rounds
-from gpt.cost.tables import cpu_line, device_line, figure, table
+from gpt.cost.tables import device_line, figure, table
 from gpt.inference.depth import GPTEngine
+from gpt.machine import cpu_description
 from gpt.model.attention import ATTENTION
 from gpt.model.attention.kernels import KERNELS
 from gpt.model.config import ModelConfig
@@ -151,7 +152,7 @@ def run(args: argparse.Namespace) -> None:
           f"cached steps after each prompt; {args.repeats} alternated rounds, medians")
     rows = run_rounds(engines, args, engines[0].model.cfg.vocab_size)
     print(table(rows))
-    result = {"settings": vars(args), "cpu": cpu_line(), "device": machine, "torch": torch.__version__,
+    result = {"settings": vars(args), "cpu": cpu_description(), "device": machine, "torch": torch.__version__,
               "threads": torch.get_num_threads(),
               "dtype": args.dtype, "new_tokens": args.new_tokens, "rows": rows,
               "configs": {e.name: e.model.cfg.to_dict() for e in engines if isinstance(e, GPTEngine)}}

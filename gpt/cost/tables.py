@@ -2,28 +2,19 @@
 machine they were measured on (a GPU's figures and a CPU's read differently)."""
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import torch
 
-
-def cpu_line() -> str:
-    """The CPU model and the flags that decide bf16 speed (AVX512-BF16, AMX), from /proc/cpuinfo where there is one."""
-    info = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").is_file() else ""
-    fields = dict(line.split(":", 1) for line in info.splitlines() if ":" in line)
-    flags = set(fields.get("flags\t\t", "").split())
-    wanted = [f for f in ("avx512f", "avx512_bf16", "amx_tile", "amx_bf16") if f in flags] or ["none of avx512f, "
-                                                                                              "avx512_bf16, amx"]
-    model = fields.get("model name\t", "unknown CPU").strip()
-    return f"{model}; flags {' '.join(wanted)}; torch CPU capability {torch.backends.cpu.get_cpu_capability()}"
+from gpt.machine import cpu_description
 
 
 def device_line(device: torch.device) -> str:
-    """The machine the figures belong to: the GPU's name, or the CPU's model and flags."""
+    """The machine the figures belong to: the GPU's name, or the CPU's model, its bf16 instructions and the vector
+    instructions torch's kernels use on it."""
     if device.type == "cuda":
         return f"gpu: {torch.cuda.get_device_name(device)} (CUDA {torch.version.cuda})"
-    return f"cpu: {cpu_line()}"
+    return f"cpu: {cpu_description()}; torch's CPU kernels: {torch.backends.cpu.get_cpu_capability()}"
 
 
 def table(rows: list[dict[str, Any]]) -> str:

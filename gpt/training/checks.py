@@ -14,6 +14,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException
 
 from gpt.data.tasks.datamodule import build_tasks
+from gpt.machine import cpu_info
 from gpt.model.config import ModelConfig
 from gpt.model.gpt import check_parts
 from gpt.training.callbacks import LossAtLengths, ResumeCheckpoint, SampleText
@@ -39,15 +40,6 @@ def model_config(cfg: DictConfig, vocab_size: int) -> ModelConfig:
     return ModelConfig.from_dict({**OmegaConf.to_container(cfg.model, resolve=True), "vocab_size": vocab_size})
 
 
-BF16_FLAGS = ("avx512_bf16", "amx_bf16")  # Linux's names for the instructions that compute in bf16
-
-
-def cpu_info(key: str, cpuinfo: Path = Path("/proc/cpuinfo")) -> str:
-    """The first CPU's `key` line of Linux's /proc/cpuinfo (flags, model name); empty where unknown."""
-    lines = cpuinfo.read_text().splitlines() if cpuinfo.is_file() else []
-    return next((line.split(":", 1)[1].strip() for line in lines if line.split(":", 1)[0].strip() == key), "")
-
-
 def cpu_trains_faster_in_bf16(cpuinfo: Path = Path("/proc/cpuinfo")) -> bool:
     """Whether bf16 autocast trains faster than fp32 on this CPU, as measured (docs/training.md, Precision): with
     AMX's bf16 tiles (Intel Sapphire Rapids), and on AMD with AVX512-BF16 (an EPYC: 1.11x nanoGPT's speed against
@@ -55,13 +47,6 @@ def cpu_trains_faster_in_bf16(cpuinfo: Path = Path("/proc/cpuinfo")) -> bool:
     slower). False where unknown: without bf16 instructions a CPU emulates bf16, slower than fp32."""
     flags = set(cpu_info("flags", cpuinfo).split())
     return "amx_bf16" in flags or ("avx512_bf16" in flags and cpu_info("vendor_id", cpuinfo) == "AuthenticAMD")
-
-
-def cpu_description() -> str:
-    """The CPU a figure was measured on: its model and which bf16 instructions it has (and AMX's tiles)."""
-    flags = set(cpu_info("flags").split())
-    have = [f for f in (*BF16_FLAGS, "amx_tile") if f in flags]
-    return f"{cpu_info('model name') or 'an unknown CPU'} ({', '.join(have) or 'no bf16 instructions'})"
 
 
 def resolve_precision(precision: str, accelerator: str) -> str:
