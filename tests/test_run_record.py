@@ -96,3 +96,18 @@ def test_a_damaged_record_is_one_line_naming_it_and_a_failure_replaces_it(tmp_pa
     if name == "summary.json":  # no finished run's record: a job failing in this folder records its failure
         record_failure(tmp_path, "boom")
         assert read_summary(tmp_path) == {"status": "failed", "reason": "boom"}
+
+
+def test_a_run_resumed_after_an_off_schedule_stop_keeps_the_time_before_the_stop(tmp_path: Path) -> None:
+    """Ctrl-C at step 7 (validating every 5): the clock goes on from step 7's row, not from step 5's, else the
+    report's wall s and loss.png's time axis lose the steps between them and the resumed job looks faster."""
+    (tmp_path / "history.csv").write_text("step,wall_s,val_loss\n5,5.0,1.0\n7,13.0,1.0\n")
+    trainer = SimpleNamespace(sanity_checking=False, global_step=7, should_stop=False, is_global_zero=True,
+                              callback_metrics={"val/loss": torch.tensor(0.9)}, val_check_interval=5,
+                              accumulate_grad_batches=1)
+    record = RunRecord(tmp_path)
+    record.on_train_start(trainer, SimpleNamespace(device=torch.device("cpu")))
+    trainer.global_step = 10
+    record.on_validation_start(trainer, None)
+    record.on_validation_end(trainer, None)
+    assert [row["step"] for row in record.history] == [5, 10] and record.history[-1]["wall_s"] >= 13.0

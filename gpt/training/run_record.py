@@ -47,12 +47,13 @@ class RunRecord(L.Callback):
         reset_peak_memory(pl_module.device)
         # A run resumed in its folder continues its history and its clock from the step it resumes at, less the
         # validation its stop made off the schedule (Ctrl-C at step 111): an uninterrupted run has no such row.
+        # The clock still goes on from that row, which holds the time of every step before the stop.
         step = trainer.global_step
         scheduled = not isinstance(trainer.val_check_interval, int) or \
             step * trainer.accumulate_grad_batches % trainer.val_check_interval == 0
-        self.history = [row for row in read_history(self.run_dir) if row["step"] < step or
-                        row["step"] == step and scheduled]
-        self.earlier_seconds = self.history[-1]["wall_s"] if self.history else 0.0
+        before = [row for row in read_history(self.run_dir) if row["step"] <= step]
+        self.history = [row for row in before if row["step"] < step or scheduled]
+        self.earlier_seconds = before[-1]["wall_s"] if before else 0.0
         self.start, self.start_step = time.perf_counter(), trainer.global_step
 
     def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any,
