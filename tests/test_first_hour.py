@@ -174,3 +174,10 @@ def test_resume_of_a_finished_run_says_it_is_finished(trained: Path) -> None:
     cfg = compose_with("trainer.max_steps=30", f"ckpt_path={ckpt}")
     with pytest.raises(ValueError, match=rf"^{ckpt} has finished: it is at step 30 of trainer.max_steps=30"):
         resume_from(cfg, trained)
+
+
+def test_a_small_vocabulary_is_listed_when_no_lowercase_form_helps() -> None:
+    """Digits to the calculator: without its words the line named nothing to write instead."""
+    with pytest.raises(ValueError) as err:
+        WordTokenizer(["\n", "two", "plus"]).encode("2+2")
+    assert str(err.value) == "word(s) '2', '+' not in the vocabulary of this model; use its own: '\\n', 'two', 'plus'"

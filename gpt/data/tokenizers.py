@@ -49,11 +49,16 @@ class Tokenizer(Protocol):
     def token_bytes(self) -> list[int]: ...
 
 
+SMALL_VOCAB = 64  # a vocabulary this size fits in an error line, so the line can say what to write instead
+
+
 def unknown_pieces_error(kind: str, unknown: list[str], known: dict[str, int]) -> ValueError:
     """One line listing every piece of a text the vocabulary lacks, with a hint where it has the lowercase form."""
     unknown = list(dict.fromkeys(unknown))
     lower = [p.lower() for p in unknown if p.lower() != p and p.lower() in known]
     hint = f"; the vocabulary has {', '.join(map(repr, lower))}: try lowercase" if lower else ""
+    if not lower and len(known) <= SMALL_VOCAB:  # "2+2=" to the calculator: the fix is to write its words
+        hint = f"; use its own: {', '.join(map(repr, known))}"
     return ValueError(f"{kind} {', '.join(map(repr, unknown))} not in the vocabulary of this model{hint}")
 
 
