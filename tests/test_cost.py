@@ -154,3 +154,10 @@ def test_hf_rows_are_the_measured_models_in_hugging_faces_code(tmp_path: Path) -
     for model, engine in zip(models, hf_engines(models, "cpu", torch.float32)):
         assert sum(p.numel() for p in engine.model.parameters()) == sum(p.numel() for p in model.parameters())
     assert hf_engines(models[1:2], "cpu", torch.float32)[0].model.config.rope_parameters["rope_theta"] == 500.0
+
+
+def test_depth_zero_alone_is_measured(tmp_path: Path) -> None:
+    """A prompt at depth 0 is one token: the model's block was sized one short when 0 was the only depth."""
+    assert main(["cost", *TINY, "--attention", "mha", "--depths", "0", "--batch", "1", "--repeats", "1",
+                 "--out", str(tmp_path)]) == 0
+    assert [r["depth"] for r in json.loads((tmp_path / "cost.json").read_text())["rows"]] == [0]

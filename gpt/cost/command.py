@@ -84,6 +84,11 @@ def check_args(args: argparse.Namespace) -> None:
                          f"cuda:{torch.cuda.device_count() - 1}")
 
 
+def longest(args: argparse.Namespace) -> int:
+    """The longest sequence measured: a prompt at depth 0 is still one token (measure feeds at least one)."""
+    return max(*args.depths, 1) + args.new_tokens
+
+
 def shape_config(args: argparse.Namespace, attention: str, kernel: str, block_size: int) -> ModelConfig:
     """The measured shape as a ModelConfig; RoPE (or --pos) where the variant takes it, else learned positions."""
     cfg = ModelConfig(vocab_size=args.vocab, layers=args.layers, heads=args.heads, dim=args.dim, block_size=block_size,
@@ -113,7 +118,7 @@ def tinygpt_engines(args: argparse.Namespace, block_size: int) -> list[GPTEngine
         from gpt.inference.checkpoint import load_checkpoint
 
         trained, _ = load_checkpoint(args.ckpt)
-        if max(args.depths) + args.new_tokens > trained.cfg.block_size:
+        if longest(args) > trained.cfg.block_size:
             raise ValueError(f"--depths {max(args.depths)} + --new-tokens {args.new_tokens} exceed the model's "
                              f"block_size={trained.cfg.block_size}: measure at smaller depths")
         configs = [dataclasses.replace(trained.cfg, kernel=k) for k in kernels_of(trained.cfg.attention, args.kernel)]
@@ -138,7 +143,7 @@ def run(args: argparse.Namespace) -> None:
     except OSError as err:
         raise ValueError(f"--out {args.out}: cannot make that folder ({err.strerror}: {err.filename}): pass --out a "
                          "folder, new or existing") from None
-    block_size = max(args.depths) + args.new_tokens
+    block_size = longest(args)
     engines = tinygpt_engines(args, block_size)
     if args.hf:
         engines += hf_engines([e.model for e in engines], args.device, DTYPES[args.dtype])
