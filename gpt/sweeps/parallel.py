@@ -195,6 +195,9 @@ def stop_workers_on_ctrl_c(sweep_dir: Path) -> None:
 class JobsPerCore(Callback):
     """Sets hydra.launcher.n_jobs when it is 0 (configs/hydra/launcher/cores.yaml) and says what runs at once."""
 
+    def __init__(self) -> None:
+        self.handling_ctrl_c = False
+
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         os.environ[SWEEP_PID] = str(os.getpid())  # before the launcher starts the workers that inherit it
         launcher = config.hydra.launcher
@@ -209,3 +212,11 @@ class JobsPerCore(Callback):
               f"{job_threads(at_once, available)} thread(s) each", flush=True)
         if at_once > 1:  # jobs in joblib's workers; one at a time runs in this process, where Ctrl-C stops it cleanly
             stop_workers_on_ctrl_c(Path(config.hydra.sweep.dir))
+            self.handling_ctrl_c = True
+
+    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        # Every job has returned and the report is written (Hydra ends callbacks in reverse order). What is left is
+        # joblib ending its workers at exit, seconds in which stop_workers_on_ctrl_c's handler would announce running
+        # jobs there are none of and raise inside the interpreter's shutdown: a traceback and exit status 0.
+        if self.handling_ctrl_c:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
