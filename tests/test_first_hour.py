@@ -59,6 +59,9 @@ BAD = [  # (command line, what the one line must say)
     (["model.heads=[1"], "cannot read the override 'model.heads=[1'"),
     (["-m", "model.head=2,4"], "did you mean model.heads?"),  # a sweep's keys are checked before its first job
     (["-m", "attention=mha,gqx"], "attention=gqx is not an option of attention: choose one of gqa, "),  # and options
+    # Hydra's own option (basic, in docs/sweeps.md) was missing from the list, so no "did you mean" either
+    (["-m", "hydra/launcher=basik"], "choose one of basic, cores, joblib, slurm, submitit_local, submitit_slurm; "
+                                     "did you mean hydra/launcher=basic?"),
 ]
 
 

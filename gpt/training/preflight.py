@@ -58,8 +58,17 @@ def groups(config_dir: Path) -> list[str]:
     return sorted(p.name for p in config_dir.iterdir() if p.is_dir() and p.name != "hydra")
 
 
+def group_options(config_dir: Path, group: str) -> list[str]:
+    """A group's options: its files here, and for Hydra's own groups (hydra/launcher) also those Hydra and its
+    plugins ship (basic, joblib, ...), which no file here holds."""
+    if not group.startswith("hydra/"):
+        return sorted(p.stem for p in (config_dir / group).glob("*.yaml"))
+    with initialize_config_dir(config_dir=str(config_dir), version_base="1.3"):
+        return GlobalHydra.instance().config_loader().get_group_options(group)
+
+
 def not_an_option(config_dir: Path, group: str, option: str) -> str:
-    options = sorted(p.stem for p in (config_dir / group).glob("*.yaml"))
+    options = group_options(config_dir, group)
     return (f"{group}={option} is not an option of {group}: choose one of {', '.join(options)}"
             f"{did_you_mean(option, options, group + '=')}")
 
