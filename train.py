@@ -61,7 +61,7 @@ def train(cfg: DictConfig, run_dir: Path | None = None) -> Path:
     from gpt.training.callbacks import (HeldOutAccuracy, Interrupted, LossAtLengths, ResumeCheckpoint, SampleText,
                                         StepProgressBar, StopOnInterrupt, ValidateAtEnd)
     from gpt.training.checks import (check_accelerator, check_config, check_fits, model_config, optim_config,
-                                     resolve_precision)
+                                     trainer_arguments)
     from gpt.training.init_from import start_from
     from gpt.training.lit import LitGPT
     from gpt.training.loggers import finish, make_logger
@@ -84,8 +84,9 @@ def train(cfg: DictConfig, run_dir: Path | None = None) -> Path:
     if cfg.trainer.enable_progress_bar:
         callbacks.append(StepProgressBar())
     # The Trainer is built before the data so that its own argument checks also come before any work.
-    precision = resolve_precision(str(cfg.trainer.precision), cfg.trainer.accelerator)
-    trainer = L.Trainer(**{**cfg.trainer, "precision": precision}, callbacks=callbacks,
+    arguments = trainer_arguments(cfg)
+    precision = arguments["precision"]
+    trainer = L.Trainer(**arguments, callbacks=callbacks,
                         logger=make_logger(cfg.get("logger")), plugins=[AtomicCheckpointIO()], default_root_dir=run_dir)
     L.seed_everything(cfg.seed, verbose=False)
     data = load_data(cfg)

@@ -6,15 +6,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import lightning as L
 import pytest
 import torch
+from lightning.pytorch.callbacks import Timer
 
 import generate
 from gpt import ModelConfig, load
 from gpt.__main__ import main as cli
 from gpt.data.tokenizers import CharTokenizer, WordTokenizer
 from gpt.inference.checkpoint import load_checkpoint, save_model
-from gpt.training.checks import check_config
+from gpt.training.checks import check_config, trainer_arguments
 from gpt.training.preflight import preflight
 from gpt.training.resume import resume_from
 from tests.conftest import build, run_cli
@@ -59,6 +61,9 @@ BAD = [  # (command line, what the one line must say)
     (["model.heads=[1"], "cannot read the override 'model.heads=[1'"),
     (["-m", "model.head=2,4"], "did you mean model.heads?"),  # a sweep's keys are checked before its first job
     (["-m", "attention=mha,gqx"], "attention=gqx is not an option of attention: choose one of gqa, "),  # and options
+    # Lightning refused it once the run folder was made, in a line naming no key
+    (["trainer.max_time=abc"], "trainer.max_time='abc' must be DD:HH:MM:SS (00:01:30:00 is 90 minutes) or a mapping"),
+    (["trainer.max_time={minute:90}"], "trainer.max_time={'minute': 90} must be DD:HH:MM:SS"),
     # Hydra's own option (basic, in docs/sweeps.md) was missing from the list, so no "did you mean" either
     (["-m", "hydra/launcher=basik"], "choose one of basic, cores, joblib, slurm, submitit_local, submitit_slurm; "
                                      "did you mean hydra/launcher=basic?"),
@@ -184,3 +189,13 @@ def test_a_small_vocabulary_is_listed_when_no_lowercase_form_helps() -> None:
     with pytest.raises(ValueError) as err:
         WordTokenizer(["\n", "two", "plus"]).encode("2+2")
     assert str(err.value) == "word(s) '2', '+' not in the vocabulary of this model; use its own: '\\n', 'two', 'plus'"
+
+
+def test_a_max_time_mapping_reaches_the_trainer_as_lightning_takes_it() -> None:
+    """Lightning reads a dict as timedelta(**it); the config's mapping got there as a DictConfig, which it read as a
+    timedelta: a traceback, after the run folder was made."""
+    cfg = compose_with("trainer.max_time={minutes:90}")
+    check_config(cfg)
+    trainer = L.Trainer(**trainer_arguments(cfg), logger=False, enable_checkpointing=False)
+    timer, = [c for c in trainer.callbacks if isinstance(c, Timer)]
+    assert timer.time_remaining() == 90 * 60

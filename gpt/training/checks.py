@@ -9,6 +9,8 @@ from typing import Annotated, Any
 
 import lightning as L
 import torch
+from lightning.fabric.utilities.exceptions import MisconfigurationException
+from lightning.pytorch.callbacks import Timer
 from hydra.utils import get_class
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException
@@ -103,6 +105,7 @@ def check_sections(cfg: DictConfig) -> None:
     check_section("optim", user_values(cfg.optim), OptimConfig)
     precision = resolve_precision(str(cfg.trainer.precision), cfg.trainer.accelerator)
     check_section("trainer", {**user_values(cfg.trainer), "precision": precision}, L.Trainer, not_settable=SET_BY_TRAIN)
+    check_max_time(trainer_arguments(cfg).get("max_time"))
     OptimConfig.from_dict(optim_config(cfg))  # option names, and ranges that relate fields (after trainer.max_steps)
     check_section("callbacks.checkpoint", user_values(cfg.callbacks.checkpoint), ResumeCheckpoint, ["dirpath"])
     check_section("callbacks.sample", user_values(cfg.callbacks.sample), SampleText,
@@ -121,6 +124,24 @@ def check_sections(cfg: DictConfig) -> None:
     if cfg.resume and cfg.ckpt_path:
         raise ValueError("pass either resume=true (newest run with this config) or ckpt_path=<path>, not both")
     check_init_from(cfg.init_from)
+
+
+def trainer_arguments(cfg: DictConfig) -> dict[str, Any]:
+    """The trainer section as lightning.Trainer takes it: plain values (it reads a dict max_time, not a DictConfig)
+    and the precision to train in."""
+    return {**OmegaConf.to_container(cfg.trainer, resolve=True),
+            "precision": resolve_precision(str(cfg.trainer.precision), cfg.trainer.accelerator)}
+
+
+def check_max_time(max_time: Any) -> None:
+    """Lightning refuses a trainer.max_time it cannot read only once the run folder is made, naming no key."""
+    if max_time is None:
+        return
+    try:
+        Timer(duration=max_time)
+    except (MisconfigurationException, TypeError, ValueError):
+        raise ValueError(f"trainer.max_time={max_time!r} must be DD:HH:MM:SS (00:01:30:00 is 90 minutes) or a "
+                         "mapping of days, hours, minutes and seconds ({minutes:90})") from None
 
 
 def check_fits(model_cfg: ModelConfig, data: L.LightningDataModule) -> None:
