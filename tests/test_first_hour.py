@@ -61,6 +61,7 @@ BAD = [  # (command line, what the one line must say)
     (["model.heads=[1"], "cannot read the override 'model.heads=[1'"),
     (["-m", "model.head=2,4"], "did you mean model.heads?"),  # a sweep's keys are checked before its first job
     (["-m", "attention=mha,gqx"], "attention=gqx is not an option of attention: choose one of gqa, "),  # and options
+    (["trainer.max_steps=0"], "error: trainer.max_steps=0 must be a positive integer"),  # it said max_steps=0
     # Lightning refused it once the run folder was made, in a line naming no key
     (["trainer.max_time=abc"], "trainer.max_time='abc' must be DD:HH:MM:SS (00:01:30:00 is 90 minutes) or a mapping"),
     (["trainer.max_time={minute:90}"], "trainer.max_time={'minute': 90} must be DD:HH:MM:SS"),
