@@ -1,0 +1,26 @@
+"""generate.py into a reader that stops early (`| head`): the text so far, then a quiet end."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from gpt import ModelConfig
+from gpt.data.tokenizers import CharTokenizer
+from gpt.inference.checkpoint import save_model
+from tests.conftest import ROOT, build
+
+
+def test_a_closed_stdout_ends_generation_without_a_traceback(tmp_path: Path) -> None:
+    """print() into the closed pipe raised BrokenPipeError: a traceback, where `| head` users expect nothing."""
+    tokenizer = CharTokenizer(list("ab \n"))
+    save_model(tmp_path / "model.pt", build(ModelConfig(vocab_size=4, layers=1, heads=2, dim=16, block_size=8)),
+               tokenizer)
+    proc = subprocess.Popen([sys.executable, str(ROOT / "generate.py"), "--ckpt", str(tmp_path / "model.pt"),
+                             "--max-new-tokens", "50"], cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT)},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc.stdout.close()  # before anything is printed, so the first print meets a closed pipe
+    err = proc.stderr.read()
+    proc.wait(timeout=120)
+    assert "Traceback" not in err and "BrokenPipeError" not in err, err
