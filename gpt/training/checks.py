@@ -103,9 +103,10 @@ def check_sections(cfg: DictConfig) -> None:
     if cfg.data.get("tasks") is not None:  # each task's knobs, by the task itself
         build_tasks(OmegaConf.to_container(cfg.data.tasks, resolve=True))
     check_section("optim", user_values(cfg.optim), OptimConfig)
-    precision = resolve_precision(str(cfg.trainer.precision), cfg.trainer.accelerator)
-    check_section("trainer", {**user_values(cfg.trainer), "precision": precision}, L.Trainer, not_settable=SET_BY_TRAIN)
-    check_max_time(trainer_arguments(cfg).get("max_time"))
+    arguments = trainer_arguments(cfg)
+    check_section("trainer", {**user_values(cfg.trainer), "precision": arguments["precision"]}, L.Trainer,
+                  not_settable=SET_BY_TRAIN)
+    check_max_time(arguments.get("max_time"))
     if OmegaConf.is_interpolation(cfg.optim, "max_steps"):  # the schedule's length follows trainer.max_steps
         check_value("trainer.max_steps", cfg.trainer.max_steps, PositiveInt)  # named as set, not as optim's field
     OptimConfig.from_dict(optim_config(cfg))  # option names, and ranges that relate fields (after trainer.max_steps)
