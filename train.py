@@ -79,7 +79,9 @@ def train(cfg: DictConfig, run_dir: Path | None = None) -> Path:
         return run_dir / "model.pt"
     resume_point = resume_from(cfg, run_dir, in_sweep=HydraConfig.get().mode == RunMode.MULTIRUN)
     checkpoint = ResumeCheckpoint(run_dir / "checkpoints", cfg.callbacks.checkpoint.every_n_steps)
-    stopper, record = StopOnInterrupt(stopping), RunRecord(run_dir)  # record: history.csv + summary.json for the report
+    stopper = StopOnInterrupt(stopping)
+    # record: history.csv + summary.json for the report, going on from the run a checkpoint of another folder ends
+    record = RunRecord(run_dir, continues=resume_point.path.parent.parent if resume_point else None)
     callbacks = [checkpoint, stopper, ValidateAtEnd(), record]
     if cfg.trainer.enable_progress_bar:
         callbacks.append(StepProgressBar())

@@ -67,6 +67,23 @@ def test_a_resumed_run_continues_its_history_and_clock(tmp_path: Path) -> None:
     assert steps == [(3, 2.0), (5, pytest.approx(1.7))] and record.history[-1]["wall_s"] >= 1.5
 
 
+def test_a_run_resumed_in_a_new_folder_goes_on_from_the_history_of_the_run_it_continues(tmp_path: Path) -> None:
+    """resume=true on a single run trains on in a new folder: its history.csv and summary's wall s covered only the
+    steps after the resume, so its curve started midway and its time looked short."""
+    (tmp_path / "killed").mkdir()
+    (tmp_path / "killed" / "history.csv").write_text("step,wall_s,val_loss\n3,1.5,2.0\n6,3.0,1.8\n")
+    trainer = SimpleNamespace(sanity_checking=False, global_step=6, should_stop=False, is_global_zero=True,
+                              callback_metrics={"val/loss": torch.tensor(1.7)}, val_check_interval=3,
+                              accumulate_grad_batches=1)
+    (tmp_path / "resumed").mkdir()
+    record = RunRecord(tmp_path / "resumed", continues=tmp_path / "killed")
+    record.on_train_start(trainer, SimpleNamespace(device=torch.device("cpu")))
+    trainer.global_step = 9
+    record.on_validation_start(trainer, None)
+    record.on_validation_end(trainer, None)
+    assert [row["step"] for row in record.history] == [3, 6, 9] and record.history[-1]["wall_s"] >= 3.0
+
+
 @pytest.mark.parametrize("resumed_at, kept", [(11, [5, 10]), (10, [5, 10])])
 def test_a_resumed_run_drops_the_validation_its_stop_made_off_the_schedule(tmp_path: Path, resumed_at: int,
                                                                           kept: list[int]) -> None:

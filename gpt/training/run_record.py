@@ -35,8 +35,11 @@ class RunRecord(L.Callback):
     stops training and marks the run failed (a NaN run's later numbers mean nothing), as does Ctrl-C (the run
     has not finished)."""
 
-    def __init__(self, run_dir: str | Path) -> None:
+    def __init__(self, run_dir: str | Path, continues: Path | None = None) -> None:
+        """`continues`: the folder of the run this one resumes from a checkpoint of, where that is another folder
+        (resume=true or ckpt_path= of a single run): its history and clock go on here, else this folder's."""
         self.run_dir = Path(run_dir)
+        self.continues = self.run_dir if continues is None else Path(continues)
         self.history: list[dict[str, float]] = []
         self.tokens = 0
         self.start = self.val_start = self.val_seconds = self.earlier_seconds = 0.0
@@ -45,13 +48,13 @@ class RunRecord(L.Callback):
 
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         reset_peak_memory(pl_module.device)
-        # A run resumed in its folder continues its history and its clock from the step it resumes at, less the
+        # A resumed run continues its history and its clock from the step it resumes at, less the
         # validation its stop made off the schedule (Ctrl-C at step 111): an uninterrupted run has no such row.
         # The clock still goes on from that row, which holds the time of every step before the stop.
         step = trainer.global_step
         scheduled = not isinstance(trainer.val_check_interval, int) or \
             step * trainer.accumulate_grad_batches % trainer.val_check_interval == 0
-        before = [row for row in read_history(self.run_dir) if row["step"] <= step]
+        before = [row for row in read_history(self.continues) if row["step"] <= step]
         self.history = [row for row in before if row["step"] < step or scheduled]
         self.earlier_seconds = before[-1]["wall_s"] if before else 0.0
         self.start, self.start_step = time.perf_counter(), trainer.global_step
