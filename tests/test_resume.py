@@ -18,6 +18,7 @@ from pathlib import Path
 import lightning as L
 import pytest
 import torch
+from omegaconf import OmegaConf
 from torch.utils.data import DataLoader
 
 from gpt import ModelConfig, load_checkpoint
@@ -25,7 +26,7 @@ from gpt.inference.checkpoint import CheckpointError
 from gpt.sweeps.parallel import GRACE_S
 from gpt.training.callbacks import ResumeCheckpoint, TrainingStopped
 from gpt.training.lit import LitGPT
-from gpt.training.resume import AtomicCheckpointIO, load_resume_checkpoint
+from gpt.training.resume import AtomicCheckpointIO, find_resume_checkpoint, load_resume_checkpoint
 from tests.conftest import TINY_RUN, CodeRunningPickle, ROOT, files_in, flip_a_bit_in, play, run_cli
 from tests.fuzzing import fresh_folder, job
 
@@ -313,3 +314,14 @@ def test_ctrl_c_to_a_sweep_saves_each_running_job_for_resume(tmp_path: Path) -> 
         summary = json.loads((stopped / "summary.json").read_text())
         assert summary["status"] == "failed" and "stopped with its sweep at step" in summary["reason"]
         assert 10 <= load_resume_checkpoint(stopped / "checkpoints/last.ckpt")["global_step"] < 100000
+
+
+def test_resume_that_finds_no_run_names_each_folder_it_searched_once(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    # The run's own folder's parent (outputs/<date>) lies inside outputs/: it was listed beside it.
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "outputs" / "2026-11-26").mkdir(parents=True)
+    roots = [Path("outputs"), Path("multirun"), tmp_path / "outputs" / "2026-11-26"]
+    with pytest.raises(CheckpointError, match=r"found no run with this config and a checkpoints/last.ckpt under "
+                                              r"outputs, multirun: pass ckpt_path="):
+        find_resume_checkpoint(OmegaConf.create({"model": {"dim": 8}}), roots)

@@ -81,6 +81,9 @@ def find_resume_checkpoint(cfg: DictConfig, roots: list[Path]) -> Path:
     """The newest last.ckpt of a run under `roots` whose saved .hydra/config.yaml equals `cfg`."""
     mine = run_identity(cfg)
     found = []
+    resolved = {r.resolve() for r in roots}
+    # A root inside another (the run's own outputs/<date>/ under outputs/) is searched, and named, once.
+    roots = [r for r in roots if not any(other in r.resolve().parents for other in resolved)]
     for root in {r.resolve() for r in roots if r.is_dir()}:
         for saved in root.rglob(".hydra/config.yaml"):
             ckpt = saved.parent.parent / CHECKPOINT
