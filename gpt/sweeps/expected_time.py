@@ -19,8 +19,10 @@ from gpt.training.checks import resolve_precision
 from gpt.training.run_folder import finished
 
 # A job's seconds outside its training steps (building data and model, the last grading, its record), which do not
-# scale with the steps: attention_tasks' 62 s a job held 55.8 s of fit (summary.json wall_s).
-JOB_SETUP_S = 6.0
+# scale with the steps. attention_tasks on a 2-core AMD EPYC, two at a time: 10, 40, 200 and 1,200 steps a job took
+# 2.4, 3.6, 7.5 and 30.7 s of the sweep's wall time, a line of 2.6 s plus 0.023 s a step; a job of 10 steps of each
+# other preset took 1.4-2.9 s.
+JOB_SETUP_S = 2.5
 
 
 def job_steps(config: DictConfig) -> list[int]:
