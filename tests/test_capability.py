@@ -107,6 +107,8 @@ def test_best_of_keeps_each_configurations_best_learning_rate(tmp_path: Path) ->
     with pytest.raises(ValueError, match=r"--best-of optim.wd: no configuration of this sweep sets it; they set "
                                          r"attention, optim.lr"):
         write_report(tmp_path, best_of=["optim.wd"])
+    with pytest.raises(ValueError, match=r"--best-of seed: each configuration pools its seeds"):
+        write_report(tmp_path, best_of=["seed"])  # swept, but never a setting: it said no configuration sets it
 
 
 def test_best_of_breaks_a_tie_in_exact_match_by_val_loss() -> None:

@@ -35,6 +35,9 @@ def best_settings(groups: dict[Config, list[dict[str, Any]]], swept: Sequence[st
     saying which value won and against what."""
     if not swept:
         return set(groups), []
+    if "seed" in swept:  # seeds are left out of a configuration: they are what its mean and spread are over
+        raise ValueError("--best-of seed: each configuration pools its seeds (mean ± spread); pick the best of a "
+                         "setting such as optim.lr instead")
     set_here = {key(o) for config in groups for o in config}
     if unset := [k for k in swept if k not in set_here]:
         raise ValueError(f"--best-of {' '.join(unset)}: no configuration of this sweep sets it; they set "
