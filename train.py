@@ -111,7 +111,15 @@ def train(cfg: DictConfig, run_dir: Path | None = None) -> Path:
     if cfg.callbacks.lengths.at:
         trainer.callbacks.append(LossAtLengths(**cfg.callbacks.lengths))
     print(f"model: {lit.model.num_params():,} parameters, precision {precision}; run folder: {run_dir}")
-    trainer.fit(lit, datamodule=data, ckpt_path=resume_point.path if resume_point else None, weights_only=True)
+    try:
+        trainer.fit(lit, datamodule=data, ckpt_path=resume_point.path if resume_point else None, weights_only=True)
+    except SystemExit:  # Lightning's exit(1) after a KeyboardInterrupt: the second Ctrl-C, which aborts at once
+        if not stopper.requested:
+            raise
+        after = f"continue from {checkpoint.path} with the same overrides plus ckpt_path={checkpoint.path} (or " \
+            "resume=true)" if checkpoint.path.is_file() else "no checkpoint was written yet: start again"
+        raise Interrupted(f"aborted by a second Ctrl-C at step {trainer.global_step}, before model.pt was written; "
+                          f"{after}") from None
     path = run_dir / "model.pt"
     if not trainer.is_global_zero:  # under torchrun/SLURM every rank gets here; one writes the export
         return path

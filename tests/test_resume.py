@@ -159,6 +159,30 @@ def test_ctrl_c_stops_cleanly_with_checkpoint_and_model(tmp_path: Path) -> None:
     assert model.cfg.dropout == 0.1
 
 
+def test_a_second_ctrl_c_aborts_in_one_line_that_says_how_to_go_on(tmp_path: Path) -> None:
+    """Lightning answers the KeyboardInterrupt of a second Ctrl-C with exit(1) and nothing said: the run's folder
+    then held no record, and `train.py && generate.py` read it as an error, not a stop."""
+    # The second Ctrl-C lands in the step after the first, before the stop can finish: raised there, not timed.
+    script = f"""
+import runpy, sys
+from gpt.training.callbacks import StopOnInterrupt
+def second_ctrl_c(self, trainer, *args):
+    if trainer.global_step == 25:
+        self.requested = True
+        raise KeyboardInterrupt
+StopOnInterrupt.on_train_batch_end = second_ctrl_c
+sys.argv = ["train.py", *{RUN!r}, "callbacks.checkpoint.every_n_steps=10", "hydra.run.dir=run"]
+runpy.run_path({str(ROOT / "train.py")!r}, run_name="__main__")
+"""
+    proc = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT)},
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 130, proc.stderr[-2000:]
+    ckpt = tmp_path / "run/checkpoints/last.ckpt"
+    assert proc.stderr.splitlines()[-1] == f"aborted by a second Ctrl-C at step 25, before model.pt was written; " \
+        f"continue from {ckpt} with the same overrides plus ckpt_path={ckpt} (or resume=true)"
+    assert load_resume_checkpoint(ckpt)["global_step"] == 20 and not (tmp_path / "run/model.pt").exists()
+
+
 def damaged_copy(ckpt: Path, copy: Path, damage: str) -> None:
     """`ckpt` copied to `copy`, cut short, with a flipped bit, or as a tinygpt of an older layout would have
     saved it (its weights named otherwise)."""
