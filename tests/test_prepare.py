@@ -96,6 +96,17 @@ def test_suffixes_are_read_whatever_their_case_and_json_as_json_lines(tmp_path: 
     assert sorted(splits["train"] + splits["val"]) == sorted(docs)
 
 
+def test_the_tokenizers_sample_is_counted_in_bytes(tmp_path: Path) -> None:
+    # Counted by its progress bar, a tokenizer's 256 MB sample was the whole corpus wherever the bar was off (no
+    # terminal: CI, a log), and in characters, CJK text read 3x as many bytes as it meant.
+    path = tmp_path / "cjk.txt"
+    path.write_text("".join(f"{i}番目の物語です。\n" + EOT + "\n" for i in range(2000)))
+    units = formats.TextFormat.units(path, 256, "text")
+    read = [len(text.encode()) for text in prepare_module.Source(units, prepare_module.Work(Recipe([str(path)])), 1,
+                                                                 False).texts(5000)]
+    assert 5000 <= sum(read) < 5000 + max(read)
+
+
 def test_shards_are_byte_identical_whatever_the_processes_and_work_units(tmp_path: Path,
                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     corpus = tmp_path / "corpus"

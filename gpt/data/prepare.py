@@ -162,11 +162,14 @@ class Source:
         total = min(max_bytes, sum(unit.nbytes for unit in self.units))
         with tqdm(total=total, unit="B", unit_scale=True, desc="reading for the tokenizer", file=sys.stderr,
                   disable=None if self.progress is None else not self.progress) as bar:
+            read = 0  # counted here: a disabled bar (no terminal: a log, CI) counts nothing, and all was read
             for unit in self.units:
                 for part in _parts(self.work, unit):
                     yield part.text
-                    bar.update(len(part.text))
-                    if bar.n >= max_bytes:
+                    size = len(part.text.encode())  # bytes, as max_bytes: CJK text is 3 of them a character
+                    bar.update(size)
+                    read += size
+                    if read >= max_bytes:
                         return
 
 
