@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from matplotlib.image import imread
 
-from gpt.sweeps import capability
+from gpt.sweeps import capability, scaling
 from gpt.sweeps.plots import matrix_figure
 from gpt.sweeps.report import find_runs, markdown, summaries, write_report
 from tests.conftest import run_cli
@@ -241,3 +241,18 @@ def test_levels_plot_chance_where_each_level_has_it() -> None:
     assert list(exact.get_xdata()) == [2, 4] and np.allclose(exact.get_ydata(), [25.0, 6.25])  # 0.5 ** n
     assert np.allclose(token.get_ydata(), [50.0, 50.0])
     assert [t.get_text() for t in figure.legends[0].get_texts()] == ["attention=mha", "chance", "whole answer"]
+
+
+@pytest.mark.parametrize("order", [("x", "y", "z"), ("y", "x", "z")])
+def test_a_tie_for_best_with_one_seed_does_not_hide_gaps_beyond_noise(order: tuple[str, ...]) -> None:
+    """x (one seed) and y (two) tie at the ceiling, a common sight at 100%: z's gap to y is beyond noise, and which of
+    the tied rows comes first must not decide the mark (x first made no claim, so z went unmarked)."""
+    accuracy = {"x": [1.0], "y": [1.0, 1.0], "z": [0.5, 0.52]}
+    loss = {"x": [1.0], "y": [1.0, 1.0], "z": [2.0, 2.1]}
+    by_label = {f"attention={name}": [{"status": "ok", "val_acc": {"recall_8": a, "all": a},
+                                       "val_extrapolation": {"trained": 8, "lengths": {"16": {"loss": l}}}}
+                                      for a, l in zip(accuracy[name], loss[name])] for name in order}
+    matrix = {line.split(" | ")[0]: line for line in capability.table(by_label, ["recall_8"], capability.EXACT)}
+    assert matrix["| `attention=z`"].endswith(f"51.0 ± 1.4 {capability.BEYOND_NOISE} |")
+    lengths = {line.split(" | ")[0]: line for line in scaling.extrapolation_markdown(by_label)}
+    assert lengths["| `attention=z`"].startswith(f"| `attention=z` | 2.050 ± 0.071 {scaling.BEYOND_NOISE} |")

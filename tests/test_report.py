@@ -219,6 +219,19 @@ def test_seed_noise_line_separates_differences_beyond_two_standard_errors(tmp_pa
                          "`attention=c`; within it: `attention=a`.")
 
 
+@pytest.mark.parametrize("first", ["c", "d"])
+def test_seed_noise_line_compares_against_every_configuration_tied_for_best(tmp_path: Path, first: str) -> None:
+    # c and d tie at 1.1: e is beyond noise of c (no spread) though within d's; whichever row came first decided.
+    losses = {"c": [1.1, 1.1], "d": [0.9, 1.3], "e": [1.2, 1.2]}
+    order = [first, *({"c", "d"} - {first}), "e"]
+    for i, (name, values) in enumerate((n, v) for n in order for v in losses[n]):
+        fake_run(tmp_path / str(i), [f"attention={name}", f"seed={i}"], {"status": "ok", "val_loss": values})
+    line = next(x for x in markdown(tmp_path, find_runs(tmp_path)).splitlines() if x.startswith("Final val loss"))
+    tied = ", ".join(f"`attention={name}`" for name in order[:2])
+    assert line == (f"Final val loss against the best ({tied}), beyond seed noise (difference > 2 standard errors): "
+                    "`attention=e`; within it: none.")
+
+
 def test_cost_card_and_pareto_plot_price_each_configuration_by_its_formula(sweep: Path) -> None:
     """The card's cache bytes are the trained model's own formula; pareto.png plots each capability column's mean
     over seeds against cache MiB at PARETO_DEPTH (panels PANELS_PER_ROW to a row, each configuration named once in

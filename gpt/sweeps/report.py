@@ -29,7 +29,7 @@ from omegaconf import DictConfig
 from gpt.sweeps import capability, capacity, pareto, scaling
 from gpt.sweeps.best_of import best_settings
 from gpt.sweeps.plots import loss_figure, matrix_figure, styles
-from gpt.sweeps.stats import beyond_noise, best_of, stat_cell
+from gpt.sweeps.stats import behind_best, best_of, stat_cell
 from gpt.training.run_folder import NOT_IDENTITY, SUMMARY, read_history, read_summary, record_failure
 
 OVERRIDES = Path(".hydra") / "overrides.yaml"  # where Hydra records each job's command-line overrides
@@ -128,13 +128,15 @@ def seed_noise(groups: dict[tuple[str, ...], list[Run]], names: dict[tuple[str, 
     loss = {key: v for key, g in groups.items() if len(v := column_values(g, COLUMNS[1])) > 1}
     if len(loss) < 2:
         return None
-    best = min(loss, key=lambda key: statistics.fmean(loss[key]))
+    top = min(statistics.fmean(v) for v in loss.values())
+    best = [key for key, v in loss.items() if statistics.fmean(v) == top]  # ties: each one is the best
     within, beyond = [], []
     for key, values in loss.items():
-        if key != best:
-            (beyond if beyond_noise(values, loss[best], lower_is_better=True) else within).append(f"`{names[key]}`")
-    return (f"Final val loss against the best (`{names[best]}`), beyond seed noise (difference > 2 standard "
-            f"errors): {', '.join(beyond) or 'none'}; within it: {', '.join(within) or 'none'}.")
+        if key not in best:
+            (beyond if behind_best(values, [loss[b] for b in best], True) else within).append(f"`{names[key]}`")
+    return (f"Final val loss against the best ({', '.join(f'`{names[b]}`' for b in best)}), beyond seed noise "
+            f"(difference > 2 standard errors): {', '.join(beyond) or 'none'}; "
+            f"within it: {', '.join(within) or 'none'}.")
 
 
 def group(runs: list[Run]) -> dict[tuple[str, ...], list[Run]]:

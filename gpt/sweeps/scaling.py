@@ -11,7 +11,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from gpt.sweeps.plots import LEGEND_INCHES, REFERENCE, band, legend_beside, styles
-from gpt.sweeps.stats import beyond_noise, best_of, stat_cell
+from gpt.sweeps.stats import behind_best, best_of, stat_cell
 
 BEYOND_NOISE = "▼"
 PANELS = {"exact": "exact match %", "token": "per-token accuracy %", "prefix": "longest right prefix (tokens)"}
@@ -122,8 +122,8 @@ def extrapolation_markdown(summaries: dict[str, list[dict[str, Any]]]) -> list[s
              "|---|" + "---:|" * len(lengths) + "---|"]
     for label, by_length in pooled.items():
         cells = [stat_cell(by_length[n], "{:.3f}", bold=label in best[n],
-                           mark=BEYOND_NOISE if best[n] and beyond_noise(by_length[n], pooled[best[n][0]][n], True)
-                           else "") for n in lengths]
+                           mark=BEYOND_NOISE * behind_best(by_length[n], [pooled[b][n] for b in best[n]], True))
+                 for n in lengths]
         refused = next((r["refused"] for r in data[label] if "refused" in r), "")
         lines.append(f"| `{label}` | " + " | ".join(cells) + f" | {refused} |")
     return lines + ["", f"Validation loss (nats per token) on windows of each length, trained at {trained} tokens; "

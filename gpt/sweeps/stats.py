@@ -40,3 +40,10 @@ def beyond_noise(values: Sequence[float], best: Sequence[float], lower_is_better
     gap = statistics.fmean(values) - statistics.fmean(best)
     gap = gap if lower_is_better else -gap
     return gap > 2 * error and gap > 0
+
+
+def behind_best(values: Sequence[float], bests: Sequence[Sequence[float]], lower_is_better: bool) -> bool:
+    """Whether `values` are behind a column's best by more than seed noise, `bests` being the seeds of every
+    configuration tied for it: tied means, so behind any one of them is behind the best, and which of them comes
+    first in the table (one with a single seed, which makes no claim) must not decide the mark."""
+    return any(beyond_noise(values, best, lower_is_better) for best in bests)
