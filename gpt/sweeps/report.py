@@ -125,16 +125,19 @@ def status(runs: list[Run]) -> str:
 def seed_noise(groups: dict[tuple[str, ...], list[Run]], names: dict[tuple[str, ...], str]) -> str | None:
     """Which configurations' final val loss differs from the best one's by more than seed noise: more than
     two standard errors of the difference of means (Welch), which needs two seeds or more on both sides."""
-    loss = {key: v for key, g in groups.items() if len(v := column_values(g, COLUMNS[1])) > 1}
+    every = {key: column_values(g, COLUMNS[1]) for key, g in groups.items()}
+    loss = {key: v for key, v in every.items() if len(v) > 1}
     if len(loss) < 2:
         return None
     top = min(statistics.fmean(v) for v in loss.values())
+    # A configuration with one seed can be the column's bold best, with no spread to compare against: not this one.
+    which = " with two seeds or more" if min(statistics.fmean(v) for v in every.values() if v) < top else ""
     best = [key for key, v in loss.items() if statistics.fmean(v) == top]  # ties: each one is the best
     within, beyond = [], []
     for key, values in loss.items():
         if key not in best:
             (beyond if behind_best(values, [loss[b] for b in best], True) else within).append(f"`{names[key]}`")
-    return (f"Final val loss against the best ({', '.join(f'`{names[b]}`' for b in best)}), beyond seed noise "
+    return (f"Final val loss against the best{which} ({', '.join(f'`{names[b]}`' for b in best)}), beyond seed noise "
             f"(difference > 2 standard errors): {', '.join(beyond) or 'none'}; "
             f"within it: {', '.join(within) or 'none'}.")
 
