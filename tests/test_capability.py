@@ -256,3 +256,10 @@ def test_a_tie_for_best_with_one_seed_does_not_hide_gaps_beyond_noise(order: tup
     assert matrix["| `attention=z`"].endswith(f"51.0 ± 1.4 {capability.BEYOND_NOISE} |")
     lengths = {line.split(" | ")[0]: line for line in scaling.extrapolation_markdown(by_label)}
     assert lengths["| `attention=z`"].startswith(f"| `attention=z` | 2.050 ± 0.071 {scaling.BEYOND_NOISE} |")
+
+
+def test_loss_past_the_trained_length_names_the_trained_length_as_a_number() -> None:
+    record = {"trained": 64, "lengths": {"128": {"loss": 2.0}}}
+    by_label = {f"pos={pos}": [{"status": "ok", "val_extrapolation": record}] for pos in ("rope", "alibi")}
+    legend = scaling.extrapolation_markdown(by_label)[-4]
+    assert "trained at 64 tokens;" in legend  # it read "trained at [64] tokens", a Python list
