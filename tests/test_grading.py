@@ -92,6 +92,7 @@ class Scripted(torch.nn.Module):
     def __init__(self, choose: dict[tuple[int, ...], int]) -> None:
         super().__init__()
         self.choose, self.weight = choose, torch.nn.Parameter(torch.zeros(1))
+        self.cfg = ModelConfig(vocab_size=TOKENIZER.vocab_size, block_size=64)  # holds every line here
 
     def new_caches(self, batch: int) -> list[Seen]:
         return [Seen(batch)]
@@ -139,3 +140,12 @@ def test_grading_agrees_with_greedy_generation_for_every_attention(attention: st
     graded = grade(model, tokenizer, lines, batch_size=3)[::2]  # each line's first answer
     assert [g.exact for g in graded] == [True, False] * len(prompts)
     assert [g.prefix for g in graded] == [3, 1] * len(prompts)
+
+
+def test_lines_longer_than_the_block_are_refused_naming_the_block_to_train_with() -> None:
+    # The length task's test lines copy up to 4x its trained length, more than training's own check saw in a small
+    # val split: evaluate failed inside the model ("sequence of 57 tokens exceeds block_size=56"), naming no fix.
+    model = GPT(ModelConfig(vocab_size=TOKENIZER.vocab_size, layers=1, heads=2, dim=8, block_size=8))
+    with pytest.raises(ValueError, match=r"^these lines run to 10 tokens, past the model's block_size=8: train it "
+                                         r"with model.block_size=10 or more to grade them$"):
+        grade(model, TOKENIZER, [COPY])

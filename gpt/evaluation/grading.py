@@ -53,6 +53,10 @@ class Graded:
 def grade(model: GPT, tokenizer: Tokenizer, lines: Sequence[Line], batch_size: int = 256) -> list[Graded]:
     """Every answer of every line, in batches of lines of similar length (padded after their ends)."""
     encoded = [encode_line(tokenizer, line) for line in lines]
+    longest = max((len(ids) - 1 for ids, _, _ in encoded), default=0)  # a row's inputs: every token but the last
+    if longest > model.cfg.block_size:  # held-out lines may run past the trained ones (the length task's, 4x)
+        raise ValueError(f"these lines run to {longest} tokens, past the model's block_size={model.cfg.block_size}: "
+                         f"train it with model.block_size={longest} or more to grade them")
     order = sorted(range(len(lines)), key=lambda i: len(encoded[i][0]))
     was_training = model.training
     model.eval()
