@@ -16,9 +16,9 @@ from gpt.inference.checkpoint import save_model
 from gpt.training.lit import LitGPT
 from tests.conftest import run_cli
 
+
 def batches(count: int, rows: int, cfg: ModelConfig, seed: int = 0) -> list[tuple[torch.Tensor, torch.Tensor]]:
-    """Random batches whose every row has the same number of counted targets (the last two ignored):
-    the loss averages over counted tokens, so only then is the mean of micro-batch losses the big batch's."""
+    """Random batches whose every row counts the same number of targets (the last two ignored)."""
     generator = torch.Generator().manual_seed(seed)
     out = []
     for _ in range(count):
@@ -55,6 +55,18 @@ def test_k_micro_batches_give_the_gradients_of_one_k_times_larger(tiny_cfg: Mode
     single, _ = first_step_grads(large, 1, tiny_cfg)
     assert accumulated.keys() == single.keys()
     for name in single:  # equal in exact arithmetic; float32 sums in another order differ in the last bits
+        torch.testing.assert_close(accumulated[name], single[name], rtol=1e-5, atol=1e-7, msg=name)
+
+
+def test_micro_batches_counting_different_targets_give_the_gradients_of_one_larger(tiny_cfg: ModelConfig) -> None:
+    # Task rows score different numbers of tokens (padding, unscored prompts), so micro-batches count different
+    # targets: averaging each one's own mean gave a token of the sparse micro-batch 10x the weight of the other's.
+    sparse, dense = batches(2, 3, tiny_cfg)
+    sparse[1][:, 1:] = IGNORE_INDEX  # 1 counted target a row against dense's 10
+    large = [(torch.cat([sparse[0], dense[0]]), torch.cat([sparse[1], dense[1]]))]
+    accumulated, _ = first_step_grads([sparse, dense], 2, tiny_cfg)
+    single, _ = first_step_grads(large, 1, tiny_cfg)
+    for name in single:
         torch.testing.assert_close(accumulated[name], single[name], rtol=1e-5, atol=1e-7, msg=name)
 
 

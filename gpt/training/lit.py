@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 import lightning as L
@@ -35,6 +36,7 @@ class LitGPT(L.LightningModule):
         self.register_buffer("token_bytes", token_bytes, persistent=False)
         self._val_totals = torch.zeros(2, dtype=torch.float64)  # summed nats and bytes over one validation
         self._tokens_since_log = 0
+        self._counted: torch.Tensor | None = None  # targets counted so far in this optimizer step's batches
         self._last_log_time: float | None = None
 
     def configure_model(self) -> None:
@@ -50,11 +52,47 @@ class LitGPT(L.LightningModule):
         return F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=IGNORE_INDEX)
 
     def training_step(self, batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int) -> torch.Tensor:
-        loss = self.loss(batch)
         self._tokens_since_log += batch[0].numel()
+        if not self.pools_targets():
+            loss = self.loss(batch)
+            if logs_at(self.global_step, self.trainer.log_every_n_steps, self.trainer.max_steps):
+                self.log_step(loss)
+            return loss
+        # Each batch's own mean would weigh its targets by 1 / its count, which differs between batches whose rows
+        # score different numbers of tokens: summed here and divided by the count of them all in optimizer_step.
+        inputs, targets = batch
+        logits = self.model(inputs)  # (B, T, V)
+        summed = F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=IGNORE_INDEX, reduction="sum")
+        counted = (targets != IGNORE_INDEX).sum()
+        self._counted = counted if self._counted is None else self._counted + counted
         if logs_at(self.global_step, self.trainer.log_every_n_steps, self.trainer.max_steps):
-            self.log_step(loss)
-        return loss
+            self.log_step(summed.detach() / counted)
+        # Divided by a constant, the same in every batch and process, which average_over_targets undoes.
+        return summed / self.model.cfg.block_size
+
+    def pools_targets(self) -> bool:
+        """Whether one optimizer step averages over several batches: accumulated, or one per process."""
+        return self.trainer.accumulate_grad_batches > 1 or self.trainer.world_size > 1
+
+    def optimizer_step(self, epoch: int, batch_idx: int, optimizer: Any,
+                       optimizer_closure: Callable[[], Any] | None = None) -> None:
+        def closure() -> Any:
+            result = optimizer_closure()  # the step's last forward and backward (and the gradients' all-reduce)
+            if self._counted is not None:
+                self.average_over_targets()
+            return result
+        # Lightning runs the hooks that read gradients, then clips them, after this closure: on the averaged ones.
+        optimizer.step(closure=closure)
+
+    def average_over_targets(self) -> None:
+        """Gradients of the summed losses, divided by block_size in each batch, by accumulate_grad_batches (Lightning)
+        and by the processes (their all-reduce averages): made the mean over every target the step counted."""
+        counted = self.trainer.strategy.reduce(self._counted.float(), reduce_op="sum")
+        self._counted = None
+        scale = self.model.cfg.block_size * self.trainer.accumulate_grad_batches * self.trainer.world_size / counted
+        for p in self.parameters():
+            if p.grad is not None:
+                p.grad.mul_(scale.to(p.grad.dtype))
 
     def log_step(self, loss: torch.Tensor) -> None:
         """Log the loss, LR and the tokens/s since the previous logged step."""
