@@ -105,9 +105,10 @@ class LitGPT(L.LightningModule):
 
     def validation_step(self, batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int) -> None:
         loss = self.loss(batch)
-        self.log("val/loss", loss, prog_bar=True, batch_size=batch[0].shape[0], sync_dist=True)
+        targets = batch[1][batch[1] != IGNORE_INDEX]
+        # Weighted by the targets it counts, not its rows: task rows leave different numbers unscored.
+        self.log("val/loss", loss, prog_bar=True, batch_size=targets.numel(), sync_dist=True)
         if self.token_bytes is not None:
-            targets = batch[1][batch[1] != IGNORE_INDEX]
             self._val_totals += torch.stack([loss.detach().double() * targets.numel(),
                                              self.token_bytes[targets].sum().double()]).cpu()
 
