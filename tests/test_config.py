@@ -8,6 +8,8 @@ from gpt import GPT, ModelConfig
     ({"layers": 0}, "layers=0 must be a positive integer"),
     ({"heads": "four"}, "heads='four' must be a positive integer"),
     ({"dropout": 1.5}, "dropout=1.5 must be a number in"),
+    # A zero-wide MLP built, then divided by zero in Muon's LR rule (and trained as no MLP under AdamW).
+    ({"dim": 8, "heads": 2, "mlp_ratio": 0.1}, "mlp_ratio=0.1 makes the MLP 0 wide at dim=8"),
 ])
 def test_bad_config_names_the_field(overrides: dict, message: str) -> None:
     with pytest.raises(ValueError, match=message.replace("(", r"\(")):
