@@ -3,10 +3,12 @@ larger; bf16-mixed trains on CPU; a compiled model's checkpoints load uncompiled
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 
 import lightning as L
 import pytest
 import torch
+from lightning.pytorch.strategies import FSDPStrategy
 from torch.utils.data import DataLoader
 
 from gpt import ModelConfig, load_checkpoint
@@ -102,3 +104,21 @@ def test_gpu_compiled_mixed_precision_run_loads_on_cpu(tmp_path: Path, precision
     assert result.returncode == 0, result.stderr[-3000:]
     model, tokenizer = load_checkpoint(tmp_path / "run/model.pt")  # on CPU, uncompiled
     assert torch.isfinite(model(torch.tensor([tokenizer.encode("two plus three equals")]))).all()
+
+
+def test_norm_clipping_under_fsdp_is_the_root_modules_over_every_shard(tiny_cfg: ModelConfig) -> None:
+    """trainer=fsdp clips at 1.0 (trainer/default.yaml), and Lightning's FSDP plugin refuses norm clipping: the
+    first step failed. The root FullyShardedDataParallel module clips over every rank's shard. (CPU: the call only;
+    FSDP itself needs GPUs.)"""
+    clipped = []
+
+    class Root(torch.nn.Module):
+        def clip_grad_norm_(self, max_norm: float) -> None:
+            clipped.append(max_norm)
+
+    strategy = FSDPStrategy.__new__(FSDPStrategy)
+    strategy._model = Root()
+    lit = LitGPT(tiny_cfg)
+    lit._trainer = SimpleNamespace(strategy=strategy, precision="bf16-mixed")
+    lit.configure_gradient_clipping(torch.optim.SGD(lit.parameters()), 0.5, "norm")
+    assert clipped == [0.5]

@@ -8,6 +8,7 @@ from typing import Any
 import lightning as L
 import torch
 from lightning.pytorch.plugins.precision import MixedPrecision
+from lightning.pytorch.strategies import FSDPStrategy
 from torch.nn import functional as F
 
 from gpt.data.batches import IGNORE_INDEX
@@ -126,6 +127,11 @@ class LitGPT(L.LightningModule):
 
     def configure_gradient_clipping(self, optimizer: torch.optim.Optimizer, gradient_clip_val: float | None = None,
                                     gradient_clip_algorithm: str | None = None) -> None:
+        if gradient_clip_val and gradient_clip_algorithm != "value" and isinstance(self.trainer.strategy, FSDPStrategy):
+            # Each rank holds a shard of every gradient, so the norm is over all shards: the root module's own
+            # clip_grad_norm_, which Lightning's FSDP plugin does not call (it refuses norm clipping instead).
+            self.trainer.strategy.model.clip_grad_norm_(gradient_clip_val)
+            return
         if gradient_clip_val and isinstance(self.trainer.precision_plugin, MixedPrecision) \
                 and self.trainer.precision == "bf16-mixed":
             # Lightning's mixed-precision plugin will not clip for a fused optimizer, for fear of loss-scaled
