@@ -56,6 +56,12 @@ def test_run_ends_validated_graded_and_summarised_in_one_line(trained: Path) -> 
     assert line.endswith(f"; model: {trained / 'model.pt'}")
 
 
+def test_a_run_that_ends_within_its_warmup_says_so(trained: Path) -> None:
+    # 30 steps of a 100-step warmup train at 1-30% of the LR asked for: unsaid, a short run looked like a bad LR.
+    assert "note: trainer.max_steps=30 ends within optim.warmup_steps=100: the LR only warms up, to 30% of its " \
+        "peak; lower optim.warmup_steps to train at it" in (trained.parents[1] / "stdout.txt").read_text()
+
+
 def test_generate_cli_prints_the_models_greedy_continuation(trained: Path) -> None:
     prompt = "two plus three equals"
     model, tokenizer = load_checkpoint(trained / "model.pt")
