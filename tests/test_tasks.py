@@ -4,6 +4,7 @@ the answers (and the calculator's whole problems) and rebuilds its splits from m
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import pytest
 import torch
@@ -101,10 +102,23 @@ def test_lines_follow_the_seed_and_splits_are_disjoint(name: str) -> None:
     splits = {split: task.lines(seed=3, split=split, count=300) for split in ("train", "val", "test")}
     texts = {split: {line.text for line in lines} for split, lines in splits.items()}
     assert not texts["train"] & texts["val"] and not texts["train"] & texts["test"] and not texts["val"] & texts["test"]
-    assert all(split_of(text) == split for split, group in texts.items() for text in group)
+    assert all(split_of(line.split_key) == split for split, lines in splits.items() for line in lines)
     assert task.lines(seed=3, split="val", count=300) == splits["val"]
     assert task.lines(seed=4, split="val", count=300) != splits["val"]
     assert set(task.vocabulary()) >= {w for lines in splits.values() for line in lines for w in line.text.split()}
+
+
+@pytest.mark.parametrize("name, knobs", [("recall", {"pairs": 3, "keys": 4, "values": 2}),
+                                         ("distance", {"length": 24, "queries": 2, "distractors": 0, "keys": 8,
+                                                       "values": 8, "first_bucket": 4, "farthest": 8})])
+def test_no_held_out_answer_is_trained_on(name: str, knobs: dict[str, Any]) -> None:
+    # Small knobs make lines that share their first answers and differ only after them common; a split by the whole
+    # text put about a quarter of such held-out answers, prompt and all, into training lines too.
+    task = TASKS[name](**knobs)
+    trained = {(e.prompt, e.target) for line in task.lines(seed=0, split="train", count=2000) for e in line.examples}
+    for split in ("val", "test"):
+        graded = {(e.prompt, e.target) for line in task.lines(seed=0, split=split, count=200) for e in line.examples}
+        assert not graded & trained
 
 
 @pytest.mark.parametrize("name", ["distance", "length"])

@@ -1,6 +1,7 @@
 """What every task shares: a line of question-and-answer turns, each answer graded under a column and a level; the
 Task interface (a vocabulary, lines per split, the columns accuracy is reported under); and the sampled tasks' split
-of lines into train / val / test by a hash of their text, so a held-out line can never be trained on."""
+of lines into train / val / test by a hash of their text up to their first answer, so a held-out answer can never be
+trained on."""
 from __future__ import annotations
 
 import hashlib
@@ -58,6 +59,15 @@ class Line:
         return " ".join(word for turn in self.turns for word in (turn.given, turn.answer) if word)
 
     @property
+    def split_key(self) -> str:
+        """The text that decides the line's split: up to and including its first answer. Every graded answer's prompt
+        and answer hold it, so two lines sharing a graded answer (the same keys asked first, the same first question)
+        share it and land in one split; the whole text would not do: lines differing only after a shared answer
+        would put that answer in two splits. A one-turn line's key is its whole text."""
+        first = self.turns[0]
+        return " ".join(word for word in (first.given, first.answer) if word)
+
+    @property
     def examples(self) -> tuple[Example, ...]:
         """Each answer with the line up to it as its prompt."""
         examples, before = [], ""
@@ -70,7 +80,8 @@ class Line:
 
 
 def split_of(text: str) -> str:
-    """train, val or test, fixed by the line's text alone: the same line always lands in the same split."""
+    """train, val or test, fixed by the text alone (a line's split_key): the same text always lands in the same
+    split."""
     bucket = int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "big") / 2**64
     if bucket < HELD_OUT_FRACTION:
         return "val"
@@ -123,15 +134,16 @@ class Task(ABC):
 
 @dataclass(frozen=True)
 class SampledTask(Task):
-    """A task whose lines are drawn at random (there are far more than any run sees) and split by their hash."""
+    """A task whose lines are drawn at random (there are far more than any run sees) and split by the hash of their
+    split_key."""
 
     @abstractmethod
     def draw(self, rng: random.Random, split: str) -> Line:
         """One random line for `split` (held-out splits may differ in kind, e.g. longer lines)."""
 
     def lines(self, seed: int, split: str, count: int | None) -> list[Line]:
-        """Each split draws from its own seeded stream and keeps only the lines that hash into it, so splits are
-        disjoint whatever their sizes."""
+        """Each split draws from its own seeded stream and keeps only the lines whose split_key hashes into it, so
+        splits share no graded answer whatever their sizes."""
         if count is None:
             raise ValueError(f"data={self.name} draws its lines at random: set data.train_lines and data.val_lines "
                              "to how many")
@@ -141,7 +153,7 @@ class SampledTask(Task):
         kept: list[Line] = []
         for _ in range(count * MAX_DRAWS_PER_LINE):
             line = self.draw(rng, split)
-            if split_of(line.text) == split:
+            if split_of(line.split_key) == split:
                 kept.append(line)
                 if len(kept) == count:
                     return kept
