@@ -45,3 +45,12 @@ def test_which_split_names_the_split_of_a_problem(capsys: pytest.CaptureFixture)
         f"{held_out.prompt!r} is in the test split of data.seed=0: held out from training\n"
     assert main(["which-split", f"{held_out.prompt} {held_out.target}"]) == 0  # a corpus line, its answer included
     assert capsys.readouterr().out.startswith(f"{held_out.prompt!r} is in the test split")
+
+
+def test_which_split_follows_the_run_s_fractions(capsys: pytest.CaptureFixture) -> None:
+    # A run with other fractions cuts its splits elsewhere; answering from the default cuts called its held-out
+    # problems trained on (and trained ones held out).
+    splits = split_problems(0, 0.3, 0.1)
+    problem = next(p for p in splits["val"] if p not in split_problems(0, 0.1, 0.1)["val"])
+    assert main(["which-split", problem.prompt, "--val-fraction", "0.3"]) == 0
+    assert f"{problem.prompt!r} is in the val split of data.seed=0" in capsys.readouterr().out

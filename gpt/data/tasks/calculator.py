@@ -169,15 +169,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("prompt", help='a problem as the corpus writes it, with or without its answer, e.g. "two '
                                        'plus three equals"')
     parser.add_argument("--seed", type=int, default=0, help="the data.seed of the training run (default: 0)")
+    parser.add_argument("--val-fraction", type=float, default=Calculator.val_fraction,
+                        help="its data.tasks.calculator.val_fraction (default: %(default)s)")
+    parser.add_argument("--test-fraction", type=float, default=Calculator.test_fraction,
+                        help="its data.tasks.calculator.test_fraction (default: %(default)s)")
 
 
 def run(args: argparse.Namespace) -> None:
     """`python -m gpt which-split "ninety nine plus ninety nine equals"`: which split of data.seed it is in."""
     prompt = " ".join(args.prompt.split()).partition(" equals")[0] + " equals"  # a corpus line: its answer dropped
-    split = next((name for name, problems in split_problems(args.seed, 0.1, 0.1).items()
+    # The run's fractions move the cuts, so they are the run's, checked as training checks them.
+    task = Calculator(val_fraction=args.val_fraction, test_fraction=args.test_fraction)
+    split = next((name for name, problems in split_problems(args.seed, task.val_fraction, task.test_fraction).items()
                   if any(p.prompt == prompt for p in problems)), None)
     if split is None:
         raise ValueError(f"{args.prompt!r} is not a calculator problem: two numbers 0..99 in words around plus, "
                          "minus, times or divided by (an exact, non-negative answer), e.g. \"two plus three equals\"")
     seen = "trained on" if split == "train" else "held out from training"
-    print(f"{prompt!r} is in the {split} split of data.seed={args.seed}: {seen}")
+    fractions = "" if (task.val_fraction, task.test_fraction) == (Calculator.val_fraction, Calculator.test_fraction) \
+        else f" (val_fraction={task.val_fraction}, test_fraction={task.test_fraction})"
+    print(f"{prompt!r} is in the {split} split of data.seed={args.seed}{fractions}: {seen}")
