@@ -201,6 +201,8 @@ def test_mixture_meta_regenerates_the_held_out_lines() -> None:
     ({"copy": {"unique": True, "vocab": 8}}, "unique=true draws 16 different tokens from vocab=8"),
     ({"length": {"unique": True}}, "raise data.tasks.length.vocab to at least 32"),
     ({}, "data.tasks is empty"),
+    ({"recall": {"pairs": []}}, "data.tasks.recall.pairs=[] names no pair count"),
+    ({"calculator": {"operations": []}}, "data.tasks.calculator.operations=[] names no operation"),
 ])
 def test_bad_knobs_are_one_clear_line(spec: dict, message: str) -> None:
     with pytest.raises(ValueError, match=re.escape(message)):

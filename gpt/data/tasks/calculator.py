@@ -146,6 +146,9 @@ class Calculator(Task):
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        if self.operations is not None and not self.operations:  # else [] would silently train on all four
+            raise ValueError("data.tasks.calculator.operations=[] names no operation: list some, such as [plus,minus], "
+                             "or null for all four")
         unknown = sorted(set(self.operations or ()) - set(OPERATIONS))
         if unknown:
             raise ValueError(f"data.tasks.calculator.operations has unknown {unknown}; choose from {list(OPERATIONS)}")

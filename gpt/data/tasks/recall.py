@@ -27,6 +27,9 @@ class Recall(SampledTask):
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        if not self.counts:
+            raise ValueError("data.tasks.recall.pairs=[] names no pair count: give one, such as 8, or a list such as "
+                             "[4,8,16]")
         if max(self.counts) > self.keys:
             raise ValueError(f"data.tasks.recall.pairs={max(self.counts)} exceeds keys={self.keys}: a line's keys "
                              "must differ, so raise data.tasks.recall.keys")
