@@ -111,6 +111,8 @@ class Task(ABC):
     level: ClassVar[str | None] = None  # what an answer's level counts (tokens copied, ...); None: no levels
     # How many held-out lines `python -m gpt evaluate` grades per split: None for every line of a finite split.
     held_out_lines: ClassVar[int | None] = 1000
+    # Refused in a mixture: another task's lines would train what this one must meet untrained (length's positions).
+    runs_alone: ClassVar[bool] = False
 
     def __post_init__(self) -> None:
         check_fields(self, f"data.tasks.{self.name}.")

@@ -38,6 +38,11 @@ def build_tasks(spec: Mapping[str, Mapping[str, Any] | None]) -> tuple[Task, ...
             raise ValueError(f"data.tasks.{name}.{unknown[0]} is not a knob of {name}; its knobs: "
                              f"{', '.join(sorted(known))}")
         tasks.append(TASKS[name](**{knob: plain(value) for knob, value in (knobs or {}).items()}))
+    alone = next((task.name for task in tasks if task.runs_alone), None)
+    if alone and len(tasks) > 1:
+        others = ", ".join(task.name for task in tasks if task.name != alone)
+        raise ValueError(f"data.tasks.{alone} runs alone (data={alone}): {others} would train the positions it must "
+                         "meet untrained")
     return tuple(tasks)
 
 

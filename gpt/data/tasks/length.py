@@ -22,6 +22,7 @@ class Length(SampledTask):
 
     name: ClassVar[str] = "length"
     level: ClassVar[str | None] = "tokens copied"
+    runs_alone: ClassVar[bool] = True  # other tasks' lines would train positions past `trained`
     trained: PositiveInt = 8
     vocab: PositiveInt = 16
     unique: bool = False  # tokens drawn without replacement: needs vocab >= 4 x trained
