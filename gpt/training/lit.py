@@ -47,29 +47,26 @@ class LitGPT(L.LightningModule):
         if self.compile_model:
             self.model.compile()
 
-    def loss(self, batch: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+    def loss(self, batch: tuple[torch.Tensor, torch.Tensor], reduction: str = "mean") -> torch.Tensor:
         inputs, targets = batch
         logits = self.model(inputs)  # (B, T, V)
-        return F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=IGNORE_INDEX)
+        return F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=IGNORE_INDEX, reduction=reduction)
 
     def training_step(self, batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int) -> torch.Tensor:
         self._tokens_since_log += batch[0].numel()
-        if not self.pools_targets():
-            loss = self.loss(batch)
-            if logs_at(self.global_step, self.trainer.log_every_n_steps, self.trainer.max_steps):
-                self.log_step(loss)
-            return loss
-        # Each batch's own mean would weigh its targets by 1 / its count, which differs between batches whose rows
-        # score different numbers of tokens: summed here and divided by the count of them all in optimizer_step.
-        inputs, targets = batch
-        logits = self.model(inputs)  # (B, T, V)
-        summed = F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=IGNORE_INDEX, reduction="sum")
-        counted = (targets != IGNORE_INDEX).sum()
-        self._counted = counted if self._counted is None else self._counted + counted
+        if self.pools_targets():
+            # Each batch's own mean would weigh its targets by 1 / its count, which differs between batches whose
+            # rows score different numbers of tokens: summed here and divided by the count of them all in
+            # optimizer_step.
+            summed, counted = self.loss(batch, reduction="sum"), (batch[1] != IGNORE_INDEX).sum()
+            self._counted = counted if self._counted is None else self._counted + counted
+            # Divided by a constant, the same in every batch and process, which average_over_targets undoes.
+            loss, returned = summed.detach() / counted, summed / self.model.cfg.block_size
+        else:
+            loss = returned = self.loss(batch)
         if logs_at(self.global_step, self.trainer.log_every_n_steps, self.trainer.max_steps):
-            self.log_step(summed.detach() / counted)
-        # Divided by a constant, the same in every batch and process, which average_over_targets undoes.
-        return summed / self.model.cfg.block_size
+            self.log_step(loss)
+        return returned
 
     def pools_targets(self) -> bool:
         """Whether one optimizer step averages over several batches: accumulated, or one per process."""
