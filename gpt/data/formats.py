@@ -12,6 +12,8 @@ from typing import Any, BinaryIO, NamedTuple
 
 UNIT_BYTES = 4 << 20  # one task of a worker: big enough to amortize dispatch, small enough to bound memory
 MARKER = b"<|endoftext|>"  # separates documents in a text file (TinyStories' convention)
+MARKER_LINE = len(MARKER) + 2  # the bytes a marker and the line ending after it take
+BOM = b"\xef\xbb\xbf"  # what Windows editors put before UTF-8 text: a mark, not a character of the first document
 JSON_TYPES = {bool: "true or false", int: "a number", float: "a number", type(None): "null", list: "an array",
               dict: "an object"}  # what a JSON value that is not a string is, as JSON names it
 SURROGATE = re.compile("[\ud800-\udfff]")  # half of a UTF-16 pair: JSON can escape one alone, UTF-8 cannot hold it
@@ -41,23 +43,27 @@ def _utf8(raw: bytes, path: str, offset: int) -> str:
                          "(convert it, e.g. iconv -f latin1 -t utf-8)") from None
 
 
+def _past_line_end(buf: bytes, at: int) -> int:
+    """`at`, or past the line ending (\\n or Windows' \\r\\n) that starts there: the one a marker's line ends with."""
+    return at + 2 if buf[at:at + 2] == b"\r\n" else at + (buf[at:at + 1] == b"\n")
+
+
 def _cut(buf: bytes, pos: int, doc_bytes: int, final: bool) -> tuple[int, int, bool] | None:
     """(end, next start, ends_document) of the text part starting at `pos`, or None when the rest of `buf` is
     too short to decide (unless `final`: buf ends where the file does). A part ends at a marker, or at the first
     newline once it holds doc_bytes, or (one endless line) at a character's first byte at 2 * doc_bytes."""
     cap = pos + 2 * doc_bytes
-    if not final and len(buf) < cap + len(MARKER) + 1:
+    if not final and len(buf) < cap + MARKER_LINE:
         return None
     marker = buf.find(MARKER, pos, cap + len(MARKER))
     newline = buf.find(b"\n", pos + doc_bytes - 1, cap)
     if marker != -1 and (newline == -1 or marker <= newline + 1):  # a marker right after the cut ends the part
-        after = marker + len(MARKER)
-        return marker, after + (buf[after:after + 1] == b"\n"), True
+        return marker, _past_line_end(buf, marker + len(MARKER)), True
     if newline != -1:
         return newline + 1, newline + 1, False
     if final and len(buf) <= cap:
         return len(buf), len(buf), True
-    end = cap
+    end = cap - (buf[cap - 1:cap + 1] == b"\r\n")  # not between a \r\n's two bytes
     while buf[end] & 0xC0 == 0x80:  # a UTF-8 continuation byte: back up to the character's first byte
         end -= 1
     while end < len(buf) and (end == pos or buf[end] & 0xC0 == 0x80):  # a character longer than 2 * doc_bytes
@@ -67,13 +73,12 @@ def _cut(buf: bytes, pos: int, doc_bytes: int, final: bool) -> tuple[int, int, b
 
 def _cuts(buf: bytes, doc_bytes: int, final: bool) -> Iterator[tuple[int, int, int, bool]]:
     """(start, end, next start, ends_document) of each part of `buf`, as far as it can be decided."""
-    pos, reach = 0, 2 * doc_bytes + len(MARKER) + 1
+    pos, reach = 0, 2 * doc_bytes + MARKER_LINE
     while pos < len(buf):
         # Most documents are one part, ending at a marker within doc_bytes: _cut's answer, found in one search.
         marker = buf.find(MARKER, pos, pos + doc_bytes + len(MARKER))
         if marker != -1 and (final or len(buf) >= pos + reach):
-            after = marker + len(MARKER)
-            cut = marker, after + (buf[after:after + 1] == b"\n"), True
+            cut = marker, _past_line_end(buf, marker + len(MARKER)), True
         elif (cut := _cut(buf, pos, doc_bytes, final)) is None:
             return
         yield pos, *cut
@@ -86,12 +91,11 @@ def _after_marker(f: BinaryIO, at: int, size: int) -> int | None:
     if at >= size:
         return size
     f.seek(at)
-    window = f.read(UNIT_BYTES + len(MARKER) + 1)
+    window = f.read(UNIT_BYTES + MARKER_LINE)
     marker = window.find(MARKER, 0, UNIT_BYTES + len(MARKER))
     if marker == -1:
         return None
-    after = marker + len(MARKER)
-    return at + after + (window[after:after + 1] == b"\n")
+    return at + _past_line_end(window, marker + len(MARKER))
 
 
 def _part_start_past(f: BinaryIO, start: int, doc_bytes: int) -> int:
@@ -110,15 +114,18 @@ def _part_start_past(f: BinaryIO, start: int, doc_bytes: int) -> int:
 
 
 class TextFormat:
-    """UTF-8 text; `<|endoftext|>` (and one newline after it) separates documents, a file without it is one."""
+    """UTF-8 text; `<|endoftext|>` (and the line ending after it) separates documents, a file without it is one.
+    Windows' \\r\\n line endings read as \\n (as Python's text mode reads them), and a leading byte order mark as
+    nothing (as the utf-8-sig codec does)."""
 
     @staticmethod
     def units(path: Path, doc_bytes: int, text_field: str) -> list[Unit]:
         """Byte ranges of about UNIT_BYTES that start and end where parts do. Every marker ends a part, so a range
         ends after the first marker past UNIT_BYTES (no need to read up to it); one with no marker near is cut
         by scanning its parts."""
-        units, start, size = [], 0, path.stat().st_size
+        units, size = [], path.stat().st_size
         with open(path, "rb") as f:
+            start = len(BOM) if f.read(len(BOM)) == BOM else 0
             while start < size:
                 stop = _after_marker(f, start + UNIT_BYTES, size) or _part_start_past(f, start, doc_bytes)
                 units.append(Unit("text", str(path), start, stop, stop - start))
@@ -127,7 +134,7 @@ class TextFormat:
 
     @staticmethod
     def parts(unit: Unit, doc_bytes: int, text_field: str) -> Iterator[Part]:
-        reach = unit.stop - unit.start + 2 * doc_bytes + len(MARKER) + 1  # the look-ahead the scan had
+        reach = unit.stop - unit.start + 2 * doc_bytes + MARKER_LINE  # the look-ahead the scan had
         with open(unit.path, "rb") as f:
             f.seek(unit.start)
             buf = f.read(reach)
@@ -136,7 +143,7 @@ class TextFormat:
             if start >= unit.stop - unit.start:
                 break
             if end > start:
-                yield Part(_utf8(buf[start:end], unit.path, unit.start + start), ends)
+                yield Part(_utf8(buf[start:end], unit.path, unit.start + start).replace("\r\n", "\n"), ends)
 
 
 class JsonlFormat:

@@ -26,7 +26,9 @@ from gpt.data.shards import ShardWriter, TokenShards, check_shard, save_shard, t
 from gpt.data.tokenizers import TOKENIZERS, Tokenizer, learn_tokenizer, tokenizer_from_dict, tokenizer_label
 from gpt.validate import Fraction, PositiveInt, Range, check_fields
 
-VERSION = 2  # bump when the shard layout, the manifest, the cut rule or the split rule changes (2: its sha256)
+# Bump when the shard layout, the manifest, the cut rule, the split rule or what a text file reads as changes
+# (2: the manifest's sha256; 3: Windows line endings and byte order mark).
+VERSION = 3
 T = TypeVar("T")
 VALIDATION_RULE = ("a part (a document, or a ~doc_bytes line-aligned piece of a longer plain-text document) is "
                    "validation when the first 8 bytes of blake2b(its UTF-8), little-endian, are below "
