@@ -13,6 +13,7 @@ import logging
 import os
 import sys
 import time
+import traceback
 import warnings
 from contextlib import nullcontext
 from pathlib import Path
@@ -156,7 +157,8 @@ def main(cfg: DictConfig) -> None:
 
 
 def run_job(cfg: DictConfig, run_dir: Path, multirun: bool) -> None:
-    """train() with its failures as one line and an exit status; in a sweep a failed row in the report."""
+    """train() with its failures as one line and an exit status; in a sweep a failed (or refused) row in the report,
+    and the other jobs go on."""
     from lightning.fabric.utilities.exceptions import MisconfigurationException
 
     from gpt.training.callbacks import Interrupted, TrainingStopped
@@ -173,11 +175,18 @@ def run_job(cfg: DictConfig, run_dir: Path, multirun: bool) -> None:
         if os.environ.get("HYDRA_FULL_ERROR") == "1":
             raise
         print(f"error: {str(err).strip().splitlines()[0]}", file=sys.stderr)
-        if multirun:  # a failed row in the sweep report; the other jobs go on
-            record_failure(run_dir, err)
+        if multirun:  # a mistake in the configuration refuses this job only; a NaN failed it
+            record_failure(run_dir, err, refused=not isinstance(err, TrainingStopped))
             return
         discard_if_never_started(run_dir)
         sys.exit(1 if isinstance(err, TrainingStopped) else 2)
+    except Exception as err:
+        if not multirun or os.environ.get("HYDRA_FULL_ERROR") == "1":
+            raise
+        # A crash (out of memory, a bug) fails this job's row; raised, it would end the sweep at its end with no
+        # report, the finished jobs' results unsummarised.
+        traceback.print_exc()
+        record_failure(run_dir, err)
 
 
 def check_command(cfg: DictConfig) -> None:

@@ -1,16 +1,77 @@
-"""Ctrl-C after a sweep has ended: joblib spends a few seconds ending its workers at exit, and a Ctrl-C there found
-the running-jobs handler still installed."""
+"""How a sweep ends: its exit status says whether a job failed, a crashed job still leaves the report, and Ctrl-C
+after the end (joblib spends a few seconds ending its workers at exit) finds no running-jobs handler installed."""
 from __future__ import annotations
 
+import json
 import os
 import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from gpt.sweeps import parallel
 from gpt.sweeps.parallel import JobsPerCore
+from gpt.sweeps.report import find_runs, sweep_ending
+from tests.conftest import ROOT
 from tests.test_launchers import sweep_config
+from tests.test_report import fake_run, table
+
+TINY = ["trainer=debug", "trainer.max_steps=4", "trainer.val_check_interval=400", "trainer.limit_val_batches=1",
+        "data.eval_lines=4", "model.layers=1", "model.dim=32", "logger=none"]
+# Imported by every Python process started with its folder on PYTHONPATH, the sweep's joblib workers too: the job
+# of seed 1 crashes as a bug or an out-of-memory error would, mid-training.
+CRASH = """import torch
+import gpt.training.lit as lit
+
+real = lit.LitGPT.training_step
+
+
+def crashing(self, *args, **kwargs):
+    if torch.initial_seed() == 1:
+        raise RuntimeError("out of memory (a stand-in)")
+    return real(self, *args, **kwargs)
+
+
+lit.LitGPT.training_step = crashing
+"""
+
+
+def test_a_crashed_job_is_a_failed_row_of_the_report_and_the_sweep_exits_1(tmp_path: Path) -> None:
+    """A job raising something other than a configuration mistake once ended the sweep with Hydra's traceback and
+    no report, the other jobs' results unsummarised."""
+    hooks = tmp_path / "hooks"
+    hooks.mkdir()
+    (hooks / "sitecustomize.py").write_text(CRASH)
+    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{hooks}", "HYDRA_FULL_ERROR": "0"}
+    result = subprocess.run([sys.executable, str(ROOT / "train.py"), "-m", f"hydra.sweep.dir={tmp_path / 'sweep'}",
+                             "hydra.launcher.n_jobs=2", *TINY, "seed=0,1"], cwd=tmp_path, env=env,
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 1, result.stderr[-2000:]
+    assert "1 of 2 jobs failed (their rows in report.md say why): exit status 1" in result.stderr
+    assert "RuntimeError: out of memory (a stand-in)" in result.stderr  # the traceback, for whoever debugs it
+    rows = table((tmp_path / "sweep" / "report.md").read_text())
+    header, row = rows["configuration"], rows[next(k for k in rows if k != "configuration")]
+    assert row[header.index("seeds")] == "1"
+    assert row[header.index("status")] == "1 of 2 failed: RuntimeError: out of memory (a stand-in)"
+    assert json.loads((tmp_path / "sweep" / "0" / "summary.json").read_text())["status"] == "ok"
+
+
+@pytest.mark.parametrize("statuses, ending", [
+    (["ok", "refused"], ("1 of 2 jobs refused as configurations that cannot work (their rows in report.md say why)",
+                         0)),
+    (["refused", "refused"], ("all 2 jobs were refused (their rows in report.md say why): exit status 1", 1)),
+    (["ok", "refused", "failed"], ("1 of 3 jobs failed (their rows in report.md say why): exit status 1", 1)),
+    (["ok", "ok"], None),
+])
+def test_a_sweep_exits_1_when_a_job_failed_or_none_finished(tmp_path: Path, statuses: list[str],
+                                                            ending: tuple[str, int] | None) -> None:
+    """A configuration the checks refuse (heads that do not divide dim) beside finished ones is an answer of the
+    sweep, as the attention preset's torch_mha under RoPE is; a failed job or nothing finished is not."""
+    for job, status in enumerate(statuses):
+        fake_run(tmp_path / str(job), [f"seed={job}"], {"status": status, "reason": "why"})
+    assert sweep_ending(find_runs(tmp_path)) == ending
 
 
 def test_ctrl_c_after_the_sweep_ended_is_no_traceback(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,

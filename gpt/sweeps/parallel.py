@@ -215,8 +215,8 @@ class JobsPerCore(Callback):
             self.handling_ctrl_c = True
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
-        # Every job has returned and the report is written (Hydra ends callbacks in reverse order). What is left is
-        # joblib ending its workers at exit, seconds in which stop_workers_on_ctrl_c's handler would announce running
-        # jobs there are none of and raise inside the interpreter's shutdown: a traceback and exit status 0.
+        # Every job has returned. What is left is the report (configs/train.yaml ends it after this) and joblib
+        # ending its workers at exit, seconds in which stop_workers_on_ctrl_c's handler would announce running jobs
+        # there are none of and raise inside the interpreter's shutdown: a traceback and exit status 0.
         if self.handling_ctrl_c:
             signal.signal(signal.SIGINT, signal.SIG_IGN)

@@ -48,6 +48,11 @@ class Run:
         return self.summary.get("status") == "ok"
 
     @property
+    def refused(self) -> bool:
+        """A configuration the checks refused (heads that do not divide dim): an answer of the sweep, not a fault."""
+        return self.summary.get("status") == "refused"
+
+    @property
     def config(self) -> tuple[str, ...]:
         """The configuration's identity: its overrides without the seed, so seeds pool into one row, and without
         how it started (a job continued by a resumed sweep is the job it continues)."""
@@ -118,8 +123,28 @@ def status(runs: list[Run]) -> str:
     if not failed:
         return "ok"
     reasons = "; ".join(dict.fromkeys(r.summary.get("reason", "unknown") for r in failed))
-    head = "failed" if len(failed) == len(runs) else f"{len(failed)} of {len(runs)} failed"
+    word = "refused" if all(r.refused for r in failed) else "failed"
+    head = word if len(failed) == len(runs) else f"{len(failed)} of {len(runs)} {word}"
     return f"{head}: {reasons}".replace("|", "\\|")
+
+
+def refused_note(runs: list[Run]) -> str:
+    refused = sum(r.refused for r in runs)
+    return f" ({refused} refused as configurations that cannot work)" if refused else ""
+
+
+def sweep_ending(runs: list[Run]) -> tuple[str, int] | None:
+    """The line that ends a sweep with something to say, and its exit status: 1 when a job failed or none
+    finished, as a failed single run exits nonzero; refused configurations beside finished ones are answers."""
+    failed = [r for r in runs if not r.ok and not r.refused]
+    refused = [r for r in runs if r.refused]
+    where = "their rows in report.md say why"
+    if failed or (refused and len(refused) == len(runs)):
+        what = f"{len(failed)} of {len(runs)} jobs failed" if failed else f"all {len(runs)} jobs were refused"
+        return f"{what} ({where}): exit status 1", 1
+    if refused:
+        return f"{len(refused)} of {len(runs)} jobs refused as configurations that cannot work ({where})", 0
+    return None
 
 
 def seed_noise(groups: dict[tuple[str, ...], list[Run]], names: dict[tuple[str, ...], str]) -> str | None:
@@ -158,7 +183,8 @@ def markdown(sweep_dir: Path, runs: list[Run], best_notes: Sequence[str] = ()) -
     # Bold only what tells rows apart: nothing when one row has a value or all rows tie.
     best = {c.header: best_of(values[c.header], c.lower_is_better) for c in columns}
     lines = [f"# Sweep report: {sweep_dir}", "",
-             f"Runs: {len(runs)}, configurations: {len(groups)}, failed runs: {sum(not r.ok for r in runs)}. "
+             f"Runs: {len(runs)}, configurations: {len(groups)}, failed runs: {sum(not r.ok for r in runs)}"
+             f"{refused_note(runs)}. "
              f"Common to all configurations: `{' '.join(common) or '(nothing)'}`.", "",
              *(["Each configuration at its best of the swept settings (mean over seeds; the others are left out):",
                 *best_notes, ""] if best_notes else []),
@@ -282,7 +308,8 @@ def write_report(sweep_dir: str | Path, best_of: Sequence[str] = ()) -> Path:
 
 class WriteReport(Callback):
     """Hydra callback (configs/train.yaml): a job that raised becomes a failed run, and when a multirun
-    ends its report is written into the sweep folder (each configuration at its best of `best_of`, if set)."""
+    ends its report is written into the sweep folder (each configuration at its best of `best_of`, if set) and the
+    sweep exits 1 if a job failed."""
 
     def __init__(self, best_of: Sequence[str] = ()) -> None:
         self.best_of = list(best_of)
@@ -299,6 +326,13 @@ class WriteReport(Callback):
             print(f"report: {write_report(config.hydra.sweep.dir, self.best_of)}")
         except ValueError as err:  # e.g. hydra.output_subdir=null left no overrides to group runs by
             print(f"no report: {err}", file=sys.stderr)
+            return
+        ending = sweep_ending(find_runs(Path(config.hydra.sweep.dir)))
+        if ending:
+            line, code = ending
+            print(line, file=sys.stderr)
+            if code:
+                raise SystemExit(code)  # not an Exception: Hydra would turn one raised here into a warning
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -1,5 +1,5 @@
 """What a training run leaves in its folder for the sweep report, whatever the logger: `history.csv` (one row per
-validation) and `summary.json` (final numbers, or status "failed" with a one-line reason). Written atomically here
+validation) and `summary.json` (final numbers, or status "failed" or "refused" with a one-line reason). Written atomically here
 and read here, so the report (gpt/sweeps/) and the recorder (run_record.py) share one contract; and the folder of a
 run that failed before it began removed again."""
 from __future__ import annotations
@@ -54,9 +54,10 @@ def finished(run_dir: Path) -> bool:
     return (read_summary(run_dir) or {}).get("status") == "ok"
 
 
-def record_failure(run_dir: Path, error: BaseException | str) -> None:
-    """Mark a run failed with a one-line reason, so the report shows it as a failed row; a finished run's record
-    is never replaced (a later attempt in its folder that fails leaves the results it had)."""
+def record_failure(run_dir: Path, error: BaseException | str, refused: bool = False) -> None:
+    """Mark a run failed (or, `refused`, as a configuration that cannot work) with a one-line reason, so the report
+    shows it as such a row; a finished run's record is never replaced (a later attempt in its folder that fails
+    leaves the results it had)."""
     try:
         done = finished(run_dir)
     except ValueError:  # a damaged record is no finished run's: the failure replaces it
@@ -70,7 +71,7 @@ def record_failure(run_dir: Path, error: BaseException | str) -> None:
         reason = (str(error).strip().splitlines() or [""])[0]
         if not isinstance(error, ValueError):  # a user error's message says it all; others need their type
             reason = f"{type(error).__name__}: {reason}".rstrip(": ")
-    write_summary(run_dir, {"status": "failed", "reason": reason})
+    write_summary(run_dir, {"status": "refused" if refused else "failed", "reason": reason})
 
 
 def write_history(run_dir: Path, rows: list[dict[str, float]]) -> None:
