@@ -93,6 +93,20 @@ def test_a_saved_safetensors_folder_loads(family: str, tmp_path: Path) -> None:
         torch.testing.assert_close(from_hf(tmp_path)(idx), hf(idx).logits, rtol=0, atol=ATOL)
 
 
+
+@pytest.mark.parametrize("damage, message", [
+    (lambda folder: (folder / "model.safetensors").unlink(), "holds no weights that load \\(Error no file named"),
+    (lambda folder: (folder / "model.safetensors").write_bytes(b"\0" * 64), "holds no weights that load"),
+    (lambda folder: (folder / "config.json").write_text('{"model_type": "llama",'), "config.json does not load"),
+])
+def test_a_folder_whose_files_do_not_load_is_refused_in_one_line(damage: Any, message: str, tmp_path: Path) -> None:
+    # A download cut short, or a folder holding a config alone: a transformers traceback through train.py init_from=
+    random_hf("llama").save_pretrained(tmp_path)
+    damage(tmp_path)
+    with pytest.raises(ValueError, match=message) as err:
+        from_hf(tmp_path)
+    assert "\n" not in str(err.value)
+
 BASE = dict(vocab_size=37, layers=2, heads=4, dim=32, block_size=16)
 TINYGPT_MODELS = [
     ("gpt2", dict(pos="learned", norm="layernorm", mlp="gelu", attention="mha_fused", bias=True)),

@@ -65,9 +65,16 @@ def from_hf(model_or_folder: Any) -> GPT:
         folder = Path(model_or_folder)
         if not (folder / "config.json").is_file():
             raise ValueError(f"{folder} holds no config.json: pass a folder written by save_pretrained")
-        config = transformers.AutoConfig.from_pretrained(folder, local_files_only=True)
+        try:
+            config = transformers.AutoConfig.from_pretrained(folder, local_files_only=True)
+        except OSError as err:  # a config.json that is not JSON: a traceback through train.py init_from=
+            raise ValueError(f"{folder}/config.json does not load: {err}") from None
         family_of(config).model_config(config)
-        hf = transformers.AutoModelForCausalLM.from_pretrained(folder, local_files_only=True)
+        try:
+            hf = transformers.AutoModelForCausalLM.from_pretrained(folder, local_files_only=True)
+        except Exception as err:  # noqa: BLE001 - no weights file (OSError), a torn one (SafetensorError), ...
+            raise ValueError(f"{folder} holds no weights that load ({str(err).splitlines()[0]}): copy the "
+                             "model.safetensors (or pytorch_model.bin) that goes with its config.json again") from None
     family = family_of(hf.config)
     cfg = family.model_config(hf.config)
     theirs = hf.state_dict()
