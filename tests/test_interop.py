@@ -164,3 +164,18 @@ def test_finetune_from_a_llama_folder_with_its_own_tokenizer(tmp_path: Path, mon
     assert "and the tokenizer.json it was trained with" in save_hf(model, tokenizer, tmp_path / "out")
     assert transformers.AutoTokenizer.from_pretrained(tmp_path / "out")(text[:200])["input_ids"] == \
         bpe.encode(text[:200]).ids
+
+
+@pytest.mark.parametrize("block_size", [8, 16])
+def test_init_from_a_model_pt_with_random_positions_keeps_its_whole_table(tmp_path: Path, block_size: int) -> None:
+    # Its learned table holds model.random_positions rows, which the tuned model builds too: cut to the block, the
+    # weights did not fit it and train.py ended in a load_state_dict traceback.
+    from gpt.training.init_from import start_from
+
+    tokenizer = CharTokenizer(list("abc"))
+    model = perturbed(ModelConfig(vocab_size=3, block_size=16, random_positions=64))
+    save_model(tmp_path / "model.pt", model, tokenizer)
+    tuned, weights = start_from(str(tmp_path / "model.pt"), ModelConfig(vocab_size=3, block_size=block_size), tokenizer)
+    assert (tuned.block_size, tuned.random_positions) == (block_size, 64)
+    GPT(tuned).load_state_dict(weights)
+    assert torch.equal(weights["pos.table.weight"], model.pos.table.weight)

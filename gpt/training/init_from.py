@@ -9,6 +9,7 @@ from gpt.data.tokenizers import GPT2Tokenizer, Tokenizer
 from gpt.inference.checkpoint import load_checkpoint
 from gpt.model.config import ModelConfig
 from gpt.model.gpt import GPT
+from gpt.model.positional import table_size
 
 
 def check_init_from(init_from: str | None) -> None:
@@ -55,12 +56,12 @@ def start_from(init_from: str | None, cfg: ModelConfig,
                          f"with {describe(tokenizer)}: set {data_setting(its_tokenizer, init_from)}")
     state = model.state_dict()
     table = state.get("pos.table.weight")  # learned positions: one row per position
-    if table is not None:
-        if table.shape[0] < cfg.block_size:
-            raise ValueError(f"init_from={init_from} learned {table.shape[0]} positions: set model.block_size="
-                             f"{table.shape[0]} or less")
-        state["pos.table.weight"] = table[:cfg.block_size].clone()
+    if table is not None and table.shape[0] < cfg.block_size:
+        raise ValueError(f"init_from={init_from} learned {table.shape[0]} positions: set model.block_size="
+                         f"{table.shape[0]} or less")
     tuned = ModelConfig.from_dict({**model.cfg.to_dict(), "block_size": cfg.block_size, "dropout": cfg.dropout})
+    if table is not None:  # cut to the rows the tuned model's table has: more than its block with random_positions
+        state["pos.table.weight"] = table[:table_size(tuned)].clone()
     print(f"init_from={init_from}: {model.num_params():,} pretrained parameters; model.block_size="
           f"{cfg.block_size} and model.dropout={cfg.dropout} apply, the other model fields come from it")
     return tuned, state
