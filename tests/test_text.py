@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import torch
 
 from gpt import ModelConfig, TextModel, generate, load
@@ -55,6 +56,19 @@ def test_sampling_is_reproducible_by_seed_and_greedy_by_default_only_on_line_cor
     assert running.prompt_ids("") == chars.encode("\n")  # no prompt: start as after a line break
     assert running.defaults(None, None)[1] > 0.0 and running.defaults(None, None)[2] is None
     assert len(running.complete("ab", max_new_tokens=7, seed=0)) == 7  # one character per token
+
+
+def test_running_text_of_one_line_documents_starts_an_empty_prompt_after_the_end_of_text_token() -> None:
+    # A char vocabulary learned from JSONL of one-line documents has no line break: an empty prompt (generate.py's
+    # default, and the training sample's) was refused for a '\n' nobody typed, which ended training at its first
+    # validation.
+    chars = CharTokenizer(list("abc ") + ["<|endoftext|>"])
+    running = TextModel(build(ModelConfig(vocab_size=5, layers=1, heads=2, dim=32, block_size=16)), chars, {})
+    assert running.prompt_ids("") == [chars.eot_id]
+    assert len(list(running.stream("", max_new_tokens=5, seed=0))) == 5
+    bare = TextModel(running.model, CharTokenizer(list("abcde")), {})
+    with pytest.raises(ValueError, match="no line break or end-of-text token to start from: pass a prompt"):
+        bare.complete("")
 
 
 def test_load_gives_the_text_model_of_a_saved_checkpoint(tmp_path: Path) -> None:

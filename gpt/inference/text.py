@@ -40,11 +40,19 @@ class TextModel:
 
     def prompt_ids(self, prompt: str) -> list[int]:
         """The ids the model is fed for `prompt`: after a line start on line-based corpora; running text with
-        no prompt starts as after a line break."""
+        no prompt starts as after a line break, or after the end-of-text token in a vocabulary without one."""
         ids = self.tokenizer.encode(prompt)
         if self.line_based:
             return [self.newline, *ids]
-        return ids or self.tokenizer.encode("\n")
+        if ids:
+            return ids
+        try:
+            return self.tokenizer.encode("\n")
+        except ValueError:  # a corpus of one-line documents (JSONL, Parquet) has no line break to start after
+            if self.tokenizer.eot_id is None:
+                raise ValueError("this model's vocabulary has no line break or end-of-text token to start from: "
+                                 "pass a prompt") from None
+            return [self.tokenizer.eot_id]
 
     def defaults(self, max_new_tokens: int | None, temperature: float | None) -> tuple[int, float, int | None]:
         """(max_new_tokens, temperature, stop token) with the corpus's defaults filled in. A line-based model
