@@ -93,7 +93,7 @@ class LearnedPositional(Positional):
 class SinusoidalPositional(Positional):
     """Fixed sines and cosines of geometrically spaced frequencies added to the embeddings, scaled to the
     embeddings' initial RMS (model.init): at amplitude 1 (RMS 0.71 against the tokens' 0.02) the positions drowned the
-    tokens and position_tasks' copying barely trained (docs/tasks.md). Vaswani et al. scale the embeddings up by
+    tokens and position_tasks' copying barely trained (docs/model.md). Vaswani et al. scale the embeddings up by
     sqrt(dim) instead; with a tied head that would scale the logits too."""
 
     drawable = True
