@@ -11,6 +11,7 @@ import lightning as L
 import torch
 from lightning.fabric.utilities.exceptions import MisconfigurationException
 from lightning.pytorch.callbacks import Timer
+from lightning.pytorch.loggers import WandbLogger
 from hydra.utils import get_class
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException
@@ -21,6 +22,7 @@ from gpt.model.config import ModelConfig
 from gpt.model.gpt import check_parts
 from gpt.training.callbacks import LossAtLengths, ResumeCheckpoint, SampleText
 from gpt.training.init_from import check_init_from
+from gpt.training.loggers import WandbMode
 from gpt.training.optim import OptimConfig
 from gpt.validate import PositiveInt, Range, check_section, check_value, declared_types
 
@@ -119,6 +121,8 @@ def check_sections(cfg: DictConfig) -> None:
                          "its own lines (data=length): set callbacks.lengths.at=null")
     if cfg.get("logger"):
         check_section("logger", user_values(cfg.logger), get_class(cfg.logger._target_))
+        if "mode" in cfg.logger and get_class(cfg.logger._target_) is WandbLogger:
+            check_value("logger.mode", cfg.logger.mode, WandbMode)
     for key, hint in declared_types(RunSettings).items():
         check_value(key, cfg.get(key), hint)
     if str(cfg.trainer.precision).startswith("16") and cfg.trainer.accelerator == "cpu":

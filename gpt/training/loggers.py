@@ -6,11 +6,16 @@ import netrc
 import os
 from collections.abc import Callable
 from pathlib import Path
+from typing import Literal
 from urllib.parse import urlparse
 
 from hydra.utils import instantiate
 from lightning.pytorch.loggers import CSVLogger, Logger, TensorBoardLogger, WandbLogger
 from omegaconf import DictConfig, OmegaConf
+
+# logger.mode, which WandbLogger passes on to wandb.init unchecked: wandb refuses another only once the run folder
+# exists, in words naming neither the key nor the modes ("1 validation error for Settings").
+WandbMode = Literal["online", "offline", "disabled"] | None
 
 
 def wandb_mode() -> str:
