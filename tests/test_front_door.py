@@ -2,12 +2,14 @@
 mistake with one line and exit status 2."""
 from __future__ import annotations
 
+import inspect
 from pathlib import Path
 
 import pytest
 
 from gpt.__main__ import VERBS, main, parser_for
 from gpt.data.tasks.calculator import split_problems
+from gpt.inference.checkpoint import newest_checkpoint
 from tests.conftest import run_cli
 
 
@@ -23,6 +25,14 @@ def test_every_verb_reads_its_own_help(verb: str, capsys: pytest.CaptureFixture)
     with pytest.raises(SystemExit) as exit_:
         parser_for(verb).parse_args(["--help"])
     assert exit_.value.code == 0 and f"python -m gpt {verb}" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("verb", ["evaluate", "export"])
+def test_the_help_names_every_folder_the_default_checkpoint_is_taken_from(verb: str) -> None:
+    # It said "the newest under outputs/" while a sweep's newer model.pt under multirun/ was the one taken.
+    text = " ".join(parser_for(verb).format_help().split())
+    roots = inspect.signature(newest_checkpoint).parameters["roots"].default
+    assert all(f"{root}/" in text for root in roots), text
 
 
 @pytest.mark.parametrize("argv, message", [

@@ -51,7 +51,8 @@ def lengths_report(text_model: TextModel, lengths: list[int]) -> list[str]:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--ckpt", help="model.pt (or its run folder) to grade (default: the newest under outputs/)")
+    parser.add_argument("--ckpt", help="model.pt (or its run folder) to grade (default: the newest under outputs/ "
+                                       "or multirun/)")
     parser.add_argument("--split", choices=["val", "test"],
                         help="held-out split of a task model's lines (default: test); running text has val only")
     parser.add_argument("--seed", type=int, help="data.seed the model was trained with, for a model.pt that does "

@@ -53,7 +53,8 @@ def write_gpt2_tokenizer(folder: Path, max_length: int) -> None:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--ckpt", type=Path, help="model.pt to export (default: the newest under outputs/)")
+    parser.add_argument("--ckpt", type=Path,
+                        help="model.pt to export (default: the newest under outputs/ or multirun/)")
     parser.add_argument("--to", type=Path, required=True, help="folder to create (must be new or empty)")
 
 
