@@ -34,7 +34,8 @@ def options(group: str) -> list[str]:
 
 @pytest.mark.parametrize("group, option", [(g, o) for g in GROUPS for o in options(g)])
 def test_every_group_option_composes(group: str, option: str, tmp_path: Path) -> None:
-    cfg = compose_with(f"{group}={option}")
+    # trainer=fsdp shards the matrices that the default optim=muon orthogonalises whole: it takes optim=adamw
+    cfg = compose_with(f"{group}={option}", *(["optim=adamw"] if f"{group}={option}" == "trainer=fsdp" else []))
     if cfg.init_from:  # a preset naming a folder to fine-tune from: any model.pt stands in for it
         save_model(tmp_path / "model.pt", GPT(ModelConfig(vocab_size=5, layers=1, heads=1, dim=8)), CharTokenizer([]))
         cfg.init_from = str(tmp_path / "model.pt")

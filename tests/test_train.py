@@ -95,6 +95,7 @@ def test_evaluate_cli_grades_the_test_split(trained: Path) -> None:
     (["optim.schedule=nope"], "optim.schedule='nope' is unknown; choose one of: constant, cosine, wsd"),
     (["optim.min_lr=1"], "optim.min_lr=1 must be between 0 and optim.lr=0.003"),
     # passed on to wandb.init, which refused it after the run folder was made, naming neither key nor modes
+    (["trainer=fsdp"], "optim=muon orthogonalises whole matrices, which trainer=fsdp shards: use optim=adamw"),
     (["logger=wandb", "logger.mode=foo"], "logger.mode='foo' must be one of online, offline, disabled or null"),
 ])
 def test_impossible_settings_are_refused_by_check_config(overrides: list[str], message: str) -> None:

@@ -128,6 +128,10 @@ def check_sections(cfg: DictConfig) -> None:
     if str(cfg.trainer.precision).startswith("16") and cfg.trainer.accelerator == "cpu":
         raise ValueError(f"trainer.precision={cfg.trainer.precision} needs a GPU: on CPU use "
                          "trainer.precision=bf16-mixed or 32")
+    # Also refused when the optimizer is built (a Trainer given an FSDP strategy object), but on the GPUs, after
+    # the run folder, the data and the model: named here from the config, before any work.
+    if cfg.optim.name == "muon" and "fsdp" in str(cfg.trainer.strategy).lower():
+        raise ValueError("optim=muon orthogonalises whole matrices, which trainer=fsdp shards: use optim=adamw")
     if cfg.resume and cfg.ckpt_path:
         raise ValueError("pass either resume=true (newest run with this config) or ckpt_path=<path>, not both")
     check_init_from(cfg.init_from)
