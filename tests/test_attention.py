@@ -94,6 +94,19 @@ def test_cached_and_uncached_greedy_tokens_are_identical(attention: str, pos: st
         assert torch.equal(cached, generate(model, idx, 8, temperature=0, use_cache=False))
 
 
+@pytest.mark.parametrize("attention", list(ATTENTION))
+def test_cached_prompts_run_under_bf16_autocast(attention: str) -> None:
+    """Caches are built in the weights' dtype while autocast computes keys in bf16: a prompt past the window, then
+    one token, still gives the full forward's logits (to bf16 precision)."""
+    model = build(make(attention, "learned"))
+    idx = torch.randint(0, 37, (2, 16))
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        full = model(idx).float()
+        caches = model.new_caches(2)
+        cached = torch.cat([model(idx[:, :15], caches), model(idx[:, 15:], caches)], dim=1).float()
+    torch.testing.assert_close(cached, full, rtol=0.05, atol=0.02)
+
+
 def mha_state_as(attention: str, state: dict[str, torch.Tensor], heads: int) -> dict[str, torch.Tensor]:
     """`mha`'s state dict rewritten into another variant's parameter layout (same maths)."""
     out = {}

@@ -78,8 +78,9 @@ class WindowCache:
         else:
             kept = min(T, slots)
             where = torch.arange(self.length + T - kept, self.length + T, device=k.device) % slots
-            self.k.index_copy_(2, where, k[:, :, T - kept:])
-            self.v.index_copy_(2, where, v[:, :, T - kept:])
+            # In the ring's dtype, as the slot assignment above casts: under autocast keys arrive in bf16.
+            self.k.index_copy_(2, where, k[:, :, T - kept:].to(self.k.dtype))
+            self.v.index_copy_(2, where, v[:, :, T - kept:].to(self.v.dtype))
         self.length += T
 
     def reset(self) -> None:
