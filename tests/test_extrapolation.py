@@ -41,6 +41,17 @@ def test_learned_positions_refuse_past_their_table_unless_drawn_from_a_longer_ra
     assert at_length(GPT(replace(CFG, pos="learned", random_positions=32)), 32).cfg.block_size == 32
 
 
+@pytest.mark.parametrize("pos", ["rope", "sinusoidal"])
+def test_drawn_positions_do_not_stop_an_encoding_that_runs_at_any_length(pos: str) -> None:
+    """model.random_positions=16 at block 8: scored at 32 tokens, past the range positions were drawn from."""
+    torch.manual_seed(0)
+    model = GPT(replace(CFG, pos=pos, random_positions=16)).eval()
+    longer = at_length(model, 32)
+    idx = torch.randint(0, 11, (2, 32))
+    torch.testing.assert_close(longer(idx[:, :8]), model(idx[:, :8]))
+    assert longer.cfg.block_size == 32 and longer(idx).shape == (2, 32, 11)
+
+
 def test_loss_by_position_averages_whole_windows_and_records_what_it_can() -> None:
     torch.manual_seed(0)
     model = GPT(replace(CFG, pos="learned"))

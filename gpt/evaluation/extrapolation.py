@@ -31,7 +31,10 @@ def at_length(model: GPT, length: int) -> GPT:
     if limit is not None and length > limit:
         raise ValueError(f"length {length}: pos={model.cfg.pos} has learned positions for {limit} tokens only; "
                          f"evaluate at lengths up to {limit} (or train with model.random_positions={length})")
-    longer = GPT(replace(model.cfg, block_size=length)).to(next(model.parameters()).device)
+    # Drawn positions only shape training, but the config requires their range to cover the block: widened to it
+    # (a learned table keeps its size, since length stays within it), a rotary or sinusoidal model runs past it.
+    drawn = model.cfg.random_positions and max(model.cfg.random_positions, length)
+    longer = GPT(replace(model.cfg, block_size=length, random_positions=drawn)).to(next(model.parameters()).device)
     longer.load_state_dict(model.state_dict())
     return longer.eval()
 
