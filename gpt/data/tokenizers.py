@@ -110,8 +110,9 @@ class CharTokenizer:
         return {"kind": self.kind, "vocab": self.chars}
 
     def token_bytes(self) -> list[int]:
-        """UTF-8 bytes of the text each id stands for (for bits per byte)."""
-        return [len(c.encode()) for c in self.chars]
+        """UTF-8 bytes of the text each id stands for (for bits per byte); the end-of-text between documents is
+        no text: 0, as in the byte-level vocabularies."""
+        return [0 if c == EOT else len(c.encode()) for c in self.chars]
 
 
 class WordTokenizer:
@@ -163,8 +164,9 @@ class WordTokenizer:
     def token_bytes(self) -> list[int]:
         """UTF-8 bytes of each id's word plus the space `decode` puts before it; a newline counts 0, as the
         first word of the next line takes its byte in place of that space. Exact for lines that start with a
-        word; the spacing of the original text (dropped by encode) is not known."""
-        return [0 if w == self.NEWLINE else len(w.encode()) + (w not in self._closing) for w in self.words]
+        word; the spacing of the original text (dropped by encode) is not known. The end-of-text between documents
+        is no text: 0."""
+        return [0 if w in (self.NEWLINE, EOT) else len(w.encode()) + (w not in self._closing) for w in self.words]
 
 
 # tiktoken pins these sha256 hashes of GPT-2's two BPE files (tiktoken_ext/openai_public.py); the
