@@ -70,6 +70,16 @@ def test_loss_by_position_averages_whole_windows_and_records_what_it_can() -> No
     assert record["lengths"]["8"]["loss"] == pytest.approx(float(losses.mean()), rel=1e-5)
 
 
+@pytest.mark.parametrize("length", ["0", "-3"])
+def test_evaluate_refuses_a_length_of_no_tokens_before_any_work(length: str, tmp_path: Path,
+                                                                capsys: pytest.CaptureFixture) -> None:
+    # It scored the whole validation split first, then said "evaluate at shorter lengths" (-3) or named a tensor
+    # shape (0).
+    assert cli(["evaluate", "--ckpt", str(tmp_path), "--lengths", "64", length]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"--lengths {length}: an evaluation length is a number of tokens" in err
+
+
 SWEEP = ["trainer=debug", "trainer.max_steps=6", "trainer.val_check_interval=3", "logger=none", "model.layers=1",
          "model.heads=2", "model.dim=16", "model.block_size=16",
          "data=text", "data.batch_size=8", "data.val_windows=8", "data.doc_bytes=256", "data.num_proc=1",

@@ -66,6 +66,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> None:
     """`python -m gpt evaluate`: every answer of held-out lines graded per group, or a text model's loss and bpb
     (and with --lengths, its loss at each length and by position)."""
+    if args.lengths and min(args.lengths) < 1:
+        raise ValueError(f"--lengths {min(args.lengths)}: an evaluation length is a number of tokens, at least 1")
     path = model_file(args.ckpt or newest_checkpoint())
     text_model = load(path, device=args.device)
     meta = text_model.meta  # model.pt records the DataModule's meta: corpus, seed and split fractions
