@@ -38,6 +38,18 @@ def test_jobs_at_once_follow_the_cores_and_the_device(overrides: list[str], core
     assert jobs_at_once(cfg, sweep_jobs(cfg), cores) == expected
 
 
+@pytest.mark.parametrize("overrides, jobs", [
+    (["data.tasks.calculator.operations=[plus],[times]"], 2),  # two lists, one job each
+    (["data.tasks.calculator.operations=[plus,minus]", "seed=0,1"], 2),  # one list: one value
+    (["seed=range(0,3)"], 3),
+    (["seed=choice(0,1)"], 2),
+    (["callbacks.sample.prompt='one,two'"], 1),  # a quoted comma is one value
+])
+def test_sweep_jobs_are_counted_as_hydra_sweeps_them(overrides: list[str], jobs: int) -> None:
+    """The count decides how many jobs run at once: a sweep of lists counted as one job ran one at a time."""
+    assert sweep_jobs(sweep_config(*overrides)) == jobs
+
+
 def test_sweeps_use_the_cores_launcher_unless_told() -> None:
     cfg = sweep_config("seed=0,1")
     assert cfg.hydra.launcher._target_ == "hydra_plugins.hydra_joblib_launcher.joblib_launcher.JoblibLauncher"

@@ -17,6 +17,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from hydra.core.global_hydra import GlobalHydra
+from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, open_dict, read_write
 
@@ -29,23 +31,25 @@ GRACE_S = 120  # for the stopped job to finish its step and write last.ckpt befo
 
 
 def command_line_values(overrides: list[str]) -> dict[str, list[str]]:
-    """Each key the command line sets (without its + or ~, Hydra's own keys left out) and the values it takes: a
-    comma list sweeps them, a list or dict value is one value."""
+    """Each key the command line sets (without its + or ~, Hydra's own keys left out) and the values it takes, read
+    as Hydra's sweeper reads them: a comma list, range(), choice() or glob() sweeps them; a list or dict value (one
+    of the lists of `key=[a,b],[c]`) or a quoted one is one value."""
+    hydra = GlobalHydra.instance()  # a glob() over a group's options needs the options: set while Hydra runs
+    parser = OverridesParser.create(config_loader=hydra.config_loader() if hydra.is_initialized() else None)
     values = {}
-    for override in overrides:
-        key, _, value = override.partition("=")
-        key = key.lstrip("+~")
-        if key.startswith("hydra.") or not value:
+    for override in parser.parse_overrides(overrides):
+        key = override.key_or_group
+        if key.startswith("hydra.") or override.value() in (None, ""):
             continue
-        plain = not any(c in value for c in "[]{}()")
-        values[key] = value.split(",") if plain else [value]
+        values[key] = list(override.sweep_string_iterator()) if override.is_sweep_override() else \
+            [override.get_value_element_as_str()]
     return values
 
 
 def sweep_sizes(params: dict[str, str], overrides: list[str]) -> dict[str, int]:
     """How many values each swept key takes: the preset's sweeper params, replaced by the command line's (a key
     the same with or without its +, as the preset's `+experiment/state` and a command line's)."""
-    sizes = {key.lstrip("+~"): len(str(value).split(",")) for key, value in params.items()}
+    sizes = {key: len(values) for key, values in command_line_values([f"{k}={v}" for k, v in params.items()]).items()}
     return sizes | {key: len(values) for key, values in command_line_values(overrides).items()}
 
 
