@@ -18,7 +18,7 @@ from pathlib import Path
 import lightning as L
 import pytest
 import torch
-from omegaconf import OmegaConf
+from omegaconf import DictConfig, OmegaConf
 from torch.utils.data import DataLoader
 
 from gpt import ModelConfig, load_checkpoint
@@ -349,3 +349,24 @@ def test_resume_that_finds_no_run_names_each_folder_it_searched_once(tmp_path: P
     with pytest.raises(CheckpointError, match=r"found no run with this config and a checkpoints/last.ckpt under "
                                               r"outputs, multirun: pass ckpt_path="):
         find_resume_checkpoint(OmegaConf.create({"model": {"dim": 8}}), roots)
+
+
+def test_resuming_a_named_sweep_with_other_overrides_names_them(tmp_path: Path) -> None:
+    """The sweep folder named with hydra.sweep.dir= but another trainer.max_steps: the refusal said it found no such
+    sweep there and to pass the folder as hydra.sweep.dir=, which the command had done."""
+    from hydra import initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.types import RunMode
+
+    from gpt.training.resume import sweep_to_resume
+
+    def sweep(*overrides: str) -> DictConfig:
+        with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base="1.3"):
+            return GlobalHydra.instance().config_loader().load_configuration(
+                "train", [*overrides, f"hydra.sweep.dir={tmp_path}"], RunMode.MULTIRUN)
+
+    OmegaConf.save(sweep("trainer=debug", "trainer.max_steps=150", "seed=0,1"), tmp_path / "multirun.yaml")
+    assert sweep_to_resume(sweep("trainer=debug", "trainer.max_steps=150", "seed=0,1", "resume=true")) == tmp_path
+    with pytest.raises(ValueError, match=rf"^resume=true: the sweep in {tmp_path} was made with trainer.max_steps=150 "
+                                         r"where this command has trainer.max_steps=200; resume it with the overrides"):
+        sweep_to_resume(sweep("trainer=debug", "trainer.max_steps=200", "seed=0,1", "resume=true"))

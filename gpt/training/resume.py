@@ -71,6 +71,14 @@ def sweep_to_resume(cfg: DictConfig) -> Path:
     root = Path(fixed) if fixed == pattern or fixed.endswith("/") else Path(fixed).parent
     mine = sweep_identity(cfg)
     found = [saved.parent for saved in root.rglob("multirun.yaml") if sweep_identity(OmegaConf.load(saved)) == mine]
+    if not found and fixed == pattern and (root / "multirun.yaml").is_file():  # the folder named: why not this sweep
+        theirs = sweep_identity(OmegaConf.load(root / "multirun.yaml"))
+        there, here = set(theirs["overrides"]), set(mine["overrides"])
+        what = f"{' '.join(sorted(there - here)) or 'nothing'} where this command has " \
+            f"{' '.join(sorted(here - there)) or 'nothing'}" if there != here else \
+            "these overrides on another config (configs/ or the preset changed since)"
+        raise ValueError(f"resume=true: the sweep in {root} was made with {what}; resume it with the overrides it was "
+                         "made with, or drop resume=true and pass another hydra.sweep.dir= to start a new sweep")
     if not found:
         raise ValueError(f"resume=true found no sweep made with this config under {root}/ (a multirun.yaml): drop "
                          "resume=true to start the sweep, or pass the killed sweep's folder as hydra.sweep.dir=")
