@@ -200,6 +200,22 @@ def test_best_value_of_each_column_is_bold_and_unfinished_jobs_fail(tmp_path: Pa
     assert "exact match %" not in header  # no run graded calculator problems
 
 
+def test_sweeps_merged_under_one_folder_count_each_seed_once(tmp_path: Path) -> None:
+    """The same sweep run twice under one date folder: its seeds 0 and 1 were pooled as four seeds, the repeats
+    (the same numbers on CPU) narrowing the spread until the seed-noise line called a within-noise gap beyond it."""
+    losses = {"a": [1.0, 1.2], "b": [0.9, 0.92]}
+    for sweep in ("10-00-00", "11-00-00"):
+        for i, (name, seed) in enumerate((n, s) for n in losses for s in (0, 1)):
+            fake_run(tmp_path / sweep / str(i), [f"attention={name}", f"seed={seed}"],
+                     {"status": "ok", "val_loss": losses[name][seed]})
+    fake_run(tmp_path / "12-00-00" / "0", ["attention=a", "seed=0"], {"status": "failed", "reason": "boom"})
+    report = markdown(tmp_path, find_runs(tmp_path))
+    rows = table(report)
+    assert rows["attention=a"][1:3] == ["2", "1.1000 ± 0.1414"]  # a later failure of a seed does not replace it
+    assert "Runs: 4 (5 more left out: they ran a seed of their configuration again" in report
+    assert "beyond seed noise (difference > 2 standard errors): none; within it: `attention=a`." in report
+
+
 def test_ablation_preset_sweeps_every_attention_variant_over_three_seeds() -> None:
     cfg = compose_with("experiment=attention_ablation")  # composes into a valid run configuration
     spec = OmegaConf.load(ROOT / "configs" / "experiment" / "attention_ablation.yaml").hydra

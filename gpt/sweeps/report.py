@@ -53,6 +53,11 @@ class Run:
         return self.summary.get("status") == "refused"
 
     @property
+    def seed(self) -> str:
+        """The seed it was given ("" for the config's own)."""
+        return next((o.split("=", 1)[1] for o in self.overrides if o.split("=", 1)[0].lstrip("+~") == "seed"), "")
+
+    @property
     def config(self) -> tuple[str, ...]:
         """The configuration's identity: its overrides without the seed, so seeds pool into one row, and without
         how it started (a job continued by a resumed sweep is the job it continues)."""
@@ -168,11 +173,16 @@ def seed_noise(groups: dict[tuple[str, ...], list[Run]], names: dict[tuple[str, 
 
 
 def group(runs: list[Run]) -> dict[tuple[str, ...], list[Run]]:
-    """Runs by configuration, in the order the sweep first ran each configuration."""
-    groups: dict[tuple[str, ...], list[Run]] = {}
-    for run in runs:
-        groups.setdefault(run.config, []).append(run)
-    return groups
+    """Runs by configuration, in the order the sweep first ran each configuration, each seed once: sweeps merged
+    under one folder that ran a configuration again repeat its seeds, which are not more seeds (on CPU the same
+    numbers again), so they would narrow its spread and be counted as seeds. A seed's last finished run stands for
+    it (else its last run)."""
+    seeds: dict[tuple[str, ...], dict[str, Run]] = {}
+    for run in runs:  # in job order: a later sweep's run after an earlier one's
+        earlier = seeds.setdefault(run.config, {}).get(run.seed)
+        if earlier is None or run.ok or not earlier.ok:
+            seeds[run.config][run.seed] = run
+    return {config: [r for r in runs if r in by_seed.values()] for config, by_seed in seeds.items()}
 
 
 def markdown(sweep_dir: Path, runs: list[Run], best_notes: Sequence[str] = ()) -> str:
@@ -182,9 +192,12 @@ def markdown(sweep_dir: Path, runs: list[Run], best_notes: Sequence[str] = ()) -
     columns = [c for c in COLUMNS if any(values[c.header].values())]
     # Bold only what tells rows apart: nothing when one row has a value or all rows tie.
     best = {c.header: best_of(values[c.header], c.lower_is_better) for c in columns}
+    counted = [r for g in groups.values() for r in g]
+    repeats = f" ({len(runs) - len(counted)} more left out: they ran a seed of their configuration again, " \
+        "and each seed counts once, its last finished run)" if len(counted) < len(runs) else ""
     lines = [f"# Sweep report: {sweep_dir}", "",
-             f"Runs: {len(runs)}, configurations: {len(groups)}, failed runs: {sum(not r.ok for r in runs)}"
-             f"{refused_note(runs)}. "
+             f"Runs: {len(counted)}{repeats}, configurations: {len(groups)}, failed runs: "
+             f"{sum(not r.ok for r in counted)}{refused_note(counted)}. "
              f"Common to all configurations: `{' '.join(common) or '(nothing)'}`.", "",
              *(["Each configuration at its best of the swept settings (mean over seeds; the others are left out):",
                 *best_notes, ""] if best_notes else []),
