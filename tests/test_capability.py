@@ -121,6 +121,18 @@ def test_best_of_breaks_a_tie_in_exact_match_by_val_loss() -> None:
     assert kept == {("optim.lr=3e-3",)}
 
 
+def test_best_of_names_the_values_whose_seeds_all_failed() -> None:
+    """An LR that diverged in every seed was left out of the note's "also tried", and its failed rows out of the
+    report: the note read as if the other value was the only one tried."""
+    from gpt.sweeps.best_of import best_settings
+
+    failed = {"status": "failed", "reason": "val loss became nan at step 3"}
+    kept, notes = best_settings({("attention=a", "optim.lr=1e-1"): [failed, failed],
+                                 ("attention=a", "optim.lr=1e-2"): [{"status": "ok", "val_loss": 1.0}]}, ["optim.lr"])
+    assert kept == {("attention=a", "optim.lr=1e-2")}
+    assert notes == ["- `attention=a`: best `optim.lr=1e-2` (val loss 1.0000); also tried `optim.lr=1e-1` failed"]
+
+
 def test_no_matrix_without_groups(tmp_path: Path) -> None:
     fake_run(tmp_path / "0", ["attention=a", "seed=0"], {"status": "ok", "val_loss": 1.0})
     assert "Capability matrix" not in markdown(tmp_path, find_runs(tmp_path))

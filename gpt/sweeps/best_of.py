@@ -53,7 +53,9 @@ def best_settings(groups: dict[Config, list[dict[str, Any]]], swept: Sequence[st
             continue
         (_, shown), best = max(scored, key=lambda item: item[0][0])
         kept.add(best)
-        others = ", ".join(f"`{' '.join(o for o in c if key(o) in swept)}` {text}" for (_, text), c in scored
+        # every other value tried, the ones whose seeds all failed too (a diverged LR says where the range ends)
+        tried = {c: text for (_, text), c in scored} | {c: "failed" for c in members if score(groups[c]) is None}
+        others = ", ".join(f"`{' '.join(o for o in c if key(o) in swept)}` {text}" for c, text in tried.items()
                            if c != best)
         chosen = " ".join(o for o in best if key(o) in swept)
         notes.append(f"- `{' '.join(family) or '(defaults)'}`: best `{chosen}` ({shown})"
