@@ -19,7 +19,7 @@ from gpt.inference.checkpoint import load_checkpoint, save_model
 from gpt.training.checks import check_config, trainer_arguments
 from gpt.training.preflight import preflight
 from gpt.training.resume import resume_from
-from tests.conftest import build, run_cli
+from tests.conftest import build, files_in, run_cli
 from tests.test_configs import compose_with
 from train import CONFIGS
 
@@ -99,6 +99,28 @@ def test_a_sweep_leaves_its_values_to_each_job(monkeypatch: pytest.MonkeyPatch, 
     monkeypatch.chdir(tmp_path)
     argv = ["-m", "model.heads=3,4", "model.dim=32"]
     assert preflight(argv, CONFIGS, check_config, claim=True) == argv and list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("kind", ["run", "sweep"])
+def test_a_folder_holding_finished_results_is_not_started_afresh(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                                                 capsys: pytest.CaptureFixture, kind: str) -> None:
+    """Hydra wrote the new config over the one the results were made with: a sweep run again into its folder
+    reported the earlier numbers as the new overrides' (model.heads=3 at dim 32, which cannot build, as finished)."""
+    folder = tmp_path / "results"
+    job = folder / "0" if kind == "sweep" else folder
+    job.mkdir(parents=True)
+    (job / "summary.json").write_text('{"status": "ok"}')
+    before = files_in(tmp_path)
+    argv = [f"hydra.{kind}.dir={folder}", *(["-m", "model.heads=3,4"] if kind == "sweep" else ["model.heads=4"])]
+    with pytest.raises(SystemExit):
+        preflight(argv, CONFIGS, check_config, claim=True)
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {folder} holds a ") and f"pass another hydra.{kind}.dir=" in err
+    assert files_in(tmp_path) == before
+    if kind == "sweep":  # what the message offers
+        assert "add resume=true to run only the jobs left" in err
+    (job / "summary.json").write_text('{"status": "failed", "reason": "boom"}')  # nothing finished to lose
+    assert preflight(argv, CONFIGS, check_config, claim=True)
 
 
 @pytest.mark.parametrize("argv, message", [

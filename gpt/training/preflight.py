@@ -16,6 +16,7 @@ from hydra.errors import HydraException, MissingConfigException, OverrideParseEx
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
+from gpt.training.run_folder import SUMMARY, finished
 from gpt.training.run_folder import claim as claim_run_folder
 from gpt.validate import closest, did_you_mean
 
@@ -201,13 +202,29 @@ def preflight(argv: list[str], config_dir: Path, check: Callable[[DictConfig], N
             check(cfg)
             if not str(cfg.hydra.run.dir).strip():  # Hydra would write into the current folder itself
                 raise ValueError("hydra.run.dir is empty: name the run's folder, e.g. hydra.run.dir=outputs/mine")
+            if claim and not (cfg.resume or cfg.ckpt_path):
+                refuse_finished(Path(cfg.hydra.run.dir), "run")
             if claim and claim_run_folder(Path(cfg.hydra.run.dir)):
                 return [a for a in argv if a.split("=", 1)[0].lstrip("+") != "hydra.run.dir"] + \
                     [f"hydra.run.dir={quoted(cfg.hydra.run.dir)}"]
+        if claim and not cfg.resume:
+            refuse_finished(Path(cfg.hydra.sweep.dir), "sweep")
         return argv + resumed_sweep(argv, config_dir)
     except ValueError as err:
         print(f"error: {str(err).strip().splitlines()[0]}", file=sys.stderr)
         sys.exit(2)
+
+
+def refuse_finished(folder: Path, kind: str) -> None:
+    """Refuse a run or sweep started afresh in a folder that holds finished results: Hydra would write the new
+    config over the one they were made with, so the report would read them as the new run's, and the new run's
+    model.pt and record would replace them."""
+    done = sum(finished(p.parent) for p in folder.glob(f"**/{SUMMARY}")) if folder.is_dir() else 0
+    if done:
+        what = "a finished run" if kind == "run" else f"a sweep with {done} finished job{'s' * (done > 1)}: add " \
+            "resume=true to run only the jobs left (the finished ones are kept)"
+        raise ValueError(f"{folder} holds {what}; pass another hydra.{kind}.dir=, or delete the folder to "
+                         f"start it again")
 
 
 def resumed_sweep(argv: list[str], config_dir: Path) -> list[str]:
