@@ -2,6 +2,7 @@
 bytes from its tensors beside the variant's formula, and refuses a bad flag in one line."""
 from __future__ import annotations
 
+import argparse
 import json
 from pathlib import Path
 
@@ -10,9 +11,11 @@ import torch
 from matplotlib.image import imread
 
 from gpt.__main__ import main
+from gpt.cost import rounds
 from gpt.cost.counterparts import hf_engines
 from gpt.data.tokenizers import CharTokenizer
 from gpt.inference.checkpoint import save_model
+from gpt.inference.depth import Engine, Measure
 from tests.conftest import build
 from tests.test_attention import make
 
@@ -161,3 +164,25 @@ def test_depth_zero_alone_is_measured(tmp_path: Path) -> None:
     assert main(["cost", *TINY, "--attention", "mha", "--depths", "0", "--batch", "1", "--repeats", "1",
                  "--out", str(tmp_path)]) == 0
     assert [r["depth"] for r in json.loads((tmp_path / "cost.json").read_text())["rows"]] == [0]
+
+
+def test_no_timed_round_holds_an_engines_first_call_at_a_shape(monkeypatch: pytest.MonkeyPatch) -> None:
+    # An engine's first call pays one-time start-up costs: with --repeats 1 the first engine's prefill showed 6,105
+    # tokens/s against 101,066 for the next, the same computation.
+    calls: list[tuple[str, int, int]] = []
+
+    def counted(engine: Engine, batch: int, depth: int, new_tokens: int, vocab_size: int,
+                device: torch.device) -> Measure:
+        calls.append((engine.name, batch, depth))
+        return Measure(len(calls), 1.0, 0.0, 0.0, 0, 0)  # prefill_s: which call this was, counted from 1
+
+    engines = [Engine(), Engine()]
+    engines[0].name, engines[1].name = "a", "b"
+    monkeypatch.setattr(rounds, "measure", counted)
+    args = argparse.Namespace(batch=[1, 2], depths=[0, 8], repeats=2, new_tokens=3, device="cpu")
+    rows = rounds.run_rounds(engines, args, vocab_size=5)
+    for row in rows:
+        shape = (row["name"], row["batch"], row["depth"])
+        first = calls.index(shape) + 1
+        timed = [r["prefill_s"] for r in row["rounds"]]
+        assert len(timed) == 2 and first not in timed and all(calls[t - 1] == shape for t in timed)

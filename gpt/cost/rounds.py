@@ -1,6 +1,6 @@
-"""Alternated rounds (A B A B ...) over every engine at every batch and depth, each combination summarised as one
-row: medians over rounds, and speed ratios against the first engine and the first Hugging Face one, paired within
-each round so a machine others share stretches both sides of a ratio alike."""
+"""Alternated rounds (A B A B ...) over every engine at every batch and depth, after one untimed call of each,
+each combination summarised as one row: medians over rounds, and speed ratios against the first engine and the
+first Hugging Face one, paired within each round so a machine others share stretches both sides of a ratio alike."""
 from __future__ import annotations
 
 import argparse
@@ -23,6 +23,10 @@ def run_rounds(engines: list[Engine], args: argparse.Namespace, vocab_size: int)
     for batch in args.batch:
         for depth in args.depths:
             runs: dict[str, list] = {e.name: [] for e in engines}
+            # Untimed: an engine's first call at a shape pays one-time costs (lazy initialisation, kernel choice, the
+            # allocator growing), which were in the first round's figures; one decoded token warms the steps too.
+            for engine in engines:
+                measure(engine, batch, depth, 1, vocab_size, device)
             for _ in range(args.repeats):
                 for engine in engines:
                     runs[engine.name].append(measure(engine, batch, depth, args.new_tokens, vocab_size, device))
