@@ -41,6 +41,12 @@ def test_the_help_names_every_folder_the_default_checkpoint_is_taken_from(verb: 
     (["export"], "error: the following arguments are required: --to"),
     (["report", str(Path("no") / "such" / "sweep")], "error: no run folders"),
     (["which-split", "two plus zebra equals"], "error: 'two plus zebra equals' is not a calculator problem"),
+    # A verb's mistake names its own flag: it said data.tasks.calculator.val_fraction=2.0, a key this command has not.
+    (["which-split", "two plus three equals", "--val-fraction", "2"], "error: --val-fraction=2.0 must be a number in "
+                                                                      "(0, 1)"),
+    (["which-split", "two plus three equals", "--test-fraction", "nan"], "error: --test-fraction=nan must be"),
+    (["which-split", "two plus three equals", "--val-fraction", "0.5", "--test-fraction", "0.5"],
+     "error: --val-fraction 0.5 and --test-fraction 0.5 leave nothing to train on"),
 ])
 def test_a_mistake_is_one_line_and_exit_2(argv: list[str], message: str, capsys: pytest.CaptureFixture) -> None:
     assert main(argv) == 2

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from gpt.data.tasks.base import Line, Task, Turn
-from gpt.validate import Fraction
+from gpt.validate import Fraction, check_value
 
 UNITS = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten",
          "eleven", "twelve", "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen"]
@@ -181,7 +181,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> None:
     """`python -m gpt which-split "ninety nine plus ninety nine equals"`: which split of data.seed it is in."""
     prompt = " ".join(args.prompt.split()).partition(" equals")[0] + " equals"  # a corpus line: its answer dropped
-    # The run's fractions move the cuts, so they are the run's, checked as training checks them.
+    # The run's fractions move the cuts, so they are the run's, checked as training checks them but named as this
+    # verb's flags, not as the config keys they stand for.
+    for flag, value in (("--val-fraction", args.val_fraction), ("--test-fraction", args.test_fraction)):
+        check_value(flag, value, Fraction)
+    if args.val_fraction + args.test_fraction >= 1:
+        raise ValueError(f"--val-fraction {args.val_fraction} and --test-fraction {args.test_fraction} leave nothing "
+                         "to train on: their sum must be below 1")
     task = Calculator(val_fraction=args.val_fraction, test_fraction=args.test_fraction)
     split = next((name for name, problems in split_problems(args.seed, task.val_fraction, task.test_fraction).items()
                   if any(p.prompt == prompt for p in problems)), None)
