@@ -122,6 +122,11 @@ def test_evaluate_prints_loss_per_length_and_refuses_past_learned_positions(
     assert cli(["evaluate", "--ckpt", str(runs[True] / "model.pt"), "--lengths", "16", "64"]) == 0
     out = capsys.readouterr().out
     assert re.search(r"64 tokens \(\d+ windows\): loss [\d.]+; by position 0-15: [\d.]+, 16-31: [\d.]+, 32-63", out)
-    assert cli(["evaluate", "--ckpt", str(runs[False] / "model.pt"), "--lengths", "64"]) == 2
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "pos=learned has learned positions for 16 tokens only" in err
+    # Every length is checked first: a length it cannot score was refused after the val split's loss and the
+    # header of the lengths were printed.
+    assert cli(["evaluate", "--ckpt", str(runs[False] / "model.pt"), "--lengths", "16", "64"]) == 2
+    out, err = capsys.readouterr()
+    assert err.count("\n") == 1 and "pos=learned has learned positions for 16 tokens only" in err and out == ""
+    assert cli(["evaluate", "--ckpt", str(runs[True] / "model.pt"), "--lengths", "16", "1000000"]) == 2
+    out, err = capsys.readouterr()
+    assert err.count("\n") == 1 and "length 1000000: the validation text has only" in err and out == ""

@@ -16,7 +16,7 @@ from gpt.data.prepare import open_prepared
 from gpt.data.tasks.base import doubling
 from gpt.data.tasks.datamodule import build_tasks, held_out
 from gpt.evaluation.bpb import byte_counts, text_loss
-from gpt.evaluation.extrapolation import loss_by_position
+from gpt.evaluation.extrapolation import check_length, loss_by_position
 from gpt.evaluation.grading import grade, scores_by_group
 from gpt.inference.checkpoint import model_file, newest_checkpoint
 from gpt.inference.text import TextModel, load
@@ -75,6 +75,10 @@ def run(args: argparse.Namespace) -> None:
         if args.split == "test":
             raise ValueError("a text corpus is split into train and val only, and evaluate measures its val split: "
                              "drop --split test")
+        # Every length is checked before the report: a refusal came after the val split was scored and printed.
+        tokens = len(val_ids(text_model)) if args.lengths else 0
+        for length in args.lengths or []:
+            check_length(text_model.model, length, tokens)
         print(f"{path}: {text_report(text_model)}")
         if args.lengths:
             print(f"loss by evaluation length (trained at {text_model.model.cfg.block_size} tokens):")

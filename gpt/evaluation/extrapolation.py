@@ -23,14 +23,23 @@ def longest(model: GPT) -> int | None:
     return POSITIONAL[model.cfg.pos].longest(model.cfg)
 
 
-def at_length(model: GPT, length: int) -> GPT:
-    """The model, able to run `length` tokens: itself, or the same weights in a model whose block is `length`."""
-    if length <= model.cfg.block_size:
-        return model
+def check_length(model: GPT, length: int, tokens: int | None = None) -> None:
+    """Refuse, in one line, a length the model's positions cannot place, or, given how many `tokens` the text
+    scored holds, one that no window of length + 1 of them fits."""
     limit = longest(model)
     if limit is not None and length > limit:
         raise ValueError(f"length {length}: pos={model.cfg.pos} has learned positions for {limit} tokens only; "
                          f"evaluate at lengths up to {limit} (or train with model.random_positions={length})")
+    if tokens is not None and tokens < length + 2:
+        raise ValueError(f"length {length}: the validation text has only {tokens} tokens; evaluate at shorter "
+                         "lengths")
+
+
+def at_length(model: GPT, length: int) -> GPT:
+    """The model, able to run `length` tokens: itself, or the same weights in a model whose block is `length`."""
+    if length <= model.cfg.block_size:
+        return model
+    check_length(model, length)
     # Drawn positions only shape training, but the config requires their range to cover the block: widened to it
     # (a learned table keeps its size, since length stays within it), a rotary or sinusoidal model runs past it.
     drawn = model.cfg.random_positions and max(model.cfg.random_positions, length)
@@ -44,10 +53,8 @@ def loss_by_position(model: GPT, ids: np.ndarray, length: int, windows: int = 12
                      batch_size: int = 16) -> tuple[torch.Tensor, int]:
     """((length,) loss in nats at each position, averaged over windows; how many windows): up to `windows`
     windows of length + 1 tokens, evenly spread over `ids` without overlapping."""
+    check_length(model, length, len(ids))
     count = min(windows, (len(ids) - 1) // (length + 1))
-    if count < 1:
-        raise ValueError(f"length {length}: the validation text has only {len(ids)} tokens; evaluate at shorter "
-                         "lengths")
     model = at_length(model, length)
     device = next(model.parameters()).device
     was_training = model.training
