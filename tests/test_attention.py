@@ -60,6 +60,31 @@ def test_bad_variant_parameters_name_the_field(overrides: dict, message: str) ->
         check_parts(ModelConfig(**{**BASE, **overrides}))
 
 
+@pytest.mark.parametrize("attention, overrides", [("weightless", {}), ("single_head", {}), ("mla", {}),
+                                                  ("linear", {"linear_features": 4})])
+def test_rope_takes_an_odd_head_width_where_the_variant_rotates_an_even_one(attention: str, overrides: dict) -> None:
+    # RoPE required dim/heads even for every variant; these rotate dim, mla's even rotary part, or linear_features,
+    # and were refused at dim/heads=3 although they run.
+    model = build(make(attention, dim=12, heads=4, **overrides))
+    idx = torch.randint(0, 37, (2, 16))
+    full = model(idx)
+    caches = model.new_caches(2)
+    pieces = [model(idx[:, :7], caches)] + [model(idx[:, t:t + 1], caches) for t in range(7, 16)]
+    torch.testing.assert_close(torch.cat(pieces, dim=1), full, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("overrides, message", [
+    ({"attention": "mha"}, "attention=mha rotates dim/heads=3: change model.dim or model.heads"),
+    ({"attention": "linear"}, "attention=linear rotates dim/heads=3: set model.linear_features to an even width"),
+    ({"attention": "linear", "dim": 16, "linear_features": 5},
+     "attention=linear rotates linear_features=5: set model.linear_features"),
+    ({"attention": "single_head", "dim": 15, "heads": 5}, "attention=single_head rotates dim=15: change model.dim"),
+])
+def test_rope_names_the_width_each_variant_rotates(overrides: dict, message: str) -> None:
+    with pytest.raises(ValueError, match=f"^pos=rope rotates feature pairs, so it needs an even width; {message}"):
+        make(**{"dim": 12, "heads": 4, "pos": "rope", **overrides})
+
+
 @pytest.mark.parametrize("attention, pos", PAIRS)
 def test_future_tokens_do_not_change_past_logits(attention: str, pos: str) -> None:
     model = build(make(attention, pos))

@@ -82,7 +82,8 @@ def test_a_bad_flag_is_one_line(flags: list[str], message: str, tmp_path: Path, 
 
 @pytest.mark.parametrize("flags, message", [
     (["--pos", "rop"], "error: --pos rop is unknown; choose from: "),
-    (["--dim", "40", "--heads", "8"], "error: pos=rope needs an even head width, got dim/heads=5"),
+    (["--dim", "40", "--heads", "8"], "error: pos=rope rotates feature pairs, so it needs an even "
+                                      "width; attention=mha rotates dim/heads=5"),
 ])
 def test_a_pos_no_row_can_take_is_refused(flags: list[str], message: str, tmp_path: Path,
                                           capsys: pytest.CaptureFixture) -> None:

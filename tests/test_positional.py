@@ -99,7 +99,8 @@ def test_sinusoidal_table_is_sines_and_cosines_at_the_embeddings_scale() -> None
 
 
 def test_rope_needs_an_even_head_width() -> None:
-    with pytest.raises(ValueError, match="pos=rope needs an even head width"):
+    with pytest.raises(ValueError, match="pos=rope rotates feature pairs, so it needs an even width; "
+                                         "attention=mha rotates dim/heads=9"):
         GPT(ModelConfig(vocab_size=10, heads=4, dim=36, pos="rope"))
 
 

@@ -96,7 +96,7 @@ def shape_config(args: argparse.Namespace, attention: str, kernel: str, block_si
                       kv_latent_dim=args.latent, kernel=kernel)
     # Only a variant that cannot take --pos falls back to learned positions: a shape --pos itself cannot take (RoPE
     # with an odd head width) would otherwise measure every row with learned positions, and say nothing.
-    POSITIONAL[cfg.pos].validate(cfg)
+    POSITIONAL[cfg.pos].validate(cfg, ATTENTION[cfg.attention].rotated(cfg))
     try:
         check_parts(cfg)
     except ValueError:

@@ -26,7 +26,7 @@ def check_parts(cfg: ModelConfig) -> None:
         value = getattr(cfg, field_name)
         if value not in registry:
             raise ValueError(f"{field_name}={value!r} is unknown; choose one of: {', '.join(sorted(registry))}")
-    POSITIONAL[cfg.pos].validate(cfg)
+    POSITIONAL[cfg.pos].validate(cfg, ATTENTION[cfg.attention].rotated(cfg))
     ATTENTION[cfg.attention].validate(cfg)
 
 

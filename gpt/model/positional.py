@@ -37,8 +37,9 @@ class Positional(nn.Module):
         return cls()
 
     @classmethod
-    def validate(cls, cfg: ModelConfig) -> None:
-        """Raise ValueError naming the fix when cfg cannot use this encoding."""
+    def validate(cls, cfg: ModelConfig, rotated: tuple[int, str, str]) -> None:
+        """Raise ValueError naming the fix when cfg cannot use this encoding; `rotated` is what the attention
+        variant would have it rotate: the width, the settings it comes from, how to change it."""
         if cfg.random_positions is not None and not cls.drawable:
             raise ValueError("model.random_positions draws positions for pos=learned, sinusoidal or rope; "
                              f"pos={cfg.pos} has none to draw: set model.random_positions=null")
@@ -139,11 +140,12 @@ class RotaryPositional(Positional):
         return cls(cfg.rope_base)
 
     @classmethod
-    def validate(cls, cfg: ModelConfig) -> None:
-        super().validate(cfg)
-        if cfg.head_dim % 2:
-            raise ValueError(f"pos=rope needs an even head width, got dim/heads={cfg.head_dim}: "
-                             "change model.dim or model.heads")
+    def validate(cls, cfg: ModelConfig, rotated: tuple[int, str, str]) -> None:
+        super().validate(cfg, rotated)
+        width, settings, fix = rotated
+        if width % 2:
+            raise ValueError(f"pos=rope rotates feature pairs, so it needs an even width; attention={cfg.attention} "
+                             f"rotates {settings}={width}: {fix}")
 
     def _angles(self, width: int, end: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
         """cos and sin of the angles of positions 0..end-1 (at least), each (positions, width)."""

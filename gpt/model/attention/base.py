@@ -80,6 +80,12 @@ class Attention(nn.Module):
     def validate(cls, cfg: ModelConfig) -> None:
         """Raise ValueError naming the fix when cfg's parameters or positional encoding do not suit this variant."""
 
+    @classmethod
+    def rotated(cls, cfg: ModelConfig) -> tuple[int, str, str]:
+        """The width of the queries and keys a rotating encoding turns (by feature pairs, so it must be even), the
+        settings it comes from, and how to change it: each head's, here."""
+        return cfg.head_dim, "dim/heads", "change model.dim or model.heads"
+
     def new_cache(self, batch: int, max_len: int, device: torch.device, dtype: torch.dtype) -> KVCache:
         return KVCache(batch, self.kv_heads, max_len, self.head_dim, device, dtype)
 

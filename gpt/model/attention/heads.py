@@ -23,6 +23,10 @@ class WeightlessAttention(Attention):
     def from_config(cls, cfg: ModelConfig) -> WeightlessAttention:
         return cls(cfg.dim, cfg.dropout, cfg.qk_norm, cfg.norm_eps, cfg.kernel)
 
+    @classmethod
+    def rotated(cls, cfg: ModelConfig) -> tuple[int, str, str]:
+        return cfg.dim, "dim", "change model.dim"
+
     def project(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         x = x.unsqueeze(1)  # (B, 1, T, C): one head as wide as the model
         return x, x, x
@@ -58,6 +62,10 @@ class SingleHeadAttention(Head):
     @classmethod
     def from_config(cls, cfg: ModelConfig) -> SingleHeadAttention:
         return cls(cfg.dim, cfg.dim, cfg.dropout, cfg.bias, cfg.qk_norm, norm_eps=cfg.norm_eps, kernel=cfg.kernel)
+
+    @classmethod
+    def rotated(cls, cfg: ModelConfig) -> tuple[int, str, str]:
+        return cfg.dim, "dim", "change model.dim"
 
 
 class HeadCaches(list):
@@ -95,6 +103,10 @@ class MultiHeadWrapper(nn.Module):
     @classmethod
     def validate(cls, cfg: ModelConfig) -> None:
         Attention.validate(cfg)
+
+    @classmethod
+    def rotated(cls, cfg: ModelConfig) -> tuple[int, str, str]:
+        return Attention.rotated(cfg)
 
     def new_cache(self, batch: int, max_len: int, device: torch.device, dtype: torch.dtype) -> HeadCaches:
         return HeadCaches(head.new_cache(batch, max_len, device, dtype) for head in self.heads)

@@ -13,6 +13,12 @@ from gpt.model.config import ModelConfig
 from gpt.model.positional import Positional
 
 
+def rope_width(head_dim: int) -> int:
+    """The decoupled rotary part of each query head and of the shared key: half a head, kept even for RoPE's
+    feature pairs."""
+    return max(2, head_dim // 4 * 2)
+
+
 class MultiHeadLatentAttention(Attention):
     """Queries as usual; keys/values up-projected from a `latent_dim` latent. Position enters through
     a decoupled part: each query head carries `rope_dim` extra features and all heads share one
@@ -27,7 +33,7 @@ class MultiHeadLatentAttention(Attention):
     def __init__(self, dim: int, heads: int, latent_dim: int, dropout: float = 0.0, bias: bool = False,
                  qk_norm: bool = False, norm_eps: float = 1e-5, kernel: str = "math") -> None:
         super().__init__(heads, heads, dim // heads, dropout, qk_norm, norm_eps, kernel)
-        self.rope_dim = max(2, self.head_dim // 4 * 2)  # half a head, kept even for RoPE's feature pairs
+        self.rope_dim = rope_width(self.head_dim)
         self.latent_dim = latent_dim
         self.query = nn.Linear(dim, heads * (self.head_dim + self.rope_dim), bias=bias)
         self.down = nn.Linear(dim, latent_dim, bias=bias)
@@ -40,6 +46,10 @@ class MultiHeadLatentAttention(Attention):
     @classmethod
     def from_config(cls, cfg: ModelConfig) -> MultiHeadLatentAttention:
         return cls(cfg.dim, cfg.heads, cfg.kv_latent_dim, cfg.dropout, cfg.bias, cfg.qk_norm, cfg.norm_eps, cfg.kernel)
+
+    @classmethod
+    def rotated(cls, cfg: ModelConfig) -> tuple[int, str, str]:
+        return rope_width(cfg.head_dim), "its rotary part of dim/heads", "change model.dim or model.heads"
 
     @classmethod
     def validate(cls, cfg: ModelConfig) -> None:

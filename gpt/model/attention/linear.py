@@ -77,9 +77,13 @@ class LinearAttention(MultiHeadAttention):
         if cfg.linear_conv < 0 or cfg.linear_conv == 1:
             raise ValueError(f"linear_conv={cfg.linear_conv} must be 0 (no convolution) or a width of at least 2 "
                              "positions: set model.linear_conv")
-        if POSITIONAL[cfg.pos].rotates and (cfg.linear_features or cfg.head_dim) % 2:
-            raise ValueError(f"pos={cfg.pos} rotates feature pairs, and model.linear_features={cfg.linear_features} "
-                             "is odd: make it even")
+
+    @classmethod
+    def rotated(cls, cfg: ModelConfig) -> tuple[int, str, str]:
+        if cfg.linear_features is None:  # features as wide as a head
+            return cfg.head_dim, "dim/heads", "set model.linear_features to an even width, or change model.dim or " \
+                "model.heads"
+        return cfg.linear_features, "linear_features", "set model.linear_features"
 
     def new_cache(self, batch: int, max_len: int, device: torch.device, dtype: torch.dtype) -> LinearState:
         return LinearState(batch, self.heads, self.features, self.head_dim, self.remembered, self.dim, device, dtype)
