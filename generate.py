@@ -9,7 +9,6 @@ as `gpt.load(path).complete(prompt, ...)` returns it, after the prompt.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -20,6 +19,7 @@ import torch
 from gpt.inference.checkpoint import CheckpointError, describe, model_file, newest_checkpoint
 from gpt.inference.compiled import compile_for_decoding
 from gpt.inference.text import TextModel, load
+from gpt.pipe import exit_with
 from gpt.validate import OneLineParser
 
 SEPARATOR = "---"  # printed between --num-samples outputs
@@ -146,8 +146,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except BrokenPipeError:  # the reader stopped early (| head): end quietly, as other command-line tools do
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # else the flush at exit raises it again
-        sys.exit(1)
+    exit_with(main)

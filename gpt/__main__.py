@@ -9,6 +9,7 @@ import importlib
 import sys
 from types import ModuleType
 
+from gpt.pipe import exit_with
 from gpt.validate import OneLineParser
 
 # verb -> (module, what it does)
@@ -60,4 +61,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_with(main)

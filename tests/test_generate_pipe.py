@@ -1,4 +1,4 @@
-"""generate.py into a reader that stops early (`| head`): the text so far, then a quiet end."""
+"""generate.py and the verbs into a reader that stops early (`| head`): the text so far, then a quiet end."""
 from __future__ import annotations
 
 import os
@@ -10,6 +10,7 @@ from gpt import ModelConfig
 from gpt.data.tokenizers import CharTokenizer
 from gpt.inference.checkpoint import save_model
 from tests.conftest import ROOT, build
+from tests.test_report import fake_run
 
 
 def test_a_closed_stdout_ends_generation_without_a_traceback(tmp_path: Path) -> None:
@@ -23,4 +24,16 @@ def test_a_closed_stdout_ends_generation_without_a_traceback(tmp_path: Path) -> 
     proc.stdout.close()  # before anything is printed, so the first print meets a closed pipe
     err = proc.stderr.read()
     proc.wait(timeout=120)
+    assert "Traceback" not in err and "BrokenPipeError" not in err, err
+
+
+def test_a_closed_stdout_ends_a_verb_without_a_traceback(tmp_path: Path) -> None:
+    """`python -m gpt report <sweep> | head` ended in a BrokenPipeError traceback."""
+    fake_run(tmp_path / "0", ["seed=0"], {"status": "failed", "reason": "why"})
+    proc = subprocess.Popen([sys.executable, "-m", "gpt", "report", str(tmp_path)], cwd=tmp_path,
+                            env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    proc.stdout.close()
+    err = proc.stderr.read()
+    assert proc.wait(timeout=120) == 1
     assert "Traceback" not in err and "BrokenPipeError" not in err, err
