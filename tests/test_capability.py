@@ -70,10 +70,17 @@ def test_values_still_rising_when_training_stopped_are_marked(tmp_path: Path) ->
     rows, cols, means = capability.matrix(by_label)
     figure = matrix_figure(rows, cols, means, capability.marks(by_label, cols))
     texts = [t.get_text() for t in figure.axes[0].texts]
-    assert texts[0] == "60↑" and texts[1] == "100" and "still rising" in figure.axes[0].get_title()
+    assert texts[0] == "60↑" and texts[1] == "99.5" and "still rising" in figure.axes[0].get_title()
     for folder in tmp_path.iterdir():  # the same last values after a single validation each: nothing to compare
         (folder / "history.csv").unlink()
     assert capability.RISING not in markdown(tmp_path, find_runs(tmp_path))
+
+
+def test_the_heatmap_never_rounds_a_score_to_perfect_or_null() -> None:
+    """99.6 was written on its cell as 100 and 0.3 as 0, beside cells that are exactly that."""
+    means = [[99.6, 99.96, 100.0, 0.3, 0.0, 42.4, 99.4]]
+    figure = matrix_figure(["a"], list("bcdefgh"), means, [[""] * 7])
+    assert [t.get_text() for t in figure.axes[0].texts] == ["99.6", "99.9", "100", "0.3", "0", "42", "99"]
 
 
 def test_chance_row_and_per_token_matrix_where_answers_have_several_tokens(tmp_path: Path) -> None:

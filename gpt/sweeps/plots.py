@@ -3,6 +3,7 @@ matplotlib's Figure directly (Agg canvas, no pyplot state), so they draw on head
 without leaking figures."""
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from typing import Any
 
@@ -67,6 +68,16 @@ def loss_figure(curves: dict[str, dict[str, list[float]]], style_of: dict[str, d
     return fig
 
 
+def percent_label(value: float) -> str:
+    """A cell's percent, whole, except where rounding would show a perfect or a null score it is not: 99.6 as 99.6
+    (rounded down), 0.3 as 0.3 (rounded up)."""
+    if 0 < value < 0.5:
+        return f"{math.ceil(value * 10) / 10:.1f}"
+    if 99.5 <= value < 100:
+        return f"{math.floor(value * 10) / 10:.1f}"
+    return f"{value:.0f}"
+
+
 def matrix_figure(rows: list[str], columns: list[str], means: list[list[float]], marks: list[list[str]]) -> Figure:
     """The capability matrix as a heatmap: configurations (rows) x accuracy columns, each cell's mean exact
     match in percent written on it with its mark (↑: still rising); blank where a configuration has no value."""
@@ -77,7 +88,7 @@ def matrix_figure(rows: list[str], columns: list[str], means: list[list[float]],
     image = ax.imshow(np.ma.masked_invalid(data), vmin=0.0, vmax=100.0, cmap="viridis", aspect="auto")
     for (i, j), value in np.ndenumerate(data):
         if np.isfinite(value):
-            ax.text(j, i, f"{value:.0f}{marks[i][j]}", ha="center", va="center", fontsize="small",
+            ax.text(j, i, f"{percent_label(value)}{marks[i][j]}", ha="center", va="center", fontsize="small",
                     color="black" if value > 60 else "white")
     ax.set_xticks(range(len(columns)), columns, rotation=45, ha="right", fontsize="small")
     ax.set_yticks(range(len(rows)), rows, fontsize="small")
