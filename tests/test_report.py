@@ -287,3 +287,13 @@ def test_cost_card_and_pareto_plot_price_each_configuration_by_its_formula(sweep
     assert pareto.marker_sizes({"a": (1, 99.9, 0), "b": (1, 100, 0), "c": (1, 99.7, 0), "d": (1, 15, 0),
                                 "e": (2, 99.9, 0)}) == {"a": 12.0, "b": 9.0, "c": 6.0, "d": 6.0, "e": 6.0}
     assert pareto.frontier({"a": (1, 50, 0), "b": (2, 40, 0), "c": (3, 60, 0), "d": (3, 55, 0)}) == [(1, 50), (3, 60)]
+
+
+def test_a_report_written_again_leaves_no_figure_of_the_earlier_one(tmp_path: Path) -> None:
+    """A report rewritten for runs without task accuracy left the earlier matrix.png beside it, unlinked and stale."""
+    fake_run(tmp_path / "0", ["seed=0"], {"status": "ok", "val_loss": 1.0, "val_acc": {"copy": 0.5, "all": 0.5}})
+    cli(["report", str(tmp_path)])
+    assert (tmp_path / "matrix.png").is_file()
+    (tmp_path / "0" / "summary.json").write_text(json.dumps({"status": "ok", "val_loss": 1.0}))
+    cli(["report", str(tmp_path)])
+    assert not (tmp_path / "matrix.png").exists() and (tmp_path / "loss.png").is_file()

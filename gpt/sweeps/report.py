@@ -283,6 +283,9 @@ def curves(runs: list[Run]) -> dict[str, dict[str, list[float]]]:
     return result
 
 
+FIGURES = ("loss.png", "matrix.png", "levels.png", "extrapolation.png", "capacity.png", "pareto.png")  # figures()'s
+
+
 def figures(runs: list[Run]) -> dict[str, Figure]:
     """The report's figures by file name: loss.png, and where runs recorded them matrix.png, levels.png,
     extrapolation.png, capacity.png and pareto.png, each configuration in one style throughout."""
@@ -312,8 +315,11 @@ def write_report(sweep_dir: str | Path, best_of: Sequence[str] = ()) -> Path:
                          "made by `python train.py -m ...`")
     kept, notes = best_settings({key: [r.summary for r in g] for key, g in group(runs).items()}, best_of)
     runs = [r for r in runs if r.config in kept]
-    for name, figure in figures(runs).items():
+    drawn = figures(runs)
+    for name, figure in drawn.items():
         figure.savefig(sweep_dir / name)
+    for name in set(FIGURES) - drawn.keys():  # an earlier report's (other runs, other --best-of), not this one's
+        (sweep_dir / name).unlink(missing_ok=True)
     path = sweep_dir / "report.md"
     path.write_text(markdown(sweep_dir, runs, notes))
     return path
