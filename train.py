@@ -132,7 +132,7 @@ def train(cfg: DictConfig, run_dir: Path | None = None) -> Path:
     save_model(path, lit.model, data.tokenizer, meta=data.meta)
     # From the record on disk: under trainer=ddp (spawn) rank 0 trained in another process, not in this one
     steps = (read_summary(run_dir) or {}).get("steps", trainer.global_step)
-    print(summary_line(read_history(run_dir), steps, time.perf_counter() - start, path))
+    print(summary_line(read_history(run_dir), steps, time.perf_counter() - start, path, stopper.requested))
     # A line-based corpus suggests one of its own held-out questions; running text starts after a newline (a
     # placeholder prompt would be refused by a word-level vocabulary).
     example = getattr(data, "example_prompt", None)

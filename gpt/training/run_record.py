@@ -113,11 +113,12 @@ class RunRecord(L.Callback):
         })
 
 
-def summary_line(history: list[dict[str, float]], step: int, seconds: float, path: Path) -> str:
-    """The run in one line: wall time, last val loss and held-out exact match, where model.pt is."""
+def summary_line(history: list[dict[str, float]], step: int, seconds: float, path: Path, stopped: bool = False) -> str:
+    """The run in one line: wall time, last val loss and held-out exact match, where model.pt is; `stopped` (by
+    Ctrl-C or its sweep) says so rather than done."""
     last = history[-1] if history else {}
     minutes, secs = divmod(round(seconds), 60)
-    parts = [f"done in {minutes}m{secs:02d}s", f"step {step}"]
+    parts = [f"{'stopped after' if stopped else 'done in'} {minutes}m{secs:02d}s", f"step {step}"]
     if "val_loss" in last:
         parts.append(f"val loss {last['val_loss']:.4f}")
     if "val_acc_all" in last:
