@@ -154,6 +154,7 @@ def test_ctrl_c_stops_cleanly_with_checkpoint_and_model(tmp_path: Path) -> None:
     assert proc.returncode == 130, err[-2000:]  # so `train.py && generate.py` does not go on with a half-trained model
     step = load_resume_checkpoint(run / "checkpoints/last.ckpt")["global_step"]
     assert f"stopped by Ctrl-C at step {step}; continue with the same overrides plus ckpt_path=" in err
+    assert "stopped after " in out and f"step {step}" in out and "done in" not in out  # it said done, then stopped
     assert 10 <= step < 100000
     model, _ = load_checkpoint(run / "model.pt")
     assert model.cfg.dropout == 0.1
