@@ -1,4 +1,4 @@
-"""Start training from pretrained weights (`python train.py init_from=<Hugging Face folder or model.pt>`):
+"""Start training from pretrained weights (`python train.py init_from=<Hugging Face folder, model.pt or run folder>`):
 their architecture and weights, this run's block_size and dropout, and the tokenizer they came with."""
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from gpt.data.tokenizers import GPT2Tokenizer, Tokenizer
-from gpt.inference.checkpoint import load_checkpoint
+from gpt.inference.checkpoint import load_checkpoint, model_file
 from gpt.model.config import ModelConfig
 from gpt.model.gpt import GPT
 from gpt.model.positional import table_size
@@ -17,14 +17,15 @@ def check_init_from(init_from: str | None) -> None:
     if init_from is None:
         return
     path = Path(init_from)
-    if not path.is_file() and not (path / "config.json").is_file():
-        raise ValueError(f"init_from={init_from} is neither a model.pt nor a Hugging Face folder with config.json")
+    if not model_file(path).is_file() and not (path / "config.json").is_file():
+        raise ValueError(f"init_from={init_from} is neither a model.pt (or a run folder holding one) nor a Hugging "
+                         "Face folder with config.json")
 
 
 def load_pretrained(path: Path) -> tuple[GPT, Tokenizer]:
-    """A model.pt, or a Hugging Face folder (gpt.hf.from_hf) with its tokenizer: GPT-2's BPE from this
-    project's offline files for the gpt2 family, the folder's own tokenizer for the others."""
-    if path.is_file():
+    """A model.pt (or the run folder holding it), or a Hugging Face folder (gpt.hf.from_hf) with its tokenizer:
+    GPT-2's BPE from this project's offline files for the gpt2 family, the folder's own tokenizer for the others."""
+    if model_file(path).is_file():
         return load_checkpoint(path)
     from gpt.hf import folder_tokenizer, from_hf  # transformers is optional: only Hugging Face folders need it
     model, tokenizer = from_hf(path), folder_tokenizer(path)
