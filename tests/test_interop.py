@@ -9,7 +9,7 @@ import torch
 
 from gpt import GPT, ModelConfig, generate, load_checkpoint
 from gpt.__main__ import main as cli
-from gpt.data.tokenizers import CharTokenizer, GPT2Tokenizer
+from gpt.data.tokenizers import CharTokenizer, GPT2Tokenizer, HFTokenizer
 from gpt.inference.checkpoint import save_model
 from tests.conftest import build
 from tests.test_data import play, train_in_process
@@ -164,6 +164,34 @@ def test_finetune_from_a_llama_folder_with_its_own_tokenizer(tmp_path: Path, mon
     assert "and the tokenizer.json it was trained with" in save_hf(model, tokenizer, tmp_path / "out")
     assert transformers.AutoTokenizer.from_pretrained(tmp_path / "out")(text[:200])["input_ids"] == \
         bpe.encode(text[:200]).ids
+
+
+def llama_style_tokenizer(post_processor: str) -> HFTokenizer:
+    """A byte-level BPE with Llama's special tokens whose post-processor adds BOS to every text: as Llama 2's
+    (TemplateProcessing) or Llama 3's (ByteLevel, then TemplateProcessing)."""
+    bpe = tokenizers.Tokenizer(tokenizers.models.BPE())
+    bpe.pre_tokenizer = tokenizers.pre_tokenizers.ByteLevel(add_prefix_space=False)
+    bpe.decoder = tokenizers.decoders.ByteLevel()
+    bpe.train_from_iterator([TEXT], tokenizers.trainers.BpeTrainer(vocab_size=300, special_tokens=["<s>", "</s>"],
+                                                                   initial_alphabet=bpe.pre_tokenizer.alphabet()))
+    bos = tokenizers.processors.TemplateProcessing(single="<s> $A", pair="<s> $A <s> $B", special_tokens=[("<s>", 0)])
+    bpe.post_processor = bos if post_processor == "template" else tokenizers.processors.Sequence(
+        [tokenizers.processors.ByteLevel(trim_offsets=False), bos])
+    return HFTokenizer(bpe.to_str())
+
+
+@pytest.mark.parametrize("post_processor", ["template", "sequence"])
+def test_an_exported_tokenizer_adds_no_bos_tinygpt_never_trained_on(post_processor: str, tmp_path: Path) -> None:
+    # The folder's tokenizer.json was copied as it was: transformers' tokenizer(text) began with BOS, an id the model
+    # never saw in front of a text.
+    from gpt.hf.export import save_hf
+
+    tokenizer = llama_style_tokenizer(post_processor)
+    assert tokenizer.backend.encode(TEXT).ids[0] == 0  # the folder's own tokenizer adds BOS
+    model = build(ModelConfig(vocab_size=tokenizer.vocab_size, layers=1, heads=2, dim=32, block_size=32,
+                              **SWIGLU_PARTS))
+    save_hf(model, tokenizer, tmp_path / "hf")
+    assert transformers.AutoTokenizer.from_pretrained(tmp_path / "hf")(TEXT)["input_ids"] == tokenizer.encode(TEXT)
 
 
 @pytest.mark.parametrize("block_size", [8, 16])

@@ -17,6 +17,9 @@ from gpt.inference.checkpoint import load_checkpoint, newest_checkpoint
 from gpt.model.gpt import GPT
 
 ENDOFTEXT_ID = 50256
+# tokenizer.json post-processors that add special tokens (Llama's BOS, BERT's CLS and SEP); ByteLevel's only trims
+# offsets and stays.
+ADDS_TOKENS = {"TemplateProcessing", "BertProcessing", "RobertaProcessing"}
 
 
 def save_hf(model: GPT, tokenizer: Tokenizer, folder: Path) -> str:
@@ -29,7 +32,7 @@ def save_hf(model: GPT, tokenizer: Tokenizer, folder: Path) -> str:
     hf.save_pretrained(folder)
     wrote = f"wrote {folder}: a Hugging Face {hf.config.model_type} model"
     if isinstance(tokenizer, HFTokenizer):  # a Hugging Face folder's own tokenizer.json: it travels back out
-        (folder / "tokenizer.json").write_text(tokenizer.spec, encoding="utf-8")
+        (folder / "tokenizer.json").write_text(without_added_tokens(tokenizer.spec), encoding="utf-8")
         (folder / "tokenizer_config.json").write_text(json.dumps(
             {"tokenizer_class": "PreTrainedTokenizerFast", "model_max_length": model.cfg.block_size}, indent=2))
         return f"{wrote} and the tokenizer.json it was trained with"
@@ -39,6 +42,19 @@ def save_hf(model: GPT, tokenizer: Tokenizer, folder: Path) -> str:
                 "data.compact_vocab=false)")
     write_gpt2_tokenizer(folder, model.cfg.block_size)
     return f"{wrote} and GPT-2's tokenizer files"
+
+
+def without_added_tokens(spec: str) -> str:
+    """A tokenizer.json whose post-processor adds no special tokens, so that transformers' tokenizer(text) gives
+    the ids tinygpt trained on: HFTokenizer encodes without them (a Llama folder's would start every text with BOS)."""
+    tokenizer = json.loads(spec)
+    post = tokenizer.get("post_processor") or {}
+    if post.get("type") == "Sequence":
+        tokenizer["post_processor"] = {**post, "processors": [p for p in post["processors"]
+                                                              if p.get("type") not in ADDS_TOKENS]}
+    elif post.get("type") in ADDS_TOKENS:
+        tokenizer["post_processor"] = None
+    return json.dumps(tokenizer, ensure_ascii=False)
 
 
 def write_gpt2_tokenizer(folder: Path, max_length: int) -> None:
