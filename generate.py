@@ -34,7 +34,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--ckpt", help="model.pt, or a run folder holding one (default: the newest model.pt "
                                        "under outputs/ or multirun/)")
     parser.add_argument("--max-new-tokens", type=int, default=None,
-                        help="tokens to generate (default: up to the end of the line on line-based corpora, else 200)")
+                        help="tokens to generate at most (default: up to the end of the line on line-based "
+                             "corpora, else 200; running text stops at its end-of-text token)")
     parser.add_argument("--temperature", type=float, default=None,
                         help="0 means greedy (argmax); default: 0 on line-based corpora (one right answer), else 0.8")
     parser.add_argument("--top-k", type=int, default=None,

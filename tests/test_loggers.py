@@ -75,8 +75,8 @@ def test_wandb_offline_multirun_gives_each_job_its_own_run_in_its_folder(no_wand
 
 
 def test_an_empty_sample_is_said_to_be_empty(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
-    """Early in training on a one-example-per-line corpus the model may end its line at once: the printed sample
-    says so instead of ending at `sample:`."""
+    """Early in training on a one-example-per-line corpus the model may end its line at once (on running text, its
+    document): the printed sample says so instead of ending at `sample:`."""
     class EndsAtOnce:
         line_based = True
 
@@ -91,3 +91,6 @@ def test_an_empty_sample_is_said_to_be_empty(monkeypatch: pytest.MonkeyPatch, ca
     trainer = SimpleNamespace(sanity_checking=False, is_global_zero=True, global_step=30, loggers=[])
     sample.on_validation_epoch_end(trainer, SimpleNamespace(model=None, print=print))
     assert capsys.readouterr().out == "step 30 sample: (an empty line: the model ends the line at once)\n"
+    EndsAtOnce.line_based = False  # running text stops at the end-of-text token
+    sample.on_validation_epoch_end(trainer, SimpleNamespace(model=None, print=print))
+    assert capsys.readouterr().out == "step 30 sample: (nothing: the model ends the document at once)\n"

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from gpt import ModelConfig, TextModel, generate, load
-from gpt.data.tokenizers import CharTokenizer
+from gpt import GPT, ModelConfig, TextModel, generate, load
+from gpt.data.tokenizers import EOT, CharTokenizer
 from gpt.inference.checkpoint import save_model
 from gpt.inference.compiled import compile_for_decoding
 from tests.conftest import build, calculator_tokenizer
@@ -69,6 +69,34 @@ def test_running_text_of_one_line_documents_starts_an_empty_prompt_after_the_end
     bare = TextModel(running.model, CharTokenizer(list("abcde")), {})
     with pytest.raises(ValueError, match="no line break or end-of-text token to start from: pass a prompt"):
         bare.complete("")
+
+
+def chain_model(chain: list[int], vocab_size: int) -> GPT:
+    """A Llama-parts model whose greedy next token after chain[i] is chain[i + 1]: its blocks add nothing, each
+    token's embedding is a unit vector and the head maps it to the id of its successor."""
+    model = GPT(ModelConfig(vocab_size=vocab_size, layers=1, heads=2, dim=32, block_size=16, pos="rope",
+                            mlp="swiglu", tie_embeddings=False))
+    with torch.no_grad():
+        for param in model.blocks.parameters():
+            param.zero_()
+        model.tok_emb.weight.copy_(torch.eye(vocab_size, 32))
+        model.head.weight.zero_()
+        for token, successor in zip(chain, chain[1:]):
+            model.head.weight[successor, token] = 10.0
+    return model.eval()
+
+
+def test_running_text_stops_at_the_end_of_text_token() -> None:
+    # A document ends at end-of-text, and transformers' generate of an exported model stops there; the text API
+    # went on into the next document, printing "<|endoftext|>" and what followed.
+    chars = CharTokenizer(list("abc ") + [EOT])
+    a, b, c, eot = (chars.ids[t] for t in ("a", "b", "c", EOT))
+    running = TextModel(chain_model([a, b, c, eot, a], chars.vocab_size), chars, {})
+    assert running.complete("a", temperature=0) == "bc"
+    assert list(running.stream("a", max_new_tokens=50, temperature=0)) == ["b", "c"]  # a length asked for too
+    assert running.complete_batch(["a", "b"], max_new_tokens=50) == ["bc", "c"]
+    ids = torch.tensor([chars.encode("a")])
+    assert generate(running.model, ids, 6, temperature=0)[0, 1:].tolist() == [b, c, eot, a, b, c]  # ids in, ids out
 
 
 def test_load_gives_the_text_model_of_a_saved_checkpoint(tmp_path: Path) -> None:

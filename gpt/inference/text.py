@@ -6,7 +6,8 @@
 
 Line-based corpora (the calculator, the attention tasks) hold one example per line and were trained with each
 line starting after a newline: prompts get that line start, completions stop at the end of the line, and
-decoding is greedy by default because each prompt has one right answer. generate.py, gpt.evaluation.evaluate and the
+decoding is greedy by default because each prompt has one right answer. Running text stops at the end-of-text
+token between documents, where its vocabulary has one. generate.py, gpt.evaluation.evaluate and the
 training callbacks all decode through here, so that convention lives in one place."""
 from __future__ import annotations
 
@@ -54,10 +55,16 @@ class TextModel:
                                  "pass a prompt") from None
             return [self.tokenizer.eot_id]
 
+    @property
+    def end(self) -> int | None:
+        """The token that ends a completion: the end of the line on line-based corpora, else the end-of-text token
+        (a document ended: what follows is another one; Hugging Face's generate stops at it too). Not shown."""
+        return self.newline if self.line_based else self.tokenizer.eot_id
+
     def defaults(self, max_new_tokens: int | None, temperature: float | None) -> tuple[int, float, int | None]:
         """(max_new_tokens, temperature, stop token) with the corpus's defaults filled in. A line-based model
-        stops at the end of its line unless a length is asked for."""
-        stop = self.newline if max_new_tokens is None else None
+        stops at the end of its line unless a length is asked for; running text always stops at end-of-text."""
+        stop = self.end if max_new_tokens is None or not self.line_based else None
         if max_new_tokens is None:
             max_new_tokens = self.model.cfg.block_size if self.line_based else RUNNING_TEXT_TOKENS
         if temperature is None:
@@ -97,7 +104,8 @@ class TextModel:
     @torch.no_grad()
     def complete_batch(self, prompts: list[str], max_new_tokens: int, batch_size: int = 512) -> list[str]:
         """Greedy completions of many prompts (what grading needs), batched by token length so no padding
-        is needed; each stops at the end of its line on line-based corpora. Same answers as `complete`."""
+        is needed; each stops at the end of its line on line-based corpora, at end-of-text on running text. Same
+        answers as `complete`."""
         was_training = self.model.training
         self.model.eval()
         by_length: dict[int, list[tuple[int, list[int]]]] = defaultdict(list)
@@ -110,10 +118,10 @@ class TextModel:
                 chunk = group[start:start + batch_size]
                 idx = torch.tensor([ids for _, ids in chunk], device=self.device)  # (B, T)
                 new = generate(self.model, idx, max_new_tokens, temperature=0.0,
-                               stop_token=self.newline)[:, idx.shape[1]:].tolist()  # (B, <= max_new_tokens)
+                               stop_token=self.end)[:, idx.shape[1]:].tolist()  # (B, <= max_new_tokens)
                 for (i, ids), row in zip(chunk, new):
-                    if self.newline in row:
-                        row = row[:row.index(self.newline)]
+                    if self.end in row:
+                        row = row[:row.index(self.end)]
                     text = self.tokenizer.decode(ids + row)[len(self.tokenizer.decode(ids)):]
                     outputs[i] = text.lstrip(" ") if self.line_based else text
         self.model.train(was_training)

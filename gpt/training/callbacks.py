@@ -147,7 +147,9 @@ class SampleText(L.Callback):
         continuation = text_model.complete(self.prompt, length, self.temperature, seed=self.seed)
         text = " ".join(filter(None, (self.prompt, continuation))) if text_model.line_based else \
             self.prompt + continuation
-        shown = text or "(an empty line: the model ends the line at once)"  # early in training on line corpora
+        # Early in training: a line-based model ends the line at once, a running-text one its document.
+        shown = text or ("(an empty line: the model ends the line at once)" if text_model.line_based else
+                         "(nothing: the model ends the document at once)")
         pl_module.print(f"step {trainer.global_step} sample: {shown}")
         log_text(trainer.loggers, "val/sample", text, trainer.global_step)
 
