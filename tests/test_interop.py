@@ -7,12 +7,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from gpt import GPT, ModelConfig, generate, load_checkpoint
+from gpt import GPT, ModelConfig, TextModel, generate, load_checkpoint
 from gpt.__main__ import main as cli
-from gpt.data.tokenizers import CharTokenizer, GPT2Tokenizer, HFTokenizer
+from gpt.data.tokenizers import EOT, CharTokenizer, GPT2Tokenizer, HFTokenizer
 from gpt.inference.checkpoint import save_model
 from tests.conftest import build
 from tests.test_data import play, train_in_process
+from tests.test_text import chain_model
 
 transformers = pytest.importorskip("transformers")
 tokenizers = pytest.importorskip("tokenizers")
@@ -191,7 +192,28 @@ def test_an_exported_tokenizer_adds_no_bos_tinygpt_never_trained_on(post_process
     model = build(ModelConfig(vocab_size=tokenizer.vocab_size, layers=1, heads=2, dim=32, block_size=32,
                               **SWIGLU_PARTS))
     save_hf(model, tokenizer, tmp_path / "hf")
-    assert transformers.AutoTokenizer.from_pretrained(tmp_path / "hf")(TEXT)["input_ids"] == tokenizer.encode(TEXT)
+    hf_tokenizer = transformers.AutoTokenizer.from_pretrained(tmp_path / "hf")
+    assert hf_tokenizer(TEXT)["input_ids"] == tokenizer.encode(TEXT)
+    # and its end-of-text token (</s>) is the exported model's and tokenizer's EOS
+    assert hf_tokenizer.eos_token_id == tokenizer.eot_id == 1
+    assert transformers.AutoConfig.from_pretrained(tmp_path / "hf").eos_token_id == 1
+
+
+def test_an_exported_model_stops_at_end_of_text_where_tinygpt_does(tmp_path: Path) -> None:
+    # eos_token_id was None in the export of any tokenizer but GPT-2's full BPE, so transformers' generate decoded
+    # past the end-of-text token where tinygpt's text API stops.
+    from gpt.hf.export import save_hf
+
+    chars = CharTokenizer(list("abc ") + [EOT])
+    a, b, c, eot = (chars.ids[t] for t in ("a", "b", "c", EOT))
+    model = chain_model([a, b, c, eot, a], chars.vocab_size)
+    save_hf(model, chars, tmp_path / "hf")
+    hf = transformers.AutoModelForCausalLM.from_pretrained(tmp_path / "hf").eval()
+    ids = torch.tensor([chars.encode("a")])
+    with torch.no_grad():
+        theirs = hf.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=12, do_sample=False)
+    ours = TextModel(model, chars, {}).complete("a", max_new_tokens=12, temperature=0)
+    assert theirs[0, 1:].tolist() == [*chars.encode(ours), eot] == [b, c, eot]
 
 
 @pytest.mark.parametrize("block_size", [8, 16])

@@ -25,16 +25,18 @@ ADDS_TOKENS = {"TemplateProcessing", "BertProcessing", "RobertaProcessing"}
 def save_hf(model: GPT, tokenizer: Tokenizer, folder: Path) -> str:
     """Write the Hugging Face folder; returns one line saying what was written (and why no tokenizer, if so)."""
     hf = to_hf(model)
+    if tokenizer.eot_id is not None:  # where tinygpt's text API stops running text: transformers' generate stops too
+        hf.config.eos_token_id = hf.generation_config.eos_token_id = tokenizer.eot_id
     full_gpt2 = isinstance(tokenizer, GPT2Tokenizer) and tokenizer.vocab is None
-    if full_gpt2:  # GPT-2's own end-of-text token, so transformers' generate stops where GPT-2's would
-        hf.config.bos_token_id = hf.config.eos_token_id = ENDOFTEXT_ID
-        hf.generation_config.bos_token_id = hf.generation_config.eos_token_id = ENDOFTEXT_ID
+    if full_gpt2:  # GPT-2's own convention: its end-of-text token is its BOS too
+        hf.config.bos_token_id = hf.generation_config.bos_token_id = ENDOFTEXT_ID
     hf.save_pretrained(folder)
     wrote = f"wrote {folder}: a Hugging Face {hf.config.model_type} model"
     if isinstance(tokenizer, HFTokenizer):  # a Hugging Face folder's own tokenizer.json: it travels back out
         (folder / "tokenizer.json").write_text(without_added_tokens(tokenizer.spec), encoding="utf-8")
+        eos = {} if tokenizer.eot_id is None else {"eos_token": tokenizer.backend.id_to_token(tokenizer.eot_id)}
         (folder / "tokenizer_config.json").write_text(json.dumps(
-            {"tokenizer_class": "PreTrainedTokenizerFast", "model_max_length": model.cfg.block_size}, indent=2))
+            {"tokenizer_class": "PreTrainedTokenizerFast", "model_max_length": model.cfg.block_size, **eos}, indent=2))
         return f"{wrote} and the tokenizer.json it was trained with"
     if not full_gpt2:
         return (f"{wrote}, no tokenizer files: transformers has no equal of this model's "
