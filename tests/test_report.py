@@ -179,7 +179,7 @@ def fake_run(folder: Path, overrides: list[str], summary: dict) -> None:
     (folder / "summary.json").write_text(json.dumps(summary))
 
 
-def test_best_value_of_each_column_is_bold_and_unfinished_jobs_fail(tmp_path: Path) -> None:
+def test_best_value_of_each_column_is_bold_and_unfinished_jobs_say_so(tmp_path: Path) -> None:
     base = {"status": "ok", "params": 100, "val_ppl": 3.0, "wall_s": 5.0, "peak_memory_bytes": 2**20,
             "kv_bytes_per_token": 64.0}
     fake_run(tmp_path / "0", ["attention=a", "seed=0"], {**base, "val_loss": 1.0, "tokens_per_s": 50.0})
@@ -196,7 +196,9 @@ def test_best_value_of_each_column_is_bold_and_unfinished_jobs_fail(tmp_path: Pa
     assert a[header.index("params")] == b[header.index("params")] == "100"  # all equal: nothing to mark
     assert a[header.index("ppl")] == "**3.000 ± 0.000**" and b[header.index("ppl")] == "2.895e+15"
     assert b[header.index("status")] == "1 of 2 failed: val loss became nan at step 3"
-    assert c[header.index("status")] == "failed: no summary.json: the job stopped early or is still running"
+    assert c[header.index("status")] == "unfinished: no summary.json: the job stopped early or is still running"
+    # a sweep read while it runs: its running job is not counted failed
+    assert "failed runs: 1 (1 unfinished: stopped early or still running)." in markdown(tmp_path, find_runs(tmp_path))
     assert "exact match %" not in header  # no run graded calculator problems
 
 

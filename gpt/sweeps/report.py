@@ -71,7 +71,7 @@ def natural_key(path: Path) -> list[Any]:
 
 def read_run(path: Path) -> Run:
     overrides = yaml.safe_load((path / OVERRIDES).read_text()) or []
-    summary = read_summary(path) or {"status": "failed",
+    summary = read_summary(path) or {"status": "unfinished",
                                      "reason": f"no {SUMMARY}: the job stopped early or is still running"}
     return Run(path, list(overrides), summary, read_history(path))
 
@@ -128,14 +128,19 @@ def status(runs: list[Run]) -> str:
     if not failed:
         return "ok"
     reasons = "; ".join(dict.fromkeys(r.summary.get("reason", "unknown") for r in failed))
-    word = "refused" if all(r.refused for r in failed) else "failed"
+    words = set(r.summary.get("status") for r in failed)  # failed, refused, unfinished: one word for them all
+    word = words.pop() if len(words) == 1 else "failed"
     head = word if len(failed) == len(runs) else f"{len(failed)} of {len(runs)} {word}"
     return f"{head}: {reasons}".replace("|", "\\|")
 
 
-def refused_note(runs: list[Run]) -> str:
-    refused = sum(r.refused for r in runs)
-    return f" ({refused} refused as configurations that cannot work)" if refused else ""
+def failed_count(runs: list[Run]) -> str:
+    """How many runs did not finish, and why: a sweep read while it runs has jobs still running, not failed."""
+    count = {word: sum(r.summary.get("status") == word for r in runs) for word in ("refused", "unfinished")}
+    notes = [f"{count['refused']} refused as configurations that cannot work"] * bool(count["refused"]) + \
+        [f"{count['unfinished']} unfinished: stopped early or still running"] * bool(count["unfinished"])
+    failed = sum(not r.ok for r in runs) - sum(count.values())
+    return f"failed runs: {failed}" + (f" ({'; '.join(notes)})" if notes else "")
 
 
 def sweep_ending(runs: list[Run]) -> tuple[str, int] | None:
@@ -196,8 +201,7 @@ def markdown(sweep_dir: Path, runs: list[Run], best_notes: Sequence[str] = ()) -
     repeats = f" ({len(runs) - len(counted)} more left out: they ran a seed of their configuration again, " \
         "and each seed counts once, its last finished run)" if len(counted) < len(runs) else ""
     lines = [f"# Sweep report: {sweep_dir}", "",
-             f"Runs: {len(counted)}{repeats}, configurations: {len(groups)}, failed runs: "
-             f"{sum(not r.ok for r in counted)}{refused_note(counted)}. "
+             f"Runs: {len(counted)}{repeats}, configurations: {len(groups)}, {failed_count(counted)}. "
              f"Common to all configurations: `{' '.join(common) or '(nothing)'}`.", "",
              *(["Each configuration at its best of the swept settings (mean over seeds; the others are left out):",
                 *best_notes, ""] if best_notes else []),
