@@ -27,22 +27,21 @@ def val_ids(text_model: TextModel) -> np.ndarray:
     return open_prepared(Path(text_model.meta["shards"]), text_model.meta["tokenizer"]).val.to_array()
 
 
-def text_report(text_model: TextModel) -> str:
-    """Loss per token and bits per byte over the validation split, every token after the first predicted once
+def text_report(text_model: TextModel, ids: np.ndarray) -> str:
+    """Loss per token and bits per byte over the validation split `ids`, every token after the first predicted once
     (training validated on random windows of it)."""
     meta = text_model.meta
-    ids = val_ids(text_model)
     loss, bpb = text_loss(text_model.model, ids, byte_counts(text_model.tokenizer))
     tokens = f"{len(ids):,} {meta['tokenizer']} tokens"
     text = meta["val_path"] if meta.get("val_path") else f"val split of {meta['path']}"  # data.val_path: all of it
     return f"{text} ({tokens}): loss {loss:.4f}, bpb {bpb:.4f}"
 
 
-def lengths_report(text_model: TextModel, lengths: list[int]) -> list[str]:
+def lengths_report(text_model: TextModel, ids: np.ndarray, lengths: list[int]) -> list[str]:
     """Loss at each evaluation length, and in ranges of positions that double from the trained length, so the
     positions past it show apart (a model that extrapolates keeps its loss flat there)."""
     trained = text_model.model.cfg.block_size
-    ids, lines = val_ids(text_model), []
+    lines = []
     for length in sorted(lengths):
         losses, count = loss_by_position(text_model.model, ids, length)
         ranges = ", ".join(f"{lo}-{hi - 1}: {float(losses[lo:hi].mean()):.4f}" for lo, hi in doubling(trained, length))
@@ -76,13 +75,13 @@ def run(args: argparse.Namespace) -> None:
             raise ValueError("a text corpus is split into train and val only, and evaluate measures its val split: "
                              "drop --split test")
         # Every length is checked before the report: a refusal came after the val split was scored and printed.
-        tokens = len(val_ids(text_model)) if args.lengths else 0
+        ids = val_ids(text_model)
         for length in args.lengths or []:
-            check_length(text_model.model, length, tokens)
-        print(f"{path}: {text_report(text_model)}")
+            check_length(text_model.model, length, len(ids))
+        print(f"{path}: {text_report(text_model, ids)}")
         if args.lengths:
             print(f"loss by evaluation length (trained at {text_model.model.cfg.block_size} tokens):")
-            print("\n".join(lengths_report(text_model, args.lengths)))
+            print("\n".join(lengths_report(text_model, ids, args.lengths)))
         return
     if args.lengths:
         raise ValueError("--lengths scores running text at longer lengths; a task model is graded per length by its "

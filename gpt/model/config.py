@@ -62,8 +62,8 @@ class ModelConfig:
             raise ValueError(f"model.random_positions={self.random_positions} is below block_size={self.block_size}: "
                              "positions are drawn from 0..random_positions-1, so raise it to at least block_size")
         if int(self.mlp_ratio * self.dim) < 1:
-            raise ValueError(f"mlp_ratio={self.mlp_ratio} makes the MLP 0 wide at dim={self.dim}: raise model.mlp_ratio "
-                             f"to at least {1 / self.dim:g}")
+            raise ValueError(f"mlp_ratio={self.mlp_ratio} makes the MLP 0 wide at dim={self.dim}: raise "
+                             f"model.mlp_ratio to at least {1 / self.dim:g}")
         if self.dim % self.heads:
             raise ValueError(f"heads={self.heads} does not divide dim={self.dim}: pick heads from "
                              f"{[h for h in range(1, self.dim + 1) if self.dim % h == 0 and h <= 64]}")

@@ -136,9 +136,10 @@ def status(runs: list[Run]) -> str:
 
 def failed_count(runs: list[Run]) -> str:
     """How many runs did not finish, and why: a sweep read while it runs has jobs still running, not failed."""
-    count = {word: sum(r.summary.get("status") == word for r in runs) for word in ("refused", "unfinished")}
-    notes = [f"{count['refused']} refused as configurations that cannot work"] * bool(count["refused"]) + \
-        [f"{count['unfinished']} unfinished: stopped early or still running"] * bool(count["unfinished"])
+    whys = {"refused": "refused as configurations that cannot work", "unfinished": "unfinished: stopped early or "
+            "still running"}
+    count = {word: sum(r.summary.get("status") == word for r in runs) for word in whys}
+    notes = [f"{n} {whys[word]}" for word, n in count.items() if n]
     failed = sum(not r.ok for r in runs) - sum(count.values())
     return f"failed runs: {failed}" + (f" ({'; '.join(notes)})" if notes else "")
 
@@ -187,7 +188,8 @@ def group(runs: list[Run]) -> dict[tuple[str, ...], list[Run]]:
         earlier = seeds.setdefault(run.config, {}).get(run.seed)
         if earlier is None or run.ok or not earlier.ok:
             seeds[run.config][run.seed] = run
-    return {config: [r for r in runs if r in by_seed.values()] for config, by_seed in seeds.items()}
+    kept = {r.path for by_seed in seeds.values() for r in by_seed.values()}
+    return {config: [r for r in runs if r.config == config and r.path in kept] for config in seeds}
 
 
 def markdown(sweep_dir: Path, runs: list[Run], best_notes: Sequence[str] = ()) -> str:

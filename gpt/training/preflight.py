@@ -193,7 +193,8 @@ def preflight(argv: list[str], config_dir: Path, check: Callable[[DictConfig], N
             cfg = compose_train(config_dir, first)
         except HydraException as err:
             raise ValueError(explain(err, config_dir, first)) from None
-        if not any(a in MULTIRUN_FLAGS for a in argv) and cfg.hydra.mode != RunMode.MULTIRUN:
+        multirun = any(a in MULTIRUN_FLAGS for a in argv) or cfg.hydra.mode == RunMode.MULTIRUN
+        if not multirun:
             sweep = next((o.input_line for o in parsed(overrides) if o.is_sweep_override()), None)
             if sweep:  # Hydra's own answer is five lines about an "Ambiguous value"
                 raise ValueError(f"{sweep} is a sweep: add -m to run one job per value (python train.py -m "
@@ -207,7 +208,7 @@ def preflight(argv: list[str], config_dir: Path, check: Callable[[DictConfig], N
             if claim and claim_run_folder(Path(cfg.hydra.run.dir)):
                 return [a for a in argv if a.split("=", 1)[0].lstrip("+") != "hydra.run.dir"] + \
                     [f"hydra.run.dir={quoted(cfg.hydra.run.dir)}"]
-        if claim and not cfg.resume:
+        elif claim and not cfg.resume:
             refuse_finished(Path(cfg.hydra.sweep.dir), "sweep")
         return argv + resumed_sweep(argv, config_dir)
     except ValueError as err:

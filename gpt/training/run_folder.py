@@ -1,7 +1,7 @@
 """What a training run leaves in its folder for the sweep report, whatever the logger: `history.csv` (one row per
-validation) and `summary.json` (final numbers, or status "failed" or "refused" with a one-line reason). Written atomically here
-and read here, so the report (gpt/sweeps/) and the recorder (run_record.py) share one contract; and the folder of a
-run that failed before it began removed again."""
+validation) and `summary.json` (final numbers, or status "failed" or "refused" with a one-line reason). Written
+atomically here and read here, so the report (gpt/sweeps/) and the recorder (run_record.py) share one contract;
+and the folder of a run that failed before it began removed again."""
 from __future__ import annotations
 
 import csv
