@@ -371,3 +371,41 @@ def test_resuming_a_named_sweep_with_other_overrides_names_them(tmp_path: Path) 
     with pytest.raises(ValueError, match=rf"^resume=true: the sweep in {tmp_path} was made with trainer.max_steps=150 "
                                          r"where this command has trainer.max_steps=200; resume it with the overrides"):
         sweep_to_resume(sweep("trainer=debug", "trainer.max_steps=200", "seed=0,1", "resume=true"))
+
+
+def test_resume_picks_the_sweep_that_has_not_ended_over_a_newer_one_that_has(tmp_path: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same sweep killed, then run again afresh to its end: resume=true went to the newest, the ended one, so the
+    killed sweep's jobs were never run and its finished ones never reported."""
+    from hydra import initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.types import RunMode
+
+    from gpt.training.resume import sweep_to_resume
+    from gpt.training.run_folder import write_summary
+
+    monkeypatch.chdir(tmp_path)
+    pattern = "hydra.sweep.dir=multirun/${now:%H-%M-%S-%f}"
+
+    def sweep(*overrides: str) -> DictConfig:
+        with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base="1.3"):
+            return GlobalHydra.instance().config_loader().load_configuration(
+                "train", ["trainer=debug", "seed=0,1", pattern, *overrides], RunMode.MULTIRUN)
+
+    killed, ended = tmp_path / "multirun" / "a", tmp_path / "multirun" / "b"
+    for folder, statuses in ((killed, ["ok"]), (ended, ["ok", "refused"])):
+        folder.mkdir(parents=True)
+        OmegaConf.save(sweep(), folder / "multirun.yaml")
+        for index, status in enumerate(statuses):
+            (folder / str(index) / ".hydra").mkdir(parents=True)
+            (folder / str(index) / ".hydra" / "config.yaml").write_text("{}")
+            write_summary(folder / str(index), {"status": status})
+    (ended / "report.md").write_text("# report\n")
+    os.utime(killed / "multirun.yaml", (1, 1))  # the killed sweep is the older
+    assert sweep_to_resume(sweep("resume=true")).resolve() == killed
+    (killed / "report.md").write_text("# report\n")  # both ended: the newest, as before
+    assert sweep_to_resume(sweep("resume=true")).resolve() == ended
+    write_summary(ended / "1", {"status": "failed", "reason": "stopped with its sweep"})  # stopped, not ended
+    os.utime(killed / "multirun.yaml")
+    os.utime(ended / "multirun.yaml", (1, 1))
+    assert sweep_to_resume(sweep("resume=true")).resolve() == ended

@@ -30,7 +30,7 @@ from gpt.sweeps import capability, capacity, pareto, scaling
 from gpt.sweeps.best_of import best_settings
 from gpt.sweeps.plots import loss_figure, matrix_figure, styles
 from gpt.sweeps.stats import behind_best, best_of, stat_cell
-from gpt.training.run_folder import NOT_IDENTITY, SUMMARY, read_history, read_summary, record_failure
+from gpt.training.run_folder import NOT_IDENTITY, REPORT, SUMMARY, read_history, read_summary, record_failure
 
 OVERRIDES = Path(".hydra") / "overrides.yaml"  # where Hydra records each job's command-line overrides
 NOT_CONFIG = ("seed", *NOT_IDENTITY)
@@ -326,7 +326,7 @@ def write_report(sweep_dir: str | Path, best_of: Sequence[str] = ()) -> Path:
         figure.savefig(sweep_dir / name)
     for name in set(FIGURES) - drawn.keys():  # an earlier report's (other runs, other --best-of), not this one's
         (sweep_dir / name).unlink(missing_ok=True)
-    path = sweep_dir / "report.md"
+    path = sweep_dir / REPORT
     path.write_text(markdown(sweep_dir, runs, notes))
     return path
 

@@ -14,7 +14,7 @@ from gpt.atomic import atomic_open
 from gpt.inference.checkpoint import CheckpointError, safe_load
 from gpt.training.lit import LitGPT
 from gpt.training.optim import OPTIMIZERS
-from gpt.training.run_folder import NOT_IDENTITY
+from gpt.training.run_folder import NOT_IDENTITY, REPORT, read_summary
 
 CHECKPOINT = "checkpoints/last.ckpt"
 
@@ -62,10 +62,22 @@ def sweep_identity(cfg: DictConfig) -> dict[str, Any]:
             "params": OmegaConf.to_container(params) if params else {}}
 
 
+def sweep_ended(folder: Path) -> bool:
+    """Whether the sweep in `folder` ran to its end: its report is written (the last thing a sweep does) and every
+    job's record says it finished or was refused. A killed sweep has no report; a stopped one has failed jobs."""
+    if not (folder / REPORT).is_file():
+        return False
+    try:
+        return all((read_summary(job.parent.parent) or {}).get("status") in ("ok", "refused")
+                   for job in folder.glob("*/.hydra/config.yaml"))
+    except ValueError:  # a damaged record: that job has not ended well
+        return False
+
+
 def sweep_to_resume(cfg: DictConfig) -> Path:
-    """The folder of the newest sweep made with this sweep's identity (its multirun.yaml), where a sweep
-    re-run with resume=true continues: hydra.sweep.dir as given, else searched under the folder its
-    ${now:...} pattern starts in."""
+    """The folder of the sweep made with this sweep's identity (its multirun.yaml) where a sweep re-run with
+    resume=true continues: hydra.sweep.dir as given, else searched under the folder its ${now:...} pattern starts
+    in, the newest that has not ended first (the same sweep run again to its end must not hide a killed one)."""
     pattern = OmegaConf.to_container(cfg.hydra.sweep, resolve=False)["dir"]
     fixed = pattern.split("${", 1)[0]  # "multirun/" of multirun/${now:%Y-%m-%d}/..., all of a fixed folder
     root = Path(fixed) if fixed == pattern or fixed.endswith("/") else Path(fixed).parent
@@ -82,7 +94,7 @@ def sweep_to_resume(cfg: DictConfig) -> Path:
     if not found:
         raise ValueError(f"resume=true found no sweep made with this config under {root}/ (a multirun.yaml): drop "
                          "resume=true to start the sweep, or pass the killed sweep's folder as hydra.sweep.dir=")
-    return max(found, key=lambda folder: (folder / "multirun.yaml").stat().st_mtime)
+    return max(found, key=lambda folder: (not sweep_ended(folder), (folder / "multirun.yaml").stat().st_mtime))
 
 
 def find_resume_checkpoint(cfg: DictConfig, roots: list[Path]) -> Path:

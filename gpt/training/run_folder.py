@@ -18,6 +18,7 @@ from gpt.atomic import atomic_write
 
 SUMMARY = "summary.json"
 HISTORY = "history.csv"
+REPORT = "report.md"  # a sweep's, in its folder: written when the sweep ends
 LOCK = ".lock"  # held by the training run writing into the folder (flock: the kernel drops it if the run dies)
 HYDRA_RECORD = {".hydra", "train.log", LOCK}  # what is in a run folder before the job writes anything of its own
 _held: list[TextIO] = []  # this process's run-folder locks, open until it exits
