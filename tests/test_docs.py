@@ -20,7 +20,8 @@ from omegaconf import DictConfig, OmegaConf
 
 import generate
 from gpt.__main__ import main as front_door
-from gpt.__main__ import VERBS, parser_for, verb_module
+from gpt.__main__ import VERBS, parser_for
+from gpt.data.tasks.calculator import all_problems
 from gpt.training.checks import check_config
 from gpt.training.preflight import compose_train, explain, first_of_each_sweep
 from tests.conftest import ROOT
@@ -243,7 +244,7 @@ def test_the_quick_start_answer_is_true_held_out_and_what_generate_prints(
     readme = (ROOT / "README.md").read_text()
     prompt, promised = next(PROMISE.search(code).groups() for page, _, code in fenced("python")
                             if page == "README.md" and PROMISE.search(code))
-    problem = next(p for p in verb_module("which-split").all_problems() if p.prompt == prompt)
+    problem = next(p for p in all_problems() if p.prompt == prompt)
     assert promised.strip() == problem.target  # the answer is the true one
     assert front_door(["which-split", prompt]) == 0
     assert "is in the test split of data.seed=0" in capsys.readouterr().out  # held out from the default run

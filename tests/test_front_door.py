@@ -7,9 +7,11 @@ from pathlib import Path
 
 import pytest
 
+from gpt import GPT, ModelConfig
 from gpt.__main__ import VERBS, main, parser_for
-from gpt.data.tasks.calculator import split_problems
-from gpt.inference.checkpoint import newest_checkpoint
+from gpt.data.tasks.calculator import Calculator, split_problems, vocabulary
+from gpt.data.tokenizers import WordTokenizer
+from gpt.inference.checkpoint import newest_checkpoint, save_model
 from tests.conftest import run_cli
 
 
@@ -61,6 +63,32 @@ def test_which_split_names_the_split_of_a_problem(capsys: pytest.CaptureFixture)
         f"{held_out.prompt!r} is in the test split of data.seed=0: held out from training\n"
     assert main(["which-split", f"{held_out.prompt} {held_out.target}"]) == 0  # a corpus line, its answer included
     assert capsys.readouterr().out.startswith(f"{held_out.prompt!r} is in the test split")
+
+
+def test_which_split_reads_a_model_s_seed_fractions_and_operations(tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture) -> None:
+    """A model trained with data.seed=3, val_fraction=0.3 and plus alone: answered from the flags' defaults, its
+    held-out problems read as trained on, and problems it never saw (times) as in its training split."""
+
+    task = Calculator(val_fraction=0.3, operations=("plus",))
+    tokenizer = WordTokenizer(vocabulary())
+    meta = {"corpus": "calculator", "one_example_per_line": True, "seed": 3, "tasks": {"calculator": task.knobs()}}
+    save_model(tmp_path / "model.pt", GPT(ModelConfig(vocab_size=tokenizer.vocab_size, dim=8, heads=2, layers=1)),
+               tokenizer, meta)
+    splits = split_problems(3, 0.3, 0.1)
+    held = next(p for p in splits["val"] if p.op == "plus" and p in split_problems(0, 0.1, 0.1)["train"])
+    assert main(["which-split", held.prompt, "--model", str(tmp_path)]) == 0  # the run folder holding model.pt
+    assert capsys.readouterr().out == (f"{held.prompt!r} is in the val split of data.seed=3 (val_fraction=0.3, "
+                                       "test_fraction=0.1): held out from training\n")
+    unseen = next(p for p in splits["train"] if p.op == "times")
+    assert main(["which-split", unseen.prompt, "--model", str(tmp_path / "model.pt")]) == 0
+    assert "which this run's corpus leaves out (operations: plus): never trained on" in capsys.readouterr().out
+    assert main(["which-split", held.prompt, "--model", str(tmp_path), "--seed", "3"]) == 2
+    assert capsys.readouterr().err == "error: --model reads the run's own data.seed and fractions: drop --seed\n"
+    save_model(tmp_path / "text.pt", GPT(ModelConfig(vocab_size=tokenizer.vocab_size, dim=8, heads=2, layers=1)),
+               tokenizer, {"corpus": "shakespeare.txt"})
+    assert main(["which-split", held.prompt, "--model", str(tmp_path / "text.pt")]) == 2
+    assert "was not trained on the calculator (its corpus: shakespeare.txt)" in capsys.readouterr().err
 
 
 def test_which_split_follows_the_run_s_fractions(capsys: pytest.CaptureFixture) -> None:

@@ -1,15 +1,15 @@
 """The calculator: arithmetic on 0..99 written in words ("two plus three equals five"), one problem per line, split
 by problem so held-out problems test whether the model computes rather than recalls. The built-in corpus of
-`python train.py`, a task like the attention tasks; `python -m gpt which-split` says where a problem is."""
+`python train.py`, a task like the attention tasks; `python -m gpt which-split` (gpt/evaluation/which_split.py) says
+where a problem is."""
 from __future__ import annotations
 
-import argparse
 import random
 from dataclasses import dataclass
 from typing import ClassVar
 
 from gpt.data.tasks.base import Line, Task, Turn
-from gpt.validate import Fraction, check_value
+from gpt.validate import Fraction
 
 UNITS = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten",
          "eleven", "twelve", "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen"]
@@ -166,35 +166,3 @@ class Calculator(Task):
         chosen = self.groups()
         problems = [p for p in split_problems(seed, self.val_fraction, self.test_fraction)[split] if p.op in chosen]
         return [Line(self.name, (Turn(p.prompt, p.target, p.op),), scores_prompt=True) for p in problems][:count]
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("prompt", help='a problem as the corpus writes it, with or without its answer, e.g. "two '
-                                       'plus three equals"')
-    parser.add_argument("--seed", type=int, default=0, help="the data.seed of the training run (default: 0)")
-    parser.add_argument("--val-fraction", type=float, default=Calculator.val_fraction,
-                        help="its data.tasks.calculator.val_fraction (default: %(default)s)")
-    parser.add_argument("--test-fraction", type=float, default=Calculator.test_fraction,
-                        help="its data.tasks.calculator.test_fraction (default: %(default)s)")
-
-
-def run(args: argparse.Namespace) -> None:
-    """`python -m gpt which-split "ninety nine plus ninety nine equals"`: which split of data.seed it is in."""
-    prompt = " ".join(args.prompt.split()).partition(" equals")[0] + " equals"  # a corpus line: its answer dropped
-    # The run's fractions move the cuts, so they are the run's, checked as training checks them but named as this
-    # verb's flags, not as the config keys they stand for.
-    for flag, value in (("--val-fraction", args.val_fraction), ("--test-fraction", args.test_fraction)):
-        check_value(flag, value, Fraction)
-    if args.val_fraction + args.test_fraction >= 1:
-        raise ValueError(f"--val-fraction {args.val_fraction} and --test-fraction {args.test_fraction} leave nothing "
-                         "to train on: their sum must be below 1")
-    task = Calculator(val_fraction=args.val_fraction, test_fraction=args.test_fraction)
-    split = next((name for name, problems in split_problems(args.seed, task.val_fraction, task.test_fraction).items()
-                  if any(p.prompt == prompt for p in problems)), None)
-    if split is None:
-        raise ValueError(f"{args.prompt!r} is not a calculator problem: two numbers 0..99 in words around plus, "
-                         "minus, times or divided by (an exact, non-negative answer), e.g. \"two plus three equals\"")
-    seen = "trained on" if split == "train" else "held out from training"
-    fractions = "" if (task.val_fraction, task.test_fraction) == (Calculator.val_fraction, Calculator.test_fraction) \
-        else f" (val_fraction={task.val_fraction}, test_fraction={task.test_fraction})"
-    print(f"{prompt!r} is in the {split} split of data.seed={args.seed}{fractions}: {seen}")
