@@ -62,6 +62,11 @@ BAD = [  # (command line, what the one line must say)
     (["-m", "model.head=2,4"], "did you mean model.heads?"),  # a sweep's keys are checked before its first job
     (["-m", "attention=mha,gqx"], "attention=gqx is not an option of attention: choose one of gqa, "),  # and options
     (["trainer.max_steps=0"], "error: trainer.max_steps=0 must be a positive integer"),  # it said max_steps=0
+    # a key only one swept option has: Hydra composes every job first and refused the sweep in seven lines (a later
+    # job), or named a fix that drops the sweep (the first job)
+    (["-m", "attention=sliding_window,mha", "model.window=4"], "model.window is a setting of attention=sliding_window, "
+     "and this sweep has a job with attention=mha: write ++model.window=4 to give it to every job"),
+    (["-m", "attention=mha,sliding_window", "model.window=4"], "write ++model.window=4 to give it to every job"),
     # Lightning refused it once the run folder was made, in a line naming no key
     (["trainer.max_time=abc"], "trainer.max_time='abc' must be DD:HH:MM:SS (00:01:30:00 is 90 minutes) or a mapping"),
     (["trainer.max_time={minute:90}"], "trainer.max_time={'minute': 90} must be DD:HH:MM:SS"),
@@ -99,6 +104,13 @@ def test_a_sweep_leaves_its_values_to_each_job(monkeypatch: pytest.MonkeyPatch, 
     monkeypatch.chdir(tmp_path)
     argv = ["-m", "model.heads=3,4", "model.dim=32"]
     assert preflight(argv, CONFIGS, check_config, claim=True) == argv and list(tmp_path.iterdir()) == []
+
+
+def test_the_fix_a_sweep_over_an_option_with_its_own_key_is_told_works(monkeypatch: pytest.MonkeyPatch,
+                                                                         tmp_path: Path) -> None:
+    monkeypatch.chdir(tmp_path)
+    argv = ["-m", "attention=mha,sliding_window", "++model.window=4"]
+    assert preflight(argv, CONFIGS, check_config, claim=True) == argv
 
 
 @pytest.mark.parametrize("kind", ["run", "sweep"])

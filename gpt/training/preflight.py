@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from pathlib import Path
 
 from hydra import compose, initialize_config_dir
@@ -47,6 +47,26 @@ def first_of_each_sweep(overrides: list[str]) -> list[str]:
     in every job of a sweep, so one job's composition finds every typo."""
     return [f"{o.get_key_element()}={next(o.sweep_string_iterator())}" if o.is_sweep_override() else o.input_line
             for o in parsed(overrides)]
+
+
+def other_options(config_dir: Path, overrides: list[str]) -> list[list[str]]:
+    """One job's overrides for each value but the first of every swept group (`attention=mha,sliding_window`), the
+    other sweeps at their first values: a job whose options lack a key the command sets (model.window is
+    sliding_window's alone) fails Hydra's composition of the whole sweep before any job runs."""
+    first = first_of_each_sweep(overrides)
+    jobs = []
+    for i, override in enumerate(parsed(overrides)):
+        if override.is_choice_sweep() and override.value_type != ValueType.GLOB_CHOICE_SWEEP \
+                and override.key_or_group in groups(config_dir):
+            jobs += [[*first[:i], f"{override.get_key_element()}={value}", *first[i + 1:]]
+                     for value in list(override.sweep_string_iterator())[1:]]
+    return jobs
+
+
+def swept_options(overrides: list[str]) -> set[str]:
+    """Every `group=option` a sweep's command line runs (`attention=mha,gqa`: attention=mha and attention=gqa)."""
+    return {f"{o.key_or_group}={value}" for o in parsed(overrides) if o.is_choice_sweep()
+            and o.value_type != ValueType.GLOB_CHOICE_SWEEP for value in o.sweep_string_iterator()}
 
 
 def compose_train(config_dir: Path, overrides: list[str]) -> DictConfig:
@@ -109,8 +129,9 @@ def options_setting(config_dir: Path, overrides: list[str], key: str) -> list[st
     return found
 
 
-def explain(err: HydraException, config_dir: Path, overrides: list[str]) -> str:
-    """One line for Hydra's multi-line composition errors: what is unknown, and what there is instead."""
+def explain(err: HydraException, config_dir: Path, overrides: list[str], swept: Collection[str] = ()) -> str:
+    """One line for Hydra's multi-line composition errors: what is unknown, and what there is instead. `swept`: the
+    `group=option`s of the sweep the job is one of."""
     missing = re.search(r"Could not (?:find|load) '([^']+)/([^']+)'", str(err))
     if isinstance(err, MissingConfigException) and missing:
         return not_an_option(config_dir, *missing.groups())
@@ -132,6 +153,11 @@ def explain(err: HydraException, config_dir: Path, overrides: list[str]) -> str:
         if owners:
             group = owners[0].split("=")[0]
             has = f"{group}={choices[group]}" if choices.get(group) else f"no {group}"
+            if set(owners) & set(swept):  # a sweep over the option that has the key and others that lack it
+                value = next((o.split("=", 1)[1] for o in overrides if o.split("=", 1)[0].lstrip("+~") == key),
+                             "<value>")
+                return (f"{key} is a setting of {' or '.join(owners)}, and this sweep has a job with {has}: write "
+                        f"++{key}={value} to give it to every job (the jobs without {owners[0]} ignore it)")
             return f"{key} is a setting of {' or '.join(owners)}, and this command has {has}: add {owners[0]}"
         if not parent:  # a typo'd group (attenton=mha) is a top-level key to Hydra
             return f"{key} is not a setting{top_level_hint(name, keys, groups(config_dir), overrides)}"
@@ -189,11 +215,17 @@ def preflight(argv: list[str], config_dir: Path, check: Callable[[DictConfig], N
     try:
         check_swept_options(config_dir, overrides)
         first = first_of_each_sweep(overrides)
+        swept = swept_options(overrides)
         try:
             cfg = compose_train(config_dir, first)
         except HydraException as err:
-            raise ValueError(explain(err, config_dir, first)) from None
+            raise ValueError(explain(err, config_dir, first, swept)) from None
         multirun = any(a in MULTIRUN_FLAGS for a in argv) or cfg.hydra.mode == RunMode.MULTIRUN
+        for job in other_options(config_dir, overrides) if multirun else []:
+            try:
+                compose_train(config_dir, job)
+            except HydraException as err:
+                raise ValueError(explain(err, config_dir, job, swept)) from None
         if not multirun:
             sweep = next((o.input_line for o in parsed(overrides) if o.is_sweep_override()), None)
             if sweep:  # Hydra's own answer is five lines about an "Ambiguous value"
