@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from gpt import GPT, ModelConfig, TextModel, generate, load_checkpoint
+from gpt import GPT, ModelConfig, TextModel, generate, load, load_checkpoint
 from gpt.__main__ import main as cli
-from gpt.data.tokenizers import EOT, CharTokenizer, GPT2Tokenizer, HFTokenizer
+from gpt.data.tokenizers import EOT, CharTokenizer, GPT2Tokenizer, HFTokenizer, WordTokenizer
 from gpt.inference.checkpoint import save_model
 from tests.conftest import build
 from tests.test_data import play, train_in_process
@@ -214,6 +214,27 @@ def test_an_exported_model_stops_at_end_of_text_where_tinygpt_does(tmp_path: Pat
         theirs = hf.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=12, do_sample=False)
     ours = TextModel(model, chars, {}).complete("a", max_new_tokens=12, temperature=0)
     assert theirs[0, 1:].tolist() == [*chars.encode(ours), eot] == [b, c, eot]
+
+
+@pytest.mark.parametrize("end_of_text", [[], [EOT]])
+def test_an_exported_line_based_model_stops_at_the_end_of_the_line_where_tinygpt_does(
+        end_of_text: list[str], tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    # A calculator model has no end-of-text token: its export had no eos_token_id, so transformers' generate answered
+    # on past the newline into problems of its own, where tinygpt's text API stops at the end of the line.
+    words = WordTokenizer(["\n", "two", "plus", "three", "equals", "five", "six", "times", *end_of_text])
+    two, plus, three, equals, five, newline, six, times = (words.ids[w] for w in (
+        "two", "plus", "three", "equals", "five", "\n", "six", "times"))
+    model = chain_model([two, plus, three, equals, five, newline, six, times], words.vocab_size)
+    save_model(tmp_path / "model.pt", model, words, {"corpus": "calculator", "one_example_per_line": True})
+    assert cli(["export", "--ckpt", str(tmp_path / "model.pt"), "--to", str(tmp_path / "hf")]) == 0
+    capsys.readouterr()
+    hf = transformers.AutoModelForCausalLM.from_pretrained(tmp_path / "hf").eval()
+    text_model = load(tmp_path / "model.pt")
+    ids = torch.tensor([text_model.prompt_ids("two plus three equals")])
+    with torch.no_grad():
+        theirs = hf.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=8, do_sample=False)
+    assert text_model.complete("two plus three equals") == "five"
+    assert theirs[0, ids.shape[1]:].tolist() == [five, newline]
 
 
 @pytest.mark.parametrize("block_size", [8, 16])

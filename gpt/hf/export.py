@@ -10,10 +10,12 @@ import argparse
 import json
 import shutil
 from pathlib import Path
+from typing import Any
 
 from gpt.data.tokenizers import GPT2Tokenizer, HFTokenizer, Tokenizer, gpt2_files
 from gpt.hf import to_hf
 from gpt.inference.checkpoint import load_checkpoint, newest_checkpoint
+from gpt.inference.text import TextModel
 from gpt.model.gpt import GPT
 
 ENDOFTEXT_ID = 50256
@@ -22,11 +24,15 @@ ENDOFTEXT_ID = 50256
 ADDS_TOKENS = {"TemplateProcessing", "BertProcessing", "RobertaProcessing"}
 
 
-def save_hf(model: GPT, tokenizer: Tokenizer, folder: Path) -> str:
-    """Write the Hugging Face folder; returns one line saying what was written (and why no tokenizer, if so)."""
+def save_hf(model: GPT, tokenizer: Tokenizer, folder: Path, meta: dict[str, Any] | None = None) -> str:
+    """Write the Hugging Face folder; returns one line saying what was written (and why no tokenizer, if so).
+    `meta` is model.pt's: on a line-based corpus transformers' generate stops at the end of the line too."""
     hf = to_hf(model)
-    if tokenizer.eot_id is not None:  # where tinygpt's text API stops running text: transformers' generate stops too
-        hf.config.eos_token_id = hf.generation_config.eos_token_id = tokenizer.eot_id
+    # Where tinygpt's text API stops (end-of-text, or the end of the line on a line-based corpus): transformers'
+    # generate stops there too, rather than answering on into lines of its own.
+    stops = list(dict.fromkeys(t for t in (tokenizer.eot_id, TextModel(model, tokenizer, meta).end) if t is not None))
+    if stops:
+        hf.config.eos_token_id = hf.generation_config.eos_token_id = stops if len(stops) > 1 else stops[0]
     full_gpt2 = isinstance(tokenizer, GPT2Tokenizer) and tokenizer.vocab is None
     if full_gpt2:  # GPT-2's own convention: its end-of-text token is its BOS too
         hf.config.bos_token_id = hf.generation_config.bos_token_id = ENDOFTEXT_ID
@@ -80,9 +86,9 @@ def run(args: argparse.Namespace) -> None:
     """`python -m gpt export`: model.pt -> a Hugging Face folder."""
     if args.to.exists() and (not args.to.is_dir() or any(args.to.iterdir())):
         raise ValueError(f"--to {args.to} already exists and is not an empty folder: name a new one")
-    model, tokenizer = load_checkpoint(args.ckpt or newest_checkpoint())
+    model, tokenizer, meta = load_checkpoint(args.ckpt or newest_checkpoint(), with_meta=True)
     try:
-        print(save_hf(model, tokenizer, args.to))
+        print(save_hf(model, tokenizer, args.to, meta))
     except OSError as err:  # a --to under a file, or where nothing may be written: one line, not a traceback
         raise ValueError(f"--to {args.to}: cannot write there ({err.strerror}: {err.filename}): name a new folder "
                          "in one that exists") from None
