@@ -12,7 +12,7 @@ from matplotlib.image import imread
 
 from gpt.sweeps import capability, scaling
 from gpt.sweeps.plots import matrix_figure
-from gpt.sweeps.report import find_runs, markdown, summaries, write_report
+from gpt.sweeps.report import figures, find_runs, markdown, summaries, write_report
 from tests.conftest import run_cli
 from tests.test_report import fake_run
 
@@ -84,17 +84,22 @@ def test_the_heatmap_never_rounds_a_score_to_perfect_or_null() -> None:
 
 
 def test_chance_row_and_per_token_matrix_where_answers_have_several_tokens(tmp_path: Path) -> None:
+    """Exact match's chance row is a guess of every token of an answer: a copy of 2 tokens of 16 is guessed whole once
+    in 256 (0.4%), not once in 16 (6.2%, its per-token chance, which the exact-match matrix and matrix.png showed)."""
     for i, (name, copy_token, copy_exact) in enumerate([("a", 0.9, 0.5), ("a", 0.8, 0.4), ("b", 0.3, 0.0)]):
         fake_run(tmp_path / str(i), [f"attention={name}", f"seed={i}"],
                  {"status": "ok", "val_loss": 1.0, "val_acc": {"recall_8": 0.9, "copy": copy_exact, "all": 0.5},
                   "val_token_acc": {"recall_8": 0.9, "copy": copy_token, "all": 0.6},
-                  "val_chance": {"recall_8": 0.125, "copy": 0.0625, "all": 0.1}})
+                  "val_chance": {"recall_8": 0.125, "copy": 0.0625, "all": 0.1},
+                  "val_exact_chance": {"recall_8": 0.125, "copy": 0.0625 ** 2, "all": 0.1}})
     report = markdown(tmp_path, find_runs(tmp_path))
     rows = matrix_rows(report)
-    assert rows["*chance*"][1:] == ["*12.5*", "*6.2*"]
+    assert rows["*chance*"][1:] == ["*12.5*", "*0.4*"]
     per_token = report[report.index("### Per-token accuracy"):].split("\n\n")[1].splitlines()
     assert per_token[0] == "| configuration | copy |"  # recall's one-token answers: exact match says it all
     assert per_token[2] == "| `attention=a` | **85.0 ± 7.1** |" and per_token[-1] == "| *chance* | *6.2* |"
+    heatmap = figures(find_runs(tmp_path))["matrix.png"]
+    assert [t.get_text() for t in heatmap.axes[0].get_xticklabels()] == ["recall_8\n(chance 12)", "copy\n(chance 0)"]
 
 
 def test_best_of_keeps_each_configurations_best_learning_rate(tmp_path: Path) -> None:
@@ -166,7 +171,7 @@ def test_tiny_task_sweep_reports_every_task_column_and_a_heatmap(task_sweep: Pat
     assert header[1:] == ["recall_8", "copy", "distance_1_8", "distance_9_16", "distance_17_32", "distance_33_64"]
     chance = rows["*chance*"]
     assert chance[1] == f"*{100 / 8:.1f}*" or float(chance[1].strip("*")) >= 100 / 8  # 1 / distinct values present
-    assert chance[2] == f"*{100 / 16:.1f}*"  # copying: one of the 16 tokens
+    assert chance[2] == "*0.0*"  # copying exact match: each of the 16 copied tokens one of the 16, 16 ** -16
     for attention in ("mha", "sliding_window"):
         runs = [d for d in task_sweep.iterdir() if (d / "summary.json").is_file()
                 and f"attention={attention}" in (d / ".hydra" / "overrides.yaml").read_text()]

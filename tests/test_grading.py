@@ -69,9 +69,11 @@ def test_groups_and_levels_pool_their_answers() -> None:
               fake("far", 9, (True, False, True), chance=None), fake("calc", None, (True,), None, task="u")]
     groups = scores_by_group(graded, order=["far", "near"])
     assert list(groups) == ["far", "near", "calc", "all"]
-    assert groups["near"] == {"exact": 0.5, "token": 0.5, "prefix": 0.5, "tokens": 1, "count": 2, "chance": 0.5}
+    assert groups["near"] == {"exact": 0.5, "token": 0.5, "prefix": 0.5, "tokens": 1, "count": 2, "chance": 0.5,
+                              "exact_chance": 0.5}
     assert groups["far"]["exact"] == 0 and groups["far"]["token"] == pytest.approx(2 / 3)
     assert groups["far"]["prefix"] == 1.5 and groups["far"]["chance"] == 0.5  # answers without a chance left out
+    assert groups["far"]["exact_chance"] == 0.5 ** 3  # a whole answer of 3 tokens, each guessed at 0.5
     assert "chance" not in groups["calc"] and groups["all"]["count"] == 5
     levels = scores_by_level(graded)
     assert list(levels) == ["t"] and list(levels["t"]) == [1, 2, 9]  # the calculator's answers have no level

@@ -100,15 +100,17 @@ def grade_line(line: Line, ids: list[int], spans: list[tuple[int, int]], chosen_
 
 
 def mean_scores(graded: Iterable[Graded]) -> dict[str, float]:
-    """Exact match and per-token accuracy as shares, longest right prefix and answer length in tokens, the chance of
-    a guess per token (where the answers have one), and how many answers, over `graded`."""
+    """Exact match and per-token accuracy as shares, longest right prefix and answer length in tokens, what a guess
+    scores per token and on exact match (where the answers have a chance), and how many answers, over `graded`."""
     graded = list(graded)
     scores = {"exact": statistics.fmean(g.exact for g in graded), "token": statistics.fmean(g.token for g in graded),
               "prefix": statistics.fmean(g.prefix for g in graded),
               "tokens": statistics.fmean(len(g.right) for g in graded), "count": len(graded)}
-    chances = [g.example.chance for g in graded if g.example.chance is not None]
-    if chances:
-        scores["chance"] = statistics.fmean(chances)
+    guessed = [g for g in graded if g.example.chance is not None]
+    if guessed:
+        scores["chance"] = statistics.fmean(g.example.chance for g in guessed)
+        # Exact match needs every token of an answer: a 16-token copy is guessed whole with chance ** 16, not chance.
+        scores["exact_chance"] = statistics.fmean(g.example.chance ** len(g.right) for g in guessed)
     return scores
 
 

@@ -13,6 +13,7 @@ from gpt.sweeps.stats import behind_best, best_of, stat_cell
 
 BEYOND_NOISE, RISING = "▼", "↑"
 EXACT, TOKEN = "val_acc", "val_token_acc"  # summary.json's exact match and per-token accuracy per column
+CHANCE = {EXACT: "val_exact_chance", TOKEN: "val_chance"}  # what a guess scores on each, per column
 BEFORE = "val_acc_before"  # exact match per column at the validation before the last (the report adds it)
 MIN_RISE = 1.0  # points: the least rise, and the least room left below 100%, that counts as still learning
 
@@ -49,10 +50,11 @@ def marks(summaries: dict[str, list[dict[str, Any]]], cols: list[str]) -> list[l
     return [[RISING * rising(runs, c) for c in cols] for runs in summaries.values()]
 
 
-def chance(summaries: dict[str, list[dict[str, Any]]], column: str) -> float | None:
-    """What a guess scores per token in a column, in percent (every run grades the same lines), or None."""
-    found = [100 * s["val_chance"][column] for runs in summaries.values() for s in runs
-             if column in s.get("val_chance", {})]
+def chance(summaries: dict[str, list[dict[str, Any]]], column: str, key: str = EXACT) -> float | None:
+    """What a guess scores in a column on exact match (every token of an answer guessed) or per token (`key`), in
+    percent (every run grades the same lines), or None."""
+    found = [100 * s[CHANCE[key]][column] for runs in summaries.values() for s in runs
+             if column in s.get(CHANCE[key], {})]
     return statistics.fmean(found) if found else None
 
 
@@ -81,7 +83,7 @@ def table(summaries: dict[str, list[dict[str, Any]]], cols: list[str], key: str)
         cells = [stat_cell(by_column[c], "{:.1f}", bold=label in best[c],
                            mark=BEYOND_NOISE * behind[c] + RISING * climbs[c]) for c in cols]
         lines.append(f"| `{label}` | " + " | ".join(cells) + " |")
-    guesses = [chance(summaries, c) for c in cols]
+    guesses = [chance(summaries, c, key) for c in cols]
     if any(g is not None for g in guesses):
         lines.append("| *chance* | " + " | ".join("—" if g is None else f"*{g:.1f}*" for g in guesses) + " |")
     return lines
@@ -98,8 +100,9 @@ def markdown(summaries: dict[str, list[dict[str, Any]]]) -> list[str]:
              "Held-out exact match % at the last validation (every answer of the graded lines; an answer is exact "
              "when greedy decoding writes it whole), mean ± sample std over seeds; **bold** is the best of its column; "
              f"{BEYOND_NOISE} marks a value below the column's best by more than seed noise (a gap over 2 standard "
-             "errors of the difference, two seeds or more on each side); *chance* is what guessing among the values "
-             "a line holds (recall, distance) or the vocabulary (copying), per token, scores.", "",
+             "errors of the difference, two seeds or more on each side); *chance* is what guessing scores, each token "
+             "of an answer among the values a line holds (recall, distance) or the vocabulary (copying) and the whole "
+             "answer right.", "",
              *([f"{RISING} marks a value still rising when training stopped: the seeds' rises since their own "
                 f"validation before the last, {MIN_RISE:.0f} point or more on average and over 2 standard errors of "
                 f"the rises (two seeds or more), with more than {MIN_RISE:.0f} point left below 100%. More steps "
@@ -110,5 +113,5 @@ def markdown(summaries: dict[str, list[dict[str, Any]]]) -> list[str]:
     if several:
         lines += ["### Per-token accuracy", "", *table(summaries, several, TOKEN), "",
                   "Each answer token predicted from the true tokens before it, % (the columns whose answers have "
-                  "several tokens): one early slip does not hide the rest of a copy.", ""]
+                  "several tokens): one early slip does not hide the rest of a copy; *chance* here is per token.", ""]
     return lines

@@ -81,7 +81,7 @@ def figure(summaries: dict[str, list[dict[str, Any]]]) -> Figure | None:
             spread = [statistics.stdev(values) if len(values) > 1 else 0.0 for _, values in marks]
             ax.errorbar(x, y, yerr=spread, marker="o", capsize=3, color=f"C{i % 10}", label=name,
                         linestyle="-" if len(marks) > 1 else "none")
-        guess = capability.chance(summaries, column)
+        guess = capability.chance(summaries, column, capability.TOKEN)  # recall's answers are one token: the same
         if guess is not None:
             ax.axhline(guess, color=REFERENCE, linestyle="--", label="chance")
         ax.set_xscale("log", base=2)
