@@ -394,13 +394,18 @@ def user_error(tmp_path: Path, case: str) -> tuple[dict, str]:
         return {"path": str(parquet)}, rf"^{parquet} is not a Parquet file \(Parquet magic bytes not found .*\): " \
                                        r"write it again, or rename it"
     build([write(tmp_path / "a.txt", stories(60, seed=11))], prepared)
+    if case == "another setting":  # read as prepared, the run's val_fraction was once ignored without a word
+        return ({"path": str(prepared), "val_fraction": 0.5},
+                rf"^data.val_fraction=0.5 is not what {prepared} was prepared with \(val_fraction=0.1\), and a "
+                "prepared folder keeps its own: drop data.val_fraction, or prepare it again with --val-fraction 0.5$")
     return ({"path": str(prepared), "tokenizer": "gpt2"},
             rf"^{prepared}/manifest.json was prepared with data.tokenizer=char, not gpt2: set data.tokenizer=char, "
             "or prepare it again with --tokenizer gpt2$")
 
 
 @pytest.mark.parametrize("case", ["not json", "no field", "a number", "null", "lone surrogate", "no column",
-                                  "numbers column", "arrow numbers column", "not parquet", "another tokenizer"])
+                                  "numbers column", "arrow numbers column", "not parquet", "another tokenizer",
+                                  "another setting"])
 def test_bad_inputs_are_one_line_naming_the_file_and_the_fix(tmp_path: Path, case: str) -> None:
     kwargs, pattern = user_error(tmp_path, case)
     inputs = files_in(tmp_path)

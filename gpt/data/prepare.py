@@ -33,6 +33,9 @@ T = TypeVar("T")
 VALIDATION_RULE = ("a part (a document, or a ~doc_bytes line-aligned piece of a longer plain-text document) is "
                    "validation when the first 8 bytes of blake2b(its UTF-8), little-endian, are below "
                    "val_fraction * 2**64")
+# The settings that change what a prepared corpus holds, each with its flag of `python -m gpt prepare`.
+PREPARED_SETTINGS = {"val_fraction": "--val-fraction", "text_field": "--text-field", "doc_bytes": "--doc-bytes",
+                     "vocab_size": "--vocab-size"}
 VALIDATION_INPUTS_RULE = "every part of val_inputs is validation and every part of inputs is training"
 # Sizes a shard buffer and a text part must fit in memory (and in numpy's index): a GiB of text, 2**31 tokens.
 DocBytes = Annotated[int, Range(1, 1 << 30)]
@@ -321,6 +324,21 @@ def open_prepared(folder: Path, tokenizer: str, cached: bool = False) -> Prepare
     return Prepared(folder, manifest, tokenizer_from_dict(manifest["tokenizer"]), train, val)
 
 
+def check_settings(recipe: Recipe, folder: Path, made_with: dict[str, Any]) -> None:
+    """Refuse a setting a run gives that the prepared `folder` was made with otherwise: its shards would be read
+    as they are and the setting ignored. A default is taken as not given, so a folder made with --doc-bytes 256
+    trains from `data.path=<it>` alone."""
+    defaults = Recipe()
+    for name, flag in PREPARED_SETTINGS.items():
+        value = getattr(recipe, name)
+        if name == "vocab_size" and recipe.tokenizer != "bpe":  # only a trained BPE reads it
+            continue
+        if value != getattr(defaults, name) and value != made_with[name]:
+            raise ValueError(f"data.{name}={value} is not what {folder} was prepared with ({name}={made_with[name]})"
+                             f", and a prepared folder keeps its own: drop data.{name}, or prepare it again with "
+                             f"{flag} {value}")
+
+
 def load(recipe: Recipe, root: Path, num_proc: int | None = None) -> Prepared:
     """A training run's corpus: an already prepared folder as given, else the recipe's cache (prepared now
     if it is not there yet)."""
@@ -328,7 +346,9 @@ def load(recipe: Recipe, root: Path, num_proc: int | None = None) -> Prepared:
         if recipe.val_inputs:
             raise ValueError(f"{recipe.inputs[0]} is prepared already, with its own validation split: drop "
                              "data.val_path, or prepare it with --val")
-        return open_prepared(Path(recipe.inputs[0]), recipe.tokenizer)
+        prepared = open_prepared(Path(recipe.inputs[0]), recipe.tokenizer)
+        check_settings(recipe, prepared.folder, prepared.manifest["recipe"])
+        return prepared
     return open_prepared(prepare(recipe, cache_folder(recipe, root), num_proc, cached=True), recipe.tokenizer,
                          cached=True)
 
