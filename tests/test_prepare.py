@@ -237,11 +237,12 @@ def test_command_line_prepares_what_training_then_finds(tmp_path: Path, monkeypa
     corpus, root = write(tmp_path / "a.jsonl", stories(60, seed=12)), tmp_path / "data"
     assert cli(["prepare", str(corpus), "--root", str(root), "--doc-bytes", "256", "--num-proc", "1"]) == 0
     command = capsys.readouterr().out.split("train with: python train.py data=text ")[1].split()
-    assert command == [f"data.path={corpus}", "data.tokenizer=char", "data.doc_bytes=256"]
+    # data.root named: without it the printed command prepared the corpus again under data/shards/
+    assert command == [f"data.path={corpus}", "data.tokenizer=char", "data.doc_bytes=256", f"data.root={root}"]
     monkeypatch.setattr(prepare_module, "build", lambda *args: pytest.fail("prepared a second time"))
     settings = {key.removeprefix("data."): OmegaConf.create(f"v: {value}").v
                 for key, value in (override.split("=", 1) for override in command)}
-    data = TextData(block_size=8, root=str(root), num_proc=1, **settings)  # the run the printed command starts
+    data = TextData(block_size=8, num_proc=1, **settings)  # the run the printed command starts
     assert sorted(sum(split_documents(data.corpus).values(), [])) == sorted(stories(60, seed=12))
     yaml = OmegaConf.load(ROOT / "configs" / "data" / "text.yaml")  # train.py's defaults are the command's
     defaults = {name: value for name, value in vars(Recipe()).items() if name not in ("inputs", "val_inputs")}
@@ -250,10 +251,10 @@ def test_command_line_prepares_what_training_then_finds(tmp_path: Path, monkeypa
     held = write(tmp_path / "held.txt", stories(5, seed=13))
     assert cli(["prepare", str(corpus), "--val", str(held), "--root", str(root), "--num-proc", "1"]) == 0
     command = capsys.readouterr().out.split("train with: python train.py data=text ")[1].split()
-    assert command == [f"data.path={corpus}", "data.tokenizer=char", f"data.val_path=[{held}]"]
+    assert command == [f"data.path={corpus}", "data.tokenizer=char", f"data.val_path=[{held}]", f"data.root={root}"]
     settings = {key.removeprefix("data."): OmegaConf.create(f"v: {value}").v
                 for key, value in (override.split("=", 1) for override in command)}
-    data = TextData(block_size=8, root=str(root), num_proc=1, **settings)
+    data = TextData(block_size=8, num_proc=1, **settings)
     assert split_documents(data.corpus)["val"] == stories(5, seed=13) and data.meta["val_path"] == str(held)
     out = tmp_path / "out"
     assert cli(["prepare", str(corpus), "--out", str(out), "--doc-bytes", "256", "--num-proc", "1"]) == 0
