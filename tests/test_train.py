@@ -97,6 +97,9 @@ def test_evaluate_cli_grades_the_test_split(trained: Path) -> None:
     # passed on to wandb.init, which refused it after the run folder was made, naming neither key nor modes
     (["trainer=fsdp"], "optim=muon orthogonalises whole matrices, which trainer=fsdp shards: use optim=adamw"),
     (["logger=wandb", "logger.mode=foo"], "logger.mode='foo' must be one of online, offline, disabled or null"),
+    # trained on 8-token windows in a 16-token model without a word
+    (["data=text", "data.path=x.txt", "data.block_size=8"],
+     "data.block_size=8 is not set on its own: it follows model.block_size=16; set model.block_size=8 instead"),
 ])
 def test_impossible_settings_are_refused_by_check_config(overrides: list[str], message: str) -> None:
     with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base="1.3"):

@@ -102,6 +102,12 @@ def check_sections(cfg: DictConfig) -> None:
     check_section("model", user_values(cfg.model), ModelConfig, not_settable=["vocab_size"])
     check_parts(model_config(cfg, vocab_size=1))
     check_section("data", user_values(cfg.data), get_class(cfg.data._target_))
+    # Running text's windows follow the model's context: set apart, the model trained on windows of another length
+    # (positions past them never trained) or was refused for a "longest line" running text does not have.
+    if "block_size" in cfg.data and not OmegaConf.is_interpolation(cfg.data, "block_size") \
+            and cfg.data.block_size != cfg.model.block_size:
+        raise ValueError(f"data.block_size={cfg.data.block_size} is not set on its own: it follows model.block_size="
+                         f"{cfg.model.block_size}; set model.block_size={cfg.data.block_size} instead")
     if cfg.data.get("tasks") is not None:  # each task's knobs, by the task itself
         build_tasks(OmegaConf.to_container(cfg.data.tasks, resolve=True))
     check_section("optim", user_values(cfg.optim), OptimConfig)
