@@ -80,10 +80,15 @@ def attention_map_png(text_model: TextModel, prompt: str, path: str) -> str:
     if not prompt:
         raise ValueError("the prompt is empty: pass --prompt TEXT to draw attention over")
     ids = text_model.prompt_ids(prompt)
+    block = text_model.model.cfg.block_size
+    if len(ids) > block:
+        raise ValueError(f"--prompt is {len(ids)} tokens to this model, more than the block_size={block} it attends "
+                         "over: shorten it")
+    figure = attention_map(text_model.model, ids, text_model.tokenizer)
     # The format named outright: from a name without a suffix matplotlib would write `path`.png, not the file named.
     fmt = Path(path).suffix[1:].lower() or "png"
     try:
-        attention_map(text_model.model, ids, text_model.tokenizer).savefig(path, format=fmt)
+        figure.savefig(path, format=fmt)
     except ValueError as err:  # a suffix matplotlib cannot draw (maps.txt): its own line named no flag
         raise ValueError(f"--attention-map {path}: {err}; end the name in .png") from None
     return f"attention of every layer (rows) and head (columns) over {len(ids)} tokens"

@@ -80,3 +80,16 @@ def test_cli_writes_the_file_it_names(tmp_path: Path, cfg: ModelConfig, tokenize
     assert generate.main(["--ckpt", ckpt, "--prompt", PROMPT, "--attention-map", str(tmp_path / "maps.txt")]) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"error: --attention-map {tmp_path / 'maps.txt'}: ") and err.count("\n") == 1, err
+
+
+def test_cli_refuses_a_prompt_longer_than_the_block_in_one_line_naming_it(tmp_path: Path, cfg: ModelConfig,
+                                                                        tokenizer: WordTokenizer,
+                                                                        capsys: pytest.CaptureFixture) -> None:
+    # It was refused as a file name to fix: "sequence of 19 tokens exceeds block_size=16; end the name in .png".
+    long = " plus ".join(["one"] * 9) + " equals"  # 18 words after the line start
+    out = tmp_path / "maps.png"
+    assert generate.main(["--ckpt", str(save(tmp_path, cfg, tokenizer)), "--prompt", long,
+                          "--attention-map", str(out)]) == 2
+    assert capsys.readouterr().err == "error: --prompt is 19 tokens to this model, more than the block_size=16 it " \
+                                      "attends over: shorten it\n"
+    assert not out.exists()
