@@ -47,17 +47,23 @@ def safe_load(path: Path, map_location: Any = "cpu") -> Any:
     """torch.load with weights_only=True: plain tensors and containers only, so a crafted pickle cannot
     run code. Every stored file's CRC-32 is checked first, so a flipped bit is found rather than loaded as a
     weight. Any failure is a CheckpointError of one line saying what is wrong with the file."""
-    if not zipfile.is_zipfile(path):  # torch.save writes a zip; anything else is not a checkpoint at all
+    try:
+        readable = zipfile.is_zipfile(path)  # torch.save writes a zip; anything else is not a checkpoint at all
+        if readable:
+            with zipfile.ZipFile(path) as archive:
+                damaged = archive.testzip()
+                folders = [info.filename for info in archive.infolist() if info.external_attr & 0x10]
+    except Exception as err:  # a flipped bit in the zip's own records, which no CRC covers, raises many types
+        raise CheckpointError(f"{path} is damaged ({err}): train it again, or copy it again") from None
+    if not readable:
         raise CheckpointError(f"{path} is not a readable torch file (not written by torch.save, or cut short): "
                               "point at a model.pt or .ckpt that training wrote, or train it again")
-    try:
-        with zipfile.ZipFile(path) as archive:
-            damaged = archive.testzip()
-    except (zipfile.BadZipFile, OSError, EOFError) as err:
-        raise CheckpointError(f"{path} is damaged ({err}): train it again, or copy it again") from None
     if damaged:
         raise CheckpointError(f"{path} is damaged: its {damaged} does not match its checksum: train it again, or "
                               "copy it again")
+    if folders:  # MS-DOS's folder bit: torch's reader then reads the member as empty, its weights whatever memory held
+        raise CheckpointError(f"{path} is damaged: its {folders[0]} is marked as a folder: train it again, or copy "
+                              "it again")
     try:
         return torch.load(path, map_location=map_location, weights_only=True)
     except pickle.UnpicklingError:
