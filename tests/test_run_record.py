@@ -3,20 +3,24 @@ recorded by the Hydra callback."""
 from __future__ import annotations
 
 import json
+import tempfile
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 import torch
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 from hydra.core.utils import JobReturn, JobStatus
 from omegaconf import OmegaConf
 
 from gpt import ModelConfig
-from gpt.sweeps.report import WriteReport
+from gpt.sweeps.report import WriteReport, find_runs, markdown
 from gpt.inference.depth import tensor_bytes
 from gpt.training.run_folder import read_summary, record_failure, write_history, write_summary
 from gpt.training.run_record import RunRecord, finished_line, kv_cache_bytes_per_token
 from tests.conftest import build
+from tests.fuzzing import scaled
 
 
 def test_kv_bytes_per_token_counts_keys_and_values_of_every_layer(tiny_cfg: ModelConfig) -> None:
@@ -99,7 +103,8 @@ def test_a_resumed_run_drops_the_validation_its_stop_made_off_the_schedule(tmp_p
 
 @pytest.mark.parametrize("name, damage", [("summary.json", b'{"status": "o'), ("summary.json", b"[]"),
                                           ("history.csv", b"step,wall_s,val_loss\n5,0.5,2.0\n10,1.0"),
-                                          ("history.csv", b"step,wall_s\n5,0.5,2.0,extra\n")])
+                                          ("history.csv", b"step,wall_s\n5,0.5,2.0,extra\n"),
+                                          ("history.csv", b"step,wall_s\ninf,0.5\n")])  # OverflowError from int()
 def test_a_damaged_record_is_one_line_naming_it_and_a_failure_replaces_it(tmp_path: Path, name: str,
                                                                            damage: bytes) -> None:
     """resume=true reads both records first, and a sweep's report reads every job's: a record cut short by a
@@ -128,3 +133,41 @@ def test_a_run_resumed_after_an_off_schedule_stop_keeps_the_time_before_the_stop
     record.on_validation_start(trainer, None)
     record.on_validation_end(trainer, None)
     assert [row["step"] for row in record.history] == [5, 10] and record.history[-1]["wall_s"] >= 13.0
+
+
+JSON = st.recursive(st.none() | st.booleans() | st.integers(-2, 10**20) | st.floats() | st.text(max_size=4),
+                    lambda inner: st.lists(inner, max_size=2) | st.dictionaries(st.text(max_size=4), inner, max_size=2),
+                    max_leaves=4)
+FINISHED = {"status": "ok", "params": 100, "steps": 20, "val_loss": 3.5, "val_ppl": 33.1, "val_bpb": None,
+            "tokens_per_s": 5e4, "ms_per_step": 9.0, "wall_s": 0.2, "peak_memory_bytes": 2**20,
+            "kv_bytes_per_token": 128.0, "model": ModelConfig(vocab_size=37).to_dict(), "device": "cpu", "threads": 1,
+            "val_acc": {"plus": 0.5, "all": 0.5}, "val_token_acc": {"plus": 0.7, "all": 0.7}, "val_prefix": {},
+            "val_chance": {}, "val_levels": {"copy": {"4": {"exact": 0.5, "count": 2}}}, "val_level_names": {}}
+
+
+@given(key=st.sampled_from(sorted(FINISHED)), inner=st.none() | st.text(max_size=4), value=JSON)
+@example(key="val_loss", inner=None, value="x")  # TypeError: can't multiply sequence by non-int of type 'float'
+@example(key="val_acc", inner="plus", value="x")  # TypeError: must be real number, not str
+@example(key="model", inner=None, value=5)  # TypeError: 'int' object is not iterable
+@example(key="wall_s", inner=None, value=None)  # TypeError from round() in the line resume=true prints
+@settings(max_examples=scaled(100))
+def test_a_summary_edited_into_other_values_is_read_or_refused_in_one_line(key: str, inner: str | None,
+                                                                          value: object) -> None:
+    """A summary.json that parses but holds a value of another kind (text for a number, a number for a section)
+    reached the report's arithmetic as a TypeError traceback; one value of the summary, or of one of its sections,
+    replaced by any JSON."""
+    summary = json.loads(json.dumps(FINISHED))
+    if inner is not None and isinstance(summary[key], dict):
+        summary[key][inner] = value
+    else:
+        summary[key] = value
+    with tempfile.TemporaryDirectory() as folder:
+        run = Path(folder) / "0"
+        (run / ".hydra").mkdir(parents=True)
+        (run / ".hydra" / "overrides.yaml").write_text("- seed=0\n")
+        (run / "summary.json").write_text(json.dumps(summary))
+        try:
+            finished_line(run)
+            markdown(Path(folder), find_runs(Path(folder)))
+        except ValueError as err:
+            assert str(err).startswith(f"{run / 'summary.json'} is damaged (") and "\n" not in str(err), err

@@ -11,10 +11,12 @@ import json
 import os
 import shutil
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
 from gpt.atomic import atomic_write
+from gpt.model.config import ModelConfig
 
 SUMMARY = "summary.json"
 HISTORY = "history.csv"
@@ -24,6 +26,37 @@ HYDRA_RECORD = {".hydra", "train.log", LOCK}  # what is in a run folder before t
 _held: list[TextIO] = []  # this process's run-folder locks, open until it exits
 # Keys that say how to start a run, not what the run is: two runs differing only here are the same run.
 NOT_IDENTITY = ("resume", "ckpt_path")
+
+
+def numbers(depth: int) -> Callable[[Any], bool]:
+    """Whether a value is a number or null (depth 0), or a mapping of names to what depth - 1 accepts."""
+    def fits(value: Any) -> bool:
+        if depth == 0:
+            return value is None or isinstance(value, (int, float)) and not isinstance(value, bool)
+        return isinstance(value, dict) and all(numbers(depth - 1)(v) for v in value.values())
+    return fits
+
+
+def a_model(values: dict[str, Any]) -> bool:
+    """Whether `values` are a model config (the report's cost card builds one from them)."""
+    try:
+        ModelConfig.from_dict(values)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+# What summary.json holds where (run_record.py writes it), so an edited one is named when read, not found by a
+# TypeError deep in the report: numbers, numbers per group (and per task, level and measure), text, sections.
+SHAPES: dict[str, Callable[[Any], bool]] = {
+    **dict.fromkeys(["params", "steps", "val_loss", "val_ppl", "val_bpb", "tokens_per_s", "ms_per_step", "wall_s",
+                     "peak_memory_bytes", "kv_bytes_per_token", "threads"], numbers(0)),
+    **dict.fromkeys(["val_acc", "val_token_acc", "val_prefix", "val_chance"], numbers(1)),
+    "val_levels": numbers(3),
+    **dict.fromkeys(["status", "reason", "device"], lambda value: isinstance(value, str)),
+    "model": lambda value: isinstance(value, dict) and a_model(value),
+    **dict.fromkeys(["val_level_names", "val_extrapolation"], lambda value: isinstance(value, dict)),
+}
 
 
 def write_summary(run_dir: Path, summary: dict[str, Any]) -> None:
@@ -47,6 +80,9 @@ def read_summary(run_dir: Path) -> dict[str, Any] | None:
         raise damaged(path, str(err).splitlines()[0]) from None
     if not isinstance(summary, dict):
         raise damaged(path, "not a JSON object")
+    wrong = next((key for key, fits in SHAPES.items() if key in summary and not fits(summary[key])), None)
+    if wrong:
+        raise damaged(path, f"its {wrong} is {json.dumps(summary[wrong])[:40]}")
     return summary
 
 
@@ -93,7 +129,7 @@ def read_history(run_dir: Path) -> list[dict[str, float]]:
             # A row cut short has None for its missing cells, one too long a list under the key None.
             rows = [{k: float(v) for k, v in row.items() if v != ""} for row in csv.DictReader(f)]
         return [{**row, "step": int(row["step"])} for row in rows]  # written back as 50, not 50.0
-    except (ValueError, TypeError, KeyError):  # UnicodeDecodeError is a ValueError
+    except (ValueError, TypeError, KeyError, OverflowError):  # UnicodeDecodeError is a ValueError; a step of inf
         raise damaged(path, "a row is cut short, or holds something other than numbers") from None
 
 

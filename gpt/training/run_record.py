@@ -15,8 +15,8 @@ from torch import nn
 from gpt.inference.checkpoint import unwrap
 from gpt.inference.depth import peak_memory_bytes, reset_peak_memory, tensor_bytes
 from gpt.training.callbacks import StopOnInterrupt, SummaryPart
-from gpt.training.run_folder import (finished, read_history, read_summary, record_failure, write_history,
-                                     write_summary)
+from gpt.training.run_folder import (SUMMARY, damaged, finished, read_history, read_summary, record_failure,
+                                     write_history, write_summary)
 
 
 @torch.no_grad()
@@ -131,4 +131,6 @@ def finished_line(run_dir: Path) -> str | None:
     if not finished(run_dir):
         return None
     summary = read_summary(run_dir)
+    if not all(isinstance(summary.get(k), (int, float)) and math.isfinite(summary[k]) for k in ("steps", "wall_s")):
+        raise damaged(run_dir / SUMMARY, "status ok, but no steps or wall_s")
     return summary_line(read_history(run_dir), summary["steps"], summary["wall_s"], run_dir / "model.pt")
