@@ -108,6 +108,14 @@ def test_resume_checkpoint_with_code_in_its_pickle_is_refused(tmp_path: Path) ->
     assert not marker.exists()
 
 
+def test_a_run_folder_as_ckpt_path_is_named_a_folder(tmp_path: Path) -> None:
+    """It was refused as `does not exist`, of a folder the user could see."""
+    (tmp_path / "checkpoints").mkdir()
+    with pytest.raises(CheckpointError, match=rf"^ckpt_path={tmp_path} is a folder: pass the checkpoint in it "
+                                              rf"\({tmp_path / 'checkpoints' / 'last.ckpt'} of a run folder\)"):
+        load_resume_checkpoint(tmp_path)
+
+
 class PoisonAt(L.Callback):
     """Turn one weight into NaN before the batch of `step`, as a diverging run would."""
 

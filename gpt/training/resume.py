@@ -37,6 +37,9 @@ class AtomicCheckpointIO(TorchCheckpointIO):
 def load_resume_checkpoint(path: str | Path, map_location: Any = "cpu") -> dict[str, Any]:
     """A Lightning checkpoint's dict, loaded with weights_only=True; CheckpointError says what is wrong."""
     path = Path(path)
+    if path.is_dir():  # a run folder, as generate.py --ckpt takes one
+        raise CheckpointError(f"ckpt_path={path} is a folder: pass the checkpoint in it ({path / CHECKPOINT} of a run "
+                              "folder), or use resume=true")
     if not path.is_file():
         raise CheckpointError(f"ckpt_path={path} does not exist: pass a checkpoints/last.ckpt or use resume=true")
     checkpoint = safe_load(path, map_location)
