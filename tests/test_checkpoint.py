@@ -108,6 +108,24 @@ def small_model_pt(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
+@pytest.mark.parametrize("edit, message", [
+    (lambda p: p.update(model_config=[1]), r"'list' object is not a mapping"),  # the first three: tracebacks
+    (lambda p: p.update(tokenizer=None), r"'NoneType' object has no attribute 'get'"),
+    (lambda p: p.update(meta=[1]), r"its meta is a list, not a mapping"),
+    (lambda p: p["tokenizer"].update(vocab=[f"w{i}" for i in range(9)]),
+     r"its tokenizer has 9 ids, its model embeds 8"),
+])
+def test_a_section_of_another_type_is_named_in_one_line(tmp_path: Path, edit: Callable, message: str) -> None:
+    path = tmp_path / "model.pt"
+    save_model(path, build(ModelConfig(vocab_size=8, layers=1, heads=1, dim=8, block_size=8)),
+               WordTokenizer([f"w{i}" for i in range(8)]))
+    payload = torch.load(path, weights_only=True)
+    edit(payload)
+    torch.save(payload, path)
+    with pytest.raises(CheckpointError, match=rf"^{path} is damaged: {message}$"):
+        load_checkpoint(path, with_meta=True)
+
+
 @given(back=st.integers(1, 400) | st.integers(1, 10**5), bit=st.integers(0, 7), cut=st.booleans())
 @example(back=38, bit=0, cut=False)  # the zip64 locator's disk number: zipfile.is_zipfile raised BadZipFile
 @example(back=164, bit=0, cut=False)  # the last member's compression method: NotImplementedError from testzip

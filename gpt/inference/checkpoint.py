@@ -107,10 +107,18 @@ def load_checkpoint(path: str | Path, device: str = "cpu", with_meta: bool = Fal
                              "it again")
         model.load_state_dict(payload["state_dict"])
         tokenizer = tokenizer_from_dict(payload["tokenizer"])
-    except (KeyError, ValueError, RuntimeError) as err:
-        raise CheckpointError(f"{path} is damaged: {str(err).splitlines()[0]}") from None
+        if tokenizer.vocab_size > model.cfg.vocab_size:  # an id past the embedding was an IndexError mid-generation
+            raise ValueError(f"its tokenizer has {tokenizer.vocab_size} ids, its model embeds "
+                             f"{model.cfg.vocab_size}")
+        meta = payload.get("meta", {})
+        if not isinstance(meta, dict):
+            raise ValueError(f"its meta is a {type(meta).__name__}, not a mapping")
+    # A section of another type (a list for the config, None for the tokenizer) fails as a TypeError or
+    # AttributeError inside the code that reads it.
+    except (KeyError, ValueError, RuntimeError, TypeError, AttributeError) as err:
+        raise CheckpointError(f"{path} is damaged: {(str(err).splitlines() or [type(err).__name__])[0]}") from None
     model.to(device).eval()
-    return (model, tokenizer, payload.get("meta", {})) if with_meta else (model, tokenizer)
+    return (model, tokenizer, meta) if with_meta else (model, tokenizer)
 
 
 def weights_mismatch(expected: dict[str, torch.Tensor], saved: dict[str, Any]) -> str:
