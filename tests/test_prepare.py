@@ -11,10 +11,13 @@ import re
 import signal
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 from omegaconf import OmegaConf
 
 from gpt.__main__ import main as cli
@@ -26,6 +29,7 @@ from gpt.data.prepare import Prepared, Recipe, load, open_prepared, prepare
 import gpt.data.shards as shards
 from gpt.data.tokenizers import EOT
 from tests.conftest import ROOT, files_in, play
+from tests.fuzzing import assert_clean, call, scaled
 
 
 def stories(count: int, seed: int) -> list[str]:
@@ -402,6 +406,36 @@ def user_error(tmp_path: Path, case: str) -> tuple[dict, str]:
     return ({"path": str(prepared), "tokenizer": "gpt2"},
             rf"^{prepared}/manifest.json was prepared with data.tokenizer=char, not gpt2: set data.tokenizer=char, "
             "or prepare it again with --tokenizer gpt2$")
+
+
+@pytest.fixture(scope="module")
+def parquet_bytes(tmp_path_factory: pytest.TempPathFactory) -> bytes:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = tmp_path_factory.mktemp("parquet") / "corpus.parquet"
+    pq.write_table(pa.table({"text": play(200).splitlines()}), path)
+    return path.read_bytes()
+
+
+@given(at=st.integers(-4000, 4000), bit=st.integers(0, 7))
+@example(at=1933, bit=0)  # in a compressed page: OSError "Corrupt snappy compressed data." and a traceback
+@example(at=-266, bit=0)  # in the footer: OSError "Couldn't deserialize thrift"
+@example(at=429, bit=7)  # a text byte no longer UTF-8: a codec error naming no file
+@settings(max_examples=scaled(40))
+def test_a_parquet_file_with_a_flipped_bit_is_read_or_refused_in_one_line(parquet_bytes: bytes, at: int,
+                                                                          bit: int) -> None:
+    """Parquet pages carry no checksum: a flipped bit in a text is read as another text, but one that breaks the
+    file's structure must be named, whichever byte (`at`, from the end when negative) it is in."""
+    raw = bytearray(parquet_bytes)
+    raw[at % len(raw)] ^= 1 << bit
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "corpus.parquet"
+        path.write_bytes(bytes(raw))
+        argv = ["prepare", str(path), "--tokenizer", "char", "--num-proc", "1", "--root", f"{folder}/data"]
+        outcome = call("python -m gpt", lambda: cli(argv))
+        assert_clean(outcome, argv)
+        assert outcome.code == 0 or outcome.err.splitlines()[-1].startswith(f"error: {path} is ")
 
 
 @pytest.mark.parametrize("case", ["not json", "no field", "a number", "null", "lone surrogate", "no column",

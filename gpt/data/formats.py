@@ -43,6 +43,11 @@ def _utf8(raw: bytes, path: str, offset: int) -> str:
                          "(convert it, e.g. iconv -f latin1 -t utf-8)") from None
 
 
+def _said(err: BaseException) -> str:
+    """What an exception says, in its first line (pyarrow's messages run to several)."""
+    return (str(err).strip().splitlines() or [type(err).__name__])[0]
+
+
 def _past_line_end(buf: bytes, at: int) -> int:
     """`at`, or past the line ending (\\n or Windows' \\r\\n) that starts there: the one a marker's line ends with."""
     return at + 2 if buf[at:at + 2] == b"\r\n" else at + (buf[at:at + 1] == b"\n")
@@ -221,9 +226,10 @@ class ParquetFormat:
 
         try:
             parquet = pq.ParquetFile(path)
-        except pa.ArrowInvalid as err:  # pyarrow's message does not name the file
-            raise ValueError(f"{path} is not a Parquet file ({err}): write it again, or rename it if it holds text "
-                             "(*.txt) or JSONL (*.jsonl)") from None
+        # pyarrow's message does not name the file; a damaged footer is an OSError ("Couldn't deserialize thrift")
+        except (pa.ArrowInvalid, OSError) as err:
+            raise ValueError(f"{path} is not a Parquet file ({_said(err)}): write it again, or rename it if it "
+                             "holds text (*.txt) or JSONL (*.jsonl)") from None
         _text_column(path, parquet.schema_arrow, text_field)
         meta = parquet.metadata
         return [Unit("parquet", str(path), group, group + 1, meta.row_group(group).total_byte_size)
@@ -233,11 +239,17 @@ class ParquetFormat:
     def parts(unit: Unit, doc_bytes: int, text_field: str) -> Iterator[Part]:
         import pyarrow.parquet as pq
 
-        for batch in pq.ParquetFile(unit.path).iter_batches(batch_size=1024, row_groups=[unit.start],
-                                                            columns=[text_field]):
-            for text in batch.column(0).to_pylist():
-                if text:
-                    yield Part(text, True)
+        try:
+            for batch in pq.ParquetFile(unit.path).iter_batches(batch_size=1024, row_groups=[unit.start],
+                                                                columns=[text_field]):
+                for text in batch.column(0).to_pylist():
+                    if text:
+                        yield Part(text, True)
+        # Parquet pages carry no checksum: a damaged one is found by decoding it (OSError: "Corrupt snappy compressed
+        # data"; ValueError: bytes that are not UTF-8, an index past its dictionary), in pyarrow's words alone.
+        except (OSError, ValueError) as err:
+            raise ValueError(f"{unit.path} is damaged in row group {unit.start} ({_said(err)}): write it again, "
+                             "or copy it again") from None
 
 
 class TableFormat:
