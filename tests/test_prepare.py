@@ -409,13 +409,31 @@ def user_error(tmp_path: Path, case: str) -> tuple[dict, str]:
 
 
 @pytest.fixture(scope="module")
-def parquet_bytes(tmp_path_factory: pytest.TempPathFactory) -> bytes:
+def table_bytes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, bytes]:
+    """A small corpus as a Parquet file and as an Arrow stream file, by suffix."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    path = tmp_path_factory.mktemp("parquet") / "corpus.parquet"
-    pq.write_table(pa.table({"text": play(200).splitlines()}), path)
-    return path.read_bytes()
+    folder, table = tmp_path_factory.mktemp("tables"), pa.table({"text": play(200).splitlines()})
+    pq.write_table(table, folder / "corpus.parquet")
+    with pa.ipc.new_stream(str(folder / "corpus.arrow"), table.schema) as writer:
+        writer.write_table(table)
+    return {suffix: (folder / f"corpus{suffix}").read_bytes() for suffix in (".parquet", ".arrow")}
+
+
+def prepare_with_a_flipped_bit(raw: bytes, suffix: str, at: int, bit: int) -> None:
+    """Prepare `raw` with one bit flipped (`at` counted from the end when negative): it is read, or refused in one
+    line naming the file. Neither format carries a checksum of its pages, so a flipped bit inside a text is read as
+    another text, but one that breaks the file's structure must be named."""
+    raw = bytearray(raw)
+    raw[at % len(raw)] ^= 1 << bit
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / f"corpus{suffix}"
+        path.write_bytes(bytes(raw))
+        argv = ["prepare", str(path), "--tokenizer", "char", "--num-proc", "1", "--root", f"{folder}/data"]
+        outcome = call("python -m gpt", lambda: cli(argv))
+        assert_clean(outcome, argv)
+        assert outcome.code == 0 or outcome.err.splitlines()[-1].startswith(f"error: {path} is "), outcome.err
 
 
 @given(at=st.integers(-4000, 4000), bit=st.integers(0, 7))
@@ -423,19 +441,18 @@ def parquet_bytes(tmp_path_factory: pytest.TempPathFactory) -> bytes:
 @example(at=-266, bit=0)  # in the footer: OSError "Couldn't deserialize thrift"
 @example(at=429, bit=7)  # a text byte no longer UTF-8: a codec error naming no file
 @settings(max_examples=scaled(40))
-def test_a_parquet_file_with_a_flipped_bit_is_read_or_refused_in_one_line(parquet_bytes: bytes, at: int,
+def test_a_parquet_file_with_a_flipped_bit_is_read_or_refused_in_one_line(table_bytes: dict[str, bytes], at: int,
                                                                           bit: int) -> None:
-    """Parquet pages carry no checksum: a flipped bit in a text is read as another text, but one that breaks the
-    file's structure must be named, whichever byte (`at`, from the end when negative) it is in."""
-    raw = bytearray(parquet_bytes)
-    raw[at % len(raw)] ^= 1 << bit
-    with tempfile.TemporaryDirectory() as folder:
-        path = Path(folder) / "corpus.parquet"
-        path.write_bytes(bytes(raw))
-        argv = ["prepare", str(path), "--tokenizer", "char", "--num-proc", "1", "--root", f"{folder}/data"]
-        outcome = call("python -m gpt", lambda: cli(argv))
-        assert_clean(outcome, argv)
-        assert outcome.code == 0 or outcome.err.splitlines()[-1].startswith(f"error: {path} is ")
+    prepare_with_a_flipped_bit(table_bytes[".parquet"], ".parquet", at, bit)
+
+
+@given(at=st.integers(-7000, 7000), bit=st.integers(0, 7))
+@example(at=4188, bit=7)  # a text byte no longer UTF-8: a codec error naming no file
+@example(at=510, bit=0)  # a string's offset: read past its text; others crashed the process (a segfault)
+@settings(max_examples=scaled(40))
+def test_an_arrow_file_with_a_flipped_bit_is_read_or_refused_in_one_line(table_bytes: dict[str, bytes], at: int,
+                                                                        bit: int) -> None:
+    prepare_with_a_flipped_bit(table_bytes[".arrow"], ".arrow", at, bit)
 
 
 @pytest.mark.parametrize("case", ["not json", "no field", "a number", "null", "lone surrogate", "no column",

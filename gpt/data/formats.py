@@ -263,7 +263,13 @@ class TableFormat:
 
     @classmethod
     def units(cls, path: Path, doc_bytes: int, text_field: str) -> list[Unit]:
+        import pyarrow as pa
+
         table = cls.table(path, text_field)
+        try:  # once, here: pyarrow trusts a file's offsets, and a damaged one read as text crashed the process
+            table.column(text_field).validate(full=True)
+        except pa.ArrowInvalid as err:
+            raise ValueError(f"{path} is damaged ({_said(err)}): write it again, or copy it again") from None
         rows, nbytes = table.num_rows, table.nbytes
         step = max(1, rows * UNIT_BYTES // max(nbytes, 1))
         return [Unit(cls.format, str(path), i, min(i + step, rows), nbytes * (min(i + step, rows) - i) // rows)
@@ -306,7 +312,7 @@ class ArrowFormat(TableFormat):
 
         try:
             table = pa.ipc.open_stream(pa.memory_map(str(path))).read_all()
-        except pa.ArrowInvalid as err:
+        except (pa.ArrowInvalid, OSError) as err:
             raise ValueError(f"{path} is not an Arrow stream file ({err}): point at a dataset's *.arrow file") from None
         _text_column(Path(path), table.schema, text_field)
         return table
