@@ -360,6 +360,20 @@ def test_resume_that_finds_no_run_names_each_folder_it_searched_once(tmp_path: P
         find_resume_checkpoint(OmegaConf.create({"model": {"dim": 8}}), roots)
 
 
+@pytest.mark.parametrize("saved", [b"model: [unclosed\n", b"\xff\xfe", b"- 1\n"])
+def test_a_damaged_saved_config_is_named_when_resume_searches(tmp_path: Path, saved: bytes) -> None:
+    """A yaml.ParserError, UnicodeDecodeError or AttributeError traceback from any run folder under outputs/."""
+    run = tmp_path / "outputs" / "2026-01-01" / "00-00-00"
+    (run / ".hydra").mkdir(parents=True)
+    (run / "checkpoints").mkdir()
+    (run / "checkpoints" / "last.ckpt").touch()
+    (run / ".hydra" / "config.yaml").write_bytes(saved)
+    with pytest.raises(CheckpointError, match=rf"^{run / '.hydra' / 'config.yaml'} is damaged \(.+\): delete the "
+                                              r"folder holding it, or pass ckpt_path=<its checkpoints/last.ckpt> "
+                                              r"instead of resume=true$"):
+        find_resume_checkpoint(OmegaConf.create({"model": {"dim": 8}}), [tmp_path / "outputs"])
+
+
 def test_resuming_a_named_sweep_with_other_overrides_names_them(tmp_path: Path) -> None:
     """The sweep folder named with hydra.sweep.dir= but another trainer.max_steps: the refusal said it found no such
     sweep there and to pass the folder as hydra.sweep.dir=, which the command had done."""

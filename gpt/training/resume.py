@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+import yaml
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 from omegaconf import DictConfig, OmegaConf
 
@@ -49,6 +50,21 @@ def load_resume_checkpoint(path: str | Path, map_location: Any = "cpu") -> dict[
     return checkpoint
 
 
+def saved_config(path: Path) -> DictConfig:
+    """A run's .hydra/config.yaml or a sweep's multirun.yaml, which resume=true compares with this run's config; one
+    that cannot be read is refused naming it, not skipped: it may be the newest run of this config."""
+    try:
+        cfg = OmegaConf.load(path)
+    except (yaml.YAMLError, ValueError) as err:  # UnicodeDecodeError is a ValueError
+        what = str(err).strip().splitlines()[0]
+    else:
+        if isinstance(cfg, DictConfig):
+            return cfg
+        what = "not a mapping"
+    raise CheckpointError(f"{path} is damaged ({what}): delete the folder holding it, or pass ckpt_path=<its "
+                          f"{CHECKPOINT}> instead of resume=true")
+
+
 def run_identity(cfg: DictConfig) -> dict[str, Any]:
     """The config as written (interpolations unresolved), without the keys that only say how to start (and
     Hydra's own section, which holds the time and folders of the launch)."""
@@ -85,9 +101,9 @@ def sweep_to_resume(cfg: DictConfig) -> Path:
     fixed = pattern.split("${", 1)[0]  # "multirun/" of multirun/${now:%Y-%m-%d}/..., all of a fixed folder
     root = Path(fixed) if fixed == pattern or fixed.endswith("/") else Path(fixed).parent
     mine = sweep_identity(cfg)
-    found = [saved.parent for saved in root.rglob("multirun.yaml") if sweep_identity(OmegaConf.load(saved)) == mine]
+    found = [saved.parent for saved in root.rglob("multirun.yaml") if sweep_identity(saved_config(saved)) == mine]
     if not found and fixed == pattern and (root / "multirun.yaml").is_file():  # the folder named: why not this sweep
-        theirs = sweep_identity(OmegaConf.load(root / "multirun.yaml"))
+        theirs = sweep_identity(saved_config(root / "multirun.yaml"))
         there, here = set(theirs["overrides"]), set(mine["overrides"])
         what = f"{' '.join(sorted(there - here)) or 'nothing'} where this command has " \
             f"{' '.join(sorted(here - there)) or 'nothing'}" if there != here else \
@@ -110,7 +126,7 @@ def find_resume_checkpoint(cfg: DictConfig, roots: list[Path]) -> Path:
     for root in {r.resolve() for r in roots if r.is_dir()}:
         for saved in root.rglob(".hydra/config.yaml"):
             ckpt = saved.parent.parent / CHECKPOINT
-            if ckpt.is_file() and run_identity(OmegaConf.load(saved)) == mine:
+            if ckpt.is_file() and run_identity(saved_config(saved)) == mine:
                 found.append(ckpt)
     if not found:
         raise CheckpointError(f"resume=true found no run with this config and a {CHECKPOINT} under "
