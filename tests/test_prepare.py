@@ -271,6 +271,19 @@ def test_command_line_prepares_what_training_then_finds(tmp_path: Path, monkeypa
     assert "exists and is not a prepared corpus" in capsys.readouterr().err
 
 
+def test_a_preparation_with_nothing_to_validate_on_says_so_instead_of_a_train_command(
+        tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """A short single-document text is one part: it printed 0 validation tokens and a train command that failed."""
+    corpus = write(tmp_path / "play.txt", stories(1, seed=3))
+    assert cli(["prepare", str(corpus), "--root", str(tmp_path / "data"), "--val-fraction", "0.01",
+                "--num-proc", "1"]) == 2
+    out = capsys.readouterr()
+    error = out.err.splitlines()[-1]  # after the progress bars
+    assert "train with" not in out.out and error.startswith(f"error: {tmp_path / 'data'}")
+    assert "no part of its 1 document fell in the validation split" in error
+    assert "prepare it again with a smaller --doc-bytes than 4096 or a larger --val-fraction than 0.01" in error
+
+
 @pytest.mark.parametrize("args, message", [
     (["nope.txt"], "nope.txt does not exist: point it at a text"),
     (["a.txt", "--val", "nope.txt"], "--val nope.txt does not exist: point it at a text"),

@@ -391,6 +391,13 @@ def run(args: argparse.Namespace) -> None:
     out = Path(args.out) if args.out else cache_folder(recipe, Path(args.root))
     cached = not args.out
     prepared = open_prepared(prepare(recipe, out, args.num_proc, True, cached), recipe.tokenizer, cached)
+    if not len(prepared.val):  # the train command printed below would be refused for its empty validation split
+        documents = prepared.manifest["documents"]
+        raise ValueError(f"{out}: no part of its {documents:,} document{'s' * (documents != 1)} fell in the "
+                         "validation split (each document, or ~--doc-bytes piece of a long one, goes there by the "
+                         "hash of its text with chance --val-fraction): prepare it again with a smaller --doc-bytes "
+                         f"than {recipe.doc_bytes} or a larger --val-fraction than {recipe.val_fraction}, or name "
+                         "validation files with --val")
     paths = str(out) if args.out else ",".join(recipe.inputs)
     settings = {"path": paths if "," not in paths else f"[{paths}]", "tokenizer": recipe.tokenizer}
     if not args.out:  # the settings the run's lookup must see again; a prepared folder carries its own
