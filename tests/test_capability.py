@@ -83,6 +83,18 @@ def test_the_heatmap_never_rounds_a_score_to_perfect_or_null() -> None:
     assert [t.get_text() for t in figure.axes[0].texts] == ["99.6", "99.9", "100", "0.3", "0", "42", "99"]
 
 
+def test_the_matrix_table_never_rounds_a_score_to_perfect_or_null(tmp_path: Path) -> None:
+    """Seeds at 100, 100 and 99.88% read "**100.0 ± 0.0**", a perfect score, where its heatmap cell read 99.9."""
+    for i, (recall, far) in enumerate([(1.0, 0.0), (1.0, 0.0), (0.9988, 0.0012)]):
+        fake_run(tmp_path / str(i), ["attention=a", f"seed={i}"],
+                 {"status": "ok", "val_loss": 1.0, "val_acc": {"recall": recall, "far": far}})
+    fake_run(tmp_path / "3", ["attention=b", "seed=0"],
+             {"status": "ok", "val_loss": 1.0, "val_acc": {"recall": 1.0, "far": 0.0}})
+    rows = matrix_rows(markdown(tmp_path, find_runs(tmp_path)))
+    assert rows["attention=a"][1:] == ["99.9 ± 0.1", "**0.1 ± 0.1**"]
+    assert rows["attention=b"][1:] == ["**100.0**", "0.0"]
+
+
 def test_chance_row_and_per_token_matrix_where_answers_have_several_tokens(tmp_path: Path) -> None:
     """Exact match's chance row is a guess of every token of an answer: a copy of 2 tokens of 16 is guessed whole once
     in 256 (0.4%), not once in 16 (6.2%, its per-token chance, which the exact-match matrix and matrix.png showed)."""

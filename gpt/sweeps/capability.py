@@ -9,7 +9,7 @@ import math
 import statistics
 from typing import Any
 
-from gpt.sweeps.stats import behind_best, best_of, stat_cell
+from gpt.sweeps.stats import behind_best, best_of, percent, stat_cell
 
 BEYOND_NOISE, RISING = "▼", "↑"
 EXACT, TOKEN = "val_acc", "val_token_acc"  # summary.json's exact match and per-token accuracy per column
@@ -80,7 +80,7 @@ def table(summaries: dict[str, list[dict[str, Any]]], cols: list[str], key: str)
     for label, by_column in pooled.items():
         behind = {c: behind_best(by_column[c], [pooled[b][c] for b in best[c]], False) for c in cols}
         climbs = {c: key == EXACT and rising(summaries[label], c) for c in cols}
-        cells = [stat_cell(by_column[c], "{:.1f}", bold=label in best[c],
+        cells = [stat_cell(by_column[c], percent, bold=label in best[c],
                            mark=BEYOND_NOISE * behind[c] + RISING * climbs[c]) for c in cols]
         lines.append(f"| `{label}` | " + " | ".join(cells) + " |")
     guesses = [chance(summaries, c, key) for c in cols]

@@ -5,20 +5,32 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import TypeVar
 
 K = TypeVar("K", bound=Hashable)
 
 
-def stat_cell(values: Sequence[float], fmt: str, spread: bool = True, bold: bool = False, mark: str = "") -> str:
+def percent(value: float) -> str:
+    """A percent to one decimal, except where rounding would show a perfect or a null score it is not: 99.96 as
+    99.9 (rounded down), 0.04 as 0.1 (rounded up)."""
+    if 0 < value < 0.05:
+        return "0.1"
+    if 99.95 <= value < 100:
+        return "99.9"
+    return f"{value:.1f}"
+
+
+def stat_cell(values: Sequence[float], fmt: str | Callable[[float], str], spread: bool = True, bold: bool = False,
+              mark: str = "") -> str:
     """`mean ± std` (std only with two seeds or more and `spread`), `—` with no value; **bold** for a best; then
-    the marks the caller gives."""
+    the marks the caller gives. `fmt`: a format string, or a function from a value to its text."""
     if not values:
         return "—"
-    text = fmt.format(statistics.fmean(values))
+    show = fmt.format if isinstance(fmt, str) else fmt
+    text = show(statistics.fmean(values))
     if spread and len(values) > 1:
-        text += " ± " + fmt.format(statistics.stdev(values))
+        text += " ± " + show(statistics.stdev(values))
     return (f"**{text}**" if bold else text) + (f" {mark}" if mark else "")
 
 
