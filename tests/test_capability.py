@@ -114,6 +114,17 @@ def test_chance_row_and_per_token_matrix_where_answers_have_several_tokens(tmp_p
     assert [t.get_text() for t in heatmap.axes[0].get_xticklabels()] == ["recall_8\n(chance 12)", "copy\n(chance 0)"]
 
 
+def test_the_per_token_matrix_leaves_out_one_token_answers_even_where_the_line_end_was_missed(tmp_path: Path) -> None:
+    """Exact match also needs the end of the line after the last answer, so an undertrained run's one-token column
+    read lower on exact match than per token, and the per-token matrix listed it as having several tokens."""
+    fake_run(tmp_path / "0", ["attention=a", "seed=0"],
+             {"status": "ok", "val_loss": 1.0, "val_acc": {"distance_17_32": 0.002, "copy": 0.1},
+              "val_token_acc": {"distance_17_32": 0.004, "copy": 0.3},
+              "val_tokens": {"distance_17_32": 1.0, "copy": 5.5}})
+    per_token = markdown(tmp_path, find_runs(tmp_path)).split("### Per-token accuracy")[1].split("\n\n")[1]
+    assert per_token.splitlines()[0] == "| configuration | copy |"
+
+
 def test_best_of_keeps_each_configurations_best_learning_rate(tmp_path: Path) -> None:
     runs = {("a", "1e-3"): [0.9, 0.8], ("a", "1e-2"): [0.5, 0.6], ("b", "1e-3"): [0.1, 0.2], ("b", "1e-2"): [0.7, 0.7]}
     i = 0

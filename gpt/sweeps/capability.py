@@ -13,6 +13,7 @@ from gpt.sweeps.stats import behind_best, best_of, percent, stat_cell
 
 BEYOND_NOISE, RISING = "▼", "↑"
 EXACT, TOKEN = "val_acc", "val_token_acc"  # summary.json's exact match and per-token accuracy per column
+TOKENS = "val_tokens"  # summary.json's mean answer length in tokens per column
 CHANCE = {EXACT: "val_exact_chance", TOKEN: "val_chance"}  # what a guess scores on each, per column
 BEFORE = "val_acc_before"  # exact match per column at the validation before the last (the report adds it)
 MIN_RISE = 1.0  # points: the least rise, and the least room left below 100%, that counts as still learning
@@ -59,10 +60,16 @@ def chance(summaries: dict[str, list[dict[str, Any]]], column: str, key: str = E
 
 
 def multi_token(summaries: dict[str, list[dict[str, Any]]]) -> list[str]:
-    """The columns where per-token accuracy tells more than exact match: some answer there has several tokens."""
+    """The columns where per-token accuracy tells more than exact match: their answers have several tokens on
+    average (summary.json's val_tokens; for a run recorded before it, where its two accuracies differ, which exact
+    match's need of the line's end also makes happen on a one-token column)."""
+    def several(summary: dict[str, Any], column: str) -> bool:
+        if column in summary.get(TOKENS, {}):
+            return summary[TOKENS][column] > 1
+        return summary[TOKEN][column] != summary.get(EXACT, {}).get(column)
+
     return [c for c in columns(summaries, TOKEN)
-            if any(s[TOKEN][c] != s.get(EXACT, {}).get(c) for runs in summaries.values() for s in runs
-                   if c in s.get(TOKEN, {}))]
+            if any(several(s, c) for runs in summaries.values() for s in runs if c in s.get(TOKEN, {}))]
 
 
 def matrix(summaries: dict[str, list[dict[str, Any]]]) -> tuple[list[str], list[str], list[list[float]]]:

@@ -20,8 +20,8 @@ from gpt.training.loggers import log_text
 from gpt.validate import NonNegativeFloat, NonNegativeInt, PositiveInt
 
 
-SUMMARY_KEYS = {"val_acc": "exact", "val_token_acc": "token", "val_prefix": "prefix", "val_chance": "chance",
-                "val_exact_chance": "exact_chance"}
+SUMMARY_KEYS = {"val_acc": "exact", "val_token_acc": "token", "val_prefix": "prefix", "val_tokens": "tokens",
+                "val_chance": "chance", "val_exact_chance": "exact_chance"}
 
 
 class TrainingStopped(RuntimeError):
@@ -103,9 +103,9 @@ class HeldOutAccuracy(SummaryPart):
             pl_module.print(f"  {prompt} -> {g.output}  [{'ok' if g.exact else 'WRONG'}]")
 
     def summary_part(self, trainer: L.Trainer, pl_module: L.LightningModule) -> dict[str, Any]:
-        """Per group: val_acc (exact match), val_token_acc, val_prefix (tokens), val_chance and val_exact_chance
-        (what a guess scores per token and on a whole answer, where a guess has a chance); val_levels: those per task
-        and level, and what each task's levels count."""
+        """Per group: val_acc (exact match), val_token_acc, val_prefix (tokens), val_tokens (answer length), val_chance
+        and val_exact_chance (what a guess scores per token and on a whole answer, where a guess has a chance);
+        val_levels: those per task and level, and what each task's levels count."""
         part = {key: {group: s[metric] for group, s in self.groups.items() if metric in s}
                 for key, metric in SUMMARY_KEYS.items()}
         return {**part, "val_levels": self.levels, "val_level_names": self.level_names}

@@ -51,7 +51,8 @@ def a_model(values: dict[str, Any]) -> bool:
 SHAPES: dict[str, Callable[[Any], bool]] = {
     **dict.fromkeys(["params", "steps", "val_loss", "val_ppl", "val_bpb", "tokens_per_s", "ms_per_step", "wall_s",
                      "peak_memory_bytes", "kv_bytes_per_token", "threads"], numbers(0)),
-    **dict.fromkeys(["val_acc", "val_token_acc", "val_prefix", "val_chance"], numbers(1)),
+    **dict.fromkeys(["val_acc", "val_token_acc", "val_prefix", "val_tokens", "val_chance", "val_exact_chance"],
+                    numbers(1)),
     "val_levels": numbers(3),
     **dict.fromkeys(["status", "reason", "device"], lambda value: isinstance(value, str)),
     "model": lambda value: isinstance(value, dict) and a_model(value),
