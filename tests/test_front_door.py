@@ -63,6 +63,11 @@ def test_which_split_names_the_split_of_a_problem(capsys: pytest.CaptureFixture)
         f"{held_out.prompt!r} is in the test split of data.seed=0: held out from training\n"
     assert main(["which-split", f"{held_out.prompt} {held_out.target}"]) == 0  # a corpus line, its answer included
     assert capsys.readouterr().out.startswith(f"{held_out.prompt!r} is in the test split")
+    assert main(["which-split", f"{held_out.prompt} {held_out.target}"]) == 0
+    assert "its answer is" not in capsys.readouterr().out
+    assert main(["which-split", f"{held_out.prompt} zero zero"]) == 0  # a wrong answer was taken without a word
+    assert capsys.readouterr().out.endswith(f": held out from training (its answer is {held_out.target!r}, not "
+                                            "'zero zero')\n")
 
 
 def test_which_split_reads_a_model_s_seed_fractions_and_operations(tmp_path: Path,

@@ -53,7 +53,8 @@ def from_model(path: Path) -> tuple[int, Calculator]:
 
 def run(args: argparse.Namespace) -> None:
     """`python -m gpt which-split "ninety nine plus ninety nine equals"`: which split of data.seed it is in."""
-    prompt = " ".join(args.prompt.split()).partition(" equals")[0] + " equals"  # a corpus line: its answer dropped
+    problem_words, _, answer = " ".join(args.prompt.split()).partition(" equals")
+    prompt = problem_words + " equals"  # a corpus line: its answer dropped (and checked below)
     if args.model is not None:
         given = [f"--{flag.replace('_', '-')}" for flag in RUN_FLAGS if getattr(args, flag) is not None]
         if given:
@@ -75,4 +76,6 @@ def run(args: argparse.Namespace) -> None:
               f"{', '.join(task.groups())}): never trained on ({where} of all four)")
         return
     seen = "trained on" if split == "train" else "held out from training"
-    print(f"{prompt!r} is in {where}: {seen}")
+    answer = answer.strip()
+    wrong = f" (its answer is {problem.target!r}, not {answer!r})" if answer not in ("", problem.target) else ""
+    print(f"{prompt!r} is in {where}: {seen}{wrong}")
