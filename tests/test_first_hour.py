@@ -67,6 +67,8 @@ BAD = [  # (command line, what the one line must say)
     (["-m", "attention=sliding_window,mha", "model.window=4"], "model.window is a setting of attention=sliding_window, "
      "and this sweep has a job with attention=mha: write ++model.window=4 to give it to every job"),
     (["-m", "attention=mha,sliding_window", "model.window=4"], "write ++model.window=4 to give it to every job"),
+    # the fix named the first job's value alone: written as told, the sweep over model.window lost its 8
+    (["-m", "attention=mha,sliding_window", "model.window=4,8"], "write ++model.window=4,8 to give it to every job"),
     # Lightning refused it once the run folder was made, in a line naming no key
     (["trainer.max_time=abc"], "trainer.max_time='abc' must be DD:HH:MM:SS (00:01:30:00 is 90 minutes) or a mapping"),
     (["trainer.max_time={minute:90}"], "trainer.max_time={'minute': 90} must be DD:HH:MM:SS"),

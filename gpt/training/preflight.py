@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 import sys
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from hydra import compose, initialize_config_dir
@@ -129,9 +129,9 @@ def options_setting(config_dir: Path, overrides: list[str], key: str) -> list[st
     return found
 
 
-def explain(err: HydraException, config_dir: Path, overrides: list[str], swept: Collection[str] = ()) -> str:
-    """One line for Hydra's multi-line composition errors: what is unknown, and what there is instead. `swept`: the
-    `group=option`s of the sweep the job is one of."""
+def explain(err: HydraException, config_dir: Path, overrides: list[str], sweep: Sequence[str] = ()) -> str:
+    """One line for Hydra's multi-line composition errors: what is unknown, and what there is instead. `sweep`: the
+    command line of the sweep the job of `overrides` is one of."""
     missing = re.search(r"Could not (?:find|load) '([^']+)/([^']+)'", str(err))
     if isinstance(err, MissingConfigException) and missing:
         return not_an_option(config_dir, *missing.groups())
@@ -153,8 +153,10 @@ def explain(err: HydraException, config_dir: Path, overrides: list[str], swept: 
         if owners:
             group = owners[0].split("=")[0]
             has = f"{group}={choices[group]}" if choices.get(group) else f"no {group}"
-            if set(owners) & set(swept):  # a sweep over the option that has the key and others that lack it
-                value = next((o.split("=", 1)[1] for o in overrides if o.split("=", 1)[0].lstrip("+~") == key),
+            # a sweep over the option that has the key and others that lack it
+            if set(owners) & swept_options(list(sweep)):
+                # The value as the command sweeps it (model.window=4,8), not the job's one: the fix keeps the sweep.
+                value = next((o.split("=", 1)[1] for o in sweep if o.split("=", 1)[0].lstrip("+~") == key),
                              "<value>")
                 return (f"{key} is a setting of {' or '.join(owners)}, and this sweep has a job with {has}: write "
                         f"++{key}={value} to give it to every job (the jobs without {owners[0]} ignore it)")
@@ -215,17 +217,16 @@ def preflight(argv: list[str], config_dir: Path, check: Callable[[DictConfig], N
     try:
         check_swept_options(config_dir, overrides)
         first = first_of_each_sweep(overrides)
-        swept = swept_options(overrides)
         try:
             cfg = compose_train(config_dir, first)
         except HydraException as err:
-            raise ValueError(explain(err, config_dir, first, swept)) from None
+            raise ValueError(explain(err, config_dir, first, overrides)) from None
         multirun = any(a in MULTIRUN_FLAGS for a in argv) or cfg.hydra.mode == RunMode.MULTIRUN
         for job in other_options(config_dir, overrides) if multirun else []:
             try:
                 compose_train(config_dir, job)
             except HydraException as err:
-                raise ValueError(explain(err, config_dir, job, swept)) from None
+                raise ValueError(explain(err, config_dir, job, overrides)) from None
         if not multirun:
             sweep = next((o.input_line for o in parsed(overrides) if o.is_sweep_override()), None)
             if sweep:  # Hydra's own answer is five lines about an "Ambiguous value"
