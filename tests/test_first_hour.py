@@ -49,6 +49,12 @@ BAD = [  # (command line, what the one line must say)
                            "add attention=gqa"),
     (["attention=mqa", "model.kv_heads=2"], "this command has attention=mqa: add attention=gqa"),
     (["model.window=4"], "model.window is a setting of attention=sliding_window, "),
+    # a second such key made the first "not a setting"
+    (["model.window=4", "model.kv_heads=2"], "model.kv_heads is a setting of attention=gqa, and this command has "
+                                             "attention=mha: add attention=gqa"),
+    (["-m", "attention=mha,gqa,sliding_window", "model.window=4", "model.kv_heads=2"],
+     "model.kv_heads is a setting of attention=gqa, and this sweep has a job with attention=mha: write "
+     "++model.kv_heads=2"),
     (["model.kv_latent_dim=8"], "model.kv_latent_dim is a setting of attention=mla, "),
     (["attenton=mha"], "attenton is not a setting; did you mean attention=mha?"),  # a typo'd group
     (["-m", "attenton=mha,gqa"], "attenton is not a setting; did you mean attention=mha?"),

@@ -142,7 +142,9 @@ def explain(err: HydraException, config_dir: Path, overrides: list[str], sweep: 
         rest = [o for o in overrides if o.split("=", 1)[0].lstrip("+~") != key]
         try:
             cfg = compose_train(config_dir, rest)
-        except HydraException:
+        except HydraException as other:
+            if len(rest) < len(overrides):  # another key the options lack (model.kv_heads beside model.window)
+                return explain(other, config_dir, rest, sweep)
             return f"{key} is not a setting"
         node = OmegaConf.select(cfg, parent) if parent else cfg
         keys = [k for k in node if k not in ("hydra", "defaults", "_target_")] if isinstance(node, DictConfig) else []
