@@ -282,6 +282,13 @@ def test_a_preparation_with_nothing_to_validate_on_says_so_instead_of_a_train_co
     assert "train with" not in out.out and error.startswith(f"error: {tmp_path / 'data'}")
     assert "no part of its 1 document fell in the validation split" in error
     assert "prepare it again with a smaller --doc-bytes than 4096 or a larger --val-fraction than 0.01" in error
+    folder = tmp_path / "out"  # never overwritten: prepared again as the line said, it was refused for being there
+    argv = ["prepare", str(corpus), "--out", str(folder), "--val-fraction", "0.01", "--num-proc", "1"]
+    assert cli(argv) == 2
+    assert "delete it and prepare it again with a smaller --doc-bytes" in capsys.readouterr().err.splitlines()[-1]
+    assert cli([*argv, "--doc-bytes", "64"]) == 2
+    assert capsys.readouterr().err.endswith("holds a corpus prepared from other inputs or settings: delete it or "
+                                            "choose another --out\n")
 
 
 @pytest.mark.parametrize("args, message", [

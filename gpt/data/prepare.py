@@ -393,9 +393,10 @@ def run(args: argparse.Namespace) -> None:
     prepared = open_prepared(prepare(recipe, out, args.num_proc, True, cached), recipe.tokenizer, cached)
     if not len(prepared.val):  # the train command printed below would be refused for its empty validation split
         documents = prepared.manifest["documents"]
+        again = "delete it and prepare it again" if args.out else "prepare it again"  # --out is never overwritten
         raise ValueError(f"{out}: no part of its {documents:,} document{'s' * (documents != 1)} fell in the "
                          "validation split (each document, or ~--doc-bytes piece of a long one, goes there by the "
-                         "hash of its text with chance --val-fraction): prepare it again with a smaller --doc-bytes "
+                         f"hash of its text with chance --val-fraction): {again} with a smaller --doc-bytes "
                          f"than {recipe.doc_bytes} or a larger --val-fraction than {recipe.val_fraction}, or name "
                          "validation files with --val")
     paths = str(out) if args.out else ",".join(recipe.inputs)
