@@ -10,6 +10,7 @@ import pytest
 from gpt import GPT, ModelConfig
 from gpt.__main__ import VERBS, main, parser_for
 from gpt.data.tasks.calculator import Calculator, split_problems, vocabulary
+from gpt.data.tasks.datamodule import TaskData
 from gpt.data.tokenizers import WordTokenizer
 from gpt.inference.checkpoint import newest_checkpoint, save_model
 from tests.conftest import run_cli
@@ -94,6 +95,24 @@ def test_which_split_reads_a_model_s_seed_fractions_and_operations(tmp_path: Pat
                tokenizer, {"corpus": "shakespeare.txt"})
     assert main(["which-split", held.prompt, "--model", str(tmp_path / "text.pt")]) == 2
     assert "was not trained on the calculator (its corpus: shakespeare.txt)" in capsys.readouterr().err
+
+
+def test_which_split_reads_the_training_lines_a_model_was_trained_on(tmp_path: Path,
+                                                                     capsys: pytest.CaptureFixture) -> None:
+    """A run with data.train_lines=1000 trains on the first 1,000 problems of its training split: the others were
+    called trained on."""
+    data = TaskData({"calculator": {}}, train_lines=1000)
+    tokenizer = data.tokenizer
+    save_model(tmp_path / "model.pt", GPT(ModelConfig(vocab_size=tokenizer.vocab_size, dim=8, heads=2, layers=1)),
+               tokenizer, data.meta)
+    trained = {line.turns[0].given for line in data.splits["train"]}
+    unseen = next(p for p in split_problems(0, 0.1, 0.1)["train"] if p.prompt not in trained)
+    seen = next(iter(trained))
+    assert main(["which-split", unseen.prompt, "--model", str(tmp_path)]) == 0
+    assert capsys.readouterr().out == (f"{unseen.prompt!r} is in the train split of data.seed=0, past the first "
+                                       "data.train_lines=1000 of it that this run trained on: never trained on\n")
+    assert main(["which-split", seen, "--model", str(tmp_path)]) == 0
+    assert capsys.readouterr().out == f"{seen!r} is in the train split of data.seed=0: trained on\n"
 
 
 def test_which_split_follows_the_run_s_fractions(capsys: pytest.CaptureFixture) -> None:

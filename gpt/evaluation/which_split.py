@@ -1,5 +1,6 @@
 """`python -m gpt which-split`: whether a calculator problem was trained on or held out, under the data.seed and
-split fractions given as flags, or read from a trained model.pt (its run's seed, fractions and operations)."""
+split fractions given as flags, or read from a trained model.pt (its run's seed, fractions, operations and
+data.train_lines)."""
 from __future__ import annotations
 
 import argparse
@@ -38,8 +39,9 @@ def from_flags(args: argparse.Namespace) -> tuple[int, Calculator]:
     return (0 if args.seed is None else args.seed), Calculator(val_fraction=val, test_fraction=test)
 
 
-def from_model(path: Path) -> tuple[int, Calculator]:
-    """The data.seed and calculator a model.pt was trained with, from the metadata train.py saves in it."""
+def from_model(path: Path) -> tuple[int, Calculator, int | None]:
+    """The data.seed, calculator and data.train_lines (None: every training problem) a model.pt was trained with,
+    from the metadata train.py saves in it."""
     from gpt.inference.checkpoint import read_checkpoint  # torch: only when a model.pt is read
 
     meta = read_checkpoint(path).get("meta", {})
@@ -48,7 +50,7 @@ def from_model(path: Path) -> tuple[int, Calculator]:
     if calculator is None or "seed" not in meta:
         raise ValueError(f"{path} was not trained on the calculator (its corpus: {meta.get('corpus', 'unrecorded')}): "
                          "which-split places calculator problems")
-    return meta["seed"], calculator
+    return meta["seed"], calculator, meta.get("train_lines")
 
 
 def run(args: argparse.Namespace) -> None:
@@ -59,9 +61,9 @@ def run(args: argparse.Namespace) -> None:
         given = [f"--{flag.replace('_', '-')}" for flag in RUN_FLAGS if getattr(args, flag) is not None]
         if given:
             raise ValueError(f"--model reads the run's own data.seed and fractions: drop {' '.join(given)}")
-        seed, task = from_model(args.model)
+        seed, task, lines = from_model(args.model)
     else:
-        seed, task = from_flags(args)
+        (seed, task), lines = from_flags(args), None
     split, problem = next(((name, p) for name, problems in split_problems(seed, task.val_fraction,
                                                                           task.test_fraction).items()
                            for p in problems if p.prompt == prompt), (None, None))
@@ -74,6 +76,11 @@ def run(args: argparse.Namespace) -> None:
     if problem.op not in task.groups():  # the run trained on some operations only: this one it never saw
         print(f"{prompt!r} is {problem.op}, which this run's corpus leaves out (operations: "
               f"{', '.join(task.groups())}): never trained on ({where} of all four)")
+        return
+    if split == "train" and lines is not None \
+            and all(line.turns[0].given != prompt for line in task.lines(seed, "train", lines)):
+        print(f"{prompt!r} is in {where}, past the first data.train_lines={lines} of it that this run trained on: "
+              "never trained on")
         return
     seen = "trained on" if split == "train" else "held out from training"
     answer = answer.strip()

@@ -154,7 +154,7 @@ class TaskData(BatchedData):
     @property
     def meta(self) -> dict[str, Any]:
         name = self.tasks[0].name if len(self.tasks) == 1 else "tasks"
-        return {"corpus": name, "one_example_per_line": True, "seed": self.seed,
+        return {"corpus": name, "one_example_per_line": True, "seed": self.seed, "train_lines": self.train_lines,
                 "tasks": {task.name: task.knobs() for task in self.tasks}}
 
     def tensors(self, split: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
