@@ -73,6 +73,10 @@ BAD = [  # (command line, what the one line must say)
     (["-m", "attention=sliding_window,mha", "model.window=4"], "model.window is a setting of attention=sliding_window, "
      "and this sweep has a job with attention=mha: write ++model.window=4 to give it to every job"),
     (["-m", "attention=mha,sliding_window", "model.window=4"], "write ++model.window=4 to give it to every job"),
+    # told to write ++data.path=x.txt, which the calculator's data module, a class without it, then refused
+    (["-m", "data=calculator,text", "data.path=x.txt"], "data.path is a setting of data=text, and this sweep has a job "
+     "with data=calculator, whose data (gpt.data.tasks.datamodule.TaskData) has no such setting: run data=text in a "
+     "sweep of its own"),
     # the fix named the first job's value alone: written as told, the sweep over model.window lost its 8
     (["-m", "attention=mha,sliding_window", "model.window=4,8"], "write ++model.window=4,8 to give it to every job"),
     # Lightning refused it once the run folder was made, in a line naming no key

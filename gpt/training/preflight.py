@@ -157,6 +157,10 @@ def explain(err: HydraException, config_dir: Path, overrides: list[str], sweep: 
             has = f"{group}={choices[group]}" if choices.get(group) else f"no {group}"
             # a sweep over the option that has the key and others that lack it
             if set(owners) & swept_options(list(sweep)):
+                target = OmegaConf.select(cfg, f"{parent}._target_") if parent else None
+                if target is not None:  # each option builds a class of its own (data=), which refuses a key it lacks
+                    return (f"{key} is a setting of {' or '.join(owners)}, and this sweep has a job with {has}, whose "
+                            f"{parent} ({target}) has no such setting: run {owners[0]} in a sweep of its own")
                 # The value as the command sweeps it (model.window=4,8), not the job's one: the fix keeps the sweep.
                 value = next((o.split("=", 1)[1] for o in sweep if o.split("=", 1)[0].lstrip("+~") == key),
                              "<value>")
