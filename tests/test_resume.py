@@ -431,3 +431,7 @@ def test_resume_picks_the_sweep_that_has_not_ended_over_a_newer_one_that_has(tmp
     os.utime(killed / "multirun.yaml")
     os.utime(ended / "multirun.yaml", (1, 1))
     assert sweep_to_resume(sweep("resume=true")).resolve() == ended
+    (killed / "report.md").unlink()  # killed, against a newer one that ran to its end with a failed job
+    os.utime(killed / "multirun.yaml", (1, 1))
+    os.utime(ended / "multirun.yaml")
+    assert sweep_to_resume(sweep("resume=true")).resolve() == killed

@@ -96,7 +96,8 @@ def sweep_ended(folder: Path) -> bool:
 def sweep_to_resume(cfg: DictConfig) -> Path:
     """The folder of the sweep made with this sweep's identity (its multirun.yaml) where a sweep re-run with
     resume=true continues: hydra.sweep.dir as given, else searched under the folder its ${now:...} pattern starts
-    in, the newest that has not ended first (the same sweep run again to its end must not hide a killed one)."""
+    in, the newest that has not ended first (the same sweep run again to its end must not hide a killed one), a
+    killed one (no report yet) before one that ended with failed jobs."""
     pattern = OmegaConf.to_container(cfg.hydra.sweep, resolve=False)["dir"]
     fixed = pattern.split("${", 1)[0]  # "multirun/" of multirun/${now:%Y-%m-%d}/..., all of a fixed folder
     root = Path(fixed) if fixed == pattern or fixed.endswith("/") else Path(fixed).parent
@@ -113,7 +114,9 @@ def sweep_to_resume(cfg: DictConfig) -> Path:
     if not found:
         raise ValueError(f"resume=true found no sweep made with this config under {root}/ (a multirun.yaml): drop "
                          "resume=true to start the sweep, or pass the killed sweep's folder as hydra.sweep.dir=")
-    return max(found, key=lambda folder: (not sweep_ended(folder), (folder / "multirun.yaml").stat().st_mtime))
+    # A killed sweep (no report) before one that ran to its end with failed jobs, before one that ended well.
+    return max(found, key=lambda folder: (not (folder / REPORT).is_file(), not sweep_ended(folder),
+                                          (folder / "multirun.yaml").stat().st_mtime))
 
 
 def find_resume_checkpoint(cfg: DictConfig, roots: list[Path]) -> Path:
