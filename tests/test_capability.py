@@ -111,7 +111,7 @@ def test_chance_row_and_per_token_matrix_where_answers_have_several_tokens(tmp_p
     assert per_token[0] == "| configuration | copy |"  # recall's one-token answers: exact match says it all
     assert per_token[2] == "| `attention=a` | **85.0 ± 7.1** |" and per_token[-1] == "| *chance* | *6.2* |"
     heatmap = figures(find_runs(tmp_path))["matrix.png"]
-    assert [t.get_text() for t in heatmap.axes[0].get_xticklabels()] == ["recall_8\n(chance 12)", "copy\n(chance 0)"]
+    assert [t.get_text() for t in heatmap.axes[0].get_xticklabels()] == ["recall_8\n(chance 12)", "copy\n(chance 0.4)"]
 
 
 def test_the_per_token_matrix_leaves_out_one_token_answers_even_where_the_line_end_was_missed(tmp_path: Path) -> None:
