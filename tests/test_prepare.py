@@ -193,6 +193,19 @@ def test_a_file_of_empty_documents_adds_nothing_as_an_empty_file_does(tmp_path: 
         build([tmp_path / empty], tmp_path / "empty")
 
 
+@pytest.mark.parametrize("suffix", [".parquet", ".arrow"])
+def test_a_null_text_in_a_table_is_refused_naming_its_row_as_a_jsonl_null_is(tmp_path: Path, suffix: str) -> None:
+    """A null was skipped without a word, while a JSONL null is refused; an empty text adds nothing in both."""
+    docs: list[str | None] = [*stories(20, seed=16), ""]
+    beside = build([write(tmp_path / f"empty{suffix}", docs)], tmp_path / "empty")
+    assert beside.manifest["documents"] == 20
+    docs[17] = None  # in the third row group of seven rows, or the third Arrow batch
+    nulls = write(tmp_path / f"nulls{suffix}", docs)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=rf"^{nulls} row 17 \(counting from 0\) has a null 'text', not a string: "
+                                         "drop or fill the rows whose 'text' is null, or set data.text_field="):
+        build([nulls], tmp_path / "nulls")
+
+
 def test_a_validation_file_is_all_of_validation_and_nothing_else_is(tmp_path: Path) -> None:
     """data.val_path: a fixed held-out text (nanoGPT's last 10%), whose characters the vocabulary learns too."""
     train_docs, val_docs = stories(30, seed=8), [d + " ~ only here" for d in stories(10, seed=9)]
@@ -453,7 +466,7 @@ def prepare_with_a_flipped_bit(raw: bytes, suffix: str, at: int, bit: int) -> No
         argv = ["prepare", str(path), "--tokenizer", "char", "--num-proc", "1", "--root", f"{folder}/data"]
         outcome = call("python -m gpt", lambda: cli(argv))
         assert_clean(outcome, argv)
-        assert outcome.code == 0 or outcome.err.splitlines()[-1].startswith(f"error: {path} is "), outcome.err
+        assert outcome.code == 0 or outcome.err.splitlines()[-1].startswith(f"error: {path} "), outcome.err
 
 
 @given(at=st.integers(-4000, 4000), bit=st.integers(0, 7))

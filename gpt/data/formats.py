@@ -216,6 +216,18 @@ def _text_column(path: Path, schema: Any, text_field: str) -> None:
                          "column that holds the text>")
 
 
+def _documents(texts: list[str | None], path: str, first_row: int, text_field: str) -> Iterator[Part]:
+    """Each row's text (those of the rows from `first_row` on) as a document. An empty text adds nothing, as a
+    JSONL "" does; a null is refused, as a JSONL null is: no text, rather than an empty one."""
+    if None in texts:
+        raise ValueError(f"{path} row {first_row + texts.index(None)} (counting from 0) has a null {text_field!r}, "
+                         f"not a string: drop or fill the rows whose {text_field!r} is null, or set "
+                         "data.text_field=<the column that holds the text>")
+    for text in texts:
+        if text:
+            yield Part(text, True)
+
+
 class ParquetFormat:
     """A Parquet file; each row's `text_field` is one document, read a row group at a time with pyarrow."""
 
@@ -237,14 +249,20 @@ class ParquetFormat:
 
     @staticmethod
     def parts(unit: Unit, doc_bytes: int, text_field: str) -> Iterator[Part]:
+        for first_row, texts in ParquetFormat.batches(unit, text_field):
+            yield from _documents(texts, unit.path, first_row, text_field)
+
+    @staticmethod
+    def batches(unit: Unit, text_field: str) -> Iterator[tuple[int, list[str | None]]]:
+        """(the file's row number of its first row, its texts) of each batch of the unit's row group."""
         import pyarrow.parquet as pq
 
         try:
-            for batch in pq.ParquetFile(unit.path).iter_batches(batch_size=1024, row_groups=[unit.start],
-                                                                columns=[text_field]):
-                for text in batch.column(0).to_pylist():
-                    if text:
-                        yield Part(text, True)
+            parquet = pq.ParquetFile(unit.path)
+            row = sum(parquet.metadata.row_group(group).num_rows for group in range(unit.start))
+            for batch in parquet.iter_batches(batch_size=1024, row_groups=[unit.start], columns=[text_field]):
+                yield row, batch.column(0).to_pylist()
+                row += batch.num_rows
         # Parquet pages carry no checksum: a damaged one is found by decoding it (OSError: "Corrupt snappy compressed
         # data"; ValueError: bytes that are not UTF-8, an index past its dictionary), in pyarrow's words alone.
         except (OSError, ValueError) as err:
@@ -278,9 +296,7 @@ class TableFormat:
     @classmethod
     def parts(cls, unit: Unit, doc_bytes: int, text_field: str) -> Iterator[Part]:
         column = cls.table(unit.path, text_field).slice(unit.start, unit.stop - unit.start).column(text_field)
-        for text in column.to_pylist():
-            if text:
-                yield Part(text, True)
+        yield from _documents(column.to_pylist(), unit.path, unit.start, text_field)
 
 
 class DatasetFormat(TableFormat):
