@@ -15,6 +15,7 @@ from hydra.core.utils import JobReturn, JobStatus
 from omegaconf import OmegaConf
 
 from gpt import ModelConfig
+from gpt.__main__ import main as cli
 from gpt.sweeps.report import WriteReport, find_runs, markdown
 from gpt.inference.depth import tensor_bytes
 from gpt.training.run_folder import read_summary, record_failure, write_history, write_summary
@@ -120,6 +121,28 @@ def test_a_damaged_record_is_one_line_naming_it_and_a_failure_replaces_it(tmp_pa
         assert read_summary(tmp_path) == {"status": "failed", "reason": "boom"}
 
 
+@pytest.mark.parametrize("key, value", [
+    ("val_extrapolation", {"x": 1}),  # KeyError: 'lengths'
+    ("val_extrapolation", {"trained": 8, "lengths": {"16": {"loss": 2.5}}}),  # KeyError: 'by_position', drawing
+    ("val_levels", {"copy": {"4": {"exact": 0.5}, "8": {"exact": 0.5}}}),  # KeyError: 'tokens', drawing
+], ids=["extrapolation", "extrapolation at a length", "levels"])
+def test_a_summary_section_without_the_fields_the_report_draws_is_named_in_one_line(
+        tmp_path: Path, capsys: pytest.CaptureFixture, key: str, value: object) -> None:
+    """A section was checked only as a mapping: python -m gpt report, and the report a sweep writes when it ends,
+    stopped with a KeyError traceback naming no file."""
+    run = tmp_path / "0"
+    (run / ".hydra").mkdir(parents=True)
+    (run / ".hydra" / "overrides.yaml").write_text("- seed=0\n")
+    (run / "summary.json").write_text(json.dumps({**FINISHED, key: value}))
+    assert cli(["report", str(tmp_path)]) == 2
+    assert capsys.readouterr().err == f"error: {run / 'summary.json'} is damaged (its {key} is " \
+                                      f"{json.dumps(value)[:40]}): delete it (the run's checkpoints and model.pt " \
+                                      "do not need it)\n"
+    (run / "summary.json").write_text(json.dumps(FINISHED))  # as a run writes it: drawn
+    assert cli(["report", str(tmp_path)]) == 0
+    assert (tmp_path / "levels.png").exists() and (tmp_path / "extrapolation.png").exists()
+
+
 def test_a_run_resumed_after_an_off_schedule_stop_keeps_the_time_before_the_stop(tmp_path: Path) -> None:
     """Ctrl-C at step 7 (validating every 5): the clock goes on from step 7's row, not from step 5's, else the
     report's wall s and loss.png's time axis lose the steps between them and the resumed job looks faster."""
@@ -142,7 +165,11 @@ FINISHED = {"status": "ok", "params": 100, "steps": 20, "val_loss": 3.5, "val_pp
             "tokens_per_s": 5e4, "ms_per_step": 9.0, "wall_s": 0.2, "peak_memory_bytes": 2**20,
             "kv_bytes_per_token": 128.0, "model": ModelConfig(vocab_size=37).to_dict(), "device": "cpu", "threads": 1,
             "val_acc": {"plus": 0.5, "all": 0.5}, "val_token_acc": {"plus": 0.7, "all": 0.7}, "val_prefix": {},
-            "val_chance": {}, "val_levels": {"copy": {"4": {"exact": 0.5, "count": 2}}}, "val_level_names": {}}
+            "val_chance": {}, "val_levels": {"copy": {n: {"exact": 0.5, "token": 0.7, "prefix": 3.0, "tokens": 4.0,
+                                                          "count": 2} for n in ("4", "8")}},
+            "val_level_names": {"copy": "tokens"},
+            "val_extrapolation": {"trained": 8, "lengths": {"16": {"loss": 2.5, "by_position": [2.0, 3.0], "bin": 8,
+                                                                   "windows": 4}}, "refused": "pos=learned ..."}}
 
 
 @given(key=st.sampled_from(sorted(FINISHED)), inner=st.none() | st.text(max_size=4), value=JSON)
@@ -150,6 +177,9 @@ FINISHED = {"status": "ok", "params": 100, "steps": 20, "val_loss": 3.5, "val_pp
 @example(key="val_acc", inner="plus", value="x")  # TypeError: must be real number, not str
 @example(key="model", inner=None, value=5)  # TypeError: 'int' object is not iterable
 @example(key="wall_s", inner=None, value=None)  # TypeError from round() in the line resume=true prints
+@example(key="val_extrapolation", inner=None, value={"x": 1})  # KeyError: 'lengths'
+@example(key="val_levels", inner="copy", value={"x": {}})  # ValueError from int(), naming no file
+@example(key="val_acc", inner="plus", value=None)  # TypeError: must be real number, not NoneType
 @settings(max_examples=scaled(100))
 def test_a_summary_edited_into_other_values_is_read_or_refused_in_one_line(key: str, inner: str | None,
                                                                           value: object) -> None:

@@ -28,13 +28,40 @@ _held: list[TextIO] = []  # this process's run-folder locks, open until it exits
 NOT_IDENTITY = ("resume", "ckpt_path")
 
 
-def numbers(depth: int) -> Callable[[Any], bool]:
-    """Whether a value is a number or null (depth 0), or a mapping of names to what depth - 1 accepts."""
-    def fits(value: Any) -> bool:
-        if depth == 0:
-            return value is None or isinstance(value, (int, float)) and not isinstance(value, bool)
-        return isinstance(value, dict) and all(numbers(depth - 1)(v) for v in value.values())
-    return fits
+def a_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def a_count(key: str) -> bool:
+    """Whether a section's key is a whole number (a level, an evaluation length), as the report reads it."""
+    return key.isascii() and key.isdigit()
+
+
+def mapping(fits: Callable[[Any], bool], key: Callable[[str], bool] = lambda name: True) -> Callable[[Any], bool]:
+    """Whether a value is a mapping whose every value `fits` accepts, and every key `key` does."""
+    return lambda value: isinstance(value, dict) and all(key(k) and fits(v) for k, v in value.items())
+
+
+def holding(fields: dict[str, Callable[[Any], bool]]) -> Callable[[Any], bool]:
+    """Whether a value is a mapping holding every one of `fields`, each as its check accepts."""
+    return lambda value: isinstance(value, dict) and all(name in value and fits(value[name])
+                                                         for name, fits in fields.items())
+
+
+def scores(value: Any) -> bool:
+    """Whether a value is the scores of a task at a level (grading.mean_scores): numbers, those the report draws
+    among them."""
+    return holding(dict.fromkeys(["exact", "token", "prefix", "tokens"], a_number))(value) and \
+        mapping(a_number)(value)
+
+
+def an_extrapolation(value: Any) -> bool:
+    """Whether a value is a val_extrapolation record (evaluation/extrapolation.py): the trained length, the loss,
+    binned loss per position and bin width at each length scored, and the lengths refused, in words."""
+    by_position = lambda losses: isinstance(losses, list) and all(map(a_number, losses))  # noqa: E731
+    at_length = holding({"loss": a_number, "bin": a_number, "by_position": by_position})
+    return holding({"trained": a_number, "lengths": mapping(at_length, a_count)})(value) and \
+        isinstance(value.get("refused", ""), str)
 
 
 def a_model(values: dict[str, Any]) -> bool:
@@ -47,16 +74,19 @@ def a_model(values: dict[str, Any]) -> bool:
 
 
 # What summary.json holds where (run_record.py writes it), so an edited one is named when read, not found by a
-# TypeError deep in the report: numbers, numbers per group (and per task, level and measure), text, sections.
+# TypeError or KeyError deep in the report: numbers, numbers per group, text, and sections with the fields the
+# report reads.
 SHAPES: dict[str, Callable[[Any], bool]] = {
     **dict.fromkeys(["params", "steps", "val_loss", "val_ppl", "val_bpb", "tokens_per_s", "ms_per_step", "wall_s",
-                     "peak_memory_bytes", "kv_bytes_per_token", "threads"], numbers(0)),
+                     "peak_memory_bytes", "kv_bytes_per_token", "threads"], lambda value: value is None or
+                    a_number(value)),
     **dict.fromkeys(["val_acc", "val_token_acc", "val_prefix", "val_tokens", "val_chance", "val_exact_chance"],
-                    numbers(1)),
-    "val_levels": numbers(3),
+                    mapping(a_number)),
+    "val_levels": mapping(mapping(scores, a_count)),
     **dict.fromkeys(["status", "reason", "device"], lambda value: isinstance(value, str)),
     "model": lambda value: isinstance(value, dict) and a_model(value),
-    **dict.fromkeys(["val_level_names", "val_extrapolation"], lambda value: isinstance(value, dict)),
+    "val_level_names": lambda value: isinstance(value, dict),
+    "val_extrapolation": an_extrapolation,
 }
 
 
