@@ -17,6 +17,7 @@ from gpt.__main__ import main as cli
 from gpt.evaluation.extrapolation import at_length, extrapolation, loss_by_position
 from gpt.model.config import ModelConfig
 from gpt.model.gpt import GPT
+from gpt.sweeps import scaling
 from tests.conftest import play, run_cli
 
 CFG = ModelConfig(vocab_size=11, layers=2, heads=2, dim=16, block_size=8)
@@ -68,6 +69,18 @@ def test_loss_by_position_averages_whole_windows_and_records_what_it_can() -> No
     assert list(record["lengths"]) == ["8"]
     assert record["refused"] == "pos=learned has learned positions for 8 tokens only"
     assert record["lengths"]["8"]["loss"] == pytest.approx(float(losses.mean()), rel=1e-5)
+
+
+def test_a_configuration_refused_at_every_length_is_a_row_of_the_report_not_its_end() -> None:
+    """pos=learned in a sweep whose callbacks.lengths.at all lie past its table records no length: drawing it was an
+    IndexError, and the sweep ended without its report."""
+    ids = np.random.default_rng(0).integers(0, 11, 500)
+    records = {pos: extrapolation(GPT(replace(CFG, pos=pos)), ids, [16]) for pos in ("learned", "rope")}
+    assert records["learned"]["lengths"] == {} and list(records["rope"]["lengths"]) == ["16"]
+    summaries = {f"pos={pos}": [{"status": "ok", "val_extrapolation": record}] for pos, record in records.items()}
+    assert scaling.extrapolation_figure(summaries) is not None
+    rows = scaling.extrapolation_markdown(summaries)
+    assert "| `pos=learned` | — | pos=learned has learned positions for 8 tokens only |" in rows
 
 
 @pytest.mark.parametrize("length", ["0", "-3"])

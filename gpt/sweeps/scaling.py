@@ -143,6 +143,8 @@ def extrapolation_figure(summaries: dict[str, list[dict[str, Any]]]) -> Figure |
     style_of = styles(summaries)
     for label, records in data.items():
         lengths = sorted({n for r in records for n in r["lengths"]}, key=int)
+        if not lengths:  # every length was past its learned positions: the table's refused column says so
+            continue
         band(by_length, [int(n) for n in lengths], *mean_std([loss_at(records, n) for n in lengths]), label,
              style_of[label])
         longest = lengths[-1]
