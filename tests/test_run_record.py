@@ -180,6 +180,7 @@ FINISHED = {"status": "ok", "params": 100, "steps": 20, "val_loss": 3.5, "val_pp
 @example(key="val_extrapolation", inner=None, value={"x": 1})  # KeyError: 'lengths'
 @example(key="val_levels", inner="copy", value={"x": {}})  # ValueError from int(), naming no file
 @example(key="val_acc", inner="plus", value=None)  # TypeError: must be real number, not NoneType
+@example(key="params", inner=None, value=None)  # TypeError from the cost card's format
 @settings(max_examples=scaled(100))
 def test_a_summary_edited_into_other_values_is_read_or_refused_in_one_line(key: str, inner: str | None,
                                                                           value: object) -> None:

@@ -77,9 +77,10 @@ def a_model(values: dict[str, Any]) -> bool:
 # TypeError or KeyError deep in the report: numbers, numbers per group, text, and sections with the fields the
 # report reads.
 SHAPES: dict[str, Callable[[Any], bool]] = {
-    **dict.fromkeys(["params", "steps", "val_loss", "val_ppl", "val_bpb", "tokens_per_s", "ms_per_step", "wall_s",
+    **dict.fromkeys(["steps", "val_loss", "val_ppl", "val_bpb", "tokens_per_s", "ms_per_step", "wall_s",
                      "peak_memory_bytes", "kv_bytes_per_token", "threads"], lambda value: value is None or
                     a_number(value)),
+    "params": a_number,  # the cost card's arithmetic: every run has parameters
     **dict.fromkeys(["val_acc", "val_token_acc", "val_prefix", "val_tokens", "val_chance", "val_exact_chance"],
                     mapping(a_number)),
     "val_levels": mapping(mapping(scores, a_count)),
