@@ -171,6 +171,18 @@ def test_windows_line_endings_and_a_byte_order_mark_prepare_as_unix_text_does(tm
         assert prepared[1].tokenizer.to_dict() == prepared[0].tokenizer.to_dict()
 
 
+def test_a_jsonl_file_saved_on_windows_prepares_as_its_unix_copy_does(tmp_path: Path) -> None:
+    """A byte order mark before a blank first line made that line 'not JSON' (json.loads drops the mark only before
+    JSON), while the Unix copy skips the blank line."""
+    unix = tmp_path / "unix.jsonl"
+    unix.write_bytes(b"\n" + write(tmp_path / "docs.jsonl", stories(20, seed=22)).read_bytes())
+    windows = tmp_path / "windows.jsonl"
+    windows.write_bytes(formats.BOM + unix.read_bytes().replace(b"\n", b"\r\n"))
+    prepared = [build([path], tmp_path / path.stem) for path in (unix, windows)]
+    assert shard_bytes(prepared[1]) == shard_bytes(prepared[0])
+    assert prepared[1].tokenizer.to_dict() == prepared[0].tokenizer.to_dict()
+
+
 def test_every_text_document_ends_with_one_end_of_text(tmp_path: Path) -> None:
     """Even one whose doc_bytes line cut falls right before its marker, or that is cut into many parts."""
     docs = ["x" * 255 + "\n", "short\n", "a line\n" * 200, "no newline before the marker"]

@@ -152,13 +152,15 @@ class TextFormat:
 
 
 class JsonlFormat:
-    """One JSON object per line; its `text_field` is one document."""
+    """One JSON object per line; its `text_field` is one document. A leading byte order mark reads as nothing, as
+    in a text file (json.loads drops one only where a line of JSON follows it)."""
 
     @staticmethod
     def units(path: Path, doc_bytes: int, text_field: str) -> list[Unit]:
         """Byte ranges of whole lines, each knowing its first line's number for error messages."""
-        units, start, line = [], 0, 1
+        units, line = [], 1
         with open(path, "rb") as f:
+            start = len(BOM) if f.read(len(BOM)) == BOM else 0
             while True:
                 f.seek(start + UNIT_BYTES)
                 tail = f.readline()  # finish the line the cut fell in
