@@ -25,6 +25,7 @@ from hydra.types import RunMode
 from omegaconf import DictConfig
 
 from gpt.training.preflight import preflight
+from gpt.validate import first_line
 
 if TYPE_CHECKING:
     import lightning as L
@@ -174,7 +175,7 @@ def run_job(cfg: DictConfig, run_dir: Path, multirun: bool) -> None:
     except (ValueError, MisconfigurationException, TrainingStopped) as err:  # CheckpointError is a ValueError
         if os.environ.get("HYDRA_FULL_ERROR") == "1":
             raise
-        print(f"error: {str(err).strip().splitlines()[0]}", file=sys.stderr)
+        print(f"error: {first_line(err)}", file=sys.stderr)
         if multirun:  # a mistake in the configuration refuses this job only; a NaN failed it
             record_failure(run_dir, err, refused=not isinstance(err, TrainingStopped))
             return

@@ -10,7 +10,7 @@ import sys
 from types import ModuleType
 
 from gpt.pipe import exit_with
-from gpt.validate import OneLineParser
+from gpt.validate import OneLineParser, first_line
 
 # verb -> (module, what it does)
 VERBS: dict[str, tuple[str, str]] = {
@@ -56,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
         args = parser_for(argv[0]).parse_args(argv[1:])
         verb_module(argv[0]).run(args)
     except ValueError as err:  # user mistakes, CheckpointError included: one line, no traceback
-        print(f"error: {str(err).strip().splitlines()[0]}", file=sys.stderr)
+        print(f"error: {first_line(err)}", file=sys.stderr)
         return 2
     return 0
 

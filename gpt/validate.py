@@ -48,6 +48,12 @@ SEQUENCES = (list, tuple, Iterable, Sequence)  # what a YAML list may be passed 
 SCALAR_NAMES = {bool: "true or false", int: "an integer", float: "a number", str: "a string", type(None): "null"}
 
 
+def first_line(error: BaseException) -> str:
+    """What an exception says, in one line: its message's first line (Hydra's, pyarrow's and torch's run to several),
+    or its type's name when it says nothing."""
+    return (str(error).strip().splitlines() or [type(error).__name__])[0]
+
+
 def fits(value: Any, hint: Any) -> bool:
     """Whether `value` (plain Python, as OmegaConf gives it) is of type `hint`. Hints a command line cannot
     produce (a Strategy object) match instances only; forms not understood here match anything."""

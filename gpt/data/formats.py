@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO, NamedTuple
 
+from gpt.validate import first_line
+
 UNIT_BYTES = 4 << 20  # one task of a worker: big enough to amortize dispatch, small enough to bound memory
 MARKER = b"<|endoftext|>"  # separates documents in a text file (TinyStories' convention)
 MARKER_LINE = len(MARKER) + 2  # the bytes a marker and the line ending after it take
@@ -41,11 +43,6 @@ def _utf8(raw: bytes, path: str, offset: int) -> str:
     except UnicodeDecodeError as err:
         raise ValueError(f"{path} is not UTF-8: byte 0x{raw[err.start]:02x} at byte offset {offset + err.start} "
                          "(convert it, e.g. iconv -f latin1 -t utf-8)") from None
-
-
-def _said(err: BaseException) -> str:
-    """What an exception says, in its first line (pyarrow's messages run to several)."""
-    return (str(err).strip().splitlines() or [type(err).__name__])[0]
 
 
 def _past_line_end(buf: bytes, at: int) -> int:
@@ -242,7 +239,7 @@ class ParquetFormat:
             parquet = pq.ParquetFile(path)
         # pyarrow's message does not name the file; a damaged footer is an OSError ("Couldn't deserialize thrift")
         except (pa.ArrowInvalid, OSError) as err:
-            raise ValueError(f"{path} is not a Parquet file ({_said(err)}): write it again, or rename it if it "
+            raise ValueError(f"{path} is not a Parquet file ({first_line(err)}): write it again, or rename it if it "
                              "holds text (*.txt) or JSONL (*.jsonl)") from None
         _text_column(path, parquet.schema_arrow, text_field)
         meta = parquet.metadata
@@ -268,7 +265,7 @@ class ParquetFormat:
         # Parquet pages carry no checksum: a damaged one is found by decoding it (OSError: "Corrupt snappy compressed
         # data"; ValueError: bytes that are not UTF-8, an index past its dictionary), in pyarrow's words alone.
         except (OSError, ValueError) as err:
-            raise ValueError(f"{unit.path} is damaged in row group {unit.start} ({_said(err)}): write it again, "
+            raise ValueError(f"{unit.path} is damaged in row group {unit.start} ({first_line(err)}): write it again, "
                              "or copy it again") from None
 
 
@@ -289,7 +286,7 @@ class TableFormat:
         try:  # once, here: pyarrow trusts a file's offsets, and a damaged one read as text crashed the process
             table.column(text_field).validate(full=True)
         except pa.ArrowInvalid as err:
-            raise ValueError(f"{path} is damaged ({_said(err)}): write it again, or copy it again") from None
+            raise ValueError(f"{path} is damaged ({first_line(err)}): write it again, or copy it again") from None
         rows, nbytes = table.num_rows, table.nbytes
         step = max(1, rows * UNIT_BYTES // max(nbytes, 1))
         return [Unit(cls.format, str(path), i, min(i + step, rows), nbytes * (min(i + step, rows) - i) // rows)

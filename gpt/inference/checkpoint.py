@@ -14,6 +14,7 @@ from gpt.atomic import atomic_open
 from gpt.data.tokenizers import Tokenizer, tokenizer_from_dict
 from gpt.model.config import ModelConfig
 from gpt.model.gpt import GPT
+from gpt.validate import first_line
 
 FORMAT = "tinygpt"
 VERSION = 1
@@ -116,7 +117,7 @@ def load_checkpoint(path: str | Path, device: str = "cpu", with_meta: bool = Fal
     # A section of another type (a list for the config, None for the tokenizer) fails as a TypeError or
     # AttributeError inside the code that reads it.
     except (KeyError, ValueError, RuntimeError, TypeError, AttributeError) as err:
-        raise CheckpointError(f"{path} is damaged: {(str(err).splitlines() or [type(err).__name__])[0]}") from None
+        raise CheckpointError(f"{path} is damaged: {first_line(err)}") from None
     model.to(device).eval()
     return (model, tokenizer, meta) if with_meta else (model, tokenizer)
 

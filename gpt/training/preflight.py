@@ -18,7 +18,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from gpt.training.run_folder import SUMMARY, finished
 from gpt.training.run_folder import claim as claim_run_folder
-from gpt.validate import closest, did_you_mean
+from gpt.validate import closest, did_you_mean, first_line
 
 MULTIRUN_FLAGS = ("-m", "--multirun")
 
@@ -177,7 +177,7 @@ def explain(err: HydraException, config_dir: Path, overrides: list[str], sweep: 
         where = f" of {parent}={choice}" if choice else f" of {parent}"
         hint = did_you_mean(name, keys, f"{parent}.") or (f"; its settings: {', '.join(keys)}" if keys else "")
         return f"{key} is not a setting{where}{hint}"
-    return str(err).strip().splitlines()[0]
+    return first_line(err)
 
 
 def trainer_arguments() -> set[str]:
@@ -251,7 +251,7 @@ def preflight(argv: list[str], config_dir: Path, check: Callable[[DictConfig], N
             refuse_finished(Path(cfg.hydra.sweep.dir), "sweep")
         return argv + resumed_sweep(argv, config_dir)
     except ValueError as err:
-        print(f"error: {str(err).strip().splitlines()[0]}", file=sys.stderr)
+        print(f"error: {first_line(err)}", file=sys.stderr)
         sys.exit(2)
 
 

@@ -16,6 +16,7 @@ from gpt.inference.checkpoint import CheckpointError, safe_load
 from gpt.training.lit import LitGPT
 from gpt.training.optim import OPTIMIZERS
 from gpt.training.run_folder import NOT_IDENTITY, REPORT, read_summary
+from gpt.validate import first_line
 
 CHECKPOINT = "checkpoints/last.ckpt"
 
@@ -56,7 +57,7 @@ def saved_config(path: Path) -> DictConfig:
     try:
         cfg = OmegaConf.load(path)
     except (yaml.YAMLError, ValueError) as err:  # UnicodeDecodeError is a ValueError
-        what = str(err).strip().splitlines()[0]
+        what = first_line(err)
     else:
         if isinstance(cfg, DictConfig):
             return cfg
