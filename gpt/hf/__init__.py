@@ -16,6 +16,7 @@ from gpt.hf.mistral import Mistral
 from gpt.hf.qwen3 import Qwen3
 from gpt.model.config import ModelConfig
 from gpt.model.gpt import GPT
+from gpt.validate import first_line
 
 FAMILIES: dict[str, Family] = {family.model_type: family for family in (GPT2(), Llama(), Mistral(), Qwen3())}
 
@@ -73,7 +74,7 @@ def from_hf(model_or_folder: Any) -> GPT:
         try:
             hf = transformers.AutoModelForCausalLM.from_pretrained(folder, local_files_only=True)
         except Exception as err:  # noqa: BLE001 - no weights file (OSError), a torn one (SafetensorError), ...
-            raise ValueError(f"{folder} holds no weights that load ({str(err).splitlines()[0]}): copy the "
+            raise ValueError(f"{folder} holds no weights that load ({first_line(err)}): copy the "
                              "model.safetensors (or pytorch_model.bin) that goes with its config.json again") from None
     family = family_of(hf.config)
     cfg = family.model_config(hf.config)
