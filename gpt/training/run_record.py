@@ -131,6 +131,7 @@ def finished_line(run_dir: Path) -> str | None:
     if not finished(run_dir):
         return None
     summary = read_summary(run_dir)
-    if not all(isinstance(summary.get(k), (int, float)) and math.isfinite(summary[k]) for k in ("steps", "wall_s")):
+    # read_summary has checked each is a number or null (SHAPES): a finished run needs both, and finite
+    if any(summary.get(k) is None or not math.isfinite(summary[k]) for k in ("steps", "wall_s")):
         raise damaged(run_dir / SUMMARY, "status ok, but no steps or wall_s")
     return summary_line(read_history(run_dir), summary["steps"], summary["wall_s"], run_dir / "model.pt")
