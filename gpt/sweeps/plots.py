@@ -3,13 +3,14 @@ matplotlib's Figure directly (Agg canvas, no pyplot state), so they draw on head
 without leaking figures."""
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+
+from gpt.sweeps.stats import percent
 
 LOSS_FIGSIZE = (12.0, 4.5)  # inches at matplotlib's default 100 dpi: loss.png is 1200 x 450 pixels
 LINE_STYLES = ("-", "--", ":", "-.")  # past matplotlib's 10 colours, the next 10 curves are dashed, and so on
@@ -69,13 +70,9 @@ def loss_figure(curves: dict[str, dict[str, list[float]]], style_of: dict[str, d
 
 
 def percent_label(value: float) -> str:
-    """A cell's percent, whole, except where rounding would show a perfect or a null score it is not: 99.6 as 99.6
-    (rounded down), 0.3 as 0.3 (rounded up)."""
-    if 0 < value < 0.5:
-        return f"{math.ceil(value * 10) / 10:.1f}"
-    if 99.5 <= value < 100:
-        return f"{math.floor(value * 10) / 10:.1f}"
-    return f"{value:.0f}"
+    """A cell's percent, whole, except where rounding would show a perfect or a null score it is not: there as the
+    matrix table writes it (99.6 as 99.6, 99.96 as 99.9, 0.3 as 0.3)."""
+    return percent(value) if 0 < value < 0.5 or 99.5 <= value < 100 else f"{value:.0f}"
 
 
 def matrix_figure(rows: list[str], columns: list[str], means: list[list[float]], marks: list[list[str]]) -> Figure:
