@@ -13,6 +13,7 @@ from matplotlib.image import imread
 from gpt.__main__ import main
 from gpt.cost import rounds
 from gpt.cost.counterparts import hf_engines
+from gpt.cost.tables import figure, table
 from gpt.data.tokenizers import CharTokenizer
 from gpt.inference.checkpoint import save_model
 from gpt.inference.depth import Engine, Measure
@@ -187,3 +188,40 @@ def test_no_timed_round_holds_an_engines_first_call_at_a_shape(monkeypatch: pyte
         first = calls.index(shape) + 1
         timed = [r["prefill_s"] for r in row["rounds"]]
         assert len(timed) == 2 and first not in timed and all(calls[t - 1] == shape for t in timed)
+
+
+def test_an_engine_out_of_memory_is_a_row_saying_so_and_the_rest_are_measured(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Hugging Face's Mistral builds its whole mask: at 8 x 64k it took 73 GB of an H200, more than an H100 holds, and
+    # its OutOfMemoryError ended the run with every other row's figures unwritten.
+    calls: list[tuple[str, int]] = []
+
+    def short_of_memory(engine: Engine, batch: int, depth: int, new_tokens: int, vocab_size: int,
+                        device: torch.device) -> Measure:
+        calls.append((engine.name, depth))
+        if engine.name == "big" and depth == 8:
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 70.00 GiB")
+        if engine.name == "cpu" and depth == 8:
+            raise RuntimeError("DefaultCPUAllocator: can't allocate memory: you tried to allocate 2 bytes")
+        return Measure(1.0, 2.0, 0.0, 0.0, 0, 16)
+
+    engines = [Engine(), Engine(), Engine()]
+    for engine, name in zip(engines, ["small", "big", "cpu"]):
+        engine.name = name
+    monkeypatch.setattr(rounds, "measure", short_of_memory)
+    args = argparse.Namespace(batch=[1], depths=[0, 8], repeats=3, new_tokens=3, device="cpu")
+    by = {(r["name"], r["depth"]): r for r in rounds.run_rounds(engines, args, vocab_size=5)}
+    assert calls.count(("big", 8)) == 1 and calls.count(("small", 8)) == 4  # not tried again once out of memory
+    for name in ("big", "cpu"):
+        assert by[(name, 8)]["out_of_memory"] and by[(name, 8)]["decode_tokens_per_s"] is None
+        assert not by[(name, 0)]["out_of_memory"] and by[(name, 0)]["decode_tokens_per_s"] == 1.5
+    assert by[("small", 8)]["decode_x"] == {"small": 1.0} and by[("big", 8)]["decode_x"] == {"small": None}
+    shown = table(list(by.values()))
+    assert "| big | out of memory | — |" in shown and "| small | 8 | 1.00 | 1.5 | 1.00 |" in shown
+    figure(list(by.values()), "cpu: test")  # draws the rows that fit
+
+    def other_error(*args: object) -> Measure:
+        raise RuntimeError("shapes cannot be multiplied")
+
+    monkeypatch.setattr(rounds, "measure", other_error)
+    with pytest.raises(RuntimeError, match="cannot be multiplied"):  # only running out of memory becomes a row
+        rounds.run_rounds(engines, args, vocab_size=5)

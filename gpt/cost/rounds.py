@@ -1,6 +1,7 @@
 """Alternated rounds (A B A B ...) over every engine at every batch and depth, after one untimed call of each,
 each combination summarised as one row: medians over rounds, and speed ratios against the first engine and the
-first Hugging Face one, paired within each round so a machine others share stretches both sides of a ratio alike."""
+first Hugging Face one, paired within each round so a machine others share stretches both sides of a ratio alike.
+An engine that runs out of memory at a batch and depth gets a row saying so there, and the rest are measured."""
 from __future__ import annotations
 
 import argparse
@@ -11,7 +12,7 @@ from typing import Any
 
 import torch
 
-from gpt.inference.depth import Engine, HFEngine, measure
+from gpt.inference.depth import Engine, HFEngine, Measure, measure
 
 MIB = 2 ** 20
 
@@ -23,15 +24,20 @@ def run_rounds(engines: list[Engine], args: argparse.Namespace, vocab_size: int)
     for batch in args.batch:
         for depth in args.depths:
             runs: dict[str, list] = {e.name: [] for e in engines}
+            failed: set[str] = set()  # out of memory at this batch and depth: not tried again in its later rounds
             # Untimed: an engine's first call at a shape pays one-time costs (lazy initialisation, kernel choice, the
             # allocator growing), which were in the first round's figures; one decoded token warms the steps too.
             for engine in engines:
-                measure(engine, batch, depth, 1, vocab_size, device)
+                attempt(engine, batch, depth, 1, vocab_size, device, failed)
             for _ in range(args.repeats):
                 for engine in engines:
-                    runs[engine.name].append(measure(engine, batch, depth, args.new_tokens, vocab_size, device))
+                    last = attempt(engine, batch, depth, args.new_tokens, vocab_size, device, failed)
                     done += 1
-                    last = runs[engine.name][-1]
+                    if last is None:
+                        print(f"[{done}/{total} {time.time() - start:,.0f} s] batch {batch} depth {depth:,} "
+                              f"{engine.name}: out of memory", flush=True)
+                        continue
+                    runs[engine.name].append(last)
                     print(f"[{done}/{total} {time.time() - start:,.0f} s] batch {batch} depth {depth:,} {engine.name}: "
                           f"prefill {last.prefill_s:.2f} s, decode {1000 * last.decode_s / args.new_tokens:.2f} "
                           "ms/token", flush=True)
@@ -43,20 +49,44 @@ def run_rounds(engines: list[Engine], args: argparse.Namespace, vocab_size: int)
     return rows
 
 
-def summarise(engine: Engine, runs: list, references: dict[str, list], batch: int, depth: int,
+def attempt(engine: Engine, batch: int, depth: int, new_tokens: int, vocab_size: int, device: torch.device,
+            failed: set[str]) -> Measure | None:
+    """One measure, or None where the engine ran out of memory now or earlier at this shape (named in `failed`): a
+    long prompt that does not fit one engine (Hugging Face's Mistral builds its whole mask) must not end the run and
+    lose every other row's figures."""
+    if engine.name in failed:
+        return None
+    try:
+        return measure(engine, batch, depth, new_tokens, vocab_size, device)
+    except RuntimeError as err:  # torch.OutOfMemoryError on a GPU; the CPU allocator raises a plain RuntimeError
+        if not isinstance(err, torch.OutOfMemoryError) and "can't allocate memory" not in str(err):
+            raise
+    failed.add(engine.name)
+    if device.type == "cuda":
+        torch.cuda.empty_cache()  # the failed prefill's blocks would count against the next engine's peak
+    return None
+
+
+def summarise(engine: Engine, runs: list[Measure], references: dict[str, list[Measure]], batch: int, depth: int,
               new_tokens: int) -> dict[str, Any]:
-    prefill, decode = statistics.median(r.prefill_s for r in runs), statistics.median(r.decode_s for r in runs)
+    """One row: medians over the rounds, ratios against each reference (None where either side ran out of memory),
+    the cache's bytes from its tensors beside the formula's; figures None and out_of_memory true where it did not
+    fit."""
+    formula = engine.formula_bytes(batch, max(depth, 1) + new_tokens)
 
-    def ratios(key: str) -> dict[str, float]:  # median over rounds of the reference's time over this one's
+    def ratios(key: str) -> dict[str, float | None]:  # median over rounds of the reference's time over this one's
         return {name: statistics.median(getattr(a, key) / getattr(b, key) for a, b in zip(ref, runs))
-                for name, ref in references.items()}
+                if ref and runs else None for name, ref in references.items()}
 
-    return {"name": engine.name, "batch": batch, "depth": depth,
-            "prefill_x": ratios("prefill_s") if depth else {}, "decode_x": ratios("decode_s"),
-            "prefill_tokens_per_s": batch * depth / prefill if depth else None,
-            "decode_tokens_per_s": batch * new_tokens / decode, "decode_ms_per_token": 1000 * decode / new_tokens,
-            "prefill_peak_mib": statistics.median(r.peak_bytes for r in runs) / MIB,
-            "cache_bytes": runs[0].cache_bytes, "cache_mib": runs[0].cache_bytes / MIB,
-            "formula_bytes": (formula := engine.formula_bytes(batch, max(depth, 1) + new_tokens)),
-            "formula_mib": None if formula is None else formula / MIB,
-            "rounds": [dataclasses.asdict(r) for r in runs]}
+    row = {"name": engine.name, "batch": batch, "depth": depth, "out_of_memory": not runs,
+           "prefill_x": ratios("prefill_s") if depth else {}, "decode_x": ratios("decode_s"),
+           "prefill_tokens_per_s": None, "decode_tokens_per_s": None, "decode_ms_per_token": None,
+           "prefill_peak_mib": None, "cache_bytes": None, "cache_mib": None, "formula_bytes": formula,
+           "formula_mib": None if formula is None else formula / MIB, "rounds": [dataclasses.asdict(r) for r in runs]}
+    if runs:
+        prefill, decode = statistics.median(r.prefill_s for r in runs), statistics.median(r.decode_s for r in runs)
+        row.update(prefill_tokens_per_s=batch * depth / prefill if depth else None,
+                   decode_tokens_per_s=batch * new_tokens / decode, decode_ms_per_token=1000 * decode / new_tokens,
+                   prefill_peak_mib=statistics.median(r.peak_bytes for r in runs) / MIB,
+                   cache_bytes=runs[0].cache_bytes, cache_mib=runs[0].cache_bytes / MIB)
+    return row

@@ -33,8 +33,10 @@ def table(rows: list[dict[str, Any]]) -> str:
                      r["cache_mib"], r["formula_mib"]]
             formats = ["{:,.0f}", *["{:.2f}"] * len(refs), "{:,.1f}", *["{:.2f}"] * len(refs), "{:.2f}", "{:,.0f}",
                        "{:,.2f}", "{:,.2f}"]
-            lines.append(f"| {r['name']} | " + " | ".join("—" if c is None else f.format(c)
-                                                         for c, f in zip(cells, formats)) + " |")
+            shown = ["—" if c is None else f.format(c) for c, f in zip(cells, formats)]
+            if r["out_of_memory"]:
+                shown[0] = "out of memory"
+            lines.append(f"| {r['name']} | " + " | ".join(shown) + " |")
     return "\n".join(lines)
 
 
@@ -54,6 +56,8 @@ def figure(rows: list[dict[str, Any]], machine: str) -> Any:
             for name in dict.fromkeys(r["name"] for r in rows):
                 points = [(r["depth"], r[key]) for r in rows if r["name"] == name and r["batch"] == batch
                           and r[key] is not None]
+                if not points:  # out of memory at every depth of this batch
+                    continue
                 ax.plot(*zip(*points), marker="o", linestyle="--" if name.startswith("hf ") else "-", label=name)
             ax.set(xlabel="depth (tokens in the cache)", ylabel=label, title=f"{label}, batch {batch}")
             ax.set_xscale("symlog", linthresh=min([d for d in depths if d] or [1]))
