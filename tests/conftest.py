@@ -119,11 +119,18 @@ def learned_calculator(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, 
     return run_dir, scores["loss"], scores["accuracy"]
 
 
+def child_env(**extra: str) -> dict[str, str]:
+    """This environment for a child process that imports the repository: the root put before any PYTHONPATH the
+    caller set, not in its place (where the dependencies live on a PYTHONPATH, as on a GPU image, a child lost them)."""
+    path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+    return {**os.environ, "PYTHONPATH": path, **extra}
+
+
 def run_cli(*args: str, cwd: Path, timeout: int = 300) -> subprocess.CompletedProcess:
     """Run a repository script (train.py, generate.py, -m module) in `cwd`, offline, capturing output."""
     script = [args[0]] if args[0] == "-m" else [str(ROOT / args[0])]
     command = [sys.executable, *script, *args[1:]] if args[0] != "-m" else [sys.executable, *args]
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "WANDB_MODE": "offline", "HYDRA_FULL_ERROR": "0"}
+    env = child_env(WANDB_MODE="offline", HYDRA_FULL_ERROR="0")
     return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
 
 

@@ -16,7 +16,7 @@ import gpt.training.run_folder as run_folder
 from gpt.data.prepare import Recipe, open_prepared, prepare
 from gpt.training.checks import check_config
 from gpt.training.preflight import preflight
-from tests.conftest import ROOT, play
+from tests.conftest import ROOT, child_env, play
 from tests.fuzzing import CONFIGS
 from tests.test_data import TINY
 
@@ -94,7 +94,7 @@ def test_a_preparation_killed_while_another_waits_is_prepared_afresh_by_the_wait
 def test_a_second_training_run_given_a_busy_run_folder_refuses_in_one_line_and_writes_nothing(tmp_path: Path) -> None:
     (tmp_path / "corpus.txt").write_text(play(300))
     run = [sys.executable, str(ROOT / "train.py"), *TINY, "data.path=corpus.txt", "hydra.run.dir=runs/shared"]
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "HYDRA_FULL_ERROR": "0"}
+    env = child_env(HYDRA_FULL_ERROR="0")
     shared = tmp_path / "runs" / "shared"
     first = subprocess.Popen([*run, "trainer.max_steps=100000", "seed=1"], cwd=tmp_path, env=env,
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

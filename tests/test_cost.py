@@ -217,7 +217,8 @@ def test_an_engine_out_of_memory_is_a_row_saying_so_and_the_rest_are_measured(mo
     assert by[("small", 8)]["decode_x"] == {"small": 1.0} and by[("big", 8)]["decode_x"] == {"small": None}
     shown = table(list(by.values()))
     assert "| big | out of memory | — |" in shown and "| small | 8 | 1.00 | 1.5 | 1.00 |" in shown
-    figure(list(by.values()), "cpu: test")  # draws the rows that fit
+    titles = [ax.get_title() for ax in figure(list(by.values()), "cpu: test").axes]
+    assert all(t.endswith("out of memory: big at 8; cpu at 8") for t in titles)  # a short line would read unmeasured
 
     def other_error(*args: object) -> Measure:
         raise RuntimeError("shapes cannot be multiplied")

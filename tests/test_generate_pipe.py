@@ -1,7 +1,6 @@
 """generate.py and the verbs into a reader that stops early (`| head`): the text so far, then a quiet end."""
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -9,7 +8,7 @@ from pathlib import Path
 from gpt import ModelConfig
 from gpt.data.tokenizers import CharTokenizer
 from gpt.inference.checkpoint import save_model
-from tests.conftest import ROOT, build
+from tests.conftest import ROOT, build, child_env
 from tests.test_report import fake_run
 
 
@@ -19,7 +18,7 @@ def test_a_closed_stdout_ends_generation_without_a_traceback(tmp_path: Path) -> 
     save_model(tmp_path / "model.pt", build(ModelConfig(vocab_size=4, layers=1, heads=2, dim=16, block_size=8)),
                tokenizer)
     proc = subprocess.Popen([sys.executable, str(ROOT / "generate.py"), "--ckpt", str(tmp_path / "model.pt"),
-                             "--max-new-tokens", "50"], cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT)},
+                             "--max-new-tokens", "50"], cwd=tmp_path, env=child_env(),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     proc.stdout.close()  # before anything is printed, so the first print meets a closed pipe
     err = proc.stderr.read()
@@ -31,7 +30,7 @@ def test_a_closed_stdout_ends_a_verb_without_a_traceback(tmp_path: Path) -> None
     """`python -m gpt report <sweep> | head` ended in a BrokenPipeError traceback."""
     fake_run(tmp_path / "0", ["seed=0"], {"status": "failed", "reason": "why"})
     proc = subprocess.Popen([sys.executable, "-m", "gpt", "report", str(tmp_path)], cwd=tmp_path,
-                            env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=subprocess.PIPE,
+                            env=child_env(), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     proc.stdout.close()
     err = proc.stderr.read()

@@ -4,7 +4,6 @@ job is its own wandb run."""
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys
@@ -16,7 +15,7 @@ import pytest
 from gpt.data.tokenizers import CharTokenizer
 from gpt.training import callbacks
 from gpt.training.loggers import wandb_mode
-from tests.conftest import ROOT, run_cli
+from tests.conftest import ROOT, child_env, run_cli
 
 TINY = ["trainer=debug", "model.layers=1", "model.dim=32", "model.heads=2", "data.batch_size=32",
         "data.eval_lines=10"]
@@ -56,7 +55,7 @@ def test_tensorboard_logs_metrics_and_sample_text(tmp_path: Path) -> None:
 
 
 def test_wandb_offline_multirun_gives_each_job_its_own_run_in_its_folder(no_wandb_env: Path) -> None:
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "HYDRA_FULL_ERROR": "0"}  # no key, no WANDB_MODE
+    env = child_env(HYDRA_FULL_ERROR="0")  # no key, no WANDB_MODE
     result = subprocess.run([sys.executable, str(ROOT / "train.py"), "-m", *TINY, "logger=wandb", "seed=1,2",
                              "hydra.sweep.dir=sweep"], cwd=no_wandb_env, env=env, capture_output=True, text=True,
                             timeout=300)

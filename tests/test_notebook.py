@@ -2,14 +2,13 @@
 the committed copy shows the outputs of one such run, so it reads well on a repository page."""
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import nbformat
 import pytest
 from nbclient import NotebookClient
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, child_env
 
 NOTEBOOK = ROOT / "notebooks" / "attention_from_scratch.ipynb"
 
@@ -30,7 +29,7 @@ def test_notebook_runs_top_to_bottom(tmp_path: Path, monkeypatch: pytest.MonkeyP
     """A few training steps only: this checks that every cell runs and every claim in it holds, not accuracy."""
     monkeypatch.setenv("TINYGPT_NOTEBOOK_STEPS", "40")
     monkeypatch.setenv("TMPDIR", str(tmp_path))  # the notebook's files (its sweep's runs) land in pytest's tmp_path
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+    monkeypatch.setenv("PYTHONPATH", child_env()["PYTHONPATH"])
     monkeypatch.setenv("OMP_NUM_THREADS", "1")  # tiny models run fastest on one thread; the cores are shared
     nb = nbformat.read(NOTEBOOK, as_version=4)
     NotebookClient(nb, timeout=300, kernel_name="python3",

@@ -27,7 +27,7 @@ from gpt.sweeps.parallel import GRACE_S
 from gpt.training.callbacks import ResumeCheckpoint, TrainingStopped
 from gpt.training.lit import LitGPT
 from gpt.training.resume import AtomicCheckpointIO, find_resume_checkpoint, load_resume_checkpoint
-from tests.conftest import TINY_RUN, CodeRunningPickle, ROOT, files_in, flip_a_bit_in, play, run_cli
+from tests.conftest import ROOT, TINY_RUN, CodeRunningPickle, child_env, files_in, flip_a_bit_in, play, run_cli
 from tests.fuzzing import fresh_folder, job
 
 # Dropout on, so the restored RNG matters; a checkpoint every 10 steps; the loss logged at every step.
@@ -58,7 +58,7 @@ def test_killed_run_on_shards_resumes_with_identical_losses(tmp_path: Path) -> N
     assert straight.returncode == 0, straight.stderr[-2000:]
     killed_dir = tmp_path / "runs/killed"
     proc = subprocess.Popen([sys.executable, str(ROOT / "train.py"), *TEXT_RUN, "hydra.run.dir=runs/killed"],
-                            cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT)},
+                            cwd=tmp_path, env=child_env(),
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 120
     while not (killed_dir / "checkpoints/last.ckpt").exists() and proc.poll() is None and time.monotonic() < deadline:
@@ -152,7 +152,7 @@ def test_non_finite_loss_stops_naming_the_step_and_last_good_checkpoint(tmp_path
 def test_ctrl_c_stops_cleanly_with_checkpoint_and_model(tmp_path: Path) -> None:
     run = tmp_path / "run"
     proc = subprocess.Popen([sys.executable, str(ROOT / "train.py"), *RUN, "trainer.max_steps=100000",
-                             "hydra.run.dir=run"], cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT)},
+                             "hydra.run.dir=run"], cwd=tmp_path, env=child_env(),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 120
     while not (run / "checkpoints/last.ckpt").exists() and proc.poll() is None and time.monotonic() < deadline:
@@ -183,7 +183,7 @@ StopOnInterrupt.on_train_batch_end = second_ctrl_c
 sys.argv = ["train.py", *{RUN!r}, "callbacks.checkpoint.every_n_steps=10", "hydra.run.dir=run"]
 runpy.run_path({str(ROOT / "train.py")!r}, run_name="__main__")
 """
-    proc = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT)},
+    proc = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, env=child_env(),
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 130, proc.stderr[-2000:]
     ckpt = tmp_path / "run/checkpoints/last.ckpt"
@@ -238,7 +238,7 @@ SWEEP = ["-m", "trainer=debug", "trainer.max_steps=40", "callbacks.checkpoint.ev
 
 def test_killed_sweep_resumes_keeping_finished_jobs_and_continuing_the_interrupted_one(tmp_path: Path) -> None:
     proc = subprocess.Popen([sys.executable, str(ROOT / "train.py"), *SWEEP], cwd=tmp_path, start_new_session=True,
-                            env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=subprocess.DEVNULL,
+                            env=child_env(), stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 240
     while not list(tmp_path.glob("multirun/*/*/2/checkpoints/last.ckpt")) and proc.poll() is None and \
@@ -297,7 +297,7 @@ def test_a_sweep_killed_alone_stops_its_workers_leaving_resumable_jobs(tmp_path:
     on, orphaned, through the jobs queued for them. Now each running job stops as Ctrl-C stops it and its worker
     ends; queued jobs never start."""
     proc = subprocess.Popen([sys.executable, str(ROOT / "train.py"), *PARALLEL_SWEEP], cwd=tmp_path,
-                            start_new_session=True, env={**os.environ, "PYTHONPATH": str(ROOT)},
+                            start_new_session=True, env=child_env(),
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 240
@@ -327,7 +327,7 @@ def test_ctrl_c_to_a_sweep_saves_each_running_job_for_resume(tmp_path: Path) -> 
     finishes its step, saves last.ckpt and is recorded as stopped; the sweep exits 130; queued jobs never start."""
     sweep_args = [*PARALLEL_SWEEP, "callbacks.checkpoint.every_n_steps=100000"]
     proc = subprocess.Popen([sys.executable, str(ROOT / "train.py"), *sweep_args], cwd=tmp_path,
-                            start_new_session=True, env={**os.environ, "PYTHONPATH": str(ROOT)},
+                            start_new_session=True, env=child_env(),
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 240

@@ -52,6 +52,9 @@ def figure(rows: list[dict[str, Any]], machine: str) -> Any:
     panels = (("decode_ms_per_token", "decode ms/token"), ("cache_mib", "cache MiB"),
               ("prefill_tokens_per_s", "prefill tokens/s"))
     for axes_row, batch in zip(axes, batches):
+        # A line that stops short would read as unmeasured: the titles name where an engine ran out of memory.
+        missing = [f"{r['name']} at {r['depth']:,}" for r in rows if r["batch"] == batch and r["out_of_memory"]]
+        note = f"\nout of memory: {'; '.join(missing)}" if missing else ""
         for ax, (key, label) in zip(axes_row, panels):
             for name in dict.fromkeys(r["name"] for r in rows):
                 points = [(r["depth"], r[key]) for r in rows if r["name"] == name and r["batch"] == batch
@@ -59,7 +62,7 @@ def figure(rows: list[dict[str, Any]], machine: str) -> Any:
                 if not points:  # out of memory at every depth of this batch
                     continue
                 ax.plot(*zip(*points), marker="o", linestyle="--" if name.startswith("hf ") else "-", label=name)
-            ax.set(xlabel="depth (tokens in the cache)", ylabel=label, title=f"{label}, batch {batch}")
+            ax.set(xlabel="depth (tokens in the cache)", ylabel=label, title=f"{label}, batch {batch}{note}")
             ax.set_xscale("symlog", linthresh=min([d for d in depths if d] or [1]))
             ax.set_xticks(depths, [f"{d:,}" for d in depths])
             ax.grid(alpha=0.3)
