@@ -39,6 +39,10 @@ def quiet_lightning() -> None:
     train() rather than at import, so that a sweep's worker processes (which never import this file) set it too."""
     logging.getLogger("lightning.pytorch.utilities.rank_zero").setLevel(logging.WARNING)
     warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\)")
+    # On a machine of more than two cores Lightning advises DataLoader workers for both loaders, at every run. The
+    # batches are cut from memory-mapped tokens in the main process, and each worker would replay the one seeded
+    # stream (gpt/data/batches.py): the advice would duplicate the training data, not speed it.
+    warnings.filterwarnings("ignore", message=r"The '\w+' does not have many workers")
 
 
 def load_data(cfg: DictConfig) -> L.LightningDataModule:

@@ -6,7 +6,9 @@ from __future__ import annotations
 import csv
 import json
 import math
+import warnings
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -161,3 +163,20 @@ def test_auto_precision_is_bf16_only_where_the_cpu_trains_faster_in_it(tmp_path:
     monkeypatch.setattr(checks, "cpu_trains_faster_in_bf16", lambda: bf16)
     assert checks.resolve_precision("auto", "cpu") == ("bf16-mixed" if bf16 else "32-true")
     assert checks.resolve_precision("32-true", "cpu") == "32-true"  # a precision asked for is kept
+
+
+def test_lightnings_advice_to_add_dataloader_workers_is_not_shown(monkeypatch: pytest.MonkeyPatch) -> None:
+    # On a machine of more than two cores every run printed it twice; workers would each replay the one seeded stream.
+    from lightning.pytorch.trainer.connectors import data_connector
+    from torch.utils.data import DataLoader
+
+    import train
+
+    monkeypatch.setattr(data_connector, "suggested_max_num_workers", lambda devices: 15)  # a 16-core machine
+    for quiet in (False, True):
+        with warnings.catch_warnings(record=True) as shown:
+            warnings.simplefilter("always")
+            if quiet:
+                train.quiet_lightning()
+            data_connector._worker_check(SimpleNamespace(num_devices=1), DataLoader([1, 2]), "train_dataloader")
+        assert any("does not have many workers" in str(w.message) for w in shown) != quiet
