@@ -316,6 +316,30 @@ def test_a_preparation_with_nothing_to_validate_on_says_so_instead_of_a_train_co
                                             "choose another --out\n")
 
 
+def test_a_gpt2_folder_is_read_with_the_vocabulary_it_was_prepared_with_or_refused(
+        tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """data.compact_vocab=false on a folder prepared compact once trained on the compact ids without a word (and
+    init_from=<a GPT-2> then asked for the very setting given); --compact-vocab prepares either vocabulary."""
+    corpus = write(tmp_path / "a.txt", stories(30, seed=16))
+    for name, flags in (("compact", []), ("full", ["--compact-vocab", "false"])):
+        assert cli(["prepare", str(corpus), "--tokenizer", "gpt2", "--out", str(tmp_path / name), "--num-proc", "1",
+                    *flags]) == 0
+    capsys.readouterr()
+
+    def data(name: str, compact_vocab: bool | None) -> TextData:
+        return TextData(block_size=8, path=str(tmp_path / name), tokenizer="gpt2", compact_vocab=compact_vocab)
+
+    used = data("compact", None).vocab_size
+    assert used < 50257 // 2 and data("compact", True).vocab_size == used
+    assert data("full", None).vocab_size == data("full", False).vocab_size == 50257
+    with pytest.raises(ValueError, match=rf"^data.compact_vocab=false is not what {tmp_path / 'compact'} was prepared "
+                       rf"with \(a compact vocabulary of {used} ids\), and a prepared folder keeps its own: drop "
+                       "data.compact_vocab, or prepare it again with --compact-vocab false$"):
+        data("compact", False).vocab_size
+    with pytest.raises(ValueError, match=r"^data.compact_vocab=true is not what .* \(GPT-2's full vocabulary\)"):
+        data("full", True).vocab_size
+
+
 @pytest.mark.parametrize("args, message", [
     (["nope.txt"], "nope.txt does not exist: point it at a text"),
     (["a.txt", "--val", "nope.txt"], "--val nope.txt does not exist: point it at a text"),

@@ -324,11 +324,11 @@ def open_prepared(folder: Path, tokenizer: str, cached: bool = False) -> Prepare
     return Prepared(folder, manifest, tokenizer_from_dict(manifest["tokenizer"]), train, val)
 
 
-def check_settings(recipe: Recipe, folder: Path, made_with: dict[str, Any]) -> None:
+def check_settings(recipe: Recipe, folder: Path, manifest: dict[str, Any]) -> None:
     """Refuse a setting a run gives that the prepared `folder` was made with otherwise: its shards would be read
     as they are and the setting ignored. A default is taken as not given, so a folder made with --doc-bytes 256
     trains from `data.path=<it>` alone."""
-    defaults = Recipe()
+    defaults, made_with = Recipe(), manifest["recipe"]
     for name, flag in PREPARED_SETTINGS.items():
         value = getattr(recipe, name)
         if name == "vocab_size" and recipe.tokenizer != "bpe":  # only a trained BPE reads it
@@ -337,6 +337,15 @@ def check_settings(recipe: Recipe, folder: Path, made_with: dict[str, Any]) -> N
             raise ValueError(f"data.{name}={value} is not what {folder} was prepared with ({name}={made_with[name]})"
                              f", and a prepared folder keeps its own: drop data.{name}, or prepare it again with "
                              f"{flag} {value}")
+    # Judged by the folder's tokenizer, not its recipe: left unset (null), preparation compacts by what it finds.
+    compact = manifest["tokenizer"].get("vocab") is not None
+    if recipe.tokenizer == "gpt2" and recipe.compact_vocab is not None and recipe.compact_vocab != compact:
+        value = str(recipe.compact_vocab).lower()
+        has = f"a compact vocabulary of {len(manifest['tokenizer']['vocab']):,} ids" if compact \
+            else "GPT-2's full vocabulary"
+        raise ValueError(f"data.compact_vocab={value} is not what {folder} was prepared with ({has}), and a prepared "
+                         f"folder keeps its own: drop data.compact_vocab, or prepare it again with --compact-vocab "
+                         f"{value}")
 
 
 def load(recipe: Recipe, root: Path, num_proc: int | None = None) -> Prepared:
@@ -347,7 +356,7 @@ def load(recipe: Recipe, root: Path, num_proc: int | None = None) -> Prepared:
             raise ValueError(f"{recipe.inputs[0]} is prepared already, with its own validation split: drop "
                              "data.val_path, or prepare it with --val")
         prepared = open_prepared(Path(recipe.inputs[0]), recipe.tokenizer)
-        check_settings(recipe, prepared.folder, prepared.manifest["recipe"])
+        check_settings(recipe, prepared.folder, prepared.manifest)
         return prepared
     return open_prepared(prepare(recipe, cache_folder(recipe, root), num_proc, cached=True), recipe.tokenizer,
                          cached=True)
@@ -359,6 +368,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tokenizer", default=defaults.tokenizer,
                         help=f"{', '.join(TOKENIZERS)}, or a Hugging Face model folder (its own tokenizer)")
     parser.add_argument("--vocab-size", type=int, default=defaults.vocab_size, help="bpe: trained vocabulary size")
+    parser.add_argument("--compact-vocab", choices=["true", "false"], default=None,
+                        help="gpt2: keep only the ids the corpus uses (default: when that is under half of them)")
     parser.add_argument("--val-fraction", type=float, default=defaults.val_fraction)
     parser.add_argument("--val", nargs="+", default=[], metavar="INPUT",
                         help="validate on all of these instead (the inputs then all train; --val-fraction unused)")
@@ -385,8 +396,9 @@ def run(args: argparse.Namespace) -> None:
     """`python -m gpt prepare`: prepare the inputs, then say how to train on them."""
     defaults = Recipe()
     split_files(args.inputs, args.val, COMMAND_NAMES)  # a mistake named as typed here, before training's names
+    compact = None if args.compact_vocab is None else args.compact_vocab == "true"
     recipe = Recipe([str(Path(p).resolve()) for p in args.inputs], [str(Path(p).resolve()) for p in args.val],
-                    args.tokenizer, args.vocab_size, None, args.val_fraction, args.text_field, args.doc_bytes,
+                    args.tokenizer, args.vocab_size, compact, args.val_fraction, args.text_field, args.doc_bytes,
                     args.shard_tokens)
     out = Path(args.out) if args.out else cache_folder(recipe, Path(args.root))
     cached = not args.out
