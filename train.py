@@ -49,8 +49,10 @@ def load_data(cfg: DictConfig) -> L.LightningDataModule:
     from hydra.errors import InstantiationException
     from hydra.utils import instantiate
 
+    from gpt.training.checks import data_arguments
+
     try:
-        return instantiate(cfg.data)
+        return instantiate(cfg.data, **data_arguments(cfg, HydraConfig.get().overrides.task))
     except InstantiationException as err:  # Hydra wraps the DataModule's own one-line ValueError in many lines
         raise err.__cause__ if isinstance(err.__cause__, ValueError) else err from None
 

@@ -294,6 +294,22 @@ def test_train_on_text_then_generate(tmp_path: Path, text_file: Path, tokenizer:
         assert 0 < bpb < loss / math.log(2) / 2
 
 
+def test_a_prepared_folder_refuses_a_setting_the_command_line_gives_at_its_default(
+        tmp_path: Path, text_file: Path, capsys: pytest.CaptureFixture) -> None:
+    """data.val_fraction=0.1 (the default) on a folder prepared with 0.3 once trained on its 0.3 without a word: the
+    check saw a value, not what the command line set. Left unsaid, the folder's own is read."""
+    folder = tmp_path / "prepared"
+    assert cli(["prepare", str(text_file), "--out", str(folder), "--doc-bytes", "256", "--val-fraction", "0.3",
+                "--num-proc", "1"]) == 0
+    capsys.readouterr()
+    run = [*TINY, f"data.path={folder}", "trainer.max_steps=1"]
+    with pytest.raises(ValueError, match=rf"^data.val_fraction=0.1 is not what {folder} was prepared with "
+                       r"\(val_fraction=0.3\), and a prepared folder keeps its own: drop data.val_fraction"):
+        train_in_process(tmp_path / "given", *run, "data.val_fraction=0.1")
+    _, _, meta = load_checkpoint(train_in_process(tmp_path / "unsaid", *run), with_meta=True)
+    assert meta["val_fraction"] == 0.3
+
+
 def test_cli_refuses_a_missing_path_in_one_line(tmp_path: Path) -> None:
     """Through train.py itself: Hydra's instantiate must not turn a data error into a traceback."""
     run = run_cli("train.py", *TINY, f"data.path={tmp_path / 'nope.txt'}", f"hydra.run.dir={tmp_path / 'bad'}",

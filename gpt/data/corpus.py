@@ -2,6 +2,7 @@
 read as random windows of block_size + 1 tokens."""
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -27,7 +28,10 @@ class TextData(BatchedData):
     random windows of block_size + 1 tokens, and validation a fixed, seeded set of windows.
 
     The corpus loads on first use (`vocab_size`, `tokenizer`, ...), not in __init__: Hydra's instantiate
-    would wrap a user's ValueError (a bad path) into a multi-line InstantiationException."""
+    would wrap a user's ValueError (a bad path) into a multi-line InstantiationException.
+
+    `given`: the settings the command line names (train.py passes them), which a prepared folder must have been
+    made with even where they equal the default."""
 
     def __init__(self, block_size: PositiveInt, path: str | list[str] | None = None,
                  val_path: str | list[str] | None = None, name: str = "text",
@@ -35,11 +39,11 @@ class TextData(BatchedData):
                  vocab_size: PositiveInt = 4096, compact_vocab: bool | None = None, val_fraction: Fraction = 0.1,
                  text_field: str = "text", doc_bytes: DocBytes = 4096, shard_tokens: ShardTokens = 1 << 24,
                  num_proc: PositiveInt | None = None, batch_size: PositiveInt = 64, val_windows: PositiveInt = 512,
-                 seed: int = 0, root: str = "data") -> None:
+                 seed: int = 0, root: str = "data", given: Sequence[str] = ()) -> None:
         super().__init__()
         self.path, self.val_path, self.name, self.url = path, val_path, name, url
         self.sha256, self.root = sha256, Path(root)
-        self.tokenizer_name, self.num_proc = tokenizer, num_proc
+        self.tokenizer_name, self.num_proc, self.given = tokenizer, num_proc, given
         self.options = dict(tokenizer=tokenizer, vocab_size=vocab_size, compact_vocab=compact_vocab,
                             val_fraction=val_fraction, text_field=text_field, doc_bytes=doc_bytes,
                             shard_tokens=shard_tokens)
@@ -60,7 +64,7 @@ class TextData(BatchedData):
 
     @cached_property
     def corpus(self) -> Prepared:
-        corpus = load(Recipe(self.sources, self.val_sources, **self.options), self.root, self.num_proc)
+        corpus = load(Recipe(self.sources, self.val_sources, **self.options), self.root, self.num_proc, self.given)
         for split, ids in (("training", corpus.train), ("validation", corpus.val)):
             if len(ids) < self.block_size + 1:
                 raise ValueError(f"the {split} split of {', '.join(self.sources)} has {len(ids)} {self.tokenizer_name} "

@@ -10,7 +10,7 @@ import json
 import os
 import shutil
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from functools import partial
@@ -324,16 +324,16 @@ def open_prepared(folder: Path, tokenizer: str, cached: bool = False) -> Prepare
     return Prepared(folder, manifest, tokenizer_from_dict(manifest["tokenizer"]), train, val)
 
 
-def check_settings(recipe: Recipe, folder: Path, manifest: dict[str, Any]) -> None:
+def check_settings(recipe: Recipe, folder: Path, manifest: dict[str, Any], given: Collection[str] = ()) -> None:
     """Refuse a setting a run gives that the prepared `folder` was made with otherwise: its shards would be read
-    as they are and the setting ignored. A default is taken as not given, so a folder made with --doc-bytes 256
-    trains from `data.path=<it>` alone."""
+    as they are and the setting ignored. A default is taken as not given unless `given` (the settings the command
+    line names) holds it, so a folder made with --doc-bytes 256 trains from `data.path=<it>` alone."""
     defaults, made_with = Recipe(), manifest["recipe"]
     for name, flag in PREPARED_SETTINGS.items():
         value = getattr(recipe, name)
         if name == "vocab_size" and recipe.tokenizer != "bpe":  # only a trained BPE reads it
             continue
-        if value != getattr(defaults, name) and value != made_with[name]:
+        if (value != getattr(defaults, name) or name in given) and value != made_with[name]:
             raise ValueError(f"data.{name}={value} is not what {folder} was prepared with ({name}={made_with[name]})"
                              f", and a prepared folder keeps its own: drop data.{name}, or prepare it again with "
                              f"{flag} {value}")
@@ -348,15 +348,15 @@ def check_settings(recipe: Recipe, folder: Path, manifest: dict[str, Any]) -> No
                          f"{value}")
 
 
-def load(recipe: Recipe, root: Path, num_proc: int | None = None) -> Prepared:
-    """A training run's corpus: an already prepared folder as given, else the recipe's cache (prepared now
-    if it is not there yet)."""
+def load(recipe: Recipe, root: Path, num_proc: int | None = None, given: Collection[str] = ()) -> Prepared:
+    """A training run's corpus: an already prepared folder as given (checked against the recipe and the settings
+    the command line names, `given`), else the recipe's cache (prepared now if it is not there yet)."""
     if len(recipe.inputs) == 1 and (Path(recipe.inputs[0]) / "manifest.json").is_file():
         if recipe.val_inputs:
             raise ValueError(f"{recipe.inputs[0]} is prepared already, with its own validation split: drop "
                              "data.val_path, or prepare it with --val")
         prepared = open_prepared(Path(recipe.inputs[0]), recipe.tokenizer)
-        check_settings(recipe, prepared.folder, prepared.manifest)
+        check_settings(recipe, prepared.folder, prepared.manifest, given)
         return prepared
     return open_prepared(prepare(recipe, cache_folder(recipe, root), num_proc, cached=True), recipe.tokenizer,
                          cached=True)

@@ -3,6 +3,7 @@ what it is passed to (gpt/validate.py), the model's parts, each task's knobs, th
 Also what train.py builds from that config: ModelConfig, OptimConfig's fields, the precision to train in."""
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
@@ -16,6 +17,7 @@ from hydra.utils import get_class
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException
 
+from gpt.data.corpus import TextData
 from gpt.data.tasks.datamodule import build_tasks
 from gpt.machine import cpu_info
 from gpt.model.config import ModelConfig
@@ -67,6 +69,16 @@ def optim_config(cfg: DictConfig) -> dict[str, Any]:
     return OmegaConf.to_container(cfg.optim, resolve=True)
 
 
+def data_arguments(cfg: DictConfig, overrides: Sequence[str]) -> dict[str, Any]:
+    """What data= is built with beyond its section: for running text, the data settings the command line
+    (`overrides`) names, so that a prepared data.path refuses one it was made otherwise even at its default (by
+    value alone, `data.val_fraction=0.1` reads as nothing said)."""
+    if not issubclass(get_class(cfg.data._target_), TextData):
+        return {}
+    keys = [override.split("=", 1)[0].lstrip("+") for override in overrides if not override.startswith("~")]
+    return {"given": [key.removeprefix("data.") for key in keys if key.startswith("data.")]}
+
+
 def user_values(node: DictConfig) -> dict[str, Any]:
     """A section's values as plain Python, less those interpolated from elsewhere (checked where they are set)."""
     values = OmegaConf.to_container(node, resolve=False)
@@ -101,7 +113,7 @@ def check_sections(cfg: DictConfig) -> None:
                              f"(set one of its settings with {key}.<setting>=<value>)")
     check_section("model", user_values(cfg.model), ModelConfig, not_settable=["vocab_size"])
     check_parts(model_config(cfg, vocab_size=1))
-    check_section("data", user_values(cfg.data), get_class(cfg.data._target_))
+    check_section("data", user_values(cfg.data), get_class(cfg.data._target_), not_settable=["given"])
     # Running text's windows follow the model's context: set apart, the model trained on windows of another length
     # (positions past them never trained) or was refused for a "longest line" running text does not have.
     if "block_size" in cfg.data and not OmegaConf.is_interpolation(cfg.data, "block_size") \
