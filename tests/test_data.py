@@ -310,6 +310,27 @@ def test_a_prepared_folder_refuses_a_setting_the_command_line_gives_at_its_defau
     assert meta["val_fraction"] == 0.3
 
 
+def test_evaluate_refuses_a_corpus_prepared_again_since_training(tmp_path: Path, text_file: Path,
+                                                                  capsys: pytest.CaptureFixture) -> None:
+    """The folder deleted and prepared again with another --val-fraction, as a refusal advises: evaluate measured
+    the model on the new validation split, much of it text the model had trained on, without a word."""
+    folder = tmp_path / "prepared"
+    prepare_folder = ["prepare", str(text_file), "--out", str(folder), "--doc-bytes", "256", "--num-proc", "1"]
+    assert cli(prepare_folder) == 0
+    ckpt = train_in_process(tmp_path / "run", *TINY, f"data.path={folder}", "trainer.max_steps=1")
+    capsys.readouterr()
+    assert cli(["evaluate", "--ckpt", str(ckpt)]) == 0
+    val_tokens = int(re.search(r"\(([\d,]+) char tokens\)", capsys.readouterr().out)[1].replace(",", ""))
+    shutil.rmtree(folder)
+    assert cli([*prepare_folder, "--val-fraction", "0.5"]) == 0
+    capsys.readouterr()
+    assert cli(["evaluate", "--ckpt", str(ckpt)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {folder} is not the corpus this model was trained on: it was prepared again since")
+    assert "validation tokens, the model's had " in err and f"and {val_tokens:,}): prepare it again" in err
+    assert err.count("\n") == 1
+
+
 def test_cli_refuses_a_missing_path_in_one_line(tmp_path: Path) -> None:
     """Through train.py itself: Hydra's instantiate must not turn a data error into a traceback."""
     run = run_cli("train.py", *TINY, f"data.path={tmp_path / 'nope.txt'}", f"hydra.run.dir={tmp_path / 'bad'}",

@@ -23,8 +23,19 @@ from gpt.inference.text import TextModel, load
 
 
 def val_ids(text_model: TextModel) -> np.ndarray:
-    """The validation split of the prepared corpus (its shards) a running-text model was trained on."""
-    return open_prepared(Path(text_model.meta["shards"]), text_model.meta["tokenizer"]).val.to_array()
+    """The validation split of the prepared corpus (its shards) a running-text model was trained on, refused when
+    the folder there was prepared again since (with other settings, or from other text): its split would hold text
+    the model trained on, or ids of another vocabulary."""
+    meta = text_model.meta
+    prepared = open_prepared(Path(meta["shards"]), meta["tokenizer"])
+    was = (meta.get("train_tokens"), meta.get("val_tokens"), text_model.tokenizer.to_dict())
+    now = (len(prepared.train), len(prepared.val), prepared.tokenizer.to_dict())
+    if "val_tokens" in meta and now != was:
+        raise ValueError(f"{meta['shards']} is not the corpus this model was trained on: it was prepared again since "
+                         f"({now[0]:,} training and {now[1]:,} validation tokens, the model's had {was[0]:,} and "
+                         f"{was[1]:,}{'' if now[2] == was[2] else ', and another vocabulary'}): prepare it again as it "
+                         "was to measure this model on its own validation text")
+    return prepared.val.to_array()
 
 
 def text_report(text_model: TextModel, ids: np.ndarray) -> str:
