@@ -334,9 +334,12 @@ def check_settings(recipe: Recipe, folder: Path, manifest: dict[str, Any], given
         if name == "vocab_size" and recipe.tokenizer != "bpe":  # only a trained BPE reads it
             continue
         if (value != getattr(defaults, name) or name in given) and value != made_with[name]:
+            # Prepared with --val, no fraction splits it: --val-fraction alone would pass here and still split nothing.
+            val_files = " and without --val (whose files are validation whatever the fraction)" \
+                if name == "val_fraction" and made_with["val_inputs"] else ""
             raise ValueError(f"data.{name}={value} is not what {folder} was prepared with ({name}={made_with[name]})"
                              f", and a prepared folder keeps its own: drop data.{name}, or prepare it again with "
-                             f"{flag} {value}")
+                             f"{flag} {value}{val_files}")
     # Judged by the folder's tokenizer, not its recipe: left unset (null), preparation compacts by what it finds.
     compact = manifest["tokenizer"].get("vocab") is not None
     if recipe.tokenizer == "gpt2" and recipe.compact_vocab is not None and recipe.compact_vocab != compact:
