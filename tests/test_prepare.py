@@ -475,6 +475,10 @@ def user_error(tmp_path: Path, case: str) -> tuple[dict, str]:
                 "prepared folder keeps its own: drop data.val_fraction, or prepare it again with --val-fraction 0.5 "
                 r"and without --val \(whose files are validation whatever the fraction\)$")
     build([write(tmp_path / "a.txt", stories(60, seed=11))], prepared)
+    if case == "a prepared folder among inputs":  # was "a folder with no *.txt ... files: add some"
+        return ({"path": [str(tmp_path / "a.txt"), str(prepared)]},
+                rf"^data.path={prepared} is a corpus prepared already, which trains only as the one data.path: name "
+                "it alone there, or name the text it was prepared from$")
     if case == "another setting":  # read as prepared, the run's val_fraction was once ignored without a word
         return ({"path": str(prepared), "val_fraction": 0.5},
                 rf"^data.val_fraction=0.5 is not what {prepared} was prepared with \(val_fraction=0.1\), and a "
@@ -533,7 +537,7 @@ def test_an_arrow_file_with_a_flipped_bit_is_read_or_refused_in_one_line(table_b
 
 @pytest.mark.parametrize("case", ["not json", "no field", "a number", "null", "lone surrogate", "no column",
                                   "numbers column", "arrow numbers column", "not parquet", "another tokenizer",
-                                  "another setting", "a fraction beside --val"])
+                                  "another setting", "a fraction beside --val", "a prepared folder among inputs"])
 def test_bad_inputs_are_one_line_naming_the_file_and_the_fix(tmp_path: Path, case: str) -> None:
     kwargs, pattern = user_error(tmp_path, case)
     inputs = files_in(tmp_path)

@@ -359,6 +359,9 @@ def input_files(paths: list[str], named: str) -> list[Path]:
         if not path.exists():
             raise ValueError(f"{named.format(path)} does not exist: point it at a text, JSONL or Parquet file, or a "
                              "folder")
+        if (path / "manifest.json").is_file():  # its shards are no text: the folder is read alone, as data.path
+            raise ValueError(f"{named.format(path)} is a corpus prepared already, which trains only as the one "
+                             "data.path: name it alone there, or name the text it was prepared from")
         if path.is_dir() and not (path / "state.json").exists() and not (path / "dataset_dict.json").exists():
             found = sorted(p for p in path.rglob("*") if p.suffix.lower() in SUFFIXES and p.is_file())
             if not found:
