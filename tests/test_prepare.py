@@ -285,6 +285,13 @@ def test_command_line_prepares_what_training_then_finds(tmp_path: Path, monkeypa
                 for key, value in (override.split("=", 1) for override in command)}
     data = TextData(block_size=8, num_proc=1, **settings)
     assert split_documents(data.corpus)["val"] == stories(5, seed=13) and data.meta["val_path"] == str(held)
+    # A relative --root or --out is named absolute, as the inputs are: run from another folder, the printed command
+    # read them from there, found nothing, and prepared the corpus again.
+    monkeypatch.chdir(tmp_path)
+    assert cli(["prepare", str(corpus), "--root", "data2", "--num-proc", "1"]) == 0
+    assert f"data.root={tmp_path / 'data2'}" in capsys.readouterr().out.split()
+    assert cli(["prepare", str(corpus), "--out", "relative", "--num-proc", "1"]) == 0
+    assert f"data.path={tmp_path / 'relative'}" in capsys.readouterr().out.split()
     out = tmp_path / "out"
     assert cli(["prepare", str(corpus), "--out", str(out), "--doc-bytes", "256", "--num-proc", "1"]) == 0
     capsys.readouterr()

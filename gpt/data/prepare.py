@@ -414,7 +414,9 @@ def run(args: argparse.Namespace) -> None:
                          f"hash of its text with chance --val-fraction): {again} with a smaller --doc-bytes "
                          f"than {recipe.doc_bytes} or a larger --val-fraction than {recipe.val_fraction}, or name "
                          "validation files with --val")
-    paths = str(out) if args.out else ",".join(recipe.inputs)
+    # Absolute, as the inputs are: the command may be run from another folder, and a relative --out or --root read
+    # from there would find nothing and prepare the corpus again.
+    paths = str(out.resolve()) if args.out else ",".join(recipe.inputs)
     settings = {"path": paths if "," not in paths else f"[{paths}]", "tokenizer": recipe.tokenizer}
     if not args.out:  # the settings the run's lookup must see again; a prepared folder carries its own
         settings.update((k, v) for k, v in asdict(recipe).items()
@@ -422,7 +424,7 @@ def run(args: argparse.Namespace) -> None:
         if recipe.val_inputs:
             settings["val_path"] = f"[{','.join(recipe.val_inputs)}]"
         if args.root != "data":  # the run looks for its shards under <data.root>/shards/
-            settings["root"] = args.root
+            settings["root"] = str(Path(args.root).resolve())
     print(f"{out}: {prepared.manifest['documents']:,} documents, {len(prepared.train):,} training and "
           f"{len(prepared.val):,} validation tokens, vocabulary {prepared.tokenizer.vocab_size:,}\n"
           f"train with: python train.py data=text {' '.join(f'data.{k}={v}' for k, v in settings.items())}")
