@@ -4,6 +4,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
 import re
 import shutil
 import urllib.error
@@ -145,6 +146,37 @@ def test_a_damaged_corpus_is_refused_naming_the_file_and_the_fix(text_file: Path
     assert "\n" not in str(err.value) and files_in(tmp_path) == before
     shutil.rmtree(folder)  # the fix, as the message says
     assert remade() in (None, 0) and len(again().corpus.train) > 0
+
+
+@pytest.mark.parametrize("split", ["train", "val"])
+def test_an_id_past_the_vocabulary_in_a_shard_whose_mtime_was_kept_is_named_at_the_first_batch(
+        text_file: Path, tmp_path: Path, split: str) -> None:
+    """A changed shard whose mtime was kept skips the checksum; an id past the vocabulary in it then ended training
+    with an IndexError traceback from the embedding. The batch that reads it now names the shard and the fix."""
+    folder = load(text_file, tmp_path).corpus.folder
+    shard = folder / f"{split}_00000.bin"
+    stat, raw = shard.stat(), np.fromfile(shard, np.uint16)
+    raw[:] = 40000  # every window holds it, whichever the seed draws
+    raw.tofile(shard)
+    os.utime(shard, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    data = load(text_file, tmp_path, batch_size=4, val_windows=4)
+    message = (rf"^shard {shard} holds id 40000 at token [\d,]+, past the vocabulary of {data.vocab_size} its "
+               rf"manifest's tokenizer has: it was changed after preparation; delete {folder} and run again")
+    with pytest.raises(ValueError, match=message):
+        data.setup()  # the fixed validation windows are read here
+        next(iter(data.train_dataloader()))
+    with pytest.raises(ValueError, match=message):
+        getattr(data.corpus, split).to_array()  # what evaluation and the length callback read
+
+
+def test_an_id_past_the_vocabulary_is_named_at_its_place_in_its_shard() -> None:
+    tokens = np.arange(100, dtype=np.uint16) % 10
+    tokens[57] = 10
+    shards = TokenShards([tokens[:40], tokens[40:]], vocab_size=10, fix="prepare it again")
+    assert shards.rows(np.array([0, 30]), 20).max() == 9  # windows that miss it read as ever
+    with pytest.raises(ValueError, match=r"^shard 1 holds id 10 at token 17, past the vocabulary of 10 .*; prepare "
+                                         r"it again$"):
+        shards.rows(np.array([0, 50]), 20)
 
 
 def test_gpt2_vocabulary_is_compacted_on_a_small_corpus_unless_turned_off(text_file: Path, tmp_path: Path) -> None:

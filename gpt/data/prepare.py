@@ -320,8 +320,10 @@ def open_prepared(folder: Path, tokenizer: str, cached: bool = False) -> Prepare
     for entries in splits.values():
         for entry in entries:
             check_shard(folder, entry, dtype.itemsize, fix)
-    train, val = (TokenShards.open([folder / e["file"] for e in splits[s]], dtype.name) for s in ("train", "val"))
-    return Prepared(folder, manifest, tokenizer_from_dict(manifest["tokenizer"]), train, val)
+    vocabulary = tokenizer_from_dict(manifest["tokenizer"])
+    train, val = (TokenShards.open([folder / e["file"] for e in splits[s]], dtype.name, vocabulary.vocab_size, fix)
+                  for s in ("train", "val"))
+    return Prepared(folder, manifest, vocabulary, train, val)
 
 
 def check_settings(recipe: Recipe, folder: Path, manifest: dict[str, Any], given: Collection[str] = ()) -> None:

@@ -79,21 +79,38 @@ def file_sha256(path: Path) -> str:
 
 
 class TokenShards:
-    """A split's shards as one sequence of ids: `len`, and windows gathered across shard boundaries."""
+    """A split's shards as one sequence of ids: `len`, and windows gathered across shard boundaries. Given the
+    vocabulary's size, every id read is checked against it: a shard changed with its mtime kept skips the checksum
+    (check_shard), and an id past the vocabulary would end training in an IndexError from the embedding."""
 
-    def __init__(self, arrays: list[np.ndarray], paths: list[Path] | None = None) -> None:
-        self.arrays, self.paths = arrays, paths
+    def __init__(self, arrays: list[np.ndarray], paths: list[Path] | None = None, vocab_size: int | None = None,
+                 fix: str = "") -> None:
+        self.arrays, self.paths, self.vocab_size, self.fix = arrays, paths, vocab_size, fix
         self.ends = np.cumsum([len(a) for a in arrays], dtype=np.int64)  # (S,) where each shard stops
 
     @classmethod
-    def open(cls, paths: list[Path], dtype: str) -> TokenShards:
-        return cls([np.memmap(p, dtype=dtype, mode="r") for p in paths], paths)
+    def open(cls, paths: list[Path], dtype: str, vocab_size: int | None = None, fix: str = "") -> TokenShards:
+        return cls([np.memmap(p, dtype=dtype, mode="r") for p in paths], paths, vocab_size, fix)
 
     def __reduce__(self) -> tuple:
         """Spawned processes (ddp_spawn) map the files again rather than receive copies of the ids."""
         if self.paths is None:
-            return TokenShards, (self.arrays,)
-        return TokenShards.open, (self.paths, str(self.arrays[0].dtype))
+            return TokenShards, (self.arrays, None, self.vocab_size, self.fix)
+        return TokenShards.open, (self.paths, str(self.arrays[0].dtype), self.vocab_size, self.fix)
+
+    def check_ids(self, ids: np.ndarray, starts: np.ndarray) -> None:
+        """Refuse ids (B, L) read from starts (B,) if one is past the vocabulary, naming the shard it came from.
+        One max over the batch: the search for the culprit runs only when there is one."""
+        if self.vocab_size is None or not ids.size or int(ids.max()) < self.vocab_size:
+            return
+        row, column = np.argwhere(ids >= self.vocab_size)[0]
+        position = int(starts[row]) + int(column)
+        shard = int(np.searchsorted(self.ends, position, side="right"))
+        name = f"shard {self.paths[shard]}" if self.paths else f"shard {shard}"
+        local = position - (int(self.ends[shard - 1]) if shard else 0)
+        raise ValueError(f"{name} holds id {int(ids[row, column])} at token {local:,}, past the vocabulary of "
+                         f"{self.vocab_size} its manifest's tokenizer has: it was changed after preparation; "
+                         f"{self.fix or 'prepare the corpus again'}")
 
     def __len__(self) -> int:
         return int(self.ends[-1]) if len(self.ends) else 0
@@ -109,8 +126,11 @@ class TokenShards:
                 piece = self.arrays[shard][local:local + length - done]
                 out[row, done:done + len(piece)] = piece
                 done += len(piece)
+        self.check_ids(out, starts)
         return out
 
     def to_array(self) -> np.ndarray:
         """All ids in memory: for tests and small corpora only."""
-        return np.concatenate(self.arrays) if self.arrays else np.empty(0, np.int64)
+        ids = np.concatenate(self.arrays) if self.arrays else np.empty(0, np.int64)
+        self.check_ids(ids[None], np.zeros(1, np.int64))  # (1, N): one row from the start
+        return ids
