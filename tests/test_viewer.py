@@ -106,6 +106,17 @@ def test_python_api_shows_what_complete_answers(tmp_path: Path) -> None:
     assert view["prompt_len"] == max(0, 5 - (len(tokens) - 12))
 
 
+def test_a_vocabulary_padded_past_the_tokenizer_shows_only_ids_it_has(tmp_path: Path) -> None:
+    """The viewer samples as the text API does: never a padding id (one ended it with an IndexError)."""
+    model = build(ModelConfig(**{**make("mha").to_dict(), "vocab_size": 64, "tie_embeddings": False}))
+    with torch.no_grad():
+        model.head.weight[TOKENIZER.vocab_size:] *= 50  # the padding ids, likelier than any real one
+    text_model = TextModel(model, TOKENIZER, LINES)
+    view = write_attention_html(tmp_path / "view.html", text_model, "two plus", max_new_tokens=6, temperature=1.0)
+    words = text_model.complete("two plus", 6, 1.0, seed=0).replace("\n", " \\n ").split()
+    assert view["tokens"] == ["\\n", "two", "plus", *words]
+
+
 def test_head_numbers_mean_what_they_say() -> None:
     T = 5
     previous = torch.eye(T).roll(-1, dims=1).tril()  # each query on the token before it (query 0 on itself)

@@ -121,7 +121,7 @@ def write_attention_html(path: str | Path, text_model: TextModel, prompt: str, m
     idx = torch.tensor([prompt_ids], device=text_model.device)
     generator = torch.Generator(device=idx.device).manual_seed(seed)
     ids = generate(text_model.model, idx, max_new_tokens, temperature, top_k, top_p, stop_token=stop,
-                   generator=generator)[0].tolist()
+                   generator=generator, vocab_size=text_model.tokenizer.vocab_size)[0].tolist()
     if stop is not None and len(ids) > len(prompt_ids) and ids[-1] == stop:
         ids.pop()
     shown = ids[-text_model.model.cfg.block_size:]

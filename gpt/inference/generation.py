@@ -51,8 +51,10 @@ def sample_next(logits: torch.Tensor, temperature: float = 1.0, top_k: int | Non
 @torch.inference_mode()
 def stream(model: GPT, idx: torch.Tensor, max_new_tokens: int, temperature: float = 1.0,
            top_k: int | None = None, top_p: float | None = None, use_cache: bool = True,
-           stop_token: int | None = None, generator: torch.Generator | None = None) -> Iterator[torch.Tensor]:
-    """Yield each new token batch (B, 1) as soon as it is chosen.
+           stop_token: int | None = None, generator: torch.Generator | None = None,
+           vocab_size: int | None = None) -> Iterator[torch.Tensor]:
+    """Yield each new token batch (B, 1) as soon as it is chosen; with `vocab_size`, only ids below it (a
+    tokenizer with fewer ids than the embedding, padded to a round size, has no text for the ids past its own).
 
     The context is the last block_size tokens, so decoding runs past block_size. Once the cache is
     full the window slides: the cache is refilled from the cropped window, which is exactly what the
@@ -69,7 +71,7 @@ def stream(model: GPT, idx: torch.Tensor, max_new_tokens: int, temperature: floa
     unseen: list[torch.Tensor] = []  # tokens the cache holds but `context` does not yet: joined only if it slides
     finished = torch.zeros(idx.shape[0], dtype=torch.bool, device=idx.device)
     for step in range(max_new_tokens):
-        token = sample_next(logits, temperature, top_k, top_p, generator)  # (B, 1)
+        token = sample_next(logits[:, :vocab_size], temperature, top_k, top_p, generator)  # (B, 1)
         yield token
         if stop_token is not None:
             finished |= token[:, 0] == stop_token
@@ -90,10 +92,13 @@ def stream(model: GPT, idx: torch.Tensor, max_new_tokens: int, temperature: floa
 
 def generate(model: GPT, idx: torch.Tensor, max_new_tokens: int, temperature: float = 1.0,
              top_k: int | None = None, top_p: float | None = None, use_cache: bool = True,
-             stop_token: int | None = None, generator: torch.Generator | None = None) -> torch.Tensor:
-    """Prompt ids (B, T) -> (B, T + new); new < max_new_tokens only when every row hit stop_token.
+             stop_token: int | None = None, generator: torch.Generator | None = None,
+             vocab_size: int | None = None) -> torch.Tensor:
+    """Prompt ids (B, T) -> (B, T + new); new < max_new_tokens only when every row hit stop_token; new ids are
+    below `vocab_size` when it is given (see `stream`).
 
     Ids in, ids out, nothing added: a line-based model (the calculator) expects its prompt to start after a
     newline token and says it is done with one, so pass stop_token; `gpt.load(path).complete(text)` does both."""
-    new = list(stream(model, idx, max_new_tokens, temperature, top_k, top_p, use_cache, stop_token, generator))
+    new = list(stream(model, idx, max_new_tokens, temperature, top_k, top_p, use_cache, stop_token, generator,
+                      vocab_size))
     return torch.cat([idx, *new], dim=1)

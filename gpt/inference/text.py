@@ -84,7 +84,7 @@ class TextModel:
         shown = self.tokenizer.decode(ids)
         idx = torch.tensor([ids], device=self.device)
         for token in stream(self.model, idx, max_new_tokens, temperature, top_k, top_p, stop_token=stop,
-                            generator=generator):
+                            generator=generator, vocab_size=self.tokenizer.vocab_size):
             if stop is not None and token.item() == stop:
                 return
             ids.append(token.item())
@@ -117,8 +117,8 @@ class TextModel:
             for start in range(0, len(group), batch_size):
                 chunk = group[start:start + batch_size]
                 idx = torch.tensor([ids for _, ids in chunk], device=self.device)  # (B, T)
-                new = generate(self.model, idx, max_new_tokens, temperature=0.0,
-                               stop_token=self.end)[:, idx.shape[1]:].tolist()  # (B, <= max_new_tokens)
+                new = generate(self.model, idx, max_new_tokens, temperature=0.0, stop_token=self.end,
+                               vocab_size=self.tokenizer.vocab_size)[:, idx.shape[1]:].tolist()  # (B, <= new)
                 for (i, ids), row in zip(chunk, new):
                     if self.end in row:
                         row = row[:row.index(self.end)]
