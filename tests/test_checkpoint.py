@@ -126,6 +126,25 @@ def test_a_section_of_another_type_is_named_in_one_line(tmp_path: Path, edit: Ca
         load_checkpoint(path, with_meta=True)
 
 
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), -float("inf")])
+def test_weights_that_are_not_finite_are_named_at_load_in_one_line(tmp_path: Path, value: float) -> None:
+    """Such a model.pt loaded without a word: greedy decoding then printed nothing, sampling raised a traceback."""
+    path = tmp_path / "model.pt"
+    model = build(ModelConfig(vocab_size=8, layers=1, heads=1, dim=8, block_size=8))
+    with torch.no_grad():
+        model.blocks[0].mlp.fc.weight[1, :3] = value
+        model.head.weight.fill_(3e38)  # finite, though their sum is not: it loads
+    save_model(path, model, WordTokenizer([f"w{i}" for i in range(8)]))
+    with pytest.raises(CheckpointError, match=rf"^{path} holds weights that are not finite: blocks.0.mlp.fc.weight "
+                                              r"has 3 NaN or infinite values of 256; it cannot generate: train it "
+                                              r"again \(a lower optim.lr if its loss diverged\), or copy it again$"):
+        load_checkpoint(path)
+    with torch.no_grad():
+        model.blocks[0].mlp.fc.weight[1, :3] = 0.0
+    save_model(path, model, WordTokenizer([f"w{i}" for i in range(8)]))
+    assert load_checkpoint(path)[0].head.weight.max() == 3e38
+
+
 @given(back=st.integers(1, 400) | st.integers(1, 10**5), bit=st.integers(0, 7), cut=st.booleans())
 @example(back=38, bit=0, cut=False)  # the zip64 locator's disk number: zipfile.is_zipfile raised BadZipFile
 @example(back=164, bit=0, cut=False)  # the last member's compression method: NotImplementedError from testzip

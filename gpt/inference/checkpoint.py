@@ -118,6 +118,9 @@ def load_checkpoint(path: str | Path, device: str = "cpu", with_meta: bool = Fal
     # AttributeError inside the code that reads it.
     except (KeyError, ValueError, RuntimeError, TypeError, AttributeError) as err:
         raise CheckpointError(f"{path} is damaged: {first_line(err)}") from None
+    if bad := first_non_finite(model.state_dict()):  # greedy decoding of it says nothing, sampling raises
+        raise CheckpointError(f"{path} holds weights that are not finite: {bad}; it cannot generate: train it again "
+                              "(a lower optim.lr if its loss diverged), or copy it again")
     model.to(device).eval()
     return (model, tokenizer, meta) if with_meta else (model, tokenizer)
 
@@ -135,6 +138,17 @@ def weights_mismatch(expected: dict[str, torch.Tensor], saved: dict[str, Any]) -
         shape = tuple(getattr(saved[name], "shape", ()))
         if shape != tuple(tensor.shape):
             return f"{name} is {shape} in the file, {tuple(tensor.shape)} in the model it builds"
+    return ""
+
+
+def first_non_finite(weights: dict[str, torch.Tensor]) -> str:
+    """The first tensor holding NaN or inf, and how many, in a few words; '' when all are finite. A float32 sum per
+    tensor is finite exactly when its values are, unless finite values overflow it: only then is each one tested."""
+    for name, tensor in weights.items():
+        if tensor.is_floating_point() and not torch.isfinite(tensor.sum(dtype=torch.float32)):
+            count = int((~torch.isfinite(tensor)).sum())
+            if count:
+                return f"{name} has {count:,} NaN or infinite value{'s' * (count != 1)} of {tensor.numel():,}"
     return ""
 
 
