@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from gpt import GPT, ModelConfig, TextModel, generate, load
-from gpt.data.tokenizers import EOT, CharTokenizer
+from gpt.data.tokenizers import EOT, CharTokenizer, GPT2Tokenizer
 from gpt.inference.checkpoint import save_model
 from gpt.inference.compiled import compile_for_decoding
 from tests.conftest import build, calculator_tokenizer
@@ -118,6 +118,20 @@ def test_an_embedding_padded_past_the_tokenizer_never_samples_a_padding_id() -> 
     for seed in range(3):
         assert padded_text.complete("two plus", 24, 1.0, seed=seed) == cut_text.complete("two plus", 24, 1.0, seed=seed)
     assert padded_text.complete_batch(PROMPTS, 24) == cut_text.complete_batch(PROMPTS, 24)
+
+
+def test_a_character_split_across_byte_level_pieces_streams_whole() -> None:
+    """GPT-2's BPE spells 🦓 in three pieces: the first two decode to U+FFFD alone, and stream (so complete and
+    generate.py) printed "a �� b" where complete_batch gave "a 🦓 b"; a piece that ends mid-character now waits
+    for the rest of its bytes."""
+    full = GPT2Tokenizer()
+    bpe = full.encode("a 🦓 b")
+    tokenizer = GPT2Tokenizer(sorted({*bpe, full.eot_id}))
+    ids = tokenizer.encode("a 🦓 b")
+    running = TextModel(chain_model([*ids, tokenizer.eot_id], tokenizer.vocab_size), tokenizer, {})
+    assert list(running.stream("a", temperature=0)) == [" ", "🦓", " b"]
+    assert running.complete("a", temperature=0) == running.complete_batch(["a"], 10)[0] == " 🦓 b"
+    assert "".join(running.stream("a", max_new_tokens=2, temperature=0)) == " \ufffd"  # cut off: what decode says
 
 
 def test_load_gives_the_text_model_of_a_saved_checkpoint(tmp_path: Path) -> None:

@@ -25,6 +25,7 @@ from gpt.model.gpt import GPT
 
 RUNNING_TEXT_TOKENS = 200  # default length of a continuation of running text
 RUNNING_TEXT_TEMPERATURE = 0.8  # running text has no one right answer; greedy decoding of it loops
+UNFINISHED = "\ufffd"  # what a byte-level tokenizer decodes the first bytes of a multi-byte character to
 
 
 class TextModel:
@@ -86,12 +87,16 @@ class TextModel:
         for token in stream(self.model, idx, max_new_tokens, temperature, top_k, top_p, stop_token=stop,
                             generator=generator, vocab_size=self.tokenizer.vocab_size):
             if stop is not None and token.item() == stop:
-                return
+                break
             ids.append(token.item())
-            # Decode the whole so a BPE piece that completes a multi-byte character prints whole.
-            text = self.tokenizer.decode(ids)
+            # Decode the whole so a BPE piece that completes a multi-byte character prints whole; one that ends
+            # mid-character decodes to U+FFFD until the rest of its bytes come, so that is held back till then.
+            ready = self.tokenizer.decode(ids).rstrip(UNFINISHED)
+            if len(ready) > len(shown):
+                yield ready[len(shown):]
+                shown = ready
+        if len(text := self.tokenizer.decode(ids)) > len(shown):  # bytes that never made a character
             yield text[len(shown):]
-            shown = text
 
     def complete(self, prompt: str, max_new_tokens: int | None = None, temperature: float | None = None,
                  top_k: int | None = None, top_p: float | None = None, seed: int | None = None,
