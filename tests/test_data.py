@@ -25,7 +25,7 @@ import gpt.data.download as corpora
 import gpt.data.prepare as prepare
 from gpt.data.shards import TokenShards
 from gpt.data.tokenizers import EOT
-from gpt.inference.checkpoint import load_checkpoint
+from gpt.inference.checkpoint import load_checkpoint, save_model
 from tests.conftest import ROOT, files_in, play, run_cli
 import train
 
@@ -361,6 +361,27 @@ def test_evaluate_refuses_a_corpus_prepared_again_since_training(tmp_path: Path,
     assert err.startswith(f"error: {folder} is not the corpus this model was trained on: it was prepared again since")
     assert "validation tokens, the model's had " in err and f"and {val_tokens:,}): prepare it again" in err
     assert err.count("\n") == 1
+
+
+def test_evaluate_refuses_a_corpus_prepared_again_with_another_tokenizer(tmp_path: Path,
+                                                                        capsys: pytest.CaptureFixture) -> None:
+    """A folder named with --out, prepared again from other text after a model trained on it: its ids mean other
+    tokens to the model, and evaluate scored them (an IndexError traceback when the vocabulary grew)."""
+    folder, text = tmp_path / "prepared", tmp_path / "play.txt"
+    text.write_text(play())
+    assert cli(["prepare", str(text), "--out", str(folder), "--doc-bytes", "256", "--num-proc", "1"]) == 0
+    data = load(folder, tmp_path)
+    cfg = gpt.ModelConfig(vocab_size=data.vocab_size, layers=1, heads=2, dim=32, block_size=8)
+    save_model(tmp_path / "model.pt", gpt.GPT(cfg), data.tokenizer, data.meta)
+    assert cli(["evaluate", "--ckpt", str(tmp_path / "model.pt")]) == 0
+    shutil.rmtree(folder)
+    text.write_text(play().upper())
+    assert cli(["prepare", str(text), "--out", str(folder), "--doc-bytes", "256", "--num-proc", "1"]) == 0
+    capsys.readouterr()
+    assert cli(["evaluate", "--ckpt", str(tmp_path / "model.pt")]) == 2
+    assert capsys.readouterr().err == (f"error: {folder} was prepared again since this model trained on it: its "
+                                       "tokenizer is not the model's, so its ids are other tokens to the model; "
+                                       "prepare the text the model trained on there again to evaluate it\n")
 
 
 def test_cli_refuses_a_missing_path_in_one_line(tmp_path: Path) -> None:

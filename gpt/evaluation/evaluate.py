@@ -25,16 +25,18 @@ from gpt.inference.text import TextModel, load
 def val_ids(text_model: TextModel) -> np.ndarray:
     """The validation split of the prepared corpus (its shards) a running-text model was trained on, refused when
     the folder there was prepared again since (with other settings, or from other text): its split would hold text
-    the model trained on, or ids of another vocabulary."""
+    the model trained on, or ids that are other tokens to the model."""
     meta = text_model.meta
     prepared = open_prepared(Path(meta["shards"]), meta["tokenizer"])
-    was = (meta.get("train_tokens"), meta.get("val_tokens"), text_model.tokenizer.to_dict())
-    now = (len(prepared.train), len(prepared.val), prepared.tokenizer.to_dict())
+    if prepared.tokenizer.to_dict() != text_model.tokenizer.to_dict():
+        raise ValueError(f"{prepared.folder} was prepared again since this model trained on it: its tokenizer is "
+                         "not the model's, so its ids are other tokens to the model; prepare the text the model "
+                         "trained on there again to evaluate it")
+    was, now = (meta.get("train_tokens"), meta.get("val_tokens")), (len(prepared.train), len(prepared.val))
     if "val_tokens" in meta and now != was:
         raise ValueError(f"{meta['shards']} is not the corpus this model was trained on: it was prepared again since "
                          f"({now[0]:,} training and {now[1]:,} validation tokens, the model's had {was[0]:,} and "
-                         f"{was[1]:,}{'' if now[2] == was[2] else ', and another vocabulary'}): prepare it again as it "
-                         "was to measure this model on its own validation text")
+                         f"{was[1]:,}): prepare it again as it was to measure this model on its own validation text")
     return prepared.val.to_array()
 
 
