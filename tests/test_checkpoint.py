@@ -31,6 +31,13 @@ def test_missing_and_foreign_files_fail_with_one_line(tmp_path: Path) -> None:
     with pytest.raises(CheckpointError, match="no checkpoint at .*: train one with `python train.py`, or give the "
                                               "path of a model.pt or of the run folder holding it$"):
         load_checkpoint(tmp_path / "absent.pt")  # from Python too: no command-line flag to pass
+    killed = tmp_path / "killed"  # a run killed before its end: it said to train one, as if nothing were there
+    (killed / "checkpoints").mkdir(parents=True)
+    (killed / "checkpoints" / "last.ckpt").write_bytes(b"")
+    with pytest.raises(CheckpointError, match=f"^no model.pt in {killed}: its run stopped before writing one, and "
+                                              "its checkpoints/last.ckpt is there: continue it with the command that "
+                                              r"started it and resume=true \(its model.pt goes to the new run"):
+        load_checkpoint(killed)
     (tmp_path / "notes.txt").write_text("hello")
     with pytest.raises(CheckpointError, match="not a readable torch file"):
         load_checkpoint(tmp_path / "notes.txt")
