@@ -332,6 +332,9 @@ def test_a_gpt2_folder_is_read_with_the_vocabulary_it_was_prepared_with_or_refus
         assert cli(["prepare", str(corpus), "--tokenizer", "gpt2", "--out", str(tmp_path / name), "--num-proc", "1",
                     *flags]) == 0
     capsys.readouterr()
+    assert cli(["prepare", str(corpus), "--tokenizer", "gpt2", "--compact-vocab", "false", "--root",
+                str(tmp_path / "data"), "--num-proc", "1"]) == 0
+    assert "data.compact_vocab=false" in capsys.readouterr().out.split()  # as a command line writes it, not False
 
     def data(name: str, compact_vocab: bool | None) -> TextData:
         return TextData(block_size=8, path=str(tmp_path / name), tokenizer="gpt2", compact_vocab=compact_vocab)

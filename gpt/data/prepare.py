@@ -429,4 +429,9 @@ def run(args: argparse.Namespace) -> None:
             settings["root"] = str(Path(args.root).resolve())
     print(f"{out}: {prepared.manifest['documents']:,} documents, {len(prepared.train):,} training and "
           f"{len(prepared.val):,} validation tokens, vocabulary {prepared.tokenizer.vocab_size:,}\n"
-          f"train with: python train.py data=text {' '.join(f'data.{k}={v}' for k, v in settings.items())}")
+          f"train with: python train.py data=text {' '.join(f'data.{k}={override(v)}' for k, v in settings.items())}")
+
+
+def override(value: Any) -> str:
+    """A value as a command line writes it: true and false as YAML spells them, not Python's True and False."""
+    return str(value).lower() if isinstance(value, bool) else str(value)
