@@ -233,6 +233,9 @@ def test_a_validation_file_is_all_of_validation_and_nothing_else_is(tmp_path: Pa
         load(Recipe([str(train)], [str(tmp_path / "missing.txt")]), tmp_path / "data")  # how a run finds its shards
     with pytest.raises(ValueError, match=r"prepared already.*drop data.val_path"):
         load(Recipe([str(tmp_path / "out")], [str(val)]), tmp_path)
+    # A fraction beside named validation text was ignored without a word: the text is all of validation.
+    with pytest.raises(ValueError, match=r"^data.val_fraction=0.3 splits nothing when the validation text is named"):
+        Recipe([str(train)], [str(val)], val_fraction=0.3)
 
 
 def test_validation_documents_stay_validation_when_files_are_added(tmp_path: Path) -> None:

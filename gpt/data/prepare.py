@@ -60,6 +60,10 @@ class Recipe:
     def __post_init__(self) -> None:
         check_fields(self, "data.")  # named as training sets them; gpt prepare's flags are the same words
         tokenizer_label(self.tokenizer)  # refuses a name that is neither a kind nor a tokenizer folder
+        if self.val_inputs and self.val_fraction != Recipe.val_fraction:  # it would be ignored without a word
+            raise ValueError(f"data.val_fraction={self.val_fraction} splits nothing when the validation text is named "
+                             "(data.val_path, or prepare's --val): that text is all of validation and data.path all "
+                             "trains; drop one of the two")
 
 
 class Names(NamedTuple):
