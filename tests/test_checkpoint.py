@@ -34,9 +34,12 @@ def test_missing_and_foreign_files_fail_with_one_line(tmp_path: Path) -> None:
     killed = tmp_path / "killed"  # a run killed before its end: it said to train one, as if nothing were there
     (killed / "checkpoints").mkdir(parents=True)
     (killed / "checkpoints" / "last.ckpt").write_bytes(b"")
+    # Its own last.ckpt named: resume=true would continue the newest run of that config, a later one if there is
     with pytest.raises(CheckpointError, match=f"^no model.pt in {killed}: its run stopped before writing one, and "
                                               "its checkpoints/last.ckpt is there: continue it with the command that "
-                                              r"started it and resume=true \(its model.pt goes to the new run"):
+                                              r"started it \(its .hydra/overrides.yaml\) plus "
+                                              f"ckpt_path={killed.resolve()}/checkpoints/last.ckpt "
+                                              r"\(its model.pt goes to the new run"):
         load_checkpoint(killed)
     (tmp_path / "notes.txt").write_text("hello")
     with pytest.raises(CheckpointError, match="not a readable torch file"):

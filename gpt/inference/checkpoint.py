@@ -85,10 +85,12 @@ def read_checkpoint(path: str | Path) -> dict[str, Any]:
     naming what is wrong with the file."""
     path = model_file(path)
     if not path.is_file():
-        if (path.parent / "checkpoints" / "last.ckpt").is_file():  # a run killed before its end wrote no model.pt
+        if (last := path.parent / "checkpoints" / "last.ckpt").is_file():  # a run killed before it wrote model.pt
+            # Named by its path: resume=true takes the newest run of the same config, which may be a later one.
             raise CheckpointError(f"no model.pt in {path.parent}: its run stopped before writing one, and its "
                                   "checkpoints/last.ckpt is there: continue it with the command that started it "
-                                  "and resume=true (its model.pt goes to the new run folder)")
+                                  f"(its .hydra/overrides.yaml) plus ckpt_path={last.resolve()} (its model.pt goes "
+                                  "to the new run folder)")
         raise CheckpointError(f"no checkpoint at {path}: train one with `python train.py`, or give the path of a "
                               "model.pt or of the run folder holding it")
     payload = safe_load(path)
