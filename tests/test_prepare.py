@@ -293,6 +293,8 @@ def test_command_line_prepares_what_training_then_finds(tmp_path: Path, monkeypa
     monkeypatch.chdir(tmp_path)
     assert cli(["prepare", str(corpus), "--root", "data2", "--num-proc", "1"]) == 0
     assert f"data.root={tmp_path / 'data2'}" in capsys.readouterr().out.split()
+    assert cli(["prepare", str(corpus), "--num-proc", "1"]) == 0  # the default --root too
+    assert f"data.root={tmp_path / 'data'}" in capsys.readouterr().out.split()
     assert cli(["prepare", str(corpus), "--out", "relative", "--num-proc", "1"]) == 0
     assert f"data.path={tmp_path / 'relative'}" in capsys.readouterr().out.split()
     out = tmp_path / "out"

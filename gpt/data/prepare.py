@@ -429,8 +429,8 @@ def run(args: argparse.Namespace) -> None:
                         if k not in ("inputs", "val_inputs") and v != getattr(defaults, k))
         if recipe.val_inputs:
             settings["val_path"] = f"[{','.join(recipe.val_inputs)}]"
-        if args.root != "data":  # the run looks for its shards under <data.root>/shards/
-            settings["root"] = str(Path(args.root).resolve())
+        # The run looks for its shards under <data.root>/shards/, data/ of the folder it starts in unless named.
+        settings["root"] = str(Path(args.root).resolve())
     print(f"{out}: {prepared.manifest['documents']:,} documents, {len(prepared.train):,} training and "
           f"{len(prepared.val):,} validation tokens, vocabulary {prepared.tokenizer.vocab_size:,}\n"
           f"train with: python train.py data=text {' '.join(f'data.{k}={override(v)}' for k, v in settings.items())}")
