@@ -191,7 +191,7 @@ def test_no_timed_round_holds_an_engines_first_call_at_a_shape(monkeypatch: pyte
 
 
 def test_an_engine_out_of_memory_is_a_row_saying_so_and_the_rest_are_measured(monkeypatch: pytest.MonkeyPatch) -> None:
-    # Hugging Face's Mistral builds its whole mask: at 8 x 64k it took 73 GB of an H200, more than an H100 holds, and
+    # Hugging Face's Mistral builds its whole mask: at 8 x 64k it peaked at 71.5 GiB on an H200, ran out on an H100, and
     # its OutOfMemoryError ended the run with every other row's figures unwritten.
     calls: list[tuple[str, int]] = []
 
