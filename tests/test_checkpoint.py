@@ -41,6 +41,8 @@ def test_missing_and_foreign_files_fail_with_one_line(tmp_path: Path) -> None:
                                               f"ckpt_path={killed.resolve()}/checkpoints/last.ckpt "
                                               r"\(its model.pt goes to the new run"):
         load_checkpoint(killed)
+    with pytest.raises(CheckpointError, match="^no checkpoint at "):  # a mistyped name in a run folder is not that
+        load_checkpoint(killed / "modle.pt")
     (tmp_path / "notes.txt").write_text("hello")
     with pytest.raises(CheckpointError, match="not a readable torch file"):
         load_checkpoint(tmp_path / "notes.txt")

@@ -85,7 +85,8 @@ def read_checkpoint(path: str | Path) -> dict[str, Any]:
     naming what is wrong with the file."""
     path = model_file(path)
     if not path.is_file():
-        if (last := path.parent / "checkpoints" / "last.ckpt").is_file():  # a run killed before it wrote model.pt
+        # A run killed before it wrote model.pt; another name beside last.ckpt is a path mistyped, not that.
+        if path.name == "model.pt" and (last := path.parent / "checkpoints" / "last.ckpt").is_file():
             # Named by its path: resume=true takes the newest run of the same config, which may be a later one.
             raise CheckpointError(f"no model.pt in {path.parent}: its run stopped before writing one, and its "
                                   "checkpoints/last.ckpt is there: continue it with the command that started it "
