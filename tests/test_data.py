@@ -358,8 +358,8 @@ def test_evaluate_refuses_a_corpus_prepared_again_since_training(tmp_path: Path,
     capsys.readouterr()
     assert cli(["evaluate", "--ckpt", str(ckpt)]) == 2
     err = capsys.readouterr().err
-    assert err.startswith(f"error: {folder} is not the corpus this model was trained on: it was prepared again since")
-    assert "validation tokens, the model's had " in err and f"and {val_tokens:,}): prepare it again" in err
+    assert err.startswith(f"error: {folder} is not the corpus this model trained on: it holds ")
+    assert "validation tokens, that corpus " in err and f"and {val_tokens:,} (prepared again since" in err
     assert err.count("\n") == 1
 
 
@@ -379,9 +379,10 @@ def test_evaluate_refuses_a_corpus_prepared_again_with_another_tokenizer(tmp_pat
     assert cli(["prepare", str(text), "--out", str(folder), "--doc-bytes", "256", "--num-proc", "1"]) == 0
     capsys.readouterr()
     assert cli(["evaluate", "--ckpt", str(tmp_path / "model.pt")]) == 2
-    assert capsys.readouterr().err == (f"error: {folder} was prepared again since this model trained on it: its "
-                                       "tokenizer is not the model's, so its ids are other tokens to the model; "
-                                       "prepare the text the model trained on there again to evaluate it\n")
+    assert capsys.readouterr().err == (f"error: {folder} is not the corpus this model trained on: its tokenizer is "
+                                       "another, so its ids are other tokens to the model; prepare the text it "
+                                       "trained on there again, with the settings it had, to measure it on its own "
+                                       "validation text\n")
 
 
 def test_cli_refuses_a_missing_path_in_one_line(tmp_path: Path) -> None:

@@ -9,6 +9,7 @@ import csv
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -22,6 +23,7 @@ from omegaconf import DictConfig, OmegaConf
 from torch.utils.data import DataLoader
 
 from gpt import ModelConfig, load_checkpoint
+from gpt.__main__ import main as cli
 from gpt.inference.checkpoint import CheckpointError
 from gpt.sweeps.parallel import GRACE_S
 from gpt.training.callbacks import ResumeCheckpoint, TrainingStopped
@@ -29,6 +31,7 @@ from gpt.training.lit import LitGPT
 from gpt.training.resume import AtomicCheckpointIO, find_resume_checkpoint, load_resume_checkpoint
 from tests.conftest import ROOT, TINY_RUN, CodeRunningPickle, child_env, files_in, flip_a_bit_in, play, run_cli
 from tests.fuzzing import fresh_folder, job
+from tests.test_data import TINY, train_in_process
 
 # Dropout on, so the restored RNG matters; a checkpoint every 10 steps; the loss logged at every step.
 RUN = ["model.layers=1", "model.dim=32", "model.heads=2", "model.dropout=0.1", "data.batch_size=16",
@@ -76,6 +79,35 @@ def test_killed_run_on_shards_resumes_with_identical_losses(tmp_path: Path) -> N
     assert sorted(got) == [s for s in sorted(expected) if s >= saved_step]
     assert {s: expected[s] for s in got} == got  # bitwise: the same float at every step
     assert len(list(tmp_path.glob("data/shards/*/train_*.bin"))) > 1
+
+
+def test_resume_refuses_a_corpus_folder_prepared_again_since_the_checkpoint(tmp_path: Path) -> None:
+    """A prepared folder deleted and prepared again with another --val-fraction (as a refusal advises), or from
+    other text of the same size: a run resumed from a checkpoint trained on its new split, much of its validation
+    text trained on, and reported that loss as held out. A checkpoint from before the record still resumes."""
+    folder, text = tmp_path / "prepared", tmp_path / "play.txt"
+    text.write_text(play())
+    prepare = ["prepare", str(text), "--out", str(folder), "--doc-bytes", "256", "--num-proc", "1"]
+    assert cli(prepare) == 0
+    run = [*TINY, f"data.path={folder}", "trainer.val_check_interval=2"]
+    ckpt = train_in_process(tmp_path / "run", *run, "trainer.max_steps=2").parent / "checkpoints/last.ckpt"
+    resume = [*run, "trainer.max_steps=4", f"ckpt_path={ckpt}"]
+    train_in_process(tmp_path / "same", *resume)  # the corpus it trained on: it goes on
+    shutil.rmtree(folder)
+    assert cli([*prepare, "--val-fraction", "0.5"]) == 0
+    with pytest.raises(ValueError, match=rf"^{folder} is not the corpus {ckpt} trained on: it holds [\d,]+ training "
+                                         r"and [\d,]+ validation tokens, that corpus [\d,]+ and [\d,]+ \(prepared "
+                                         r"again since.*; resume on the text and data settings it trained on"):
+        train_in_process(tmp_path / "split", *resume)
+    shutil.rmtree(folder)
+    text.write_text(play().upper())  # as many tokens, and as many kinds of them, in another vocabulary
+    assert cli(prepare) == 0
+    with pytest.raises(ValueError, match=rf"^{folder} is not the corpus {ckpt} trained on: its tokenizer is another"):
+        train_in_process(tmp_path / "vocabulary", *resume)
+    old = torch.load(ckpt, weights_only=True)
+    del old["TextData"]
+    torch.save(old, tmp_path / "old.ckpt")
+    train_in_process(tmp_path / "old", *run, "trainer.max_steps=4", f"ckpt_path={tmp_path / 'old.ckpt'}")
 
 
 def test_sigkill_during_checkpoint_write_keeps_previous(tmp_path: Path) -> None:

@@ -11,7 +11,7 @@ import torch
 
 from gpt.data.batches import BatchedData, RandomWindows, windows
 from gpt.data.download import download
-from gpt.data.prepare import DocBytes, Prepared, Recipe, ShardTokens, load
+from gpt.data.prepare import DocBytes, Prepared, Recipe, ShardTokens, check_prepared_as, corpus_record, load
 from gpt.data.tokenizers import Tokenizer
 from gpt.validate import Fraction, PositiveInt
 
@@ -87,6 +87,21 @@ class TextData(BatchedData):
                 "vocab_size": self.vocab_size, "val_fraction": self.corpus.manifest["recipe"]["val_fraction"],
                 "shards": str(self.corpus.folder.resolve()), "train_tokens": len(self.corpus.train),
                 "val_tokens": len(self.corpus.val), "seed": self.seed}
+
+    @cached_property
+    def record(self) -> dict[str, Any]:
+        return corpus_record(self.corpus)
+
+    def state_dict(self) -> dict[str, Any]:
+        """Saved in each training checkpoint, so that a run resumed from it checks it continues on this corpus."""
+        return self.record
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """A resumed run's corpus must be the one its checkpoint trained on (a checkpoint from before this record,
+        which Lightning never passes here, resumes unchecked)."""
+        check_prepared_as(self.corpus, state_dict, str(self.trainer.ckpt_path),
+                          "resume on the text and data settings it trained on, or start afresh without ckpt_path "
+                          "and resume=true")
 
     def setup(self, stage: str | None = None) -> None:
         self.train_set = RandomWindows(self.corpus.train, self.block_size, self.batch_size, self.seed)

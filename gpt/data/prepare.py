@@ -330,6 +330,34 @@ def open_prepared(folder: Path, tokenizer: str, cached: bool = False) -> Prepare
     return Prepared(folder, manifest, vocabulary, train, val)
 
 
+def tokenizer_digest(tokenizer: Tokenizer) -> str:
+    return hashlib.sha256(json.dumps(tokenizer.to_dict(), sort_keys=True).encode()).hexdigest()
+
+
+def corpus_record(prepared: Prepared) -> dict[str, Any]:
+    """What check_prepared_as later checks a folder against: the sizes of the splits and a digest of the tokenizer
+    (a few bytes, where a Hugging Face tokenizer's own record is megabytes)."""
+    return {"train_tokens": len(prepared.train), "val_tokens": len(prepared.val),
+            "tokenizer_sha256": tokenizer_digest(prepared.tokenizer)}
+
+
+def check_prepared_as(prepared: Prepared, record: dict[str, Any], who: str, fix: str) -> None:
+    """Refuse `prepared` unless it is the corpus `who` (a model, a training checkpoint) trained on, as `record`
+    (corpus_record of that corpus; without the sizes for an older model.pt) says: a folder prepared again since,
+    with other settings or from other text, has a validation split that holds text `who` trained on, or ids that
+    are other tokens to it."""
+    now = corpus_record(prepared)
+    if record["tokenizer_sha256"] != now["tokenizer_sha256"]:
+        raise ValueError(f"{prepared.folder} is not the corpus {who} trained on: its tokenizer is another, so its ids "
+                         f"are other tokens to the model; {fix}")
+    was, has = (record.get("train_tokens"), record.get("val_tokens")), (now["train_tokens"], now["val_tokens"])
+    if "val_tokens" in record and has != was:
+        raise ValueError(f"{prepared.folder} is not the corpus {who} trained on: it holds {has[0]:,} training and "
+                         f"{has[1]:,} validation tokens, that corpus {was[0]:,} and {was[1]:,} (prepared again since, "
+                         f"or from other text or settings, its validation split holds text the model trained on); "
+                         f"{fix}")
+
+
 def check_settings(recipe: Recipe, folder: Path, manifest: dict[str, Any], given: Collection[str] = ()) -> None:
     """Refuse a setting a run gives that the prepared `folder` was made with otherwise: its shards would be read
     as they are and the setting ignored. A default is taken as not given unless `given` (the settings the command

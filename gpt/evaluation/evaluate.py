@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from gpt.data.prepare import open_prepared
+from gpt.data.prepare import check_prepared_as, open_prepared, tokenizer_digest
 from gpt.data.tasks.base import doubling
 from gpt.data.tasks.datamodule import build_tasks, held_out
 from gpt.evaluation.bpb import byte_counts, text_loss
@@ -28,15 +28,10 @@ def val_ids(text_model: TextModel) -> np.ndarray:
     the model trained on, or ids that are other tokens to the model."""
     meta = text_model.meta
     prepared = open_prepared(Path(meta["shards"]), meta["tokenizer"])
-    if prepared.tokenizer.to_dict() != text_model.tokenizer.to_dict():
-        raise ValueError(f"{prepared.folder} was prepared again since this model trained on it: its tokenizer is "
-                         "not the model's, so its ids are other tokens to the model; prepare the text the model "
-                         "trained on there again to evaluate it")
-    was, now = (meta.get("train_tokens"), meta.get("val_tokens")), (len(prepared.train), len(prepared.val))
-    if "val_tokens" in meta and now != was:
-        raise ValueError(f"{meta['shards']} is not the corpus this model was trained on: it was prepared again since "
-                         f"({now[0]:,} training and {now[1]:,} validation tokens, the model's had {was[0]:,} and "
-                         f"{was[1]:,}): prepare it again as it was to measure this model on its own validation text")
+    record = {k: meta[k] for k in ("train_tokens", "val_tokens") if k in meta}
+    check_prepared_as(prepared, {**record, "tokenizer_sha256": tokenizer_digest(text_model.tokenizer)}, "this model",
+                      "prepare the text it trained on there again, with the settings it had, to measure it on its "
+                      "own validation text")
     return prepared.val.to_array()
 
 
