@@ -110,6 +110,22 @@ def test_resume_refuses_a_corpus_folder_prepared_again_since_the_checkpoint(tmp_
     train_in_process(tmp_path / "old", *run, "trainer.max_steps=4", f"ckpt_path={tmp_path / 'old.ckpt'}")
 
 
+def test_resume_trains_at_the_optimizer_settings_it_is_given(tmp_path: Path) -> None:
+    """A non-finite loss advises resuming with a lower optim.lr: the restored optimizer and schedule kept the
+    checkpoint's peak LRs and weight decay, and the run went on exactly as before without a word."""
+    (tmp_path / "play.txt").write_text(play())
+    run = [*TINY, f"data.path={tmp_path / 'play.txt'}", "trainer.val_check_interval=2", "optim.warmup_steps=1"]
+    first = train_in_process(tmp_path / "run", *run, "trainer.max_steps=2").parent
+    lower = ["optim.lr=1e-4", "optim.min_lr=1e-5", "optim.muon_lr=2e-3", "optim.weight_decay=0.01"]
+    resumed = train_in_process(tmp_path / "lower", *run, *lower, "trainer.max_steps=3",
+                               f"ckpt_path={first / 'checkpoints/last.ckpt'}").parent
+    state = torch.load(resumed / "checkpoints/last.ckpt", weights_only=True)
+    assert state["lr_schedulers"][0]["base_lrs"] == [1e-4, 1e-4, 2e-3]
+    groups = state["optimizer_states"][0]["param_groups"]
+    assert [g["weight_decay"] for g in groups] == [0.01, 0.0, 0.01]
+    assert [g["lr"] for g in groups] == pytest.approx([1e-5, 1e-5, 2e-4])  # cosine at its end: min_lr / lr of each peak
+
+
 def test_sigkill_during_checkpoint_write_keeps_previous(tmp_path: Path) -> None:
     path = tmp_path / "last.ckpt"
     script = f"""

@@ -140,6 +140,20 @@ class LitGPT(L.LightningModule):
             return
         super().configure_gradient_clipping(optimizer, gradient_clip_val, gradient_clip_algorithm)
 
+    def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        """Lightning restores the optimizer's settings and the schedule's peak LRs as they were saved, so a run resumed
+        with another optim.lr, optim.muon_lr or optim.weight_decay (as a non-finite loss advises) trained on as
+        before without a word: this run's settings replace them, the optimizer's moments and step kept."""
+        fresh = OPTIMIZERS[self.optim.name](self.model, self.optim, False).state_dict()["param_groups"]
+        scale = SCHEDULES[self.optim.schedule]
+        for state, schedule in zip(checkpoint["optimizer_states"], checkpoint["lr_schedulers"]):
+            for group, new in zip(state["param_groups"], fresh):
+                # fused is the trainer's precision's choice (configure_optimizers), not a setting of optim.
+                group.update({k: v for k, v in new.items() if k not in ("params", "fused")})
+                # LambdaLR's own product, as it would have set it at this step from this peak.
+                group["initial_lr"], group["lr"] = new["lr"], new["lr"] * scale(schedule["last_epoch"], self.optim)
+            schedule["base_lrs"] = [group["lr"] for group in fresh]
+
     def configure_optimizers(self) -> dict[str, Any]:
         # The fused AdamW kernel updates every tensor in one call (~0.5 ms a step here against ~2.3 ms for the
         # per-tensor loop). Not under 16-mixed: a gradient scaler would then leave scaled gradients to clip.
