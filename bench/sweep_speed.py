@@ -40,7 +40,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def run_sweep(args: argparse.Namespace, folder: Path, launcher: list[str], threads: str | None) -> float:
     """Wall seconds of the whole sweep command (start-up, every job, the report)."""
     env = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}
-    env.update({"PYTHONPATH": str(ROOT), **({"OMP_NUM_THREADS": threads} if threads else {})})
+    # The repository before any PYTHONPATH already set (where the dependencies may live), not in its place.
+    path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+    env.update({"PYTHONPATH": path, **({"OMP_NUM_THREADS": threads} if threads else {})})
     command = [sys.executable, str(ROOT / "train.py"), f"experiment={args.preset}", *launcher, *args.overrides,
                f"hydra.sweep.dir={folder}"]
     print(f"$ {'OMP_NUM_THREADS=' + threads + ' ' if threads else ''}python {shlex.join(command[1:])}", flush=True)

@@ -37,7 +37,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def seconds(command: list[str], cwd: Path) -> float:
     start = time.perf_counter()
-    done = subprocess.run(command, cwd=cwd, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))  # the caller's kept after it
+    done = subprocess.run(command, cwd=cwd, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": path})
     if done.returncode:
         raise SystemExit(f"error: {shlex.join(command)} failed: {done.stderr.strip().splitlines()[-1:]}")
     return time.perf_counter() - start

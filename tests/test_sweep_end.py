@@ -14,7 +14,7 @@ import pytest
 from gpt.sweeps import parallel
 from gpt.sweeps.parallel import JobsPerCore
 from gpt.sweeps.report import find_runs, sweep_ending
-from tests.conftest import ROOT
+from tests.conftest import ROOT, child_env
 from tests.test_launchers import sweep_config
 from tests.test_report import fake_run, table
 
@@ -44,7 +44,8 @@ def test_a_crashed_job_is_a_failed_row_of_the_report_and_the_sweep_exits_1(tmp_p
     hooks = tmp_path / "hooks"
     hooks.mkdir()
     (hooks / "sitecustomize.py").write_text(CRASH)
-    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{hooks}", "HYDRA_FULL_ERROR": "0"}
+    env = child_env(HYDRA_FULL_ERROR="0")
+    env["PYTHONPATH"] = f"{hooks}{os.pathsep}{env['PYTHONPATH']}"
     result = subprocess.run([sys.executable, str(ROOT / "train.py"), "-m", f"hydra.sweep.dir={tmp_path / 'sweep'}",
                              "hydra.launcher.n_jobs=2", *TINY, "seed=0,1"], cwd=tmp_path, env=env,
                             capture_output=True, text=True, timeout=300)
