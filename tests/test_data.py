@@ -385,6 +385,32 @@ def test_evaluate_refuses_a_corpus_prepared_again_with_another_tokenizer(tmp_pat
                                        "validation text\n")
 
 
+def test_evaluate_refuses_a_corpus_prepared_again_from_text_edited_to_the_same_size(
+        tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """One word swapped for another of its length, prepared again: the same tokenizer and as many tokens in each
+    split, so evaluate measured the model on text it never trained on as its own validation split."""
+    folder, text = tmp_path / "prepared", tmp_path / "play.txt"
+    text.write_text(play())
+    assert cli(["prepare", str(text), "--out", str(folder), "--doc-bytes", "256", "--num-proc", "1"]) == 0
+    data = load(folder, tmp_path)
+    cfg = gpt.ModelConfig(vocab_size=data.vocab_size, layers=1, heads=2, dim=32, block_size=8)
+    save_model(tmp_path / "model.pt", gpt.GPT(cfg), data.tokenizer, data.meta)
+    shutil.rmtree(folder)
+    text.write_text(play().replace("thou", "buds", 1))
+    assert cli(["prepare", str(text), "--out", str(folder), "--doc-bytes", "256", "--num-proc", "1"]) == 0
+    again = load(folder, tmp_path)
+    assert (len(again.corpus.train), len(again.corpus.val)) == (len(data.corpus.train), len(data.corpus.val))
+    capsys.readouterr()
+    assert cli(["evaluate", "--ckpt", str(tmp_path / "model.pt")]) == 2
+    assert capsys.readouterr().err == (f"error: {folder} is not the corpus this model trained on: its shards hold "
+                                       "other ids than that corpus's (prepared again since from edited text, or cut "
+                                       "into shards of another size); prepare the text it trained on there again, "
+                                       "with the settings it had, to measure it on its own validation text\n")
+    older = {k: v for k, v in data.meta.items() if k != "shards_sha256"}  # a model.pt from before the digest
+    save_model(tmp_path / "older.pt", gpt.GPT(cfg), data.tokenizer, older)
+    assert cli(["evaluate", "--ckpt", str(tmp_path / "older.pt")]) == 0
+
+
 def test_cli_refuses_a_missing_path_in_one_line(tmp_path: Path) -> None:
     """Through train.py itself: Hydra's instantiate must not turn a data error into a traceback."""
     run = run_cli("train.py", *TINY, f"data.path={tmp_path / 'nope.txt'}", f"hydra.run.dir={tmp_path / 'bad'}",

@@ -84,7 +84,8 @@ def test_killed_run_on_shards_resumes_with_identical_losses(tmp_path: Path) -> N
 def test_resume_refuses_a_corpus_folder_prepared_again_since_the_checkpoint(tmp_path: Path) -> None:
     """A prepared folder deleted and prepared again with another --val-fraction (as a refusal advises), or from
     other text of the same size: a run resumed from a checkpoint trained on its new split, much of its validation
-    text trained on, and reported that loss as held out. A checkpoint from before the record still resumes."""
+    text trained on, and reported that loss as held out; from text edited to as many tokens, it trained on text
+    that was never its corpus. A checkpoint from before the record (or before its shards' digest) still resumes."""
     folder, text = tmp_path / "prepared", tmp_path / "play.txt"
     text.write_text(play())
     prepare = ["prepare", str(text), "--out", str(folder), "--doc-bytes", "256", "--num-proc", "1"]
@@ -99,6 +100,17 @@ def test_resume_refuses_a_corpus_folder_prepared_again_since_the_checkpoint(tmp_
                                          r"and [\d,]+ validation tokens, that corpus [\d,]+ and [\d,]+ \(prepared "
                                          r"again since.*; resume on the text and data settings it trained on"):
         train_in_process(tmp_path / "split", *resume)
+    shutil.rmtree(folder)
+    text.write_text(play().replace("thou", "buds", 1))  # one word for another: as many tokens in each split
+    assert cli(prepare) == 0
+    with pytest.raises(ValueError, match=rf"^{folder} is not the corpus {ckpt} trained on: its shards hold other "
+                                         r"ids than that corpus's \(prepared again since from edited text, or cut "
+                                         r"into shards of another size\); resume on the text and data settings"):
+        train_in_process(tmp_path / "edited", *resume)
+    older = torch.load(ckpt, weights_only=True)
+    del older["TextData"]["shards_sha256"]  # a record from before the shards' digest: checked as before
+    torch.save(older, tmp_path / "older.ckpt")
+    train_in_process(tmp_path / "older", *run, "trainer.max_steps=4", f"ckpt_path={tmp_path / 'older.ckpt'}")
     shutil.rmtree(folder)
     text.write_text(play().upper())  # as many tokens, and as many kinds of them, in another vocabulary
     assert cli(prepare) == 0

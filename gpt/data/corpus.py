@@ -86,7 +86,7 @@ class TextData(BatchedData):
                 "val_path": ", ".join(self.val_sources) or None, "tokenizer": self.tokenizer_name,
                 "vocab_size": self.vocab_size, "val_fraction": self.corpus.manifest["recipe"]["val_fraction"],
                 "shards": str(self.corpus.folder.resolve()), "train_tokens": len(self.corpus.train),
-                "val_tokens": len(self.corpus.val), "seed": self.seed}
+                "val_tokens": len(self.corpus.val), "shards_sha256": self.record["shards_sha256"], "seed": self.seed}
 
     @cached_property
     def record(self) -> dict[str, Any]:

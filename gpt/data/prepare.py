@@ -334,18 +334,24 @@ def tokenizer_digest(tokenizer: Tokenizer) -> str:
     return hashlib.sha256(json.dumps(tokenizer.to_dict(), sort_keys=True).encode()).hexdigest()
 
 
+def shards_digest(manifest: dict[str, Any]) -> str:
+    """A digest of the shards' bytes, from the sha256 of each that the manifest records (no shard is read)."""
+    hashes = {split: [entry["sha256"] for entry in entries] for split, entries in manifest["splits"].items()}
+    return hashlib.sha256(json.dumps(hashes, sort_keys=True).encode()).hexdigest()
+
+
 def corpus_record(prepared: Prepared) -> dict[str, Any]:
-    """What check_prepared_as later checks a folder against: the sizes of the splits and a digest of the tokenizer
-    (a few bytes, where a Hugging Face tokenizer's own record is megabytes)."""
+    """What check_prepared_as later checks a folder against: the sizes of the splits, a digest of the tokenizer
+    (a few bytes, where a Hugging Face tokenizer's own record is megabytes) and one of the shards."""
     return {"train_tokens": len(prepared.train), "val_tokens": len(prepared.val),
-            "tokenizer_sha256": tokenizer_digest(prepared.tokenizer)}
+            "tokenizer_sha256": tokenizer_digest(prepared.tokenizer), "shards_sha256": shards_digest(prepared.manifest)}
 
 
 def check_prepared_as(prepared: Prepared, record: dict[str, Any], who: str, fix: str) -> None:
     """Refuse `prepared` unless it is the corpus `who` (a model, a training checkpoint) trained on, as `record`
-    (corpus_record of that corpus; without the sizes for an older model.pt) says: a folder prepared again since,
-    with other settings or from other text, has a validation split that holds text `who` trained on, or ids that
-    are other tokens to it."""
+    (corpus_record of that corpus; an older model.pt lacks the sizes, an older one or last.ckpt the shards' digest)
+    says: a folder prepared again since, with other settings or from other text, has a validation split that holds
+    text `who` trained on, or ids that are other tokens to it, or text it never trained on."""
     now = corpus_record(prepared)
     if record["tokenizer_sha256"] != now["tokenizer_sha256"]:
         raise ValueError(f"{prepared.folder} is not the corpus {who} trained on: its tokenizer is another, so its ids "
@@ -355,6 +361,11 @@ def check_prepared_as(prepared: Prepared, record: dict[str, Any], who: str, fix:
         raise ValueError(f"{prepared.folder} is not the corpus {who} trained on: it holds {has[0]:,} training and "
                          f"{has[1]:,} validation tokens, that corpus {was[0]:,} and {was[1]:,} (prepared again since, "
                          f"or from other text or settings, its validation split holds text the model trained on); "
+                         f"{fix}")
+    # Last, so that a split's other size or another tokenizer, which say more, are named first.
+    if "shards_sha256" in record and record["shards_sha256"] != now["shards_sha256"]:
+        raise ValueError(f"{prepared.folder} is not the corpus {who} trained on: its shards hold other ids than that "
+                         f"corpus's (prepared again since from edited text, or cut into shards of another size); "
                          f"{fix}")
 
 

@@ -28,8 +28,7 @@ def val_ids(text_model: TextModel) -> np.ndarray:
     the model trained on, or ids that are other tokens to the model."""
     meta = text_model.meta
     prepared = open_prepared(Path(meta["shards"]), meta["tokenizer"])
-    record = {k: meta[k] for k in ("train_tokens", "val_tokens") if k in meta}
-    check_prepared_as(prepared, {**record, "tokenizer_sha256": tokenizer_digest(text_model.tokenizer)}, "this model",
+    check_prepared_as(prepared, {**meta, "tokenizer_sha256": tokenizer_digest(text_model.tokenizer)}, "this model",
                       "prepare the text it trained on there again, with the settings it had, to measure it on its "
                       "own validation text")
     return prepared.val.to_array()
