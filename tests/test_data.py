@@ -411,6 +411,25 @@ def test_evaluate_refuses_a_corpus_prepared_again_from_text_edited_to_the_same_s
     assert cli(["evaluate", "--ckpt", str(tmp_path / "older.pt")]) == 0
 
 
+def test_evaluate_refuses_a_corpus_prepared_again_with_another_kind_of_tokenizer(
+        tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """The folder prepared again with --tokenizer word under a char model: evaluate advised `set data.tokenizer=word`,
+    a setting it has not, for a model that reads characters."""
+    folder, text = tmp_path / "prepared", tmp_path / "play.txt"
+    text.write_text(play())
+    prepare_folder = ["prepare", str(text), "--out", str(folder), "--doc-bytes", "256", "--num-proc", "1"]
+    assert cli(prepare_folder) == 0
+    data = load(folder, tmp_path)
+    cfg = gpt.ModelConfig(vocab_size=data.vocab_size, layers=1, heads=2, dim=32, block_size=8)
+    save_model(tmp_path / "model.pt", gpt.GPT(cfg), data.tokenizer, data.meta)
+    shutil.rmtree(folder)
+    assert cli([*prepare_folder, "--tokenizer", "word"]) == 0
+    capsys.readouterr()
+    assert cli(["evaluate", "--ckpt", str(tmp_path / "model.pt")]) == 2
+    assert capsys.readouterr().err.startswith(f"error: {folder} is not the corpus this model trained on: its "
+                                              "tokenizer is another, so its ids are other tokens to the model; ")
+
+
 def test_cli_refuses_a_missing_path_in_one_line(tmp_path: Path) -> None:
     """Through train.py itself: Hydra's instantiate must not turn a data error into a traceback."""
     run = run_cli("train.py", *TINY, f"data.path={tmp_path / 'nope.txt'}", f"hydra.run.dir={tmp_path / 'bad'}",

@@ -312,13 +312,14 @@ def cache_folder(recipe: Recipe, root: Path) -> Path:
     return root / "shards" / f"{label}-{hashlib.sha256(key.encode()).hexdigest()[:16]}"
 
 
-def open_prepared(folder: Path, tokenizer: str, cached: bool = False) -> Prepared:
-    """A prepared corpus, checked against its manifest (shard sizes, and checksums of shards whose mtime moved).
-    `cached`: the folder is training's cache, not one the user named."""
+def open_prepared(folder: Path, tokenizer: str | None, cached: bool = False) -> Prepared:
+    """A prepared corpus, checked against its manifest (shard sizes, and checksums of shards whose mtime moved) and
+    against the `tokenizer` a run names (None: a model's, judged by check_prepared_as). `cached`: the folder is
+    training's cache, not one the user named."""
     path, fix = folder / "manifest.json", remake(folder, cached)
     manifest = read_manifest(path, fix)
     recipe, splits, dtype = manifest["recipe"], manifest["splits"], np.dtype(manifest["dtype"])
-    if recipe["tokenizer"] != tokenizer:
+    if tokenizer is not None and recipe["tokenizer"] != tokenizer:
         raise ValueError(f"{path} was prepared with data.tokenizer={recipe['tokenizer']}, not {tokenizer}: set "
                          f"data.tokenizer={recipe['tokenizer']}, or prepare it again with --tokenizer {tokenizer}")
     for entries in splits.values():
