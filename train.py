@@ -82,7 +82,8 @@ def train(cfg: DictConfig, run_dir: Path | None = None) -> Path:
     run_dir = run_dir or Path(HydraConfig.get().runtime.output_dir)
     check_config(cfg)
     check_accelerator(cfg.trainer)
-    if cfg.resume and (done := finished_line(run_dir)):  # a resumed sweep's job that had finished: it stands
+    # A resumed sweep's job that had finished stands; one killed before its model.pt is finished below.
+    if cfg.resume and (run_dir / "model.pt").is_file() and (done := finished_line(run_dir)):
         print(f"finished before, kept: {done}")
         return run_dir / "model.pt"
     resume_point = resume_from(cfg, run_dir, in_sweep=HydraConfig.get().mode == RunMode.MULTIRUN)
@@ -132,6 +133,14 @@ def train(cfg: DictConfig, run_dir: Path | None = None) -> Path:
             "resume=true)" if checkpoint.path.is_file() else "no checkpoint was written yet: start again"
         raise Interrupted(f"aborted by a second Ctrl-C at step {trainer.global_step}, before model.pt was written; "
                           f"{after}") from None
+    if resume_point and resume_point.step == trainer.max_steps:
+        # A run killed after its final checkpoint: Lightning restored it and skipped the training loop with its hooks.
+        # End it as that loop ends: a checkpoint in this folder, the final validation (its grading) and the record.
+        record.on_train_start(trainer, lit)
+        if not checkpoint.path.is_file():
+            checkpoint.save(trainer)
+        trainer.validate(lit, datamodule=data, verbose=False)
+        record.on_train_end(trainer, lit)
     path = run_dir / "model.pt"
     if not trainer.is_global_zero:  # under torchrun/SLURM every rank gets here; one writes the export
         return path

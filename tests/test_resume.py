@@ -28,9 +28,10 @@ from gpt.inference.checkpoint import CheckpointError
 from gpt.sweeps.parallel import GRACE_S
 from gpt.training.callbacks import ResumeCheckpoint, TrainingStopped
 from gpt.training.lit import LitGPT
-from gpt.training.resume import AtomicCheckpointIO, find_resume_checkpoint, load_resume_checkpoint
+from gpt.training.resume import AtomicCheckpointIO, find_resume_checkpoint, load_resume_checkpoint, resume_from
 from tests.conftest import ROOT, TINY_RUN, CodeRunningPickle, child_env, files_in, flip_a_bit_in, play, run_cli
 from tests.fuzzing import fresh_folder, job
+from tests.test_configs import compose_with
 from tests.test_data import TINY, train_in_process
 
 # Dropout on, so the restored RNG matters; a checkpoint every 10 steps; the loss logged at every step.
@@ -495,3 +496,50 @@ def test_resume_picks_the_sweep_that_has_not_ended_over_a_newer_one_that_has(tmp
     os.utime(killed / "multirun.yaml", (1, 1))
     os.utime(ended / "multirun.yaml")
     assert sweep_to_resume(sweep("resume=true")).resolve() == killed
+
+
+FINISHED_RUN = ["trainer=debug", "trainer.max_steps=10", "model.layers=1", "model.dim=32", "model.heads=2",
+                "data.batch_size=16", "data.eval_lines=10", "logger=none"]
+
+
+def test_a_run_killed_after_its_final_checkpoint_is_finished_from_it(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """Killed between its final last.ckpt and model.pt: ckpt_path= (or resume=true) of it refused it as finished,
+    naming its model.pt, which did not exist, and generate.py sent the user back to ckpt_path=: the trained model was
+    unusable. Now it is finished without training, its model the checkpoint's weights."""
+    monkeypatch.chdir(tmp_path)
+    killed = train_in_process(tmp_path / "killed", *FINISHED_RUN).parent
+    straight = load_checkpoint(killed / "model.pt")[0].state_dict()
+    (killed / "model.pt").unlink()
+    (killed / "summary.json").unlink()
+    ckpt = killed / "checkpoints/last.ckpt"
+    finished = train_in_process(tmp_path / "finished", *FINISHED_RUN, f"ckpt_path={ckpt}").parent
+    model = load_checkpoint(finished / "model.pt")[0].state_dict()
+    assert all(torch.equal(model[k], straight[k]) for k in straight)
+    summary = json.loads((finished / "summary.json").read_text())
+    assert summary["status"] == "ok" and summary["steps"] == 10 and "all" in summary["val_acc"]
+    assert summary["tokens_per_s"] is None  # nothing trained here: no speed to report
+    history = (finished / "history.csv").read_text().splitlines()
+    assert [row.split(",")[0] for row in history[1:]] == ["10"]  # the final validation once, not twice
+    assert load_resume_checkpoint(finished / "checkpoints/last.ckpt")["global_step"] == 10
+    cfg = compose_with(*FINISHED_RUN, f"ckpt_path={finished / 'checkpoints/last.ckpt'}")
+    with pytest.raises(ValueError, match=rf"has finished: .* \(its model: {finished / 'model.pt'}\)"):
+        resume_from(cfg, finished)
+
+
+def test_a_sweep_job_killed_after_its_final_checkpoint_is_finished_by_resume(tmp_path: Path) -> None:
+    """resume=true kept such a job as "finished before" when only its model.pt was missing, and left it an
+    unfinished row of the report when its summary.json was missing too."""
+    sweep = ["-m", *FINISHED_RUN, "seed=0", "hydra.sweep.dir=sweep"]
+    first = run_cli("train.py", *sweep, cwd=tmp_path)
+    assert first.returncode == 0, first.stderr[-2000:]
+    job = tmp_path / "sweep/0"
+    (job / "model.pt").unlink()
+    (job / "summary.json").unlink()
+    (tmp_path / "sweep/report.md").unlink()
+    resumed = run_cli("train.py", *sweep, "resume=true", cwd=tmp_path)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert f"finishing {job / 'checkpoints/last.ckpt'}: its training reached step 10" in resumed.stdout
+    assert (job / "model.pt").is_file() and json.loads((job / "summary.json").read_text())["status"] == "ok"
+    table = next(t for t in (tmp_path / "sweep/report.md").read_text().split("\n\n") if t.startswith("| configuration"))
+    assert table.splitlines()[2].endswith("| ok |")

@@ -140,10 +140,11 @@ def find_resume_checkpoint(cfg: DictConfig, roots: list[Path]) -> Path:
 
 @dataclass(frozen=True)
 class ResumePoint:
-    """A checkpoint to continue from, read once here: its path for Lightning, and the shapes of its weights and the
-    sizes of its optimizer's groups, to check against the run once the model is built (check_resumable)."""
+    """A checkpoint to continue from, read once here: its path for Lightning, its step, and the shapes of its weights
+    and the sizes of its optimizer's groups, to check against the run once the model is built (check_resumable)."""
 
     path: Path
+    step: int
     shapes: dict[str, tuple[int, ...]]
     group_sizes: list[int]
 
@@ -162,13 +163,16 @@ def resume_from(cfg: DictConfig, run_dir: Path, in_sweep: bool = False) -> Resum
     else:
         return None
     checkpoint = load_resume_checkpoint(path)
-    step = checkpoint["global_step"]
-    if 0 <= cfg.trainer.max_steps <= step:
-        raise ValueError(f"{path} has finished: it is at step {step} of trainer.max_steps={cfg.trainer.max_steps} "
-                         f"(its model: {path.parent.parent / 'model.pt'}); to train it further pass "
-                         f"ckpt_path={path} and a larger trainer.max_steps")
-    print(f"resuming from {path} at step {step}")
-    return ResumePoint(path, {k: tuple(v.shape) for k, v in checkpoint.get("state_dict", {}).items()},
+    step, model = checkpoint["global_step"], path.parent.parent / "model.pt"
+    # A run killed after its final checkpoint, before its model.pt: its training is done, only its end is missing.
+    ended = step == cfg.trainer.max_steps and not model.is_file()
+    if 0 <= cfg.trainer.max_steps <= step and not ended:
+        its_model = f" (its model: {model})" if model.is_file() else ""
+        raise ValueError(f"{path} has finished: it is at step {step} of trainer.max_steps={cfg.trainer.max_steps}"
+                         f"{its_model}; to train it further pass ckpt_path={path} and a larger trainer.max_steps")
+    print(f"finishing {path}: its training reached step {step}, but its run stopped before writing model.pt; "
+          "writing it without training" if ended else f"resuming from {path} at step {step}")
+    return ResumePoint(path, step, {k: tuple(v.shape) for k, v in checkpoint.get("state_dict", {}).items()},
                        [len(g["params"]) for state in checkpoint["optimizer_states"]
                         for g in state.get("param_groups", [])])
 

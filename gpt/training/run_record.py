@@ -73,6 +73,8 @@ class RunRecord(L.Callback):
         now = time.perf_counter()
         self.val_seconds += now - self.val_start
         metrics = {k.replace("/", "_"): float(v) for k, v in trainer.callback_metrics.items() if k.startswith("val/")}
+        if self.history and self.history[-1]["step"] == trainer.global_step:  # a finished run's end validated again
+            self.history.pop()
         self.history.append({"step": trainer.global_step, "wall_s": self.earlier_seconds + now - self.start, **metrics})
         loss = metrics.get("val_loss")
         if loss is not None and not math.isfinite(loss):
@@ -93,6 +95,7 @@ class RunRecord(L.Callback):
             record_failure(self.run_dir, self.failure)
             return
         last = self.history[-1] if self.history else {}
+        trained = trainer.global_step - self.start_step
         write_summary(self.run_dir, {
             "status": "ok",
             "params": pl_module.model.num_params(),
@@ -100,8 +103,9 @@ class RunRecord(L.Callback):
             "val_loss": last.get("val_loss"),
             "val_ppl": last.get("val_ppl"),
             "val_bpb": last.get("val_bpb"),  # text corpora only: bits per UTF-8 byte, comparable across tokenizers
-            "tokens_per_s": self.tokens / max(seconds - self.val_seconds, 1e-9),  # training only, this session
-            "ms_per_step": 1000 * (seconds - self.val_seconds) / max(trainer.global_step - self.start_step, 1),
+            # training only, this session: none for a run only finished here (killed after its final checkpoint)
+            "tokens_per_s": self.tokens / max(seconds - self.val_seconds, 1e-9) if trained else None,
+            "ms_per_step": 1000 * (seconds - self.val_seconds) / trained if trained else None,
             "wall_s": self.earlier_seconds + seconds,
             "peak_memory_bytes": peak_memory_bytes(pl_module.device),
             "kv_bytes_per_token": kv_bytes,
