@@ -363,20 +363,28 @@ def test_evaluate_refuses_a_corpus_prepared_again_since_training(tmp_path: Path,
     assert err.count("\n") == 1
 
 
+def model_on_a_prepared_play(tmp_path: Path) -> tuple[Path, Path, list[str], TextData, gpt.ModelConfig]:
+    """A play prepared with --out and a tiny untrained model.pt of its corpus: (folder, text file, the prepare
+    command, the data, the model's config), for the tests that prepare the folder again under the model."""
+    folder, text = tmp_path / "prepared", tmp_path / "play.txt"
+    text.write_text(play())
+    prepare_folder = ["prepare", str(text), "--out", str(folder), "--doc-bytes", "256", "--num-proc", "1"]
+    assert cli(prepare_folder) == 0
+    data = load(folder, tmp_path)
+    cfg = gpt.ModelConfig(vocab_size=data.vocab_size, layers=1, heads=2, dim=32, block_size=8)
+    save_model(tmp_path / "model.pt", gpt.GPT(cfg), data.tokenizer, data.meta)
+    return folder, text, prepare_folder, data, cfg
+
+
 def test_evaluate_refuses_a_corpus_prepared_again_with_another_tokenizer(tmp_path: Path,
                                                                         capsys: pytest.CaptureFixture) -> None:
     """A folder named with --out, prepared again from other text after a model trained on it: its ids mean other
     tokens to the model, and evaluate scored them (an IndexError traceback when the vocabulary grew)."""
-    folder, text = tmp_path / "prepared", tmp_path / "play.txt"
-    text.write_text(play())
-    assert cli(["prepare", str(text), "--out", str(folder), "--doc-bytes", "256", "--num-proc", "1"]) == 0
-    data = load(folder, tmp_path)
-    cfg = gpt.ModelConfig(vocab_size=data.vocab_size, layers=1, heads=2, dim=32, block_size=8)
-    save_model(tmp_path / "model.pt", gpt.GPT(cfg), data.tokenizer, data.meta)
+    folder, text, prepare_folder, data, cfg = model_on_a_prepared_play(tmp_path)
     assert cli(["evaluate", "--ckpt", str(tmp_path / "model.pt")]) == 0
     shutil.rmtree(folder)
     text.write_text(play().upper())
-    assert cli(["prepare", str(text), "--out", str(folder), "--doc-bytes", "256", "--num-proc", "1"]) == 0
+    assert cli(prepare_folder) == 0
     capsys.readouterr()
     assert cli(["evaluate", "--ckpt", str(tmp_path / "model.pt")]) == 2
     assert capsys.readouterr().err == (f"error: {folder} is not the corpus this model trained on: its tokenizer is "
@@ -389,15 +397,10 @@ def test_evaluate_refuses_a_corpus_prepared_again_from_text_edited_to_the_same_s
         tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     """One word swapped for another of its length, prepared again: the same tokenizer and as many tokens in each
     split, so evaluate measured the model on text it never trained on as its own validation split."""
-    folder, text = tmp_path / "prepared", tmp_path / "play.txt"
-    text.write_text(play())
-    assert cli(["prepare", str(text), "--out", str(folder), "--doc-bytes", "256", "--num-proc", "1"]) == 0
-    data = load(folder, tmp_path)
-    cfg = gpt.ModelConfig(vocab_size=data.vocab_size, layers=1, heads=2, dim=32, block_size=8)
-    save_model(tmp_path / "model.pt", gpt.GPT(cfg), data.tokenizer, data.meta)
+    folder, text, prepare_folder, data, cfg = model_on_a_prepared_play(tmp_path)
     shutil.rmtree(folder)
     text.write_text(play().replace("thou", "buds", 1))
-    assert cli(["prepare", str(text), "--out", str(folder), "--doc-bytes", "256", "--num-proc", "1"]) == 0
+    assert cli(prepare_folder) == 0
     again = load(folder, tmp_path)
     assert (len(again.corpus.train), len(again.corpus.val)) == (len(data.corpus.train), len(data.corpus.val))
     capsys.readouterr()
@@ -415,13 +418,7 @@ def test_evaluate_refuses_a_corpus_prepared_again_with_another_kind_of_tokenizer
         tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     """The folder prepared again with --tokenizer word under a char model: evaluate advised `set data.tokenizer=word`,
     a setting it has not, for a model that reads characters."""
-    folder, text = tmp_path / "prepared", tmp_path / "play.txt"
-    text.write_text(play())
-    prepare_folder = ["prepare", str(text), "--out", str(folder), "--doc-bytes", "256", "--num-proc", "1"]
-    assert cli(prepare_folder) == 0
-    data = load(folder, tmp_path)
-    cfg = gpt.ModelConfig(vocab_size=data.vocab_size, layers=1, heads=2, dim=32, block_size=8)
-    save_model(tmp_path / "model.pt", gpt.GPT(cfg), data.tokenizer, data.meta)
+    folder, _, prepare_folder, _, _ = model_on_a_prepared_play(tmp_path)
     shutil.rmtree(folder)
     assert cli([*prepare_folder, "--tokenizer", "word"]) == 0
     capsys.readouterr()
