@@ -85,8 +85,8 @@ class TextData(BatchedData):
         return {"corpus": self.name, "path": ", ".join(self.sources),
                 "val_path": ", ".join(self.val_sources) or None, "tokenizer": self.tokenizer_name,
                 "vocab_size": self.vocab_size, "val_fraction": self.corpus.manifest["recipe"]["val_fraction"],
-                "shards": str(self.corpus.folder.resolve()), "train_tokens": len(self.corpus.train),
-                "val_tokens": len(self.corpus.val), "shards_sha256": self.record["shards_sha256"], "seed": self.seed}
+                "shards": str(self.corpus.folder.resolve()), "seed": self.seed,
+                **{key: self.record[key] for key in ("train_tokens", "val_tokens", "shards_sha256")}}
 
     @cached_property
     def record(self) -> dict[str, Any]:
