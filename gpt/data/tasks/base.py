@@ -133,11 +133,16 @@ class Task(ABC):
     def knobs(self) -> dict[str, Any]:
         return asdict(self)
 
+    def split_settings(self, seed: int) -> dict[str, Any]:
+        """The settings, by name, that decide which split a line lands in besides its text: a run resumed with
+        others would train on lines its checkpoint was graded on as held out, or grade lines it trained on."""
+        return {}
+
 
 @dataclass(frozen=True)
 class SampledTask(Task):
     """A task whose lines are drawn at random (there are far more than any run sees) and split by the hash of their
-    split_key."""
+    split_key alone, whatever the seed and knobs."""
 
     @abstractmethod
     def draw(self, rng: random.Random, split: str) -> Line:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from gpt.data.tasks.base import Line, Task, Turn
 from gpt.validate import Fraction
@@ -161,6 +161,12 @@ class Calculator(Task):
 
     def groups(self) -> list[str]:
         return list(self.operations or OPERATIONS)
+
+    def split_settings(self, seed: int) -> dict[str, Any]:
+        # The seed shuffles each operation's problems before the cut, so another seed holds out other problems.
+        knob = f"data.tasks.{self.name}."
+        return {"data.seed": seed, f"{knob}val_fraction": self.val_fraction,
+                f"{knob}test_fraction": self.test_fraction}
 
     def lines(self, seed: int, split: str, count: int | None) -> list[Line]:
         chosen = self.groups()

@@ -157,6 +157,26 @@ class TaskData(BatchedData):
         return {"corpus": name, "one_example_per_line": True, "seed": self.seed, "train_lines": self.train_lines,
                 "tasks": {task.name: task.knobs() for task in self.tasks}}
 
+    def state_dict(self) -> dict[str, Any]:
+        """Saved in each training checkpoint, so that a run resumed from it checks its held-out lines are still
+        held out."""
+        return {"split_settings": {task.name: task.split_settings(self.seed) for task in self.tasks}}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """Refuse a resume whose settings split a task's lines otherwise than its checkpoint's run did (the
+        calculator's data.seed): its new held-out problems were trained on, and the run would report them as
+        held out. A checkpoint from before this record, which Lightning never passes here, resumes unchecked."""
+        saved = state_dict.get("split_settings", {})
+        for task in self.tasks:
+            was, now = saved.get(task.name) or {}, task.split_settings(self.seed)
+            changed = [name for name in now if name in was and was[name] != now[name]]
+            if changed:
+                raise ValueError(f"{self.trainer.ckpt_path} trained on {task.name}'s lines split otherwise: "
+                                 f"{', '.join(f'{name}={now[name]} where it had {was[name]}' for name in changed)} "
+                                 "(its held-out lines would hold lines it trained on); resume with "
+                                 f"{' '.join(f'{name}={was[name]}' for name in changed)}, or start afresh without "
+                                 "ckpt_path and resume=true")
+
     def tensors(self, split: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         ids, scored = self.rows[split]
         return line_tensors(list(ids), list(scored), self.max_tokens, self.tokenizer.encode("\n")[0])
