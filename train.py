@@ -102,10 +102,12 @@ def train(cfg: DictConfig, run_dir: Path | None = None) -> Path:
     L.seed_everything(cfg.seed, verbose=False)
     data = load_data(cfg)
     # From scratch, or init_from's architecture and weights when its tokenizer is the corpus's.
-    model_cfg, weights = start_from(cfg.init_from, model_config(cfg, data.vocab_size), data.tokenizer)
+    model_cfg, weights, pretrained = start_from(cfg.init_from, model_config(cfg, data.vocab_size), data.tokenizer)
     check_fits(model_cfg, data)
     # Bits per byte compares running-text models across tokenizers; a task's rows are not such text.
     line_based = data.meta.get("one_example_per_line", False)
+    if line_based and "split_settings" in pretrained:
+        data.check_split_as(pretrained["split_settings"], f"init_from={cfg.init_from}", "drop init_from")
     lit = LitGPT(model_cfg, compile=cfg.compile, token_bytes=None if line_based else byte_counts(data.tokenizer),
                  **optim_config(cfg))
     if weights is not None:

@@ -246,7 +246,8 @@ def test_init_from_a_model_pt_with_random_positions_keeps_its_whole_table(tmp_pa
     tokenizer = CharTokenizer(list("abc"))
     model = perturbed(ModelConfig(vocab_size=3, block_size=16, random_positions=64))
     save_model(tmp_path / "model.pt", model, tokenizer)
-    tuned, weights = start_from(str(tmp_path / "model.pt"), ModelConfig(vocab_size=3, block_size=block_size), tokenizer)
+    tuned, weights, _ = start_from(str(tmp_path / "model.pt"), ModelConfig(vocab_size=3, block_size=block_size),
+                                   tokenizer)
     assert (tuned.block_size, tuned.random_positions) == (block_size, 64)
     GPT(tuned).load_state_dict(weights)
     assert torch.equal(weights["pos.table.weight"], model.pos.table.weight)
@@ -262,7 +263,8 @@ def test_init_from_a_run_folder_starts_from_its_model_pt(tmp_path: Path) -> None
     (tmp_path / "run").mkdir()
     save_model(tmp_path / "run" / "model.pt", model, tokenizer)
     check_init_from(str(tmp_path / "run"))
-    tuned, weights = start_from(str(tmp_path / "run"), ModelConfig(vocab_size=3, block_size=16, dropout=0.1), tokenizer)
+    tuned, weights, _ = start_from(str(tmp_path / "run"), ModelConfig(vocab_size=3, block_size=16, dropout=0.1),
+                                   tokenizer)
     assert tuned.dropout == 0.1
     assert all(torch.equal(weights[name], tensor) for name, tensor in model.state_dict().items())
     with pytest.raises(ValueError, match="is neither a model.pt"):

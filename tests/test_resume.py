@@ -124,8 +124,9 @@ def test_resume_refuses_a_corpus_folder_prepared_again_since_the_checkpoint(tmp_
 
 
 def test_resume_refuses_settings_that_split_the_calculators_problems_otherwise(tmp_path: Path) -> None:
-    """data.seed shuffles the calculator's problems before the cut: a run resumed with another seed trained on most
-    of its new held-out problems and still reported them as held out. A sampled task splits by its text alone, so
+    """data.seed shuffles the calculator's problems before the cut: a run resumed with another seed (or started
+    from another's model.pt with init_from) trained on most of its new held-out problems and still reported them as
+    held out. A sampled task splits by its text alone, so
     its resume with another seed goes on; a checkpoint from before the record resumes unchecked."""
     run = ["trainer=debug", "logger=none", "model.layers=1", "model.heads=2", "model.dim=32",
            "data.batch_size=16", "data.eval_lines=4", "trainer.val_check_interval=2"]
@@ -133,7 +134,7 @@ def test_resume_refuses_settings_that_split_the_calculators_problems_otherwise(t
     resume = [*run, "trainer.max_steps=3", f"ckpt_path={ckpt}"]
     with pytest.raises(ValueError, match=rf"^{ckpt} trained on calculator's lines split otherwise: data.seed=1 where "
                                          r"it had 0, data.tasks.calculator.val_fraction=0.2 where it had 0.1 \(its "
-                                         r"held-out lines would hold lines it trained on\); resume with data.seed=0 "
+                                         r"held-out lines would hold lines it trained on\); use data.seed=0 "
                                          r"data.tasks.calculator.val_fraction=0.1, or start afresh"):
         train_in_process(tmp_path / "seed", *resume, "data.seed=1", "data.tasks.calculator.val_fraction=0.2")
     train_in_process(tmp_path / "same", *resume)
@@ -142,6 +143,11 @@ def test_resume_refuses_settings_that_split_the_calculators_problems_otherwise(t
     torch.save(old, tmp_path / "old.ckpt")
     train_in_process(tmp_path / "old", *run, "trainer.max_steps=3", f"ckpt_path={tmp_path / 'old.ckpt'}",
                      "data.seed=1")
+    with pytest.raises(ValueError, match=rf"^init_from={ckpt.parent.parent} trained on calculator's lines split "
+                                         r"otherwise: data.seed=1 where it had 0 \(.*\); use data.seed=0, or drop "
+                                         r"init_from$"):
+        train_in_process(tmp_path / "tuned", *run, "trainer.max_steps=2", f"init_from={ckpt.parent.parent}",
+                         "data.seed=1")
     recall = ["data=recall", *[o for o in run if o != "data.eval_lines=4"], "data.train_lines=64", "data.val_lines=8"]
     first = train_in_process(tmp_path / "recall", *recall, "trainer.max_steps=2").parent / "checkpoints/last.ckpt"
     train_in_process(tmp_path / "recall_seed", *recall, "trainer.max_steps=3", f"ckpt_path={first}", "data.seed=1")

@@ -22,17 +22,18 @@ def check_init_from(init_from: str | None) -> None:
                          "Face folder with config.json")
 
 
-def load_pretrained(path: Path) -> tuple[GPT, Tokenizer]:
-    """A model.pt (or the run folder holding it), or a Hugging Face folder (gpt.hf.from_hf) with its tokenizer:
-    GPT-2's BPE from this project's offline files for the gpt2 family, the folder's own tokenizer for the others."""
+def load_pretrained(path: Path) -> tuple[GPT, Tokenizer, dict[str, Any]]:
+    """A model.pt (or the run folder holding it) with its meta, or a Hugging Face folder (gpt.hf.from_hf) with its
+    tokenizer (GPT-2's BPE from this project's offline files for the gpt2 family, the folder's own for the others)
+    and no meta."""
     if model_file(path).is_file():
-        return load_checkpoint(path)
+        return load_checkpoint(path, with_meta=True)
     from gpt.hf import folder_tokenizer, from_hf  # transformers is optional: only Hugging Face folders need it
     model, tokenizer = from_hf(path), folder_tokenizer(path)
     if tokenizer.vocab_size > model.cfg.vocab_size:
         raise ValueError(f"init_from={path} has vocab_size={model.cfg.vocab_size}, fewer than its tokenizer's "
                          f"{tokenizer.vocab_size} ids: every id needs an embedding row")
-    return model, tokenizer
+    return model, tokenizer, {}
 
 
 def data_setting(tokenizer: Tokenizer, init_from: str) -> str:
@@ -46,12 +47,13 @@ def data_setting(tokenizer: Tokenizer, init_from: str) -> str:
 
 
 def start_from(init_from: str | None, cfg: ModelConfig,
-               tokenizer: Tokenizer) -> tuple[ModelConfig, dict[str, Any] | None]:
-    """(config, weights) to train: `cfg` and fresh weights without init_from; otherwise init_from's architecture
-    and weights with cfg's block_size and dropout, if the corpus's tokenizer is the one it came with."""
+               tokenizer: Tokenizer) -> tuple[ModelConfig, dict[str, Any] | None, dict[str, Any]]:
+    """(config, weights, meta) to train: `cfg` and fresh weights without init_from; otherwise init_from's
+    architecture and weights with cfg's block_size and dropout, if the corpus's tokenizer is the one it came with,
+    and its model.pt's meta (what it trained on)."""
     if init_from is None:
-        return cfg, None
-    model, its_tokenizer = load_pretrained(Path(init_from))
+        return cfg, None, {}
+    model, its_tokenizer, meta = load_pretrained(Path(init_from))
     if its_tokenizer.to_dict() != tokenizer.to_dict():
         raise ValueError(f"init_from={init_from} reads {describe(its_tokenizer)} but this corpus is tokenized "
                          f"with {describe(tokenizer)}: set {data_setting(its_tokenizer, init_from)}")
@@ -65,7 +67,7 @@ def start_from(init_from: str | None, cfg: ModelConfig,
         state["pos.table.weight"] = table[:table_size(tuned)].clone()
     print(f"init_from={init_from}: {model.num_params():,} pretrained parameters; model.block_size="
           f"{cfg.block_size} and model.dropout={cfg.dropout} apply, the other model fields come from it")
-    return tuned, state
+    return tuned, state, meta
 
 
 def describe(tokenizer: Tokenizer) -> str:

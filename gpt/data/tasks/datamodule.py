@@ -155,27 +155,35 @@ class TaskData(BatchedData):
     def meta(self) -> dict[str, Any]:
         name = self.tasks[0].name if len(self.tasks) == 1 else "tasks"
         return {"corpus": name, "one_example_per_line": True, "seed": self.seed, "train_lines": self.train_lines,
-                "tasks": {task.name: task.knobs() for task in self.tasks}}
+                "tasks": {task.name: task.knobs() for task in self.tasks}, "split_settings": self.split_settings}
+
+    @property
+    def split_settings(self) -> dict[str, dict[str, Any]]:
+        """Per task, the settings that decide which split a line lands in (Task.split_settings)."""
+        return {task.name: task.split_settings(self.seed) for task in self.tasks}
+
+    def check_split_as(self, saved: dict[str, dict[str, Any]], who: str, fix: str) -> None:
+        """Refuse to train on from `who` (a checkpoint, init_from's model) if this run's settings split a task's
+        lines otherwise than `saved` (its split_settings) did: the calculator's data.seed shuffles its problems
+        before the cut, so the new held-out problems were trained on and would be reported as held out."""
+        for task, now in self.split_settings.items():
+            was = saved.get(task) or {}
+            changed = [name for name in now if name in was and was[name] != now[name]]
+            if changed:
+                raise ValueError(f"{who} trained on {task}'s lines split otherwise: "
+                                 f"{', '.join(f'{name}={now[name]} where it had {was[name]}' for name in changed)} "
+                                 "(its held-out lines would hold lines it trained on); use "
+                                 f"{' '.join(f'{name}={was[name]}' for name in changed)}, or {fix}")
 
     def state_dict(self) -> dict[str, Any]:
         """Saved in each training checkpoint, so that a run resumed from it checks its held-out lines are still
         held out."""
-        return {"split_settings": {task.name: task.split_settings(self.seed) for task in self.tasks}}
+        return {"split_settings": self.split_settings}
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        """Refuse a resume whose settings split a task's lines otherwise than its checkpoint's run did (the
-        calculator's data.seed): its new held-out problems were trained on, and the run would report them as
-        held out. A checkpoint from before this record, which Lightning never passes here, resumes unchecked."""
-        saved = state_dict.get("split_settings", {})
-        for task in self.tasks:
-            was, now = saved.get(task.name) or {}, task.split_settings(self.seed)
-            changed = [name for name in now if name in was and was[name] != now[name]]
-            if changed:
-                raise ValueError(f"{self.trainer.ckpt_path} trained on {task.name}'s lines split otherwise: "
-                                 f"{', '.join(f'{name}={now[name]} where it had {was[name]}' for name in changed)} "
-                                 "(its held-out lines would hold lines it trained on); resume with "
-                                 f"{' '.join(f'{name}={was[name]}' for name in changed)}, or start afresh without "
-                                 "ckpt_path and resume=true")
+        """A checkpoint from before this record, which Lightning never passes here, resumes unchecked."""
+        self.check_split_as(state_dict.get("split_settings", {}), str(self.trainer.ckpt_path),
+                            "start afresh without ckpt_path and resume=true")
 
     def tensors(self, split: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         ids, scored = self.rows[split]
