@@ -29,6 +29,7 @@ from gpt.sweeps.parallel import GRACE_S
 from gpt.training.callbacks import ResumeCheckpoint, TrainingStopped
 from gpt.training.lit import LitGPT
 from gpt.training.resume import AtomicCheckpointIO, find_resume_checkpoint, load_resume_checkpoint, resume_from
+from gpt.training.run_folder import read_history
 from tests.conftest import ROOT, TINY_RUN, CodeRunningPickle, child_env, files_in, flip_a_bit_in, play, run_cli
 from tests.fuzzing import fresh_folder, job
 from tests.test_configs import compose_with
@@ -173,6 +174,7 @@ def test_sigkill_during_checkpoint_write_keeps_previous(tmp_path: Path) -> None:
     path = tmp_path / "last.ckpt"
     script = f"""
 import os, signal, torch
+from gpt.training.run_folder import read_history
 from gpt.training.resume import AtomicCheckpointIO
 io = AtomicCheckpointIO()
 io.save_checkpoint({{"loops": {{}}, "optimizer_states": [], "step": 1}}, {str(path)!r})
@@ -551,6 +553,9 @@ def test_a_run_killed_after_its_final_checkpoint_is_finished_from_it(tmp_path: P
     assert summary["tokens_per_s"] is None  # nothing trained here: no speed to report
     history = (finished / "history.csv").read_text().splitlines()
     assert [row.split(",")[0] for row in history[1:]] == ["10"]  # the final validation once, not twice
+    # Its clock counted the repeated validation twice: that of the run it finishes, as an uninterrupted run's.
+    killed_wall_s = read_history(killed)[-1]["wall_s"]
+    assert read_history(finished)[-1]["wall_s"] == killed_wall_s == summary["wall_s"]
     assert load_resume_checkpoint(finished / "checkpoints/last.ckpt")["global_step"] == 10
     cfg = compose_with(*FINISHED_RUN, f"ckpt_path={finished / 'checkpoints/last.ckpt'}")
     with pytest.raises(ValueError, match=rf"has finished: .* \(its model: {finished / 'model.pt'}\)"):

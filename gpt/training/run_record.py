@@ -73,9 +73,12 @@ class RunRecord(L.Callback):
         now = time.perf_counter()
         self.val_seconds += now - self.val_start
         metrics = {k.replace("/", "_"): float(v) for k, v in trainer.callback_metrics.items() if k.startswith("val/")}
-        if self.history and self.history[-1]["step"] == trainer.global_step:  # a finished run's end validated again
-            self.history.pop()
-        self.history.append({"step": trainer.global_step, "wall_s": self.earlier_seconds + now - self.start, **metrics})
+        wall_s = self.earlier_seconds + now - self.start
+        if self.history and self.history[-1]["step"] == trainer.global_step:
+            # A run killed after its final checkpoint, finished here: its validation repeated, which its row's clock
+            # already counts, as the uninterrupted run's did.
+            wall_s = self.history.pop()["wall_s"]
+        self.history.append({"step": trainer.global_step, "wall_s": wall_s, **metrics})
         loss = metrics.get("val_loss")
         if loss is not None and not math.isfinite(loss):
             self.failure = f"val loss became {loss} at step {trainer.global_step}"
@@ -106,7 +109,7 @@ class RunRecord(L.Callback):
             # training only, this session: none for a run only finished here (killed after its final checkpoint)
             "tokens_per_s": self.tokens / max(seconds - self.val_seconds, 1e-9) if trained else None,
             "ms_per_step": 1000 * (seconds - self.val_seconds) / trained if trained else None,
-            "wall_s": self.earlier_seconds + seconds,
+            "wall_s": self.earlier_seconds + seconds if trained else last.get("wall_s", self.earlier_seconds),
             "peak_memory_bytes": peak_memory_bytes(pl_module.device),
             "kv_bytes_per_token": kv_bytes,
             "model": unwrap(pl_module.model).cfg.to_dict(),  # what the report's cost card prices
