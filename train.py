@@ -74,7 +74,7 @@ def train(cfg: DictConfig, run_dir: Path | None = None) -> Path:
     from gpt.training.lit import LitGPT
     from gpt.training.loggers import finish, make_logger
     from gpt.training.resume import AtomicCheckpointIO, check_resumable, resume_from
-    from gpt.training.run_folder import read_history, read_summary
+    from gpt.training.run_folder import kept_on_resume, read_history, read_summary
     from gpt.training.run_record import RunRecord, finished_line, summary_line
 
     start = time.perf_counter()
@@ -83,8 +83,8 @@ def train(cfg: DictConfig, run_dir: Path | None = None) -> Path:
     check_config(cfg)
     check_accelerator(cfg.trainer)
     # A resumed sweep's job that had finished stands; one killed before its model.pt is finished below.
-    if cfg.resume and (run_dir / "model.pt").is_file() and (done := finished_line(run_dir)):
-        print(f"finished before, kept: {done}")
+    if cfg.resume and kept_on_resume(run_dir):
+        print(f"finished before, kept: {finished_line(run_dir)}")
         return run_dir / "model.pt"
     resume_point = resume_from(cfg, run_dir, in_sweep=HydraConfig.get().mode == RunMode.MULTIRUN)
     checkpoint = ResumeCheckpoint(run_dir / "checkpoints", cfg.callbacks.checkpoint.every_n_steps)

@@ -125,13 +125,15 @@ def test_no_expected_time_for_steps_that_are_not_a_number(capsys: pytest.Capture
 def test_a_resumed_sweep_expects_only_the_jobs_it_has_left(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                            capsys: pytest.CaptureFixture) -> None:
     """resume=true keeps the jobs that finished before; the estimate counts the others (a failed or interrupted
-    job runs again, so it counts)."""
+    job runs again, so it counts, as does one killed before its model.pt, which is finished again)."""
     monkeypatch.setattr(parallel, "cores", lambda: 2)
     for job, status in enumerate(["ok", "ok", "ok", "failed"]):
         write_summary(tmp_path / str(job), {"status": status})
+        if job < 2:
+            (tmp_path / str(job) / "model.pt").touch()
     cfg = sweep_config("experiment=attention_tasks", "attention=mha,gqa", "seed=0,1,2", "resume=true",
                        f"hydra.sweep.dir={tmp_path}")
     JobsPerCore().on_multirun_start(cfg)
     ExpectedTime(seconds_per_job=30, steps=1200, measured="a test").on_multirun_start(cfg)
     assert capsys.readouterr().out.splitlines()[-1] == \
-        "expected wall time: 3 jobs left (3 finished before, kept) x ~30 s, 2 at a time = ~60 s (a test)"
+        "expected wall time: 4 jobs left (2 finished before, kept) x ~30 s, 2 at a time = ~60 s (a test)"

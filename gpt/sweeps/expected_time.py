@@ -16,7 +16,7 @@ from omegaconf import DictConfig
 
 from gpt.sweeps.parallel import command_line_values, running_at_once, sweep_jobs
 from gpt.training.checks import resolve_precision
-from gpt.training.run_folder import finished
+from gpt.training.run_folder import kept_on_resume
 
 # A job's seconds outside its training steps (building data and model, the last grading, its record), which do not
 # scale with the steps. attention_tasks on a 2-core AMD EPYC, two at a time: 10, 40, 200 and 1,200 steps a job took
@@ -34,11 +34,12 @@ def job_steps(config: DictConfig) -> list[int]:
 
 
 def finished_jobs(config: DictConfig) -> int:
-    """Jobs of a resumed sweep whose runs finished before (kept, not run again); 0 for a sweep that starts."""
+    """Jobs of a resumed sweep whose runs finished before (kept, not run again: kept_on_resume); 0 for a sweep that
+    starts."""
     if not config.get("resume"):
         return 0
     folder = Path(config.hydra.sweep.dir)
-    return sum(finished(run) for run in folder.iterdir() if run.is_dir()) if folder.is_dir() else 0
+    return sum(kept_on_resume(run) for run in folder.iterdir() if run.is_dir()) if folder.is_dir() else 0
 
 
 class ExpectedTime(Callback):

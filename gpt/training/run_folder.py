@@ -123,6 +123,12 @@ def finished(run_dir: Path) -> bool:
     return (read_summary(run_dir) or {}).get("status") == "ok"
 
 
+def kept_on_resume(run_dir: Path) -> bool:
+    """Whether a resumed sweep keeps the run in this folder as it is: finished, with its model.pt (one killed
+    before its model.pt is finished from its final checkpoint)."""
+    return finished(run_dir) and (run_dir / "model.pt").is_file()
+
+
 def record_failure(run_dir: Path, error: BaseException | str, refused: bool = False) -> None:
     """Mark a run failed (or, `refused`, as a configuration that cannot work) with a one-line reason, so the report
     shows it as such a row; a finished run's record is never replaced (a later attempt in its folder that fails
