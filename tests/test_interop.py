@@ -130,9 +130,32 @@ def test_a_corpus_tokenizer_other_than_the_pretrained_ones_is_refused(tmp_path: 
     monkeypatch.chdir(tmp_path)
     with pytest.raises(ValueError, match="^init_from=.* reads a gpt2 tokenizer of 50,257 ids but this corpus is "
                                          "tokenized with a char tokenizer of .*: set data.tokenizer=gpt2 "
-                                         "data.compact_vocab=false$"):
+                                         r"data.compact_vocab=false \(a folder from `python -m gpt prepare`: "
+                                         r"prepare it again with --tokenizer gpt2 --compact-vocab false\)$"):
         train_in_process(tmp_path / "run", "experiment=finetune_shakespeare", f"init_from={folder}",
                          "data.path=input.txt", "data.doc_bytes=64", "data.tokenizer=char")
+
+
+def test_a_compact_prepared_folder_under_full_gpt2_names_the_way_out(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """The finetune preset on a folder prepared with GPT-2's compact vocabulary: the folder's advice, drop
+    data.compact_vocab, could not drop the preset's, and init_from's advice, data.compact_vocab=false, was what the
+    folder refused. Each now says what works from where the user is; only preparing again trains, and it does."""
+    folder = random_gpt2_folder(tmp_path / "gpt2")
+    (tmp_path / "input.txt").write_text(play(lines=100))
+    monkeypatch.chdir(tmp_path)
+    prepare = ["prepare", "input.txt", "--tokenizer", "gpt2", "--doc-bytes", "64", "--num-proc", "1"]
+    assert cli([*prepare, "--out", "compact"]) == 0
+    run = ["experiment=finetune_shakespeare", f"init_from={folder}", "trainer.max_steps=1", "logger=none",
+           "model.block_size=16"]
+    with pytest.raises(ValueError, match=r"keeps its own: set data.compact_vocab=true, or prepare it again with "
+                                         r"--compact-vocab false$"):
+        train_in_process(tmp_path / "preset_run", *run, "data.path=compact")
+    with pytest.raises(ValueError, match=r"data.compact_vocab=false \(a folder from `python -m gpt prepare`: prepare "
+                                         r"it again with --tokenizer gpt2 --compact-vocab false\)$"):
+        train_in_process(tmp_path / "compact_run", *run, "data.path=compact", "data.compact_vocab=true")
+    assert cli([*prepare, "--out", "full", "--compact-vocab", "false"]) == 0
+    train_in_process(tmp_path / "full_run", *run, "data.path=full")
 
 
 def test_finetune_from_a_llama_folder_with_its_own_tokenizer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

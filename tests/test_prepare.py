@@ -348,8 +348,8 @@ def test_a_gpt2_folder_is_read_with_the_vocabulary_it_was_prepared_with_or_refus
     assert used < 50257 // 2 and data("compact", True).vocab_size == used
     assert data("full", None).vocab_size == data("full", False).vocab_size == 50257
     with pytest.raises(ValueError, match=rf"^data.compact_vocab=false is not what {tmp_path / 'compact'} was prepared "
-                       rf"with \(a compact vocabulary of {used} ids\), and a prepared folder keeps its own: drop "
-                       "data.compact_vocab, or prepare it again with --compact-vocab false$"):
+                       rf"with \(a compact vocabulary of {used} ids\), and a prepared folder keeps its own: set "
+                       "data.compact_vocab=true, or prepare it again with --compact-vocab false$"):
         data("compact", False).vocab_size
     with pytest.raises(ValueError, match=r"^data.compact_vocab=true is not what .* \(GPT-2's full vocabulary\)"):
         data("full", True).vocab_size
@@ -487,7 +487,7 @@ def user_error(tmp_path: Path, case: str) -> tuple[dict, str]:
         build([write(tmp_path / "a.txt", stories(60, seed=11))], prepared, val_inputs=[str(held)])
         return ({"path": str(prepared), "val_fraction": 0.5},
                 rf"^data.val_fraction=0.5 is not what {prepared} was prepared with \(val_fraction=0.1\), and a "
-                "prepared folder keeps its own: drop data.val_fraction, or prepare it again with --val-fraction 0.5 "
+                "prepared folder keeps its own: set data.val_fraction=0.1, or prepare it again with --val-fraction 0.5 "
                 r"and without --val \(whose files are validation whatever the fraction\)$")
     build([write(tmp_path / "a.txt", stories(60, seed=11))], prepared)
     if case == "a prepared folder among inputs":  # was "a folder with no *.txt ... files: add some"
@@ -497,7 +497,8 @@ def user_error(tmp_path: Path, case: str) -> tuple[dict, str]:
     if case == "another setting":  # read as prepared, the run's val_fraction was once ignored without a word
         return ({"path": str(prepared), "val_fraction": 0.5},
                 rf"^data.val_fraction=0.5 is not what {prepared} was prepared with \(val_fraction=0.1\), and a "
-                "prepared folder keeps its own: drop data.val_fraction, or prepare it again with --val-fraction 0.5$")
+                "prepared folder keeps its own: set data.val_fraction=0.1, or prepare it again with --val-fraction "
+                "0.5$")
     return ({"path": str(prepared), "tokenizer": "gpt2"},
             rf"^{prepared}/manifest.json was prepared with data.tokenizer=char, not gpt2: set data.tokenizer=char, "
             "or prepare it again with --tokenizer gpt2$")

@@ -40,7 +40,9 @@ def data_setting(tokenizer: Tokenizer, init_from: str) -> str:
     """The data overrides that give a corpus this tokenizer."""
     kind = tokenizer.to_dict()["kind"]
     if isinstance(tokenizer, GPT2Tokenizer) and tokenizer.vocab is None:
-        return "data.tokenizer=gpt2 data.compact_vocab=false"
+        # A prepared folder keeps its own vocabulary: the setting alone would be refused, naming the same setting.
+        return "data.tokenizer=gpt2 data.compact_vocab=false (a folder from `python -m gpt prepare`: prepare it " \
+            "again with --tokenizer gpt2 --compact-vocab false)"
     if kind == "hf":
         return f"data.tokenizer={init_from}"
     return f"data.tokenizer={kind} on the text it was trained on"
