@@ -308,6 +308,18 @@ def test_command_line_prepares_what_training_then_finds(tmp_path: Path, monkeypa
     assert "exists and is not a prepared corpus" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("tokenizer", ["char", "bpe"])
+def test_compact_vocab_with_a_tokenizer_it_does_not_apply_to_is_refused(tmp_path: Path, tokenizer: str,
+                                                                        capsys: pytest.CaptureFixture) -> None:
+    """--compact-vocab true with a char or bpe tokenizer prepared the folder, stored the setting and did nothing."""
+    corpus = write(tmp_path / "play.txt", stories(5, seed=3))
+    assert cli(["prepare", str(corpus), "--tokenizer", tokenizer, "--compact-vocab", "true", "--out",
+                str(tmp_path / "out"), "--num-proc", "1"]) == 2
+    assert capsys.readouterr().err == f"error: --compact-vocab true keeps only the GPT-2 ids a corpus uses; " \
+                                      f"--tokenizer {tokenizer} is not compacted: drop --compact-vocab\n"
+    assert not (tmp_path / "out").exists()
+
+
 def test_a_preparation_with_nothing_to_validate_on_says_so_instead_of_a_train_command(
         tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     """A short single-document text is one part: it printed 0 validation tokens and a train command that failed."""

@@ -453,6 +453,9 @@ def run(args: argparse.Namespace) -> None:
     """`python -m gpt prepare`: prepare the inputs, then say how to train on them."""
     defaults = Recipe()
     split_files(args.inputs, args.val, COMMAND_NAMES)  # a mistake named as typed here, before training's names
+    if args.compact_vocab is not None and args.tokenizer != "gpt2":  # stored in the manifest, it would do nothing
+        raise ValueError(f"--compact-vocab {args.compact_vocab} keeps only the GPT-2 ids a corpus uses; --tokenizer "
+                         f"{args.tokenizer} is not compacted: drop --compact-vocab")
     compact = None if args.compact_vocab is None else args.compact_vocab == "true"
     recipe = Recipe([str(Path(p).resolve()) for p in args.inputs], [str(Path(p).resolve()) for p in args.val],
                     args.tokenizer, args.vocab_size, compact, args.val_fraction, args.text_field, args.doc_bytes,
