@@ -10,11 +10,9 @@ import statistics
 from collections.abc import Sequence
 from typing import Any
 
+from gpt.training.run_folder import override_key as key
+
 Config = tuple[str, ...]
-
-
-def key(override: str) -> str:
-    return override.split("=", 1)[0].lstrip("+~")
 
 
 def score(summaries: list[dict[str, Any]]) -> tuple[tuple[float, float], str] | None:

@@ -30,7 +30,8 @@ from gpt.sweeps import capability, capacity, pareto, scaling
 from gpt.sweeps.best_of import best_settings
 from gpt.sweeps.plots import loss_figure, matrix_figure, styles
 from gpt.sweeps.stats import behind_best, best_of, stat_cell
-from gpt.training.run_folder import NOT_IDENTITY, REPORT, SUMMARY, read_history, read_summary, record_failure
+from gpt.training.run_folder import (NOT_IDENTITY, REPORT, SUMMARY, override_key, override_value, read_history,
+                                     read_summary, record_failure)
 
 OVERRIDES = Path(".hydra") / "overrides.yaml"  # where Hydra records each job's command-line overrides
 NOT_CONFIG = ("seed", *NOT_IDENTITY)
@@ -55,13 +56,13 @@ class Run:
     @property
     def seed(self) -> str:
         """The seed it was given ("" for the config's own)."""
-        return next((o.split("=", 1)[1] for o in self.overrides if o.split("=", 1)[0].lstrip("+~") == "seed"), "")
+        return override_value(self.overrides, "seed", "")
 
     @property
     def config(self) -> tuple[str, ...]:
         """The configuration's identity: its overrides without the seed, so seeds pool into one row, and without
         how it started (a job continued by a resumed sweep is the job it continues)."""
-        return tuple(sorted(o for o in self.overrides if o.split("=", 1)[0].lstrip("+~") not in NOT_CONFIG))
+        return tuple(sorted(o for o in self.overrides if override_key(o) not in NOT_CONFIG))
 
 
 def natural_key(path: Path) -> list[Any]:

@@ -26,6 +26,7 @@ from gpt.training.callbacks import LossAtLengths, ResumeCheckpoint, SampleText
 from gpt.training.init_from import check_init_from
 from gpt.training.loggers import WandbMode
 from gpt.training.optim import OptimConfig
+from gpt.training.run_folder import override_key
 from gpt.validate import PositiveInt, Range, check_section, check_value, declared_types
 
 SET_BY_TRAIN = ("callbacks", "logger", "plugins", "default_root_dir")  # train() passes these to the Trainer itself
@@ -76,7 +77,7 @@ def data_arguments(cfg: DictConfig, overrides: Sequence[str]) -> dict[str, Any]:
     # Asked of the class the run builds anyway: importing TextData to compare cost every task run's start-up ~20 ms.
     if "given" not in inspect.signature(get_class(cfg.data._target_)).parameters:
         return {}
-    keys = [override.split("=", 1)[0].lstrip("+") for override in overrides if not override.startswith("~")]
+    keys = [override_key(override) for override in overrides if not override.startswith("~")]
     return {"given": [key.removeprefix("data.") for key in keys if key.startswith("data.")]}
 
 

@@ -16,7 +16,7 @@ from hydra.errors import HydraException, MissingConfigException, OverrideParseEx
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
-from gpt.training.run_folder import SUMMARY, finished
+from gpt.training.run_folder import SUMMARY, finished, override_key, override_value
 from gpt.training.run_folder import claim as claim_run_folder
 from gpt.validate import closest, did_you_mean, first_line
 
@@ -115,7 +115,7 @@ def options_setting(config_dir: Path, overrides: list[str], key: str) -> list[st
     for group in groups(config_dir):
         if group == "experiment":
             continue
-        others = [o for o in overrides if o.split("=", 1)[0].lstrip("+~") != group]
+        others = [o for o in overrides if override_key(o) != group]
         for file in sorted((config_dir / group).glob("*.yaml")):
             if not mentions.search(file.read_text()):  # composing only the files that name the key keeps this quick
                 continue
@@ -139,7 +139,7 @@ def explain(err: HydraException, config_dir: Path, overrides: list[str], sweep: 
     if unknown:
         key = unknown.group(1)
         parent, _, name = key.rpartition(".")
-        rest = [o for o in overrides if o.split("=", 1)[0].lstrip("+~") != key]
+        rest = [o for o in overrides if override_key(o) != key]
         try:
             cfg = compose_train(config_dir, rest)
         except HydraException as other:
@@ -162,15 +162,14 @@ def explain(err: HydraException, config_dir: Path, overrides: list[str], sweep: 
                     return (f"{key} is a setting of {' or '.join(owners)}, and this sweep has a job with {has}, whose "
                             f"{parent} ({target}) has no such setting: run {owners[0]} in a sweep of its own")
                 # The value as the command sweeps it (model.window=4,8), not the job's one: the fix keeps the sweep.
-                value = next((o.split("=", 1)[1] for o in sweep if o.split("=", 1)[0].lstrip("+~") == key),
-                             "<value>")
+                value = override_value(sweep, key, "<value>")
                 return (f"{key} is a setting of {' or '.join(owners)}, and this sweep has a job with {has}: write "
                         f"++{key}={value} to give it to every job (the jobs without {owners[0]} ignore it)")
             return f"{key} is a setting of {' or '.join(owners)}, and this command has {has}: add {owners[0]}"
         if not parent:  # a typo'd group (attenton=mha) is a top-level key to Hydra
             return f"{key} is not a setting{top_level_hint(name, keys, groups(config_dir), overrides)}"
         if parent == "trainer" and name in trainer_arguments():
-            value = next((o.split("=", 1)[1] for o in overrides if o.split("=", 1)[0] == key), "<value>")
+            value = override_value(overrides, key, "<value>")
             return (f"{key} is a Lightning Trainer argument that configs/trainer/ does not list: add it with "
                     f"+{key}={value}")
         choice = choices.get(parent)
@@ -194,7 +193,7 @@ def top_level_hint(name: str, keys: list[str], group_names: list[str], overrides
     there is: the settings, and the groups that are not also settings."""
     match = closest(name, keys + group_names)
     if match in group_names:
-        value = next((o.split("=", 1)[1] for o in overrides if o.split("=", 1)[0].lstrip("+~") == name), "<option>")
+        value = override_value(overrides, name, "<option>")
         return f"; did you mean {match}={value}?"
     if match:
         return f"; did you mean {match}?"
@@ -245,7 +244,7 @@ def preflight(argv: list[str], config_dir: Path, check: Callable[[DictConfig], N
             if claim and not (cfg.resume or cfg.ckpt_path):
                 refuse_finished(Path(cfg.hydra.run.dir), "run")
             if claim and claim_run_folder(Path(cfg.hydra.run.dir)):
-                return [a for a in argv if a.split("=", 1)[0].lstrip("+") != "hydra.run.dir"] + \
+                return [a for a in argv if override_key(a) != "hydra.run.dir"] + \
                     [f"hydra.run.dir={quoted(cfg.hydra.run.dir)}"]
         elif claim and not cfg.resume:
             refuse_finished(Path(cfg.hydra.sweep.dir), "sweep")
@@ -271,7 +270,7 @@ def resumed_sweep(argv: list[str], config_dir: Path) -> list[str]:
     """For a sweep re-run with resume=true: the override that sends it into the killed sweep's folder, where
     finished jobs are kept and the others continue (nothing when hydra.sweep.dir names that folder already)."""
     overrides = [a for a in argv if a not in MULTIRUN_FLAGS]
-    if not any(o.split("=", 1)[0] == "resume" for o in overrides):
+    if not any(override_key(o) == "resume" for o in overrides):
         return []
     with initialize_config_dir(config_dir=str(config_dir), version_base="1.3", job_name="train"):
         # composed as Hydra composes a sweep's config: the swept keys at their values before the sweep
