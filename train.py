@@ -68,8 +68,8 @@ def train(cfg: DictConfig, run_dir: Path | None = None) -> Path:
     from gpt.sweeps.parallel import stopping
     from gpt.training.callbacks import (HeldOutAccuracy, Interrupted, LossAtLengths, ResumeCheckpoint, SampleText,
                                         StepProgressBar, StopOnInterrupt, ValidateAtEnd)
-    from gpt.training.checks import (check_accelerator, check_config, check_fits, model_config, optim_config,
-                                     trainer_arguments)
+    from gpt.training.checks import (check_accelerator, check_config, check_fits, check_settings_read,
+                                     given_model_settings, model_config, optim_config, trainer_arguments)
     from gpt.training.init_from import start_from
     from gpt.training.lit import LitGPT
     from gpt.training.loggers import finish, make_logger
@@ -80,7 +80,8 @@ def train(cfg: DictConfig, run_dir: Path | None = None) -> Path:
     start = time.perf_counter()
     quiet_lightning()
     run_dir = run_dir or Path(HydraConfig.get().runtime.output_dir)
-    check_config(cfg)
+    overrides = HydraConfig.get().overrides.task
+    check_config(cfg, overrides)
     check_accelerator(cfg.trainer)
     # A resumed sweep's job that had finished stands; one killed before its model.pt is finished below.
     if cfg.resume and kept_on_resume(run_dir):
@@ -102,7 +103,11 @@ def train(cfg: DictConfig, run_dir: Path | None = None) -> Path:
     L.seed_everything(cfg.seed, verbose=False)
     data = load_data(cfg)
     # From scratch, or init_from's architecture and weights when its tokenizer is the corpus's.
-    model_cfg, weights, pretrained = start_from(cfg.init_from, model_config(cfg, data.vocab_size), data.tokenizer)
+    given = given_model_settings(cfg, overrides)
+    model_cfg, weights, pretrained = start_from(cfg.init_from, model_config(cfg, data.vocab_size), data.tokenizer,
+                                                given)
+    if cfg.init_from:  # its model's parts, known now: check_config checked those of the config
+        check_settings_read(given, model_cfg)
     check_fits(model_cfg, data)
     # Bits per byte compares running-text models across tokenizers; a task's rows are not such text.
     line_based = data.meta.get("one_example_per_line", False)

@@ -56,6 +56,12 @@ BAD = [  # (command line, what the one line must say)
      "model.kv_heads is a setting of attention=gqa, and this sweep has a job with attention=mha: write "
      "++model.kv_heads=2"),
     (["model.kv_latent_dim=8"], "model.kv_latent_dim is a setting of attention=mla, "),
+    # settings no part of the model reads: the run trained as without them, and its record said it had them
+    (["pos=alibi", "model.rope_base=500"], "model.rope_base=500 changes nothing in a model of attention=mha, "
+     "pos=alibi: none of its parts reads model.rope_base; drop it (in a sweep whose other jobs read it, give it to "
+     "all as ++model.rope_base=500)"),
+    (["attention=linear", "model.kernel=math"], "model.kernel=math changes nothing in a model of attention=linear"),
+    (["attention=single_head", "model.heads=8"], "model.heads=8 changes nothing in a model of attention=single_head"),
     (["attenton=mha"], "attenton is not a setting; did you mean attention=mha?"),  # a typo'd group
     (["-m", "attenton=mha,gqa"], "attenton is not a setting; did you mean attention=mha?"),
     (["+trainer.nope=1"], "trainer.nope is not a setting of trainer"),

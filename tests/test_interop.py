@@ -136,6 +136,24 @@ def test_a_corpus_tokenizer_other_than_the_pretrained_ones_is_refused(tmp_path: 
                          "data.path=input.txt", "data.doc_bytes=64", "data.tokenizer=char")
 
 
+def test_init_from_refuses_architecture_settings_and_takes_how_to_run(tmp_path: Path) -> None:
+    """init_from keeps its model's architecture: model.layers=4 (or attention=gqa) on the command line trained the
+    pretrained 1-layer model without a word. How to run it (the kernel, like block_size and dropout) is the run's."""
+    from gpt.training.init_from import start_from
+
+    tokenizer = CharTokenizer(list("abc"))
+    save_model(tmp_path / "model.pt", perturbed(ModelConfig(vocab_size=3, layers=1, block_size=16)), tokenizer)
+    with pytest.raises(ValueError, match=rf"^model.layers=4: init_from={tmp_path / 'model.pt'} keeps its model's "
+                                         r"layers=1; drop it \(init_from takes model.block_size, model.dropout, "
+                                         r"model.kernel, model.trace_shapes from the run\)$"):
+        start_from(str(tmp_path / "model.pt"), ModelConfig(vocab_size=3, layers=4), tokenizer, {"layers": 4})
+    with pytest.raises(ValueError, match=r"^model.attention=gqa: init_from=.* keeps its model's attention=mha"):
+        start_from(str(tmp_path / "model.pt"), ModelConfig(vocab_size=3), tokenizer, {"attention": "gqa"})
+    tuned, _, _ = start_from(str(tmp_path / "model.pt"), ModelConfig(vocab_size=3, layers=4, kernel="math"),
+                             tokenizer, {"layers": 1, "kernel": "math"})  # its own value given: nothing to refuse
+    assert (tuned.layers, tuned.kernel) == (1, "math")
+
+
 def test_a_compact_prepared_folder_under_full_gpt2_names_the_way_out(tmp_path: Path,
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     """The finetune preset on a folder prepared with GPT-2's compact vocabulary: the folder's advice, drop

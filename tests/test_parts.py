@@ -65,3 +65,26 @@ def test_qk_norm_uses_the_models_norm_eps(attention: str) -> None:
                               qk_norm=True, norm_eps=1e-3))
     qk_norms = [m for name, m in model.named_modules() if name.endswith(("q_norm", "k_norm"))]
     assert qk_norms and all(isinstance(m, RMSNorm) and m.eps == 1e-3 for m in qk_norms)
+
+
+def test_every_model_setting_is_read_by_some_parts_and_not_by_others() -> None:
+    """settings_read is what refuses a setting the chosen parts ignore (model.rope_base under pos=alibi): each field
+    must be read by some choice of parts, or it could never be set."""
+    from dataclasses import fields
+
+    from gpt.model.gpt import settings_read
+    from gpt.model.positional import POSITIONAL
+
+    read = {}
+    for attention in ATTENTION:
+        for pos in POSITIONAL:
+            try:
+                read[attention, pos] = settings_read(ModelConfig(vocab_size=5, attention=attention, pos=pos))
+            except ValueError:  # a pair that does not go together (linear attention with ALiBi)
+                continue
+    assert set().union(*read.values()) == {field.name for field in fields(ModelConfig)}
+    assert "rope_base" in read["mha", "rope"] and "rope_base" not in read["mha", "alibi"]
+    assert "kernel" in read["mha", "learned"] and "kernel" not in read["linear", "learned"]
+    assert "heads" in read["mha", "learned"] and "heads" not in read["single_head", "learned"]
+    assert "window" in read["sliding_window", "learned"] and "window" not in read["gqa", "learned"]
+

@@ -24,6 +24,7 @@ from gpt.data.formats import FORMATS, Part, Unit, fingerprint, format_of, input_
 from gpt.data.pool import ordered_map
 from gpt.data.shards import ShardWriter, TokenShards, check_shard, save_shard, token_dtype, write_file
 from gpt.data.tokenizers import TOKENIZERS, Tokenizer, learn_tokenizer, tokenizer_from_dict, tokenizer_label
+from gpt.overrides import as_override
 from gpt.validate import Fraction, PositiveInt, Range, check_fields
 
 # Bump when the shard layout, the manifest, the cut rule, the split rule or what a text file reads as changes
@@ -402,7 +403,7 @@ def keep(name: str, made_with: Any, given: Collection[str]) -> str:
     value over the preset that set it (dropping it from the command line would leave the preset's)."""
     if name in given:
         return f"drop data.{name}"
-    return f"set data.{name}={str(made_with).lower() if isinstance(made_with, bool) else made_with}"
+    return f"set data.{name}={as_override(made_with)}"
 
 
 def load(recipe: Recipe, root: Path, num_proc: int | None = None, given: Collection[str] = ()) -> Prepared:
@@ -482,11 +483,7 @@ def run(args: argparse.Namespace) -> None:
             settings["val_path"] = f"[{','.join(recipe.val_inputs)}]"
         # The run looks for its shards under <data.root>/shards/, data/ of the folder it starts in unless named.
         settings["root"] = str(Path(args.root).resolve())
+    command = " ".join(f"data.{k}={as_override(v)}" for k, v in settings.items())
     print(f"{out}: {prepared.manifest['documents']:,} documents, {len(prepared.train):,} training and "
           f"{len(prepared.val):,} validation tokens, vocabulary {prepared.tokenizer.vocab_size:,}\n"
-          f"train with: python train.py data=text {' '.join(f'data.{k}={override(v)}' for k, v in settings.items())}")
-
-
-def override(value: Any) -> str:
-    """A value as a command line writes it: true and false as YAML spells them, not Python's True and False."""
-    return str(value).lower() if isinstance(value, bool) else str(value)
+          f"train with: python train.py data=text {command}")

@@ -3,8 +3,10 @@ embeddings unless model.tie_embeddings=false (Radford et al. 2019, with the part
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import asdict, fields
 
 import torch
 from torch import nn
@@ -28,6 +30,29 @@ def check_parts(cfg: ModelConfig) -> None:
             raise ValueError(f"{field_name}={value!r} is unknown; choose one of: {', '.join(sorted(registry))}")
     POSITIONAL[cfg.pos].validate(cfg, ATTENTION[cfg.attention].rotated(cfg))
     ATTENTION[cfg.attention].validate(cfg)
+
+
+def settings_read(cfg: ModelConfig) -> set[str]:
+    """The fields of `cfg` the model's parts read, building a GPT from it and training a step of it (check_parts's
+    own reads, which look at every part's name, left out): one outside them changes nothing in the model, such as
+    model.rope_base under pos=alibi or model.qk_norm under attention=torch_mha. Read on a one-layer copy with two
+    ids, as every layer reads the same fields."""
+    names = {field.name for field in fields(ModelConfig)}
+    reads: Counter[str] = Counter()
+
+    class Reading(ModelConfig):
+        def __getattribute__(self, name: str) -> object:
+            if name in names:
+                reads[name] += 1
+            return super().__getattribute__(name)
+
+    traced = Reading(**{**asdict(cfg), "layers": 1, "vocab_size": 2, "trace_shapes": False})
+    reads.clear()  # of its own checks as it was made
+    check_parts(traced)
+    checked = Counter(reads)
+    reads.clear()
+    GPT(traced).train()(torch.zeros(1, 2, dtype=torch.long))  # check_parts once more, then what the parts read
+    return {name for name in names if reads[name] > checked[name]}
 
 
 def check_ids(idx: torch.Tensor) -> None:

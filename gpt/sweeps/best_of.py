@@ -10,7 +10,7 @@ import statistics
 from collections.abc import Sequence
 from typing import Any
 
-from gpt.training.run_folder import override_key as key
+from gpt.overrides import override_key as key
 
 Config = tuple[str, ...]
 

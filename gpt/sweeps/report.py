@@ -26,12 +26,12 @@ from hydra.experimental.callback import Callback
 from matplotlib.figure import Figure
 from omegaconf import DictConfig
 
+from gpt.overrides import override_key, override_value
 from gpt.sweeps import capability, capacity, pareto, scaling
 from gpt.sweeps.best_of import best_settings
 from gpt.sweeps.plots import loss_figure, matrix_figure, styles
 from gpt.sweeps.stats import behind_best, best_of, stat_cell
-from gpt.training.run_folder import (NOT_IDENTITY, REPORT, SUMMARY, override_key, override_value, read_history,
-                                     read_summary, record_failure)
+from gpt.training.run_folder import NOT_IDENTITY, REPORT, SUMMARY, read_history, read_summary, record_failure
 
 OVERRIDES = Path(".hydra") / "overrides.yaml"  # where Hydra records each job's command-line overrides
 NOT_CONFIG = ("seed", *NOT_IDENTITY)

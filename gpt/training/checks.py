@@ -21,12 +21,12 @@ from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBase
 from gpt.data.tasks.datamodule import build_tasks
 from gpt.machine import cpu_info
 from gpt.model.config import ModelConfig
-from gpt.model.gpt import check_parts
+from gpt.model.gpt import check_parts, settings_read
+from gpt.overrides import as_override, override_key
 from gpt.training.callbacks import LossAtLengths, ResumeCheckpoint, SampleText
 from gpt.training.init_from import check_init_from
 from gpt.training.loggers import WandbMode
 from gpt.training.optim import OptimConfig
-from gpt.training.run_folder import override_key
 from gpt.validate import PositiveInt, Range, check_section, check_value, declared_types
 
 SET_BY_TRAIN = ("callbacks", "logger", "plugins", "default_root_dir")  # train() passes these to the Trainer itself
@@ -95,11 +95,39 @@ def check_accelerator(trainer: DictConfig) -> None:
                          "trainer=gpu or trainer=fsdp to train on the CPU")
 
 
-def check_config(cfg: DictConfig) -> None:
+def given_model_settings(cfg: DictConfig, overrides: Sequence[str]) -> dict[str, Any]:
+    """The model fields the command line (`overrides`) sets, directly (model.rope_base=500) or by an option of a
+    group whose package is the model (attention=gqa sets attention), with the values the run composed. `++` marks a
+    setting given to every job of a sweep whose other jobs read it (the preflight's advice), so it is left out."""
+    keys = [override_key(o) for o in overrides if not o.startswith(("++", "~"))]
+    fields = [key.removeprefix("model.") for key in keys if key.startswith("model.")] + \
+        [key for key in keys if key in ("attention", "pos")]
+    return {name: cfg.model[name] for name in fields if name in cfg.model}
+
+
+def check_settings_read(given: dict[str, Any], model_cfg: ModelConfig) -> None:
+    """Refuse a model setting the command line gives that no part of this model reads (settings_read): the run would
+    train as without it, and its record, a sweep's row, would say it had it."""
+    read = settings_read(model_cfg) | {"block_size"}  # the length of the data's windows and rows too
+    unread = [name for name in given if name not in read]
+    if unread:
+        name, value = unread[0], as_override(given[unread[0]])
+        raise ValueError(f"model.{name}={value} changes nothing in a model of attention={model_cfg.attention}, "
+                         f"pos={model_cfg.pos}: none of its parts reads model.{name}; drop it (in a sweep whose other "
+                         f"jobs read it, give it to all as ++model.{name}={value})")
+
+
+def check_config(cfg: DictConfig, overrides: Sequence[str] | None = None) -> None:
     """Refuse settings that cannot work, one line each, before any data or model work: every section against
-    the signature of what it is passed to, train.yaml's own keys against RunSettings."""
+    the signature of what it is passed to, train.yaml's own keys against RunSettings, and the model settings the
+    command line (`overrides`; a composed config's own by default) gives against what the model reads (init_from's
+    model: once it is loaded)."""
+    if overrides is None:
+        overrides = cfg.hydra.overrides.task if "hydra" in cfg else ()
     try:
         check_sections(cfg)
+        if not cfg.init_from:
+            check_settings_read(given_model_settings(cfg, overrides), model_config(cfg, vocab_size=1))
     except (ConfigAttributeError, ConfigKeyError) as err:  # a section or key the command line removed with ~
         raise ValueError(f"{err.full_key} is missing from the config: train.py needs it (drop ~{err.full_key})") \
             from None

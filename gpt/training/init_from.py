@@ -10,6 +10,11 @@ from gpt.inference.checkpoint import load_checkpoint, model_file
 from gpt.model.config import ModelConfig
 from gpt.model.gpt import GPT
 from gpt.model.positional import table_size
+from gpt.overrides import as_override
+
+# What init_from takes from the run, not the pretrained model: how long a context to train, how to regularise it,
+# how to compute attention and whether to print shapes; none of them changes a weight's shape or meaning.
+TUNABLE = ("block_size", "dropout", "kernel", "trace_shapes")
 
 
 def check_init_from(init_from: str | None) -> None:
@@ -48,14 +53,20 @@ def data_setting(tokenizer: Tokenizer, init_from: str) -> str:
     return f"data.tokenizer={kind} on the text it was trained on"
 
 
-def start_from(init_from: str | None, cfg: ModelConfig,
-               tokenizer: Tokenizer) -> tuple[ModelConfig, dict[str, Any] | None, dict[str, Any]]:
+def start_from(init_from: str | None, cfg: ModelConfig, tokenizer: Tokenizer,
+               given: dict[str, Any] | None = None) -> tuple[ModelConfig, dict[str, Any] | None, dict[str, Any]]:
     """(config, weights, meta) to train: `cfg` and fresh weights without init_from; otherwise init_from's
-    architecture and weights with cfg's block_size and dropout, if the corpus's tokenizer is the one it came with,
-    and its model.pt's meta (what it trained on)."""
+    architecture and weights with cfg's settings of how to run (TUNABLE), if the corpus's tokenizer is the one it came
+    with, and its model.pt's meta (what it trained on). `given`: the model fields the command line sets, refused
+    where init_from's architecture has another value."""
     if init_from is None:
         return cfg, None, {}
     model, its_tokenizer, meta = load_pretrained(Path(init_from))
+    for name, value in (given or {}).items():
+        if name not in TUNABLE and getattr(model.cfg, name) != value:
+            raise ValueError(f"model.{name}={as_override(value)}: init_from={init_from} keeps its model's "
+                             f"{name}={as_override(getattr(model.cfg, name))}; drop it (init_from takes "
+                             f"{', '.join(f'model.{field}' for field in TUNABLE)} from the run)")
     if its_tokenizer.to_dict() != tokenizer.to_dict():
         raise ValueError(f"init_from={init_from} reads {describe(its_tokenizer)} but this corpus is tokenized "
                          f"with {describe(tokenizer)}: set {data_setting(its_tokenizer, init_from)}")
@@ -64,11 +75,12 @@ def start_from(init_from: str | None, cfg: ModelConfig,
     if table is not None and table.shape[0] < cfg.block_size:
         raise ValueError(f"init_from={init_from} learned {table.shape[0]} positions: set model.block_size="
                          f"{table.shape[0]} or less")
-    tuned = ModelConfig.from_dict({**model.cfg.to_dict(), "block_size": cfg.block_size, "dropout": cfg.dropout})
+    tuned = ModelConfig.from_dict({**model.cfg.to_dict(), **{field: getattr(cfg, field) for field in TUNABLE}})
     if table is not None:  # cut to the rows the tuned model's table has: more than its block with random_positions
         state["pos.table.weight"] = table[:table_size(tuned)].clone()
-    print(f"init_from={init_from}: {model.num_params():,} pretrained parameters; model.block_size="
-          f"{cfg.block_size} and model.dropout={cfg.dropout} apply, the other model fields come from it")
+    print(f"init_from={init_from}: {model.num_params():,} pretrained parameters; "
+          f"{', '.join(f'model.{field}={as_override(getattr(cfg, field))}' for field in TUNABLE)} apply, the other "
+          "model fields come from it")
     return tuned, state, meta
 
 

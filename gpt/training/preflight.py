@@ -16,7 +16,8 @@ from hydra.errors import HydraException, MissingConfigException, OverrideParseEx
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
-from gpt.training.run_folder import SUMMARY, finished, override_key, override_value
+from gpt.overrides import override_key, override_value
+from gpt.training.run_folder import SUMMARY, finished
 from gpt.training.run_folder import claim as claim_run_folder
 from gpt.validate import closest, did_you_mean, first_line
 

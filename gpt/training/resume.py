@@ -13,9 +13,10 @@ from omegaconf import DictConfig, OmegaConf
 
 from gpt.atomic import atomic_open
 from gpt.inference.checkpoint import CheckpointError, safe_load
+from gpt.overrides import override_key
 from gpt.training.lit import LitGPT
 from gpt.training.optim import OPTIMIZERS
-from gpt.training.run_folder import NOT_IDENTITY, REPORT, override_key, read_summary
+from gpt.training.run_folder import NOT_IDENTITY, REPORT, read_summary
 from gpt.validate import first_line
 
 CHECKPOINT = "checkpoints/last.ckpt"

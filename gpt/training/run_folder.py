@@ -11,7 +11,7 @@ import json
 import os
 import shutil
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -27,15 +27,6 @@ _held: list[TextIO] = []  # this process's run-folder locks, open until it exits
 # Keys that say how to start a run, not what the run is: two runs differing only here are the same run.
 NOT_IDENTITY = ("resume", "ckpt_path")
 
-
-def override_key(override: str) -> str:
-    """The key a command-line override sets: `+data.x=1`, `++data.x=1` and `~data.x` all name data.x."""
-    return override.split("=", 1)[0].lstrip("+~")
-
-
-def override_value(overrides: Sequence[str], key: str, default: str) -> str:
-    """The value the overrides give `key` as written (`4,8` for a sweep of it), or `default`."""
-    return next((o.split("=", 1)[1] for o in overrides if "=" in o and override_key(o) == key), default)
 
 
 def a_number(value: Any) -> bool:
