@@ -76,6 +76,21 @@ def test_values_still_rising_when_training_stopped_are_marked(tmp_path: Path) ->
     assert capability.RISING not in markdown(tmp_path, find_runs(tmp_path))
 
 
+def test_a_calculator_column_named_with_a_space_is_marked_rising_too(tmp_path: Path) -> None:
+    """history.csv logs "divided by" as val_acc_divided_by: the report looked for it under its own name, so the
+    calculator's division column was never marked still rising, however fast it climbed."""
+    for seed, (before, last) in enumerate([(0.2, 0.6), (0.3, 0.7)]):
+        folder = tmp_path / str(seed)
+        fake_run(folder, ["attention=mha", f"seed={seed}"],
+                 {"status": "ok", "val_loss": 1.0, "val_acc": {"plus": last, "divided by": last, "all": last}})
+        (folder / "history.csv").write_text("step,wall_s,val_loss,val_acc_plus,val_acc_divided_by,val_acc_all\n"
+                                            + "".join(f"{step},1.0,1.0,{acc},{acc},{acc}\n"
+                                                      for step, acc in [(400, before), (800, last)]))
+    header, row = matrix_rows(markdown(tmp_path, find_runs(tmp_path))).values()
+    assert row[header.index("plus")].endswith(capability.RISING)
+    assert row[header.index("divided by")].endswith(capability.RISING)
+
+
 def test_the_heatmap_never_rounds_a_score_to_perfect_or_null() -> None:
     """99.6 was written on its cell as 100 and 0.3 as 0, beside cells that are exactly that."""
     means = [[99.6, 99.96, 100.0, 0.3, 0.0, 42.4, 99.4]]

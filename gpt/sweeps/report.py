@@ -243,18 +243,21 @@ def summaries(runs: list[Run]) -> dict[str, list[dict[str, Any]]]:
     last (from history.csv), for the capability matrix."""
     groups = group(runs)
     names, _ = labels(list(groups))
-    return {names[key]: [{**r.summary, capability.BEFORE: accuracy_before_last(r.history)} for r in group_runs]
+    return {names[key]: [{**r.summary, capability.BEFORE: accuracy_before_last(r.history, r.summary)}
+                         for r in group_runs]
             for key, group_runs in groups.items()}
 
 
-def accuracy_before_last(history: list[dict[str, float]]) -> dict[str, float]:
-    """Exact match per column at the validation before the last (history.csv's val_acc_<column>), or none."""
+def accuracy_before_last(history: list[dict[str, float]], summary: dict[str, Any]) -> dict[str, float]:
+    """Exact match per column of summary.json at the validation before the last (history.csv's val_acc_<column>),
+    or none."""
     validated = [row for row in history if "val_loss" in row]
     if len(validated) < 2:
         return {}
-    prefix = f"{capability.EXACT}_"
-    return {key.removeprefix(prefix): value for key, value in validated[-2].items()
-            if key.startswith(prefix) and key != f"{prefix}all"}
+    # The logger writes a column's spaces as underscores: "divided by" is history's val_acc_divided_by.
+    logged = {column: f"{capability.EXACT}_{column.replace(' ', '_')}" for column in summary.get(capability.EXACT, {})
+              if column != "all"}
+    return {column: validated[-2][key] for column, key in logged.items() if key in validated[-2]}
 
 
 def empty_note(runs: list[Run], missing: list[str]) -> str:
