@@ -19,6 +19,7 @@ from omegaconf import OmegaConf
 from gpt.__main__ import main as cli
 from gpt.inference.checkpoint import load_checkpoint
 from gpt.model.attention import ATTENTION
+from gpt.model.config import ModelConfig
 from gpt.sweeps import capability, pareto
 from gpt.sweeps.plots import LEGEND_INCHES, LOSS_FIGSIZE, loss_figure, styles
 from gpt.sweeps.report import curves, figures, find_runs, markdown, summaries
@@ -299,3 +300,14 @@ def test_a_report_written_again_leaves_no_figure_of_the_earlier_one(tmp_path: Pa
     (tmp_path / "0" / "summary.json").write_text(json.dumps({"status": "ok", "val_loss": 1.0}))
     cli(["report", str(tmp_path)])
     assert not (tmp_path / "matrix.png").exists() and (tmp_path / "loss.png").is_file()
+
+
+def test_a_report_without_accuracy_links_no_pareto_plot(tmp_path: Path) -> None:
+    """Runs of running text price their cache but grade no answers: report.md linked pareto.png, never drawn."""
+    model = ModelConfig(vocab_size=10).to_dict()
+    for seed in (0, 1):
+        fake_run(tmp_path / str(seed), [f"seed={seed}"], {"status": "ok", "val_loss": 1.0, "params": 100,
+                                                          "model": model})
+    assert cli(["report", str(tmp_path)]) == 0
+    report = (tmp_path / "report.md").read_text()
+    assert "## Cost card" in report and "pareto.png" not in report and not (tmp_path / "pareto.png").exists()

@@ -37,7 +37,8 @@ def model_of(runs: list[dict[str, Any]]) -> dict[str, Any] | None:
 
 
 def card(summaries: dict[str, list[dict[str, Any]]]) -> list[str]:
-    """The cost card as markdown lines; none when no run recorded its model."""
+    """The cost card as markdown lines, linking pareto.png where figure() draws one; none when no run recorded its
+    model."""
     priced = {label: model for label, runs in summaries.items() if (model := model_of(runs))}
     if not priced:
         return []
@@ -52,7 +53,7 @@ def card(summaries: dict[str, list[dict[str, Any]]]) -> list[str]:
     return lines + ["", "The cache of one sequence by each attention variant's formula (fp32): bytes per token at the "
                     "trained block, and the whole cache at longer contexts, where a window stops growing and linear "
                     "attention's state never grows; `python -m gpt cost` measures what decoding there takes.", "",
-                    "![capability against cache MiB](pareto.png)", ""]
+                    *(["![capability against cache MiB](pareto.png)", ""] if points(summaries) else [])]
 
 
 def points(summaries: dict[str, list[dict[str, Any]]]) -> dict[str, dict[str, tuple[float, float, float]]]:
