@@ -3,13 +3,17 @@ each token, the longest right prefix stops at the first slip, and groups and lev
 pass grades every answer of a line exactly as greedy generation would."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 
+from gpt.__main__ import main as cli
 from gpt.data.tasks import Line, Turn
-from gpt.data.tasks.datamodule import encode_line
+from gpt.data.tasks.datamodule import TaskData, encode_line
 from gpt.data.tokenizers import WordTokenizer
 from gpt.evaluation.grading import Graded, grade, grade_line, scores_by_group, scores_by_level
+from gpt.inference.checkpoint import save_model
 from gpt.inference.generation import generate
 from gpt.model.attention import ATTENTION
 from gpt.model.config import ModelConfig
@@ -151,3 +155,17 @@ def test_lines_longer_than_the_block_are_refused_naming_the_block_to_train_with(
     with pytest.raises(ValueError, match=r"^these lines run to 10 tokens, past the model's block_size=8: train it "
                                          r"with model.block_size=10 or more to grade them$"):
         grade(model, TOKENIZER, [COPY])
+
+
+def test_evaluate_prints_each_accuracy_beside_what_a_guess_scores_on_it(tmp_path: Path,
+                                                                       capsys: pytest.CaptureFixture) -> None:
+    """A four-token copy of 16 tokens is guessed whole 1 time in 65,536: evaluate printed only the per-token 6.2%
+    under "chance", beside exact match, where the sweep report's chance for the same column is the whole answer's."""
+    data = TaskData({"copy": {"length": 4, "vocab": 16}}, train_lines=8, val_lines=8)
+    model = GPT(ModelConfig(vocab_size=data.vocab_size, layers=1, heads=2, dim=8, block_size=data.max_tokens))
+    save_model(tmp_path / "model.pt", model, data.tokenizer, data.meta)
+    assert cli(["evaluate", "--ckpt", str(tmp_path)]) == 0
+    header, copy, _ = capsys.readouterr().out.splitlines()[1:]
+    assert header.split() == ["group", "exact", "match", "chance", "per", "token", "chance", "prefix", "answers"]
+    group, _, exact_chance, _, token_chance, *_ = copy.split()
+    assert (group, exact_chance, token_chance) == ("copy", "0.0%", "6.2%")

@@ -110,8 +110,10 @@ def run(args: argparse.Namespace) -> None:
     graded = grade(text_model.model, text_model.tokenizer, lines)
     scores = scores_by_group(graded, order=[g for task in build_tasks(meta["tasks"]) for g in task.groups()])
     print(f"{path}: {len(graded)} answers of {len(lines)} {args.split} lines, data.seed={seed}")
-    print(f"  {'group':>14}  {'exact match':>11}  {'per token':>9}  {'prefix':>6}  {'chance':>6}  answers")
+    # Each accuracy beside what a guess scores on it: a whole answer of n tokens is guessed with chance ** n, so
+    # the per-token chance beside exact match read as a bar a 16-token copy had to clear.
+    print(f"  {'group':>14}  {'exact match':>11}  {'chance':>6}  {'per token':>9}  {'chance':>6}  {'prefix':>6}  answers")
     for group, s in scores.items():
-        chance = f"{100 * s['chance']:5.1f}%" if "chance" in s else "     —"
-        print(f"  {group:>14}  {100 * s['exact']:10.2f}%  {100 * s['token']:8.2f}%  {s['prefix']:6.2f}  {chance}  "
-              f"{s['count']}")
+        exact, token = (f"{100 * s[key]:5.1f}%" if key in s else "     —" for key in ("exact_chance", "chance"))
+        print(f"  {group:>14}  {100 * s['exact']:10.2f}%  {exact}  {100 * s['token']:8.2f}%  {token}  "
+              f"{s['prefix']:6.2f}  {s['count']}")
