@@ -1,3 +1,4 @@
+import re
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -43,6 +44,14 @@ def test_missing_and_foreign_files_fail_with_one_line(tmp_path: Path) -> None:
         load_checkpoint(killed)
     with pytest.raises(CheckpointError, match="^no checkpoint at "):  # a mistyped name in a run folder is not that
         load_checkpoint(killed / "modle.pt")
+    sweep = tmp_path / "sweep"  # a sweep's folder, its runs inside: it said to train one
+    for job in ("0", "1"):
+        (sweep / job).mkdir(parents=True)
+        (sweep / job / "model.pt").write_bytes(b"")
+    message = f"no model.pt in {sweep}: it holds 2 run folder(s) with one, such as {sweep / '0'}: give one of them " \
+              f"(python -m gpt report {sweep} compares them)"
+    with pytest.raises(CheckpointError, match=f"^{re.escape(message)}$"):
+        load_checkpoint(sweep)
     (tmp_path / "notes.txt").write_text("hello")
     with pytest.raises(CheckpointError, match="not a readable torch file"):
         load_checkpoint(tmp_path / "notes.txt")

@@ -92,6 +92,12 @@ def read_checkpoint(path: str | Path) -> dict[str, Any]:
                                   "checkpoints/last.ckpt is there: continue it with the command that started it "
                                   f"(its .hydra/overrides.yaml) plus ckpt_path={last.resolve()} (its model.pt goes "
                                   "to the new run folder)")
+        # A sweep's folder: its runs are one level down; "train one" sent a user who had trained several away.
+        runs = sorted(path.parent.glob("*/model.pt")) if path.name == "model.pt" else []
+        if runs:
+            raise CheckpointError(f"no model.pt in {path.parent}: it holds {len(runs)} run folder(s) with one, such "
+                                  f"as {runs[0].parent}: give one of them (python -m gpt report {path.parent} "
+                                  "compares them)")
         raise CheckpointError(f"no checkpoint at {path}: train one with `python train.py`, or give the path of a "
                               "model.pt or of the run folder holding it")
     payload = safe_load(path)
