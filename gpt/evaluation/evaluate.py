@@ -112,7 +112,8 @@ def run(args: argparse.Namespace) -> None:
     print(f"{path}: {len(graded)} answers of {len(lines)} {args.split} lines, data.seed={seed}")
     # Each accuracy beside what a guess scores on it: a whole answer of n tokens is guessed with chance ** n, so
     # the per-token chance beside exact match read as a bar a 16-token copy had to clear.
-    print(f"  {'group':>14}  {'exact match':>11}  {'chance':>6}  {'per token':>9}  {'chance':>6}  {'prefix':>6}  answers")
+    print(f"  {'group':>14}  {'exact match':>11}  {'chance':>6}  {'per token':>9}  {'chance':>6}  {'prefix':>6}  "
+          "answers")
     for group, s in scores.items():
         exact, token = (f"{100 * s[key]:5.1f}%" if key in s else "     —" for key in ("exact_chance", "chance"))
         print(f"  {group:>14}  {100 * s['exact']:10.2f}%  {exact}  {100 * s['token']:8.2f}%  {token}  "
