@@ -46,8 +46,10 @@ def engine(attention: str, positions: int) -> GPTEngine:
     """The variant at the cost command's default shape, random weights."""
     shape = argparse.ArgumentParser()
     cost.add_arguments(shape)
+    args = shape.parse_args([])
+    cost.settle_shape(args)
     torch.manual_seed(0)
-    return GPTEngine(attention, GPT(cost.shape_config(shape.parse_args([]), attention, "sdpa", positions)).eval())
+    return GPTEngine(attention, GPT(cost.shape_config(args, attention, "sdpa", positions)).eval())
 
 
 SETTINGS = {"uncut": UNCUT, "slices": kernels.MIN_SLICE_KEYS}

@@ -63,6 +63,12 @@ def test_a_trained_model_is_measured_under_each_kernel(tmp_path: Path, capsys: p
         ["mha (sdpa)", "mha (math)", "linear"]
     assert main(["cost", "--ckpt", str(tmp_path / "model.pt"), "--depths", "64", "--out", str(tmp_path)]) == 2
     assert "exceed the model's block_size=16" in capsys.readouterr().err
+    # A shape flag beside --ckpt measured the checkpoint's shape anyway, and cost.json recorded the flag as measured.
+    assert main(["cost", "--ckpt", str(tmp_path / "model.pt"), "--dim", "512", "--out", str(tmp_path)]) == 2
+    assert capsys.readouterr().err == "error: --dim with --ckpt: the checkpoint's own model is measured, at its " \
+                                      "shape; drop --dim, or drop --ckpt to measure that shape with random weights\n"
+    assert main(["cost", "--ckpt", str(tmp_path / "model.pt"), "--attention", "mha", "--out", str(tmp_path)]) == 2
+    assert "error: --attention with --ckpt" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("flags, message", [

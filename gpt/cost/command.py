@@ -28,18 +28,24 @@ VARIANTS = ["mha", "gqa", "mqa", "mla", "sliding_window", "linear"]
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 
 
+# The shape measured with random weights, where no --ckpt is given; with --ckpt the checkpoint's own is measured.
+SHAPE = {"attention": VARIANTS, "layers": 4, "heads": 8, "dim": 256, "kv_heads": 2, "window": 1024, "latent": 64,
+         "vocab": 256, "mlp": "swiglu", "pos": "rope"}
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--attention", nargs="+", default=VARIANTS, metavar="VARIANT",
+    # The shape's flags default to None, filled by settle_shape: given beside --ckpt, they are refused, not ignored.
+    parser.add_argument("--attention", nargs="+", metavar="VARIANT",
                         help=f"variants to measure (default: {' '.join(VARIANTS)})")
     parser.add_argument("--kernel", nargs="+", default=["sdpa"], metavar="KERNEL",
                         help="model.kernel of each row: sdpa, math, or both (one row per variant and kernel)")
     parser.add_argument("--ckpt", help="a trained model.pt (or its run folder), measured instead of --attention")
     shape = parser.add_argument_group("the shape measured (random weights)")
-    for flag, default in (("--layers", 4), ("--heads", 8), ("--dim", 256), ("--kv-heads", 2), ("--window", 1024),
-                          ("--latent", 64), ("--vocab", 256)):
-        shape.add_argument(flag, type=int, default=default)
-    shape.add_argument("--mlp", default="swiglu")
-    shape.add_argument("--pos", default="rope", help="where a variant takes it; torch_mha gets learned positions")
+    for name in ("layers", "heads", "dim", "kv_heads", "window", "latent", "vocab"):
+        shape.add_argument(f"--{name.replace('_', '-')}", type=int, help=f"default: {SHAPE[name]}")
+    shape.add_argument("--mlp", help=f"default: {SHAPE['mlp']}")
+    shape.add_argument("--pos", help=f"default: {SHAPE['pos']}; where a variant takes it (torch_mha gets learned "
+                       "positions)")
     parser.add_argument("--depths", nargs="+", type=int, default=[0, 1024, 4096, 16384],
                         help="prompt lengths: the cache's depth when decoding starts")
     parser.add_argument("--batch", nargs="+", type=int, default=[1, 8],
@@ -54,20 +60,33 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", default="cost", help="folder for cost.json and cost.png (default: ./cost)")
 
 
+def settle_shape(args: argparse.Namespace) -> None:
+    """The shape's defaults where no --ckpt is given; beside --ckpt a shape flag is refused: the checkpoint's own
+    model is measured, and the flag was ignored while cost.json recorded it."""
+    given = [name for name in SHAPE if getattr(args, name) is not None]
+    if args.ckpt and given:
+        flag = f"--{given[0].replace('_', '-')}"
+        raise ValueError(f"{flag} with --ckpt: the checkpoint's own model is measured, at its shape; drop {flag}, or "
+                         "drop --ckpt to measure that shape with random weights")
+    if not args.ckpt:
+        for name, default in SHAPE.items():
+            setattr(args, name, default if getattr(args, name) is None else getattr(args, name))
+
+
 def check_args(args: argparse.Namespace) -> None:
-    """Refuse, in one line naming the flag, what cannot be measured."""
+    """Refuse, in one line naming the flag, what cannot be measured (after settle_shape)."""
     for flag, values, low in (("--depths", args.depths, 0), ("--batch", args.batch, 1),
                               ("--new-tokens", [args.new_tokens], 1), ("--repeats", [args.repeats], 1)):
         if any(v < low for v in values):
             raise ValueError(f"{flag} {' '.join(map(str, values))}: each must be {low} or more")
     # Rows are keyed by name and tables by batch and depth: a value named twice merged its rounds into repeated rows.
-    for flag, values in (("--attention", args.attention), ("--kernel", args.kernel), ("--depths", args.depths),
+    for flag, values in (("--attention", args.attention or []), ("--kernel", args.kernel), ("--depths", args.depths),
                          ("--batch", args.batch)):
         twice = next((v for i, v in enumerate(values) if v in values[:i]), None)
         if twice is not None:
             raise ValueError(f"{flag} {' '.join(map(str, values))}: {twice} is named twice; name each once")
-    for flag, values, known in (("--attention", args.attention, ATTENTION), ("--kernel", args.kernel, KERNELS),
-                                ("--pos", [args.pos], POSITIONAL)):
+    for flag, values, known in (("--attention", args.attention or [], ATTENTION), ("--kernel", args.kernel, KERNELS),
+                                ("--pos", [args.pos] if args.pos else [], POSITIONAL)):
         unknown = [v for v in values if v not in known]
         if unknown:
             raise ValueError(f"{flag} {unknown[0]} is unknown; choose from: {', '.join(known)}")
@@ -136,6 +155,7 @@ def tinygpt_engines(args: argparse.Namespace, block_size: int) -> list[GPTEngine
 
 def run(args: argparse.Namespace) -> None:
     """Measure each attention variant's prefill, decode, peak memory and cache bytes at depth, beside Hugging Face."""
+    settle_shape(args)
     check_args(args)
     out = Path(args.out)
     try:  # before any measuring: a run of minutes must not end in a traceback for want of a folder
