@@ -127,6 +127,8 @@ def train(cfg: DictConfig, run_dir: Path | None = None) -> Path:
     if cfg.callbacks.lengths.at:
         trainer.callbacks.append(LossAtLengths(**cfg.callbacks.lengths))
     print(f"model: {lit.model.num_params():,} parameters, precision {precision}; run folder: {run_dir}")
+    for note in data.notes:
+        print(f"note: {note}")
     if 0 < lit.optim.max_steps <= lit.optim.warmup_steps:  # a short run (trainer=debug) never reaches its LR
         print(f"note: trainer.max_steps={lit.optim.max_steps} ends within optim.warmup_steps={lit.optim.warmup_steps}: "
               f"the LR only warms up, to {lit.optim.max_steps / lit.optim.warmup_steps:.0%} of its peak; lower "

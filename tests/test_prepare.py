@@ -25,7 +25,7 @@ import gpt.atomic as atomic
 from gpt.data.corpus import TextData
 import gpt.data.formats as formats
 import gpt.data.prepare as prepare_module
-from gpt.data.prepare import Prepared, Recipe, load, open_prepared, prepare
+from gpt.data.prepare import Prepared, Recipe, load, open_prepared, prepare, split_note
 import gpt.data.shards as shards
 from gpt.data.tokenizers import EOT
 from tests.conftest import ROOT, files_in, play
@@ -306,6 +306,26 @@ def test_command_line_prepares_what_training_then_finds(tmp_path: Path, monkeypa
                                       "it or choose another --out\n"
     assert cli(["prepare", str(corpus), "--out", str(tmp_path), "--num-proc", "1"]) == 2
     assert "exists and is not a prepared corpus" in capsys.readouterr().err
+
+
+def test_a_split_far_from_val_fraction_is_noted_where_the_corpus_is_prepared_and_trained(
+        tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """Six short documents, each held out whole by its hash: 42% of the tokens were validation at val_fraction
+    0.1 without a word, and the run's held-out loss was of that share. Four hundred split near the fraction, and
+    say nothing."""
+    write(tmp_path / "few.jsonl", stories(6, seed=0))
+    assert cli(["prepare", str(tmp_path / "few.jsonl"), "--out", str(tmp_path / "few"), "--num-proc", "1"]) == 0
+    out = capsys.readouterr().out
+    prepared = open_prepared(tmp_path / "few", None)
+    share = len(prepared.val) / (len(prepared.train) + len(prepared.val))
+    assert share > 0.2
+    assert f"note: {share:.0%} of {tmp_path / 'few'}'s tokens are validation, where val_fraction=0.1 asks for 10%: " \
+           "each document, or ~4,096-byte piece of a long one, goes to a split by the hash of its text" in out
+    assert TextData(block_size=4, path=str(tmp_path / "few")).notes == [split_note(prepared)]
+    write(tmp_path / "many.jsonl", stories(400, seed=6))
+    assert cli(["prepare", str(tmp_path / "many.jsonl"), "--out", str(tmp_path / "many"), "--num-proc", "1"]) == 0
+    assert "note:" not in capsys.readouterr().out
+    assert TextData(block_size=4, path=str(tmp_path / "many")).notes == []
 
 
 @pytest.mark.parametrize("tokenizer", ["char", "bpe"])

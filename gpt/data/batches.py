@@ -82,6 +82,11 @@ class BatchedData(L.LightningDataModule):
     val_set: tuple[torch.Tensor, torch.Tensor]
     batch_size: int
 
+    @property
+    def notes(self) -> list[str]:
+        """What a run on this data should know before it trains (none by default)."""
+        return []
+
     def train_dataloader(self) -> DataLoader:
         self.train_set.place(self.trainer)
         return DataLoader(self.train_set, batch_size=None)

@@ -11,7 +11,8 @@ import torch
 
 from gpt.data.batches import BatchedData, RandomWindows, windows
 from gpt.data.download import download
-from gpt.data.prepare import DocBytes, Prepared, Recipe, ShardTokens, check_prepared_as, corpus_record, load
+from gpt.data.prepare import (DocBytes, Prepared, Recipe, ShardTokens, check_prepared_as, corpus_record, load,
+                              split_note)
 from gpt.data.tokenizers import Tokenizer
 from gpt.validate import Fraction, PositiveInt
 
@@ -87,6 +88,10 @@ class TextData(BatchedData):
                 "vocab_size": self.vocab_size, "val_fraction": self.corpus.manifest["recipe"]["val_fraction"],
                 "shards": str(self.corpus.folder.resolve()), "seed": self.seed,
                 **{key: self.record[key] for key in ("train_tokens", "val_tokens", "shards_sha256")}}
+
+    @property
+    def notes(self) -> list[str]:
+        return [note] if (note := split_note(self.corpus)) else []
 
     @cached_property
     def record(self) -> dict[str, Any]:

@@ -349,6 +349,24 @@ def corpus_record(prepared: Prepared) -> dict[str, Any]:
             "tokenizer_sha256": tokenizer_digest(prepared.tokenizer), "shards_sha256": shards_digest(prepared.manifest)}
 
 
+def split_note(prepared: Prepared) -> str | None:
+    """A note where the validation split's share of the tokens is under half or over twice what val_fraction asks:
+    each document, or ~doc_bytes piece of a long one, goes to a split by the hash of its text, so a corpus of few
+    pieces splits far from the fraction (README.md's 11.5 KB at 0.1: 64% held out), and the loss said to be held out
+    is of another share than the one set. None with validation files (--val), which the fraction does not split."""
+    recipe = prepared.manifest["recipe"]
+    total = len(prepared.train) + len(prepared.val)
+    if recipe["val_inputs"] or not total:
+        return None
+    share, asked = len(prepared.val) / total, recipe["val_fraction"]
+    if asked / 2 <= share <= 2 * asked:
+        return None
+    return (f"{share:.0%} of {prepared.folder}'s tokens are validation, where val_fraction={asked} asks for "
+            f"{asked:.0%}: each document, or ~{recipe['doc_bytes']:,}-byte piece of a long one, goes to a split by "
+            "the hash of its text, and this corpus has few of them; a smaller doc_bytes (data.doc_bytes, prepare's "
+            "--doc-bytes) splits it closer to the fraction")
+
+
 def check_prepared_as(prepared: Prepared, record: dict[str, Any], who: str, fix: str) -> None:
     """Refuse `prepared` unless it is the corpus `who` (a model, a training checkpoint) trained on, as `record`
     (corpus_record of that corpus; an older model.pt lacks the sizes, an older one or last.ckpt the shards' digest)
@@ -485,5 +503,7 @@ def run(args: argparse.Namespace) -> None:
         settings["root"] = str(Path(args.root).resolve())
     command = " ".join(f"data.{k}={as_override(v)}" for k, v in settings.items())
     print(f"{out}: {prepared.manifest['documents']:,} documents, {len(prepared.train):,} training and "
-          f"{len(prepared.val):,} validation tokens, vocabulary {prepared.tokenizer.vocab_size:,}\n"
-          f"train with: python train.py data=text {command}")
+          f"{len(prepared.val):,} validation tokens, vocabulary {prepared.tokenizer.vocab_size:,}")
+    if note := split_note(prepared):
+        print(f"note: {note}")
+    print(f"train with: python train.py data=text {command}")
