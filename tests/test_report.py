@@ -180,6 +180,16 @@ def fake_run(folder: Path, overrides: list[str], summary: dict) -> None:
     (folder / "summary.json").write_text(json.dumps(summary))
 
 
+def test_cells_that_read_alike_are_bold_alike(tmp_path: Path) -> None:
+    """Peak memory of 542.3 and 541.8 MiB both read 542: one was bold and its equal beside it was not."""
+    base = {"status": "ok", "params": 100, "val_loss": 1.0, "val_ppl": 3.0, "wall_s": 5.0, "tokens_per_s": 50.0}
+    for index, (name, mib) in enumerate([("a", 542.3), ("b", 541.8), ("c", 600.0)]):
+        fake_run(tmp_path / str(index), [f"attention={name}", "seed=0"], {**base, "peak_memory_bytes": mib * 2**20})
+    rows = table(markdown(tmp_path, find_runs(tmp_path)))
+    column = rows["configuration"].index("peak MiB")
+    assert [rows[f"attention={name}"][column] for name in "abc"] == ["**542**", "**542**", "600"]
+
+
 def test_best_value_of_each_column_is_bold_and_unfinished_jobs_say_so(tmp_path: Path) -> None:
     base = {"status": "ok", "params": 100, "val_ppl": 3.0, "wall_s": 5.0, "peak_memory_bytes": 2**20,
             "kv_bytes_per_token": 64.0}
@@ -199,7 +209,7 @@ def test_best_value_of_each_column_is_bold_and_unfinished_jobs_say_so(tmp_path: 
     assert b[header.index("status")] == "1 of 2 failed: val loss became nan at step 3"
     assert c[header.index("status")] == "unfinished: no summary.json: the job stopped early or is still running"
     # a sweep read while it runs: its running job is not counted failed
-    assert "failed runs: 1 (1 unfinished: stopped early or still running)." in markdown(tmp_path, find_runs(tmp_path))
+    assert "failed runs: 1; 1 unfinished: stopped early or still running." in markdown(tmp_path, find_runs(tmp_path))
     assert "exact match %" not in header  # no run graded calculator problems
 
 

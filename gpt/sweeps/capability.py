@@ -82,7 +82,7 @@ def matrix(summaries: dict[str, list[dict[str, Any]]]) -> tuple[list[str], list[
 def table(summaries: dict[str, list[dict[str, Any]]], cols: list[str], key: str) -> list[str]:
     """One metric's matrix as markdown rows: configurations, then what a guess scores."""
     pooled = {label: {c: values(runs, c, key) for c in cols} for label, runs in summaries.items()}
-    best = {c: best_of({label: v[c] for label, v in pooled.items()}, lower_is_better=False) for c in cols}
+    best = {c: best_of({label: v[c] for label, v in pooled.items()}, False, percent) for c in cols}
     lines = ["| configuration | " + " | ".join(cols) + " |", "|---|" + "---:|" * len(cols)]
     for label, by_column in pooled.items():
         behind = {c: behind_best(by_column[c], [pooled[b][c] for b in best[c]], False) for c in cols}

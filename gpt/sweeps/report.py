@@ -142,7 +142,8 @@ def failed_count(runs: list[Run]) -> str:
     count = {word: sum(r.summary.get("status") == word for r in runs) for word in whys}
     notes = [f"{n} {whys[word]}" for word, n in count.items() if n]
     failed = sum(not r.ok for r in runs) - sum(count.values())
-    return f"failed runs: {failed}" + (f" ({'; '.join(notes)})" if notes else "")
+    # Apart, not in brackets after the failed count: "failed runs: 1 (1 unfinished)" read as one run, not two.
+    return "; ".join([f"failed runs: {failed}", *notes])
 
 
 def sweep_ending(runs: list[Run]) -> tuple[str, int] | None:
@@ -199,7 +200,7 @@ def markdown(sweep_dir: Path, runs: list[Run], best_notes: Sequence[str] = ()) -
     values = {c.header: {k: column_values(g, c) for k, g in groups.items()} for c in COLUMNS}
     columns = [c for c in COLUMNS if any(values[c.header].values())]
     # Bold only what tells rows apart: nothing when one row has a value or all rows tie.
-    best = {c.header: best_of(values[c.header], c.lower_is_better) for c in columns}
+    best = {c.header: best_of(values[c.header], c.lower_is_better, c.fmt) for c in columns}
     counted = [r for g in groups.values() for r in g]
     repeats = f" ({len(runs) - len(counted)} more left out: they ran a seed of their configuration again, " \
         "and each seed counts once, its last finished run)" if len(counted) < len(runs) else ""

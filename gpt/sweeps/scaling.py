@@ -115,7 +115,7 @@ def extrapolation_markdown(summaries: dict[str, list[dict[str, Any]]]) -> list[s
         return []
     lengths = sorted({n for records in data.values() for r in records for n in r["lengths"]}, key=int)
     pooled = {label: {n: loss_at(records, n) for n in lengths} for label, records in data.items()}
-    best = {n: best_of({label: v[n] for label, v in pooled.items()}, lower_is_better=True) for n in lengths}
+    best = {n: best_of({label: v[n] for label, v in pooled.items()}, True, "{:.3f}") for n in lengths}
     trained = ", ".join(map(str, sorted({r["trained"] for records in data.values() for r in records})))
     lines = ["## Loss past the trained length", "",
              "| configuration | " + " | ".join(f"{n} tokens" for n in lengths) + " | refused |",

@@ -34,13 +34,16 @@ def stat_cell(values: Sequence[float], fmt: str | Callable[[float], str], spread
     return (f"**{text}**" if bold else text) + (f" {mark}" if mark else "")
 
 
-def best_of(values: Mapping[K, Sequence[float]], lower_is_better: bool) -> list[K]:
-    """The keys whose mean is the best; none when fewer than two distinct means would tell rows apart."""
+def best_of(values: Mapping[K, Sequence[float]], lower_is_better: bool,
+            fmt: str | Callable[[float], str] | None = None) -> list[K]:
+    """The keys whose mean is the best, as `fmt` shows it (stat_cell's) where given: two cells that read alike are
+    both the best, not one bold beside its equal; none when fewer than two distinct means would tell rows apart."""
+    show = (fmt.format if isinstance(fmt, str) else fmt) or (lambda mean: mean)
     means = {key: statistics.fmean(v) for key, v in values.items() if v}
-    if len(set(means.values())) < 2:
+    if len({show(mean) for mean in means.values()}) < 2:
         return []
-    top = (min if lower_is_better else max)(means.values())
-    return [key for key, mean in means.items() if mean == top]
+    top = show((min if lower_is_better else max)(means.values()))
+    return [key for key, mean in means.items() if show(mean) == top]
 
 
 def beyond_noise(values: Sequence[float], best: Sequence[float], lower_is_better: bool) -> bool:
