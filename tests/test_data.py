@@ -336,7 +336,7 @@ def test_a_prepared_folder_refuses_a_setting_the_command_line_gives_at_its_defau
     capsys.readouterr()
     run = [*TINY, f"data.path={folder}", "trainer.max_steps=1"]
     with pytest.raises(ValueError, match=rf"^data.val_fraction=0.1 is not what {folder} was prepared with "
-                       r"\(val_fraction=0.3\), and a prepared folder keeps its own: drop data.val_fraction"):
+                       r"\(val_fraction=0.3\), and a prepared folder keeps its own: set data.val_fraction=0.3"):
         train_in_process(tmp_path / "given", *run, "data.val_fraction=0.1")
     _, _, meta = load_checkpoint(train_in_process(tmp_path / "unsaid", *run), with_meta=True)
     assert meta["val_fraction"] == 0.3

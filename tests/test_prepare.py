@@ -29,6 +29,7 @@ from gpt.data.prepare import Prepared, Recipe, load, open_prepared, prepare, spl
 import gpt.data.shards as shards
 from gpt.data.tokenizers import EOT
 from tests.conftest import ROOT, files_in, play
+from tests.test_configs import compose_with
 from tests.fuzzing import assert_clean, call, scaled
 
 
@@ -385,6 +386,23 @@ def test_a_gpt2_folder_is_read_with_the_vocabulary_it_was_prepared_with_or_refus
         data("compact", False).vocab_size
     with pytest.raises(ValueError, match=r"^data.compact_vocab=true is not what .* \(GPT-2's full vocabulary\)"):
         data("full", True).vocab_size
+
+
+def test_a_prepared_folders_refusal_names_its_value_where_a_preset_sets_the_setting_too(tmp_path: Path) -> None:
+    """experiment=tinystories sets data.vocab_size=512: on a folder prepared with --vocab-size 300, the command
+    line's data.vocab_size=400 was refused with 'drop data.vocab_size', which left the preset's 512, refused in turn."""
+    assert compose_with("experiment=tinystories").data.vocab_size == 512
+    folder = tmp_path / "bpe"
+    assert cli(["prepare", str(write(tmp_path / "a.txt", stories(30, seed=5))), "--tokenizer", "bpe", "--vocab-size",
+                "300", "--out", str(folder), "--num-proc", "1"]) == 0
+
+    def data(vocab_size: int) -> TextData:
+        return TextData(block_size=8, path=str(folder), tokenizer="bpe", vocab_size=vocab_size, given=["vocab_size"])
+
+    with pytest.raises(ValueError, match=r"keeps its own: set data.vocab_size=300, or prepare it again with "
+                                         "--vocab-size 400$"):
+        data(400).vocab_size
+    assert data(300).vocab_size == 300
 
 
 @pytest.mark.parametrize("args, message", [

@@ -403,7 +403,7 @@ def check_settings(recipe: Recipe, folder: Path, manifest: dict[str, Any], given
             val_files = " and without --val (whose files are validation whatever the fraction)" \
                 if name == "val_fraction" and made_with["val_inputs"] else ""
             raise ValueError(f"data.{name}={value} is not what {folder} was prepared with ({name}={made_with[name]})"
-                             f", and a prepared folder keeps its own: {keep(name, made_with[name], given)}, or prepare "
+                             f", and a prepared folder keeps its own: {keep(name, made_with[name])}, or prepare "
                              f"it again with {flag} {value}{val_files}")
     # Judged by the folder's tokenizer, not its recipe: left unset (null), preparation compacts by what it finds.
     compact = manifest["tokenizer"].get("vocab") is not None
@@ -412,15 +412,13 @@ def check_settings(recipe: Recipe, folder: Path, manifest: dict[str, Any], given
         has = f"a compact vocabulary of {len(manifest['tokenizer']['vocab']):,} ids" if compact \
             else "GPT-2's full vocabulary"
         raise ValueError(f"data.compact_vocab={value} is not what {folder} was prepared with ({has}), and a prepared "
-                         f"folder keeps its own: {keep('compact_vocab', compact, given)}, or prepare it again with "
+                         f"folder keeps its own: {keep('compact_vocab', compact)}, or prepare it again with "
                          f"--compact-vocab {value}")
 
 
-def keep(name: str, made_with: Any, given: Collection[str]) -> str:
-    """How a run takes the folder's own value of a data setting: drop it from the command line, or set the folder's
-    value over the preset that set it (dropping it from the command line would leave the preset's)."""
-    if name in given:
-        return f"drop data.{name}"
+def keep(name: str, made_with: Any) -> str:
+    """How a run takes the folder's own value of a data setting: set it, whoever gave the other value (dropping it
+    from the command line would leave a preset's, such as experiment=tinystories's data.vocab_size=512)."""
     return f"set data.{name}={as_override(made_with)}"
 
 
