@@ -562,6 +562,19 @@ def test_a_run_killed_after_its_final_checkpoint_is_finished_from_it(tmp_path: P
         resume_from(cfg, finished)
 
 
+def test_a_run_killed_after_a_final_step_between_validations_keeps_its_clock(tmp_path: Path) -> None:
+    """A last step off val_check_interval (7 of 10) validates at the end all the same: finished from its final
+    checkpoint, the run's clock counted that validation twice, as its row was taken for a Ctrl-C's extra one."""
+    run = [*FINISHED_RUN, "trainer.max_steps=7"]
+    killed = train_in_process(tmp_path / "killed", *run).parent
+    (killed / "model.pt").unlink()
+    (killed / "summary.json").unlink()
+    finished = train_in_process(tmp_path / "finished", *run, f"ckpt_path={killed / 'checkpoints/last.ckpt'}").parent
+    assert [row["step"] for row in read_history(finished)] == [7]
+    summary = json.loads((finished / "summary.json").read_text())
+    assert read_history(finished)[-1]["wall_s"] == read_history(killed)[-1]["wall_s"] == summary["wall_s"]
+
+
 def test_a_sweep_job_killed_after_its_final_checkpoint_is_finished_by_resume(tmp_path: Path) -> None:
     """resume=true kept such a job as "finished before" when only its model.pt was missing, and left it an
     unfinished row of the report when its summary.json was missing too."""

@@ -63,7 +63,7 @@ def test_a_resumed_run_continues_its_history_and_clock(tmp_path: Path) -> None:
     record = RunRecord(tmp_path)
     trainer = SimpleNamespace(sanity_checking=False, global_step=3, should_stop=False, is_global_zero=True,
                               callback_metrics={"val/loss": torch.tensor(1.7)}, val_check_interval=3,
-                              accumulate_grad_batches=1)
+                              accumulate_grad_batches=1, max_steps=20)
     record.on_train_start(trainer, SimpleNamespace(device=torch.device("cpu")))  # resumed from step 3
     trainer.global_step = 5
     record.on_validation_start(trainer, None)
@@ -79,7 +79,7 @@ def test_a_run_resumed_in_a_new_folder_goes_on_from_the_history_of_the_run_it_co
     (tmp_path / "killed" / "history.csv").write_text("step,wall_s,val_loss\n3,1.5,2.0\n6,3.0,1.8\n")
     trainer = SimpleNamespace(sanity_checking=False, global_step=6, should_stop=False, is_global_zero=True,
                               callback_metrics={"val/loss": torch.tensor(1.7)}, val_check_interval=3,
-                              accumulate_grad_batches=1)
+                              accumulate_grad_batches=1, max_steps=20)
     (tmp_path / "resumed").mkdir()
     record = RunRecord(tmp_path / "resumed", continues=tmp_path / "killed")
     record.on_train_start(trainer, SimpleNamespace(device=torch.device("cpu")))
@@ -89,14 +89,16 @@ def test_a_run_resumed_in_a_new_folder_goes_on_from_the_history_of_the_run_it_co
     assert [row["step"] for row in record.history] == [3, 6, 9] and record.history[-1]["wall_s"] >= 3.0
 
 
-@pytest.mark.parametrize("resumed_at, kept", [(11, [5, 10]), (10, [5, 10])])
+@pytest.mark.parametrize("resumed_at, max_steps, kept", [(11, 20, [5, 10]), (10, 20, [5, 10]), (7, 7, [5, 7])])
 def test_a_resumed_run_drops_the_validation_its_stop_made_off_the_schedule(tmp_path: Path, resumed_at: int,
-                                                                          kept: list[int]) -> None:
+                                                                          max_steps: int, kept: list[int]) -> None:
     """Ctrl-C at step 11 validates there; the run resumed from that step would otherwise keep a row an
-    uninterrupted run (validating every 5 steps) never has, and report it in loss.png and the ↑ test."""
+    uninterrupted run (validating every 5 steps) never has, and report it in loss.png and the ↑ test. The last
+    step's validation is on the schedule wherever it falls."""
     rows = "".join(f"{step},{step / 10},1.0\n" for step in sorted({5, 10, resumed_at}))
     (tmp_path / "history.csv").write_text("step,wall_s,val_loss\n" + rows)
-    trainer = SimpleNamespace(global_step=resumed_at, val_check_interval=5, accumulate_grad_batches=1)
+    trainer = SimpleNamespace(global_step=resumed_at, val_check_interval=5, accumulate_grad_batches=1,
+                              max_steps=max_steps)
     record = RunRecord(tmp_path)
     record.on_train_start(trainer, SimpleNamespace(device=torch.device("cpu")))
     assert [row["step"] for row in record.history] == kept
@@ -149,7 +151,7 @@ def test_a_run_resumed_after_an_off_schedule_stop_keeps_the_time_before_the_stop
     (tmp_path / "history.csv").write_text("step,wall_s,val_loss\n5,5.0,1.0\n7,13.0,1.0\n")
     trainer = SimpleNamespace(sanity_checking=False, global_step=7, should_stop=False, is_global_zero=True,
                               callback_metrics={"val/loss": torch.tensor(0.9)}, val_check_interval=5,
-                              accumulate_grad_batches=1)
+                              accumulate_grad_batches=1, max_steps=20)
     record = RunRecord(tmp_path)
     record.on_train_start(trainer, SimpleNamespace(device=torch.device("cpu")))
     trainer.global_step = 10

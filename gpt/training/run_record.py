@@ -50,9 +50,10 @@ class RunRecord(L.Callback):
         reset_peak_memory(pl_module.device)
         # A resumed run continues its history and its clock from the step it resumes at, less the
         # validation its stop made off the schedule (Ctrl-C at step 111): an uninterrupted run has no such row.
-        # The clock still goes on from that row, which holds the time of every step before the stop.
+        # The clock still goes on from that row, which holds the time of every step before the stop. The last step's
+        # validation is on the schedule wherever it falls (ValidateAtEnd).
         step = trainer.global_step
-        scheduled = not isinstance(trainer.val_check_interval, int) or \
+        scheduled = not isinstance(trainer.val_check_interval, int) or step == trainer.max_steps or \
             step * trainer.accumulate_grad_batches % trainer.val_check_interval == 0
         before = [row for row in read_history(self.continues) if row["step"] <= step]
         self.history = [row for row in before if row["step"] < step or scheduled]
