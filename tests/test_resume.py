@@ -174,7 +174,6 @@ def test_sigkill_during_checkpoint_write_keeps_previous(tmp_path: Path) -> None:
     path = tmp_path / "last.ckpt"
     script = f"""
 import os, signal, torch
-from gpt.training.run_folder import read_history
 from gpt.training.resume import AtomicCheckpointIO
 io = AtomicCheckpointIO()
 io.save_checkpoint({{"loops": {{}}, "optimizer_states": [], "step": 1}}, {str(path)!r})
