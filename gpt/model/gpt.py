@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, fields
 
@@ -147,7 +147,7 @@ class GPT(nn.Module):
 def print_shapes(model: nn.Module, idx: torch.Tensor) -> Iterator[None]:
     """Print each submodule's input and output shapes as a forward pass runs (model.trace_shapes=true);
     hooks fire as modules finish, so a module's parts print before the module itself."""
-    def hook(name: str):  # noqa: ANN202 - a forward hook's signature is torch's
+    def hook(name: str) -> Callable[[nn.Module, tuple, object], None]:
         def show(module: nn.Module, inputs: tuple, output: object) -> None:
             shapes = [tuple(t.shape) for t in inputs if isinstance(t, torch.Tensor)]
             out = tuple(output.shape) if isinstance(output, torch.Tensor) else type(output).__name__
