@@ -108,9 +108,8 @@ class TextModel:
 
     @torch.no_grad()
     def complete_batch(self, prompts: list[str], max_new_tokens: int, batch_size: int = 512) -> list[str]:
-        """Greedy completions of many prompts (what grading needs), batched by token length so no padding
-        is needed; each stops at the end of its line on line-based corpora, at end-of-text on running text. Same
-        answers as `complete`."""
+        """Greedy completions of many prompts, batched by token length so no padding is needed; each stops at the
+        end of its line on line-based corpora, at end-of-text on running text. Same answers as `complete`."""
         was_training = self.model.training
         self.model.eval()
         by_length: dict[int, list[tuple[int, list[int]]]] = defaultdict(list)
