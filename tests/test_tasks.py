@@ -167,6 +167,13 @@ def test_task_data_scores_only_answers_and_the_line_end() -> None:
     assert data.max_tokens == 4 * max(SMALL["recall"]["pairs"]) + 2
 
 
+def test_the_block_size_asked_for_holds_the_test_lines_evaluate_grades() -> None:
+    # The length task's held-out lines run to 4x its training lines: a few validation lines may all be shorter.
+    data = TaskData({"length": SMALL["length"]}, train_lines=50, val_lines=2)
+    longest = max(len(encode_line(data.tokenizer, line)[0]) for line in held_out(data.meta, "test")) - 1
+    assert longest == 2 * 4 * SMALL["length"]["trained"] + 2 and data.max_tokens == longest
+
+
 def test_the_calculator_scores_whole_problems_and_its_split_is_every_problem() -> None:
     data = TaskData({"calculator": {"operations": ["plus"]}}, train_lines=None, val_lines=None, eval_lines=50)
     data.setup()
