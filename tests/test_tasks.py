@@ -187,6 +187,16 @@ def test_the_calculator_scores_whole_problems_and_its_split_is_every_problem() -
     assert not {line.text for line in test} & {line.text for line in data.splits["train"]}
 
 
+def test_more_calculator_lines_than_its_split_holds_are_refused() -> None:
+    # Not the split cut short: a sweep over data.train_lines would train its largest counts on the same problems.
+    division = {"calculator": {"operations": ["divided by"]}}
+    held = len(TaskData(division, train_lines=None, val_lines=None).splits["val"])
+    assert len(TaskData(division, train_lines=None, val_lines=held).splits["val"]) == held
+    with pytest.raises(ValueError, match=f"data.val_lines={held + 1} asks for more than the {held} lines of "
+                                         "calculator's val split"):
+        TaskData(division, train_lines=None, val_lines=held + 1).splits
+
+
 def test_mixture_meta_regenerates_the_held_out_lines() -> None:
     data = TaskData(MIXABLE, val_lines=20, train_lines=20)
     assert data.meta["corpus"] == "tasks" and set(data.meta["tasks"]) == set(MIXABLE)

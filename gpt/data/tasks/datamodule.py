@@ -51,7 +51,13 @@ def task_lines(tasks: tuple[Task, ...], seed: int, split: str, count: int | None
     """`count` lines of each task for `split` (None: all of a finite split), a mixture's tasks interleaved by a
     seeded shuffle. Cached, with the rows below: a sweep's jobs run in one process and share data.seed, so they
     draw and encode each split once."""
-    lines = [line for task in tasks for line in task.lines(seed, split, count)]
+    lines: list[Line] = []
+    for task in tasks:
+        drawn = task.lines(seed, split, count)
+        if count is not None and len(drawn) < count:  # a finite split (the calculator's) has no more to give
+            raise ValueError(f"data.{split}_lines={count} asks for more than the {len(drawn)} lines of {task.name}'s "
+                             f"{split} split: lower it, or set null for every one")
+        lines += drawn
     if len(tasks) > 1:
         random.Random(f"{seed}/{split}").shuffle(lines)
     return tuple(lines)
