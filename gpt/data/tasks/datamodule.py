@@ -130,14 +130,13 @@ class TaskData(BatchedData):
     def rows(self) -> dict[str, tuple[tuple[list[int], ...], tuple[list[bool], ...]]]:
         return {split: task_rows(self.tasks, self.seed, split, count) for split, count in self.counts.items()}
 
-    @cached_property
+    @property
     def max_tokens(self) -> int:
         """The longest row's inputs (every token of it but the last) among the lines trained and validated on and
         the test lines `python -m gpt evaluate` grades: held-out lines may be longer (the length task's, 4x), and a
         model whose block cannot hold them trains but is refused when graded."""
-        rows = [ids for ids_of_split, _ in self.rows.values() for ids in ids_of_split]
-        tested = [encode_line(self.tokenizer, line)[0] for line in held_out(self.meta, "test")]
-        return max(map(len, rows + tested)) - 1
+        longest = max(len(ids) for ids_of_split, _ in self.rows.values() for ids in ids_of_split)
+        return max(longest, longest_test_row(self.tasks, self.seed)) - 1
 
     @property
     def groups(self) -> list[str]:
@@ -197,7 +196,9 @@ class TaskData(BatchedData):
 
     def tensors(self, split: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         ids, scored = self.rows[split]
-        return line_tensors(list(ids), list(scored), self.max_tokens, self.tokenizer.encode("\n")[0])
+        # Padded to this split's longest row, not max_tokens: the length task's 4x test lines would pad every
+        # validation batch to their width.
+        return line_tensors(list(ids), list(scored), max(map(len, ids)) - 1, self.tokenizer.encode("\n")[0])
 
     def setup(self, stage: str | None = None) -> None:
         self.train_set = RowBatches(*self.tensors("train"), self.batch_size, self.seed)
@@ -205,7 +206,17 @@ class TaskData(BatchedData):
 
 
 def held_out(meta: dict[str, Any], split: str) -> list[Line]:
-    """The lines `python -m gpt evaluate` grades, regenerated from model.pt's meta: each task's held_out_lines
-    lines of `split` (every held-out problem of the calculator)."""
-    return [line for task in build_tasks(meta["tasks"])
-            for line in task.lines(meta["seed"], split, task.held_out_lines)]
+    """The lines `python -m gpt evaluate` grades, regenerated from model.pt's meta."""
+    return graded(build_tasks(meta["tasks"]), meta["seed"], split)
+
+
+def graded(tasks: tuple[Task, ...], seed: int, split: str) -> list[Line]:
+    """Each task's held_out_lines lines of `split` (every held-out problem of the calculator)."""
+    return [line for task in tasks for line in task.lines(seed, split, task.held_out_lines)]
+
+
+@lru_cache(maxsize=8)
+def longest_test_row(tasks: tuple[Task, ...], seed: int) -> int:
+    """Tokens in the longest test line evaluate grades; cached like task_rows, as a sweep's jobs share it (drawing
+    the attention tasks' 3,000 took 0.6 s a job)."""
+    return max((len(encode_line(task_tokenizer(tasks), line)[0]) for line in graded(tasks, seed, "test")), default=0)
