@@ -422,9 +422,18 @@ def keep(name: str, made_with: Any) -> str:
     return f"set data.{name}={as_override(made_with)}"
 
 
+# Settings that one tokenizer alone reads: the size of the BPE trained, and keeping only the GPT-2 ids a corpus uses.
+ONE_TOKENIZERS = {"vocab_size": "bpe", "compact_vocab": "gpt2"}
+
+
 def load(recipe: Recipe, root: Path, num_proc: int | None = None, given: Collection[str] = ()) -> Prepared:
     """A training run's corpus: an already prepared folder as given (checked against the recipe and the settings
-    the command line names, `given`), else the recipe's cache (prepared now if it is not there yet)."""
+    the command line names, `given`), else the recipe's cache (prepared now if it is not there yet). A setting the
+    command line gives that the recipe's tokenizer never reads is refused: the run would ignore it."""
+    for name, kind in ONE_TOKENIZERS.items():
+        if name in given and recipe.tokenizer != kind:
+            raise ValueError(f"data.{name}={as_override(getattr(recipe, name))} is read by data.tokenizer={kind} only, "
+                             f"and this run has data.tokenizer={recipe.tokenizer}: drop data.{name}")
     if len(recipe.inputs) == 1 and (Path(recipe.inputs[0]) / "manifest.json").is_file():
         if recipe.val_inputs:
             raise ValueError(f"{recipe.inputs[0]} is prepared already, with its own validation split: drop "
