@@ -221,7 +221,8 @@ def test_mixture_meta_regenerates_the_held_out_lines() -> None:
     ({}, "data.tasks is empty"),
     ({"recall": {"pairs": []}}, "data.tasks.recall.pairs=[] names no pair count"),
     ({"calculator": {"operations": []}}, "data.tasks.calculator.operations=[] names no operation"),
-    ({"recall": {}, "length": {}}, "data.tasks.length runs alone (data=length): recall would train the positions"),
+    ({"recall": {}, "length": {}}, "data.tasks.length runs alone (data=length): lines of recall can train the "
+                                   "positions"),
 ])
 def test_bad_knobs_are_one_clear_line(spec: dict, message: str) -> None:
     with pytest.raises(ValueError, match=re.escape(message)):

@@ -41,8 +41,8 @@ def build_tasks(spec: Mapping[str, Mapping[str, Any] | None]) -> tuple[Task, ...
     alone = next((task.name for task in tasks if task.runs_alone), None)
     if alone and len(tasks) > 1:
         others = ", ".join(task.name for task in tasks if task.name != alone)
-        raise ValueError(f"data.tasks.{alone} runs alone (data={alone}): {others} would train the positions it must "
-                         "meet untrained")
+        raise ValueError(f"data.tasks.{alone} runs alone (data={alone}): lines of {others} can train the positions "
+                         f"it must meet untrained; run {alone} in a run of its own")
     return tuple(tasks)
 
 
