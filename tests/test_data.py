@@ -329,6 +329,8 @@ def test_train_on_text_then_generate(tmp_path: Path, text_file: Path, tokenizer:
     monkeypatch.chdir(ckpt.parent)  # model.pt finds its shards (under the ./data/ of training) from anywhere
     assert cli(["evaluate", "--ckpt", str(ckpt), "--split", "test"]) == 2  # was the val split, silently
     assert "split into train and val only" in capsys.readouterr().err
+    assert cli(["evaluate", "--ckpt", str(ckpt), "--seed", "3"]) == 2  # accepted, and changed nothing
+    assert capsys.readouterr().err.endswith("a text model's val split is its prepared corpus's: drop --seed\n")
     assert cli(["evaluate", "--ckpt", str(ckpt)]) == 0  # running text: loss and bits per byte on the val split
     loss, bpb = (float(x) for x in re.findall(r"loss ([\d.]+), bpb ([\d.]+)$", capsys.readouterr().out.strip())[0])
     if tokenizer == "char":  # an ASCII play: one byte per token

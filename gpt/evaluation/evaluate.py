@@ -83,6 +83,9 @@ def run(args: argparse.Namespace) -> None:
         if args.split == "test":
             raise ValueError("a text corpus is split into train and val only, and evaluate measures its val split: "
                              "drop --split test")
+        if args.seed is not None:  # the text's split is its prepared folder's, whatever the seed
+            raise ValueError("--seed picks a task model's lines; a text model's val split is its prepared corpus's: "
+                             "drop --seed")
         # Every length is checked before the report: a refusal came after the val split was scored and printed.
         ids = val_ids(text_model)
         for length in args.lengths or []:
