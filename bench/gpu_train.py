@@ -28,7 +28,9 @@ from bench.train_speed import flops_per_token  # noqa: E402
 from gpt.data.tasks.calculator import all_problems  # noqa: E402
 from gpt.inference.checkpoint import load_checkpoint  # noqa: E402
 
-SHAPE = ["model.layers=12", "model.heads=12", "model.dim=768", "model.block_size=1024", "model.kernel=sdpa"]
+# ++ as for every job of a sweep: a variant given after it that reads no heads or kernel (single_head, linear) is
+# measured at this shape, not refused for a setting it ignores.
+SHAPE = ["++model.layers=12", "++model.heads=12", "++model.dim=768", "++model.block_size=1024", "++model.kernel=sdpa"]
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

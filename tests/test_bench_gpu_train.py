@@ -1,0 +1,21 @@
+"""bench/gpu_train.py measures the variant it is given at GPT-2-small's shape: train.py takes every one."""
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from gpt.training.checks import check_config
+from tests.conftest import ROOT
+from tests.test_configs import compose_with
+
+sys.path.insert(0, str(ROOT / "bench"))
+import gpu_train  # noqa: E402
+
+
+@pytest.mark.parametrize("attention", ["mha", "linear", "torch_mha", "single_head"])
+def test_the_shape_is_not_refused_under_a_variant_that_ignores_part_of_it(attention: str) -> None:
+    """model.kernel=sdpa and model.heads=12 were refused under attention=linear and single_head, which read neither,
+    so `python bench/gpu_train.py model.attention=linear` measured nothing."""
+    overrides = [*gpu_train.SHAPE, f"model.attention={attention}"]
+    check_config(compose_with(*overrides), overrides)
