@@ -293,9 +293,19 @@ def test_a_tokenizer_setting_another_tokenizer_ignores_is_refused(tmp_path: Path
     """data.vocab_size=300 beside the char tokenizer trained without a word on the char vocabulary (this file's own
     TINY settings carried it for months); a preset's value, not the command line's, is left to the preset."""
     with pytest.raises(ValueError, match=rf"^{setting} is read by data.tokenizer={reader} only, and this run has "
-                                         r"data.tokenizer=char: drop data\."):
+                                         rf"data.tokenizer=char: drop data\.\w+ \(in a sweep whose other jobs read "
+                                         rf"it, give it to all as \+\+{setting}\)$"):
         train_in_process(tmp_path / "run", *TINY, f"data.path={text_file}", f"data.root={tmp_path / 'data'}", setting)
     assert not (tmp_path / "data").exists()  # refused before any preparation
+
+
+def test_a_tokenizer_setting_given_to_every_job_of_a_sweep_is_left_to_the_jobs_that_read_it(tmp_path: Path,
+                                                                                          text_file: Path) -> None:
+    """-m data.tokenizer=char,bpe ++data.vocab_size=300: the char job was refused and told to drop the setting, which
+    the bpe job needs; ++, as the refusal says, gives it to every job."""
+    train_in_process(tmp_path / "run", *TINY, f"data.path={text_file}", f"data.root={tmp_path / 'data'}",
+                     "++data.vocab_size=300")
+    assert (tmp_path / "run" / "model.pt").is_file()
 
 
 @pytest.mark.parametrize("tokenizer", ["char", "word", "gpt2", "bpe"])

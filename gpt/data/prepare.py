@@ -432,8 +432,10 @@ def load(recipe: Recipe, root: Path, num_proc: int | None = None, given: Collect
     command line gives that the recipe's tokenizer never reads is refused: the run would ignore it."""
     for name, kind in ONE_TOKENIZERS.items():
         if name in given and recipe.tokenizer != kind:
-            raise ValueError(f"data.{name}={as_override(getattr(recipe, name))} is read by data.tokenizer={kind} only, "
-                             f"and this run has data.tokenizer={recipe.tokenizer}: drop data.{name}")
+            value = as_override(getattr(recipe, name))
+            raise ValueError(f"data.{name}={value} is read by data.tokenizer={kind} only, and this run has "
+                             f"data.tokenizer={recipe.tokenizer}: drop data.{name} (in a sweep whose other jobs read "
+                             f"it, give it to all as ++data.{name}={value})")
     if len(recipe.inputs) == 1 and (Path(recipe.inputs[0]) / "manifest.json").is_file():
         if recipe.val_inputs:
             raise ValueError(f"{recipe.inputs[0]} is prepared already, with its own validation split: drop "

@@ -73,11 +73,13 @@ def optim_config(cfg: DictConfig) -> dict[str, Any]:
 def data_arguments(cfg: DictConfig, overrides: Sequence[str]) -> dict[str, Any]:
     """What data= is built with beyond its section: for a corpus that takes them (running text's `given`), the data
     settings the command line (`overrides`) names, so that a prepared data.path refuses one it was made otherwise
-    even at its default (by value alone, `data.val_fraction=0.1` reads as nothing said)."""
+    even at its default (by value alone, `data.val_fraction=0.1` reads as nothing said). `++` gives a setting to every
+    job of a sweep, some of which may not read it (++data.vocab_size beside data.tokenizer=char,bpe), so it is left
+    out, as given_model_settings leaves it out."""
     # Asked of the class the run builds anyway: importing TextData to compare cost every task run's start-up ~20 ms.
     if "given" not in inspect.signature(get_class(cfg.data._target_)).parameters:
         return {}
-    keys = [override_key(override) for override in overrides if not override.startswith("~")]
+    keys = [override_key(override) for override in overrides if not override.startswith(("++", "~"))]
     return {"given": [key.removeprefix("data.") for key in keys if key.startswith("data.")]}
 
 
