@@ -29,8 +29,8 @@ STARTUP = """
 import sys, time
 from gpt.data.corpus import TextData
 t = time.perf_counter()
-data = TextData(block_size=256, path=sys.argv[1], tokenizer=sys.argv[2], vocab_size=int(sys.argv[4]),
-                root=sys.argv[3], batch_size=32)
+data = TextData(block_size=256, path=sys.argv[1], tokenizer=sys.argv[2], root=sys.argv[3], batch_size=32,
+                **({"vocab_size": int(sys.argv[4])} if len(sys.argv) > 4 else {}))
 data.setup()
 next(iter(data.train_dataloader()))
 print(time.perf_counter() - t)
@@ -119,12 +119,13 @@ def main(argv: list[str] | None = None) -> None:
                 for procs in args.procs:
                     root = work / "data"
                     shutil.rmtree(root, ignore_errors=True)
+                    sized = ["--vocab-size", str(args.vocab_size)] if tokenizer == "bpe" else []  # bpe's alone
                     seconds, cpu, pss, _ = peak_memory([sys.executable, "-m", "gpt", "prepare", str(corpus),
-                                                        "--tokenizer", tokenizer, "--vocab-size", str(args.vocab_size),
+                                                        "--tokenizer", tokenizer, *sized,
                                                         "--num-proc", str(procs), "--root", str(root)])
                     if startup is None:  # the shards are the same whatever the processes: one start-up tells
                         startup = float(subprocess.run([sys.executable, "-c", STARTUP, str(corpus), tokenizer,
-                                                        str(root), str(args.vocab_size)], cwd=ROOT,
+                                                        str(root), *sized[1:]], cwd=ROOT,
                                                        capture_output=True, text=True, check=True).stdout)
                     print(f"| {megabytes:.0f} MiB | {tokenizer} | {procs} | {megabytes / seconds:.1f} | "
                           f"{cpu / seconds:.2f} | {pss:.0f} | {startup:.2f} |", flush=True)

@@ -338,6 +338,19 @@ def test_compact_vocab_with_a_tokenizer_it_does_not_apply_to_is_refused(tmp_path
                 str(tmp_path / "out"), "--num-proc", "1"]) == 2
     assert capsys.readouterr().err == f"error: --compact-vocab true keeps only the GPT-2 ids a corpus uses; " \
                                       f"--tokenizer {tokenizer} is not compacted: drop --compact-vocab\n"
+
+
+@pytest.mark.parametrize("tokenizer", ["char", "gpt2"])
+def test_vocab_size_with_a_tokenizer_that_trains_no_bpe_is_refused(tmp_path: Path, tokenizer: str,
+                                                                   capsys: pytest.CaptureFixture) -> None:
+    """--vocab-size 300 with the char tokenizer prepared the corpus and printed a train command holding
+    data.vocab_size=300, which train.py refuses beside data.tokenizer=char."""
+    corpus = write(tmp_path / "play.txt", stories(5, seed=3))
+    assert cli(["prepare", str(corpus), "--tokenizer", tokenizer, "--vocab-size", "300", "--root",
+                str(tmp_path / "data"), "--num-proc", "1"]) == 2
+    assert capsys.readouterr().err == f"error: --vocab-size 300 sizes the BPE trained on a corpus; --tokenizer " \
+                                      f"{tokenizer} trains none: drop --vocab-size\n"
+    assert not (tmp_path / "data").exists()
     assert not (tmp_path / "out").exists()
 
 

@@ -484,6 +484,9 @@ def run(args: argparse.Namespace) -> None:
     if args.compact_vocab is not None and args.tokenizer != "gpt2":  # stored in the manifest, it would do nothing
         raise ValueError(f"--compact-vocab {args.compact_vocab} keeps only the GPT-2 ids a corpus uses; --tokenizer "
                          f"{args.tokenizer} is not compacted: drop --compact-vocab")
+    if args.vocab_size != defaults.vocab_size and args.tokenizer != "bpe":  # the train command printed would be refused
+        raise ValueError(f"--vocab-size {args.vocab_size} sizes the BPE trained on a corpus; --tokenizer "
+                         f"{args.tokenizer} trains none: drop --vocab-size")
     compact = None if args.compact_vocab is None else args.compact_vocab == "true"
     recipe = Recipe([str(Path(p).resolve()) for p in args.inputs], [str(Path(p).resolve()) for p in args.val],
                     args.tokenizer, args.vocab_size, compact, args.val_fraction, args.text_field, args.doc_bytes,
