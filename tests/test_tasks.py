@@ -229,6 +229,15 @@ def test_bad_knobs_are_one_clear_line(spec: dict, message: str) -> None:
         build_tasks(spec)
 
 
+def test_a_calculator_split_without_an_operation_is_one_clear_line() -> None:
+    """val_fraction 0.0005 of the 229 divisions rounds to none: the run ended in 'not enough values to unpack'."""
+    data = TaskData({"calculator": {"operations": ["divided by"], "val_fraction": 0.0005}}, train_lines=None,
+                    val_lines=None)
+    with pytest.raises(ValueError, match=r"^data.tasks.calculator: the val split holds no divided by problem at "
+                                         r"val_fraction=0.0005 and test_fraction=0.1: raise them$"):
+        data.max_tokens
+
+
 def test_tokens_round_trip_through_the_model_vocabulary() -> None:
     data = TaskData(MIXABLE, val_lines=5, train_lines=5)
     for line in data.splits["val"]:

@@ -171,4 +171,10 @@ class Calculator(Task):
     def lines(self, seed: int, split: str, count: int | None) -> list[Line]:
         chosen = self.groups()
         problems = [p for p in split_problems(seed, self.val_fraction, self.test_fraction)[split] if p.op in chosen]
+        # An operation's share rounds to no problem (its 229 divisions at a tiny fraction): its column would grade
+        # nothing, and an empty split ended in an unpacking error.
+        missing = [op for op in chosen if not any(p.op == op for p in problems)]
+        if missing:
+            raise ValueError(f"data.tasks.calculator: the {split} split holds no {missing[0]} problem at val_fraction="
+                             f"{self.val_fraction} and test_fraction={self.test_fraction}: raise them")
         return [Line(self.name, (Turn(p.prompt, p.target, p.op),), scores_prompt=True) for p in problems][:count]
