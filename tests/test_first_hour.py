@@ -79,6 +79,12 @@ BAD = [  # (command line, what the one line must say)
     (["-m", "attention=sliding_window,mha", "model.window=4"], "model.window is a setting of attention=sliding_window, "
      "and this sweep has a job with attention=mha: write ++model.window=4 to give it to every job"),
     (["-m", "attention=mha,sliding_window", "model.window=4"], "write ++model.window=4 to give it to every job"),
+    # a preset's own sweep (experiment=attention_tasks sweeps attention=): told to add attention=sliding_window, which
+    # replaced the preset's 11 variants by that one
+    (["experiment=attention_tasks", "model.window=4"], "model.window is a setting of attention=sliding_window, and "
+     "this sweep has a job with attention=mha: write ++model.window=4 to give it to every job"),
+    (["experiment=attention_tasks", "attention=mha", "model.window=4"], "this command has attention=mha: add "
+     "attention=sliding_window"),
     # told to write ++data.path=x.txt, which the calculator's data module, a class without it, then refused
     (["-m", "data=calculator,text", "data.path=x.txt"], "data.path is a setting of data=text, and this sweep has a job "
      "with data=calculator, whose data (gpt.data.tasks.datamodule.TaskData) has no such setting: run data=text in a "

@@ -70,6 +70,14 @@ def swept_options(overrides: list[str]) -> set[str]:
             and o.value_type != ValueType.GLOB_CHOICE_SWEEP for value in o.sweep_string_iterator()}
 
 
+def preset_sweeps(cfg: DictConfig, overrides: Sequence[str]) -> list[str]:
+    """The sweeps a preset lists in hydra.sweeper.params (experiment=attention_tasks sweeps attention=), as
+    overrides, less the keys the command line sets itself, which replace them."""
+    given = {override_key(o) for o in overrides}
+    params = OmegaConf.select(cfg, "hydra.sweeper.params") or {}
+    return [f"{key}={value}" for key, value in params.items() if key not in given]
+
+
 def compose_train(config_dir: Path, overrides: list[str]) -> DictConfig:
     with initialize_config_dir(config_dir=str(config_dir), version_base="1.3", job_name="train"):
         return compose("train", overrides=overrides, return_hydra_config=True)
@@ -157,7 +165,7 @@ def explain(err: HydraException, config_dir: Path, overrides: list[str], sweep: 
             group = owners[0].split("=")[0]
             has = f"{group}={choices[group]}" if choices.get(group) else f"no {group}"
             # a sweep over the option that has the key and others that lack it
-            if set(owners) & swept_options(list(sweep)):
+            if set(owners) & swept_options([*sweep, *preset_sweeps(cfg, sweep)]):
                 target = OmegaConf.select(cfg, f"{parent}._target_") if parent else None
                 if target is not None:  # each option builds a class of its own (data=), which refuses a key it lacks
                     return (f"{key} is a setting of {' or '.join(owners)}, and this sweep has a job with {has}, whose "
