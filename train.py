@@ -103,11 +103,10 @@ def train(cfg: DictConfig, run_dir: Path | None = None) -> Path:
     L.seed_everything(cfg.seed, verbose=False)
     data = load_data(cfg)
     # From scratch, or init_from's architecture and weights when its tokenizer is the corpus's.
-    given = given_model_settings(cfg, overrides)
     model_cfg, weights, pretrained = start_from(cfg.init_from, model_config(cfg, data.vocab_size), data.tokenizer,
-                                                given)
+                                                given_model_settings(cfg, overrides, forced=True))
     if cfg.init_from:  # its model's parts, known now: check_config checked those of the config
-        check_settings_read(given, model_cfg)
+        check_settings_read(given_model_settings(cfg, overrides), model_cfg)
     check_fits(model_cfg, data)
     # Bits per byte compares running-text models across tokenizers; a task's rows are not such text.
     line_based = data.meta.get("one_example_per_line", False)

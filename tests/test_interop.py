@@ -154,6 +154,16 @@ def test_init_from_refuses_architecture_settings_and_takes_how_to_run(tmp_path: 
     assert (tuned.layers, tuned.kernel) == (1, "math")
 
 
+def test_init_from_refuses_an_architecture_setting_written_with_plus_plus_too(tmp_path: Path) -> None:
+    """++ gives a setting to every job of a sweep, the jobs that ignore it included; under init_from it let
+    ++model.qk_norm=true train the pretrained model without it, and the run's overrides said it had it."""
+    run = ["trainer=debug", "trainer.max_steps=1", "logger=none", "model.layers=1", "model.dim=32", "model.heads=2",
+           "data.batch_size=16", "data.eval_lines=2"]
+    first = train_in_process(tmp_path / "first", *run).parent
+    with pytest.raises(ValueError, match=rf"^model.qk_norm=true: init_from={first} keeps its model's qk_norm=false"):
+        train_in_process(tmp_path / "tuned", *run, f"init_from={first}", "++model.qk_norm=true")
+
+
 def test_a_compact_prepared_folder_under_full_gpt2_names_the_way_out(tmp_path: Path,
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     """The finetune preset on a folder prepared with GPT-2's compact vocabulary: the folder's advice, drop

@@ -97,11 +97,12 @@ def check_accelerator(trainer: DictConfig) -> None:
                          "trainer=gpu or trainer=fsdp to train on the CPU")
 
 
-def given_model_settings(cfg: DictConfig, overrides: Sequence[str]) -> dict[str, Any]:
+def given_model_settings(cfg: DictConfig, overrides: Sequence[str], forced: bool = False) -> dict[str, Any]:
     """The model fields the command line (`overrides`) sets, directly (model.rope_base=500) or by an option of a
     group whose package is the model (attention=gqa sets attention), with the values the run composed. `++` marks a
-    setting given to every job of a sweep whose other jobs read it (the preflight's advice), so it is left out."""
-    keys = [override_key(o) for o in overrides if not o.startswith(("++", "~"))]
+    setting given to every job of a sweep whose other jobs read it (the preflight's advice), so it is left out unless
+    `forced` (init_from's check: no `++` changes a pretrained model's architecture)."""
+    keys = [override_key(o) for o in overrides if not o.startswith("~") and (forced or not o.startswith("++"))]
     fields = [key.removeprefix("model.") for key in keys if key.startswith("model.")] + \
         [key for key in keys if key in ("attention", "pos")]
     return {name: cfg.model[name] for name in fields if name in cfg.model}
