@@ -87,4 +87,9 @@ def test_every_model_setting_is_read_by_some_parts_and_not_by_others() -> None:
     assert "kernel" in read["mha", "learned"] and "kernel" not in read["linear", "learned"]
     assert "heads" in read["mha", "learned"] and "heads" not in read["single_head", "learned"]
     assert "window" in read["sliding_window", "learned"] and "window" not in read["gqa", "learned"]
+    torch.manual_seed(0)
+    settings_read(ModelConfig(vocab_size=5, dropout=0.1, random_positions=64))  # init, dropout, random positions
+    after = torch.rand(3)
+    torch.manual_seed(0)
+    assert torch.equal(after, torch.rand(3))  # a seeded run that checks its settings draws as one that does not
 

@@ -51,7 +51,8 @@ def settings_read(cfg: ModelConfig) -> set[str]:
     check_parts(traced)
     checked = Counter(reads)
     reads.clear()
-    GPT(traced).train()(torch.zeros(1, 2, dtype=torch.long))  # check_parts once more, then what the parts read
+    with torch.random.fork_rng(devices=[]):  # its init, dropout and positions leave a seeded run's stream as it was
+        GPT(traced).train()(torch.zeros(1, 2, dtype=torch.long))  # check_parts once more, then what the parts read
     return {name for name in names if reads[name] > checked[name]}
 
 
