@@ -15,6 +15,7 @@ import sys
 import time
 import traceback
 import warnings
+from collections.abc import Sequence
 from contextlib import nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -45,14 +46,14 @@ def quiet_lightning() -> None:
     warnings.filterwarnings("ignore", message=r"The '\w+' does not have many workers")
 
 
-def load_data(cfg: DictConfig) -> L.LightningDataModule:
+def load_data(cfg: DictConfig, overrides: Sequence[str]) -> L.LightningDataModule:
     from hydra.errors import InstantiationException
     from hydra.utils import instantiate
 
     from gpt.training.checks import data_arguments
 
     try:
-        return instantiate(cfg.data, **data_arguments(cfg, HydraConfig.get().overrides.task))
+        return instantiate(cfg.data, **data_arguments(cfg, overrides))
     except InstantiationException as err:  # Hydra wraps the DataModule's own one-line ValueError in many lines
         raise err.__cause__ if isinstance(err.__cause__, ValueError) else err from None
 
@@ -101,7 +102,7 @@ def train(cfg: DictConfig, run_dir: Path | None = None) -> Path:
     trainer = L.Trainer(**arguments, callbacks=callbacks,
                         logger=make_logger(cfg.get("logger")), plugins=[AtomicCheckpointIO()], default_root_dir=run_dir)
     L.seed_everything(cfg.seed, verbose=False)
-    data = load_data(cfg)
+    data = load_data(cfg, overrides)
     # From scratch, or init_from's architecture and weights when its tokenizer is the corpus's.
     model_cfg, weights, pretrained = start_from(cfg.init_from, model_config(cfg, data.vocab_size), data.tokenizer,
                                                 given_model_settings(cfg, overrides, forced=True))

@@ -408,7 +408,7 @@ def check_settings(recipe: Recipe, folder: Path, manifest: dict[str, Any], given
     # Judged by the folder's tokenizer, not its recipe: left unset (null), preparation compacts by what it finds.
     compact = manifest["tokenizer"].get("vocab") is not None
     if recipe.tokenizer == "gpt2" and recipe.compact_vocab is not None and recipe.compact_vocab != compact:
-        value = str(recipe.compact_vocab).lower()
+        value = as_override(recipe.compact_vocab)
         has = f"a compact vocabulary of {len(manifest['tokenizer']['vocab']):,} ids" if compact \
             else "GPT-2's full vocabulary"
         raise ValueError(f"data.compact_vocab={value} is not what {folder} was prepared with ({has}), and a prepared "
