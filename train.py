@@ -58,41 +58,53 @@ def load_data(cfg: DictConfig, overrides: Sequence[str]) -> L.LightningDataModul
         raise err.__cause__ if isinstance(err.__cause__, ValueError) else err from None
 
 
-def train(cfg: DictConfig, run_dir: Path | None = None) -> Path:
-    """Compose -> validate -> data -> LitGPT -> Trainer.fit -> model.pt; returns the model.pt path."""
+def train(cfg: DictConfig, run_dir: Path | None = None) -> Path | None:
+    """Compose -> validate -> data -> LitGPT -> Trainer.fit -> model.pt; returns the model.pt path (none for a sweep's
+    job that would repeat another job's run)."""
     # torch and Lightning are imported by the process that trains, here: `python train.py --help` and the process
     # that launches a sweep's jobs into worker processes never pay for them (seconds of start-up).
     import lightning as L
 
     from gpt.evaluation.bpb import byte_counts
     from gpt.inference.checkpoint import save_model
+    from gpt.overrides import override_key
     from gpt.sweeps.parallel import stopping
+    from gpt.sweeps.repeats import repeated, sweep_overrides
     from gpt.training.callbacks import (HeldOutAccuracy, Interrupted, LossAtLengths, ResumeCheckpoint, SampleText,
                                         StepProgressBar, StopOnInterrupt, ValidateAtEnd)
     from gpt.training.checks import (check_accelerator, check_config, check_fits, check_settings_read,
-                                     given_model_settings, model_config, optim_config, trainer_arguments)
+                                     forced_unread, given_model_settings, model_config, optim_config, trainer_arguments)
     from gpt.training.init_from import start_from
     from gpt.training.lit import LitGPT
     from gpt.training.loggers import finish, make_logger
     from gpt.training.resume import AtomicCheckpointIO, check_resumable, resume_from
-    from gpt.training.run_folder import kept_on_resume, read_history, read_summary
+    from gpt.training.run_folder import kept_on_resume, read_history, read_summary, record_duplicate
     from gpt.training.run_record import RunRecord, finished_line, summary_line
 
     start = time.perf_counter()
     quiet_lightning()
     run_dir = run_dir or Path(HydraConfig.get().runtime.output_dir)
     overrides = HydraConfig.get().overrides.task
-    check_config(cfg, overrides)
+    in_sweep = HydraConfig.get().mode == RunMode.MULTIRUN
+    sweep = sweep_overrides(Path(HydraConfig.get().sweep.dir)) if in_sweep else []
+    check_config(cfg, overrides, sweep)
     check_accelerator(cfg.trainer)
     # A resumed sweep's job that had finished stands; one killed before its model.pt is finished below.
     if cfg.resume and kept_on_resume(run_dir):
         print(f"finished before, kept: {finished_line(run_dir)}")
         return run_dir / "model.pt"
-    resume_point = resume_from(cfg, run_dir, in_sweep=HydraConfig.get().mode == RunMode.MULTIRUN)
+    ignores = [] if cfg.init_from else forced_unread(cfg, overrides)  # init_from's model is checked once loaded
+    if same := repeated(ignores, sweep):
+        reason = f"the same run as the job with {' '.join(same)}: a model of attention={cfg.model.attention}, " \
+            f"pos={cfg.model.pos} reads no {', '.join(override_key(o) for o in ignores)}"
+        record_duplicate(run_dir, reason, ignores)
+        print(f"not trained: {reason}")
+        return None
+    resume_point = resume_from(cfg, run_dir, in_sweep=in_sweep)
     checkpoint = ResumeCheckpoint(run_dir / "checkpoints", cfg.callbacks.checkpoint.every_n_steps)
     stopper = StopOnInterrupt(stopping)
     # record: history.csv + summary.json for the report, going on from the run a checkpoint of another folder ends
-    record = RunRecord(run_dir, continues=resume_point.path.parent.parent if resume_point else None)
+    record = RunRecord(run_dir, continues=resume_point.path.parent.parent if resume_point else None, ignores=ignores)
     callbacks = [checkpoint, stopper, ValidateAtEnd(), record]
     if cfg.trainer.enable_progress_bar:
         callbacks.append(StepProgressBar())

@@ -54,15 +54,22 @@ class Run:
         return self.summary.get("status") == "refused"
 
     @property
+    def duplicate(self) -> bool:
+        """A job that would have repeated another job's run (gpt/sweeps/repeats.py), trained there: not a fault."""
+        return self.summary.get("status") == "duplicate"
+
+    @property
     def seed(self) -> str:
         """The seed it was given ("" for the config's own)."""
         return override_value(self.overrides, "seed", "")
 
     @property
     def config(self) -> tuple[str, ...]:
-        """The configuration's identity: its overrides without the seed, so seeds pool into one row, and without
-        how it started (a job continued by a resumed sweep is the job it continues)."""
-        return tuple(sorted(o for o in self.overrides if override_key(o) not in NOT_CONFIG))
+        """The configuration's identity: its overrides without the seed, so seeds pool into one row, without how it
+        started (a job continued by a resumed sweep is the job it continues), and without the ++ settings its model
+        reads nowhere (`++model.window=4` beside attention=mha: the same run at any window)."""
+        ignores = set(self.summary.get("ignores", []))
+        return tuple(sorted(o for o in self.overrides if override_key(o) not in NOT_CONFIG and o not in ignores))
 
 
 def natural_key(path: Path) -> list[Any]:
@@ -149,6 +156,7 @@ def failed_count(runs: list[Run]) -> str:
 def sweep_ending(runs: list[Run]) -> tuple[str, int] | None:
     """The line that ends a sweep with something to say, and its exit status: 1 when a job failed or none
     finished, as a failed single run exits nonzero; refused configurations beside finished ones are answers."""
+    runs = [r for r in runs if not r.duplicate]  # each is another job's run, which answers for it
     failed = [r for r in runs if not r.ok and not r.refused]
     refused = [r for r in runs if r.refused]
     where = "their rows in report.md say why"
@@ -184,11 +192,11 @@ def group(runs: list[Run]) -> dict[tuple[str, ...], list[Run]]:
     """Runs by configuration, in the order the sweep first ran each configuration, each seed once: sweeps merged
     under one folder that ran a configuration again repeat its seeds, which are not more seeds (on CPU the same
     numbers again), so they would narrow its spread and be counted as seeds. A seed's last finished run stands for
-    it (else its last run)."""
+    it (else its last run, but never a duplicate of it: the run it repeats says how that run went)."""
     seeds: dict[tuple[str, ...], dict[str, Run]] = {}
     for run in runs:  # in job order: a later sweep's run after an earlier one's
         earlier = seeds.setdefault(run.config, {}).get(run.seed)
-        if earlier is None or run.ok or not earlier.ok:
+        if earlier is None or run.ok or not (earlier.ok or run.duplicate):
             seeds[run.config][run.seed] = run
     kept = {r.path for by_seed in seeds.values() for r in by_seed.values()}
     return {config: [r for r in runs if r.config == config and r.path in kept] for config in seeds}
@@ -202,8 +210,13 @@ def markdown(sweep_dir: Path, runs: list[Run], best_notes: Sequence[str] = ()) -
     # Bold only what tells rows apart: nothing when one row has a value or all rows tie.
     best = {c.header: best_of(values[c.header], c.lower_is_better, c.fmt) for c in columns}
     counted = [r for g in groups.values() for r in g]
-    repeats = f" ({len(runs) - len(counted)} more left out: they ran a seed of their configuration again, " \
-        "and each seed counts once, its last finished run)" if len(counted) < len(runs) else ""
+    duplicates = sum(r.duplicate for r in runs if r.path not in {c.path for c in counted})
+    again = len(runs) - len(counted) - duplicates
+    left_out = [*([f"{again} ran a seed of their configuration again, and each seed counts once, its last finished "
+                   "run"] if again else []),
+                *([f"{duplicates} not trained, as the same run as another job: their model reads none of the ++ "
+                   "settings that set them apart"] if duplicates else [])]
+    repeats = f" ({len(runs) - len(counted)} more left out: {'; '.join(left_out)})" if left_out else ""
     lines = [f"# Sweep report: {sweep_dir}", "",
              f"Runs: {len(counted)}{repeats}, configurations: {len(groups)}, {failed_count(counted)}. "
              f"Common to all configurations: `{' '.join(common) or '(nothing)'}`.", "",

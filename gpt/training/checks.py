@@ -22,7 +22,7 @@ from gpt.data.tasks.datamodule import build_tasks
 from gpt.machine import cpu_info
 from gpt.model.config import ModelConfig
 from gpt.model.gpt import check_parts, settings_read
-from gpt.overrides import as_override, override_key
+from gpt.overrides import as_override, override_key, override_value
 from gpt.training.callbacks import LossAtLengths, ResumeCheckpoint, SampleText
 from gpt.training.init_from import check_init_from
 from gpt.training.loggers import WandbMode
@@ -108,29 +108,44 @@ def given_model_settings(cfg: DictConfig, overrides: Sequence[str], forced: bool
     return {name: cfg.model[name] for name in fields if name in cfg.model}
 
 
-def check_settings_read(given: dict[str, Any], model_cfg: ModelConfig) -> None:
-    """Refuse a model setting the command line gives that no part of this model reads (settings_read): the run would
-    train as without it, and its record, a sweep's row, would say it had it."""
+def unread_settings(given: dict[str, Any], model_cfg: ModelConfig) -> list[str]:
+    """The names among `given` model settings that no part of this model reads (settings_read)."""
     read = settings_read(model_cfg) | {"block_size"}  # the length of the data's windows and rows too
-    unread = [name for name in given if name not in read]
+    return [name for name in given if name not in read]
+
+
+def check_settings_read(given: dict[str, Any], model_cfg: ModelConfig, sweep: Sequence[str] = ()) -> None:
+    """Refuse a model setting the command line gives that no part of this model reads: the run would train as without
+    it, and its record, a sweep's row, would say it had it. `sweep`: the overrides of the sweep this run is a job of,
+    whose values of the setting the advice repeats (`++model.rope_base=100,10000`, not this job's one value)."""
+    unread = unread_settings(given, model_cfg)
     if unread:
         name, value = unread[0], as_override(given[unread[0]])
+        swept = override_value(sweep, f"model.{name}", value)
         raise ValueError(f"model.{name}={value} changes nothing in a model of attention={model_cfg.attention}, "
                          f"pos={model_cfg.pos}: none of its parts reads model.{name}; drop it (in a sweep whose other "
-                         f"jobs read it, give it to all as ++model.{name}={value})")
+                         f"jobs read it, give it to all as ++model.{name}={swept})")
 
 
-def check_config(cfg: DictConfig, overrides: Sequence[str] | None = None) -> None:
+def forced_unread(cfg: DictConfig, overrides: Sequence[str]) -> list[str]:
+    """The `++model.x=v` overrides, as written, whose setting no part of the config's model reads: a sweep gives such a
+    setting to every job, and these jobs ignore it (their record leaves it out of what the run is)."""
+    forced = [o for o in overrides if o.startswith("++")]
+    unread = unread_settings(given_model_settings(cfg, forced, forced=True), model_config(cfg, vocab_size=1))
+    return [o for o in forced if override_key(o).removeprefix("model.") in unread]
+
+
+def check_config(cfg: DictConfig, overrides: Sequence[str] | None = None, sweep: Sequence[str] = ()) -> None:
     """Refuse settings that cannot work, one line each, before any data or model work: every section against
     the signature of what it is passed to, train.yaml's own keys against RunSettings, and the model settings the
     command line (`overrides`; a composed config's own by default) gives against what the model reads (init_from's
-    model: once it is loaded)."""
+    model: once it is loaded). `sweep`: the overrides of the sweep this run is a job of, which its advice repeats."""
     if overrides is None:
         overrides = cfg.hydra.overrides.task if "hydra" in cfg else ()
     try:
         check_sections(cfg)
         if not cfg.init_from:
-            check_settings_read(given_model_settings(cfg, overrides), model_config(cfg, vocab_size=1))
+            check_settings_read(given_model_settings(cfg, overrides), model_config(cfg, vocab_size=1), sweep)
     except (ConfigAttributeError, ConfigKeyError) as err:  # a section or key the command line removed with ~
         raise ValueError(f"{err.full_key} is missing from the config: train.py needs it (drop ~{err.full_key})") \
             from None

@@ -85,11 +85,12 @@ def sweep_identity(cfg: DictConfig) -> dict[str, Any]:
 
 def sweep_ended(folder: Path) -> bool:
     """Whether the sweep in `folder` ran to its end: its report is written (the last thing a sweep does) and every
-    job's record says it finished or was refused. A killed sweep has no report; a stopped one has failed jobs."""
+    job's record says it finished, was refused or repeats another job's run. A killed sweep has no report; a stopped
+    one has failed jobs."""
     if not (folder / REPORT).is_file():
         return False
     try:
-        return all((read_summary(job.parent.parent) or {}).get("status") in ("ok", "refused")
+        return all((read_summary(job.parent.parent) or {}).get("status") in ("ok", "refused", "duplicate")
                    for job in folder.glob("*/.hydra/config.yaml"))
     except ValueError:  # a damaged record: that job has not ended well
         return False

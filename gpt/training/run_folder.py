@@ -1,7 +1,7 @@
 """What a training run leaves in its folder for the sweep report, whatever the logger: `history.csv` (one row per
-validation) and `summary.json` (final numbers, or status "failed" or "refused" with a one-line reason). Written
-atomically here and read here, so the report (gpt/sweeps/) and the recorder (run_record.py) share one contract;
-and the folder of a run that failed before it began removed again."""
+validation) and `summary.json` (final numbers, or status "failed", "refused" or "duplicate" with a one-line
+reason). Written atomically here and read here, so the report (gpt/sweeps/) and the recorder (run_record.py) share
+one contract; and the folder of a run that failed before it began removed again."""
 from __future__ import annotations
 
 import csv
@@ -89,6 +89,8 @@ SHAPES: dict[str, Callable[[Any], bool]] = {
     "model": lambda value: isinstance(value, dict) and a_model(value),
     "val_level_names": lambda value: isinstance(value, dict),
     "val_extrapolation": an_extrapolation,
+    # the ++ overrides its model reads nowhere: not part of what the run is (gpt/sweeps/repeats.py)
+    "ignores": lambda value: isinstance(value, list) and all(isinstance(v, str) for v in value),
 }
 
 
@@ -132,22 +134,33 @@ def kept_on_resume(run_dir: Path) -> bool:
 
 def record_failure(run_dir: Path, error: BaseException | str, refused: bool = False) -> None:
     """Mark a run failed (or, `refused`, as a configuration that cannot work) with a one-line reason, so the report
-    shows it as such a row; a finished run's record is never replaced (a later attempt in its folder that fails
-    leaves the results it had)."""
-    try:
-        done = finished(run_dir)
-    except ValueError:  # a damaged record is no finished run's: the failure replaces it
-        done = False
-    if done:
-        print(f"kept the finished run's record in {run_dir}", file=sys.stderr)
-        return
+    shows it as such a row."""
     if isinstance(error, str):
         reason = error
     else:
         reason = (str(error).strip().splitlines() or [""])[0]
         if not isinstance(error, ValueError):  # a user error's message says it all; others need their type
             reason = f"{type(error).__name__}: {reason}".rstrip(": ")
-    write_summary(run_dir, {"status": "refused" if refused else "failed", "reason": reason})
+    record_unfinished(run_dir, {"status": "refused" if refused else "failed", "reason": reason})
+
+
+def record_duplicate(run_dir: Path, reason: str, ignores: list[str]) -> None:
+    """Mark a sweep's job as the same run as another job's (`reason` names it), trained there: the report counts the
+    run once."""
+    record_unfinished(run_dir, {"status": "duplicate", "reason": reason, "ignores": ignores})
+
+
+def record_unfinished(run_dir: Path, summary: dict[str, Any]) -> None:
+    """Write the record of a run that did not finish here; a finished run's record is never replaced (a later attempt
+    in its folder that fails leaves the results it had)."""
+    try:
+        done = finished(run_dir)
+    except ValueError:  # a damaged record is no finished run's: this one replaces it
+        done = False
+    if done:
+        print(f"kept the finished run's record in {run_dir}", file=sys.stderr)
+        return
+    write_summary(run_dir, summary)
 
 
 def write_history(run_dir: Path, rows: list[dict[str, float]]) -> None:

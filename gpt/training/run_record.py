@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -35,10 +36,13 @@ class RunRecord(L.Callback):
     stops training and marks the run failed (a NaN run's later numbers mean nothing), as does Ctrl-C (the run
     has not finished)."""
 
-    def __init__(self, run_dir: str | Path, continues: Path | None = None) -> None:
+    def __init__(self, run_dir: str | Path, continues: Path | None = None, ignores: Sequence[str] = ()) -> None:
         """`continues`: the folder of the run this one resumes from a checkpoint of, where that is another folder
-        (resume=true or ckpt_path= of a single run): its history and clock go on here, else this folder's."""
+        (resume=true or ckpt_path= of a single run): its history and clock go on here, else this folder's.
+        `ignores`: the run's ++ overrides that its model reads nowhere, recorded so the report leaves them out of
+        what the run is."""
         self.run_dir = Path(run_dir)
+        self.ignores = list(ignores)
         self.continues = self.run_dir if continues is None else Path(continues)
         self.history: list[dict[str, float]] = []
         self.tokens = 0
@@ -116,6 +120,7 @@ class RunRecord(L.Callback):
             "model": unwrap(pl_module.model).cfg.to_dict(),  # what the report's cost card prices
             "device": str(pl_module.device),
             "threads": torch.get_num_threads(),  # of this process: a sweep's launcher gives each job its share
+            **({"ignores": self.ignores} if self.ignores else {}),
             **{k: v for c in trainer.callbacks if isinstance(c, SummaryPart)
                for k, v in c.summary_part(trainer, pl_module).items()},
         })

@@ -1,0 +1,39 @@
+"""Sweep jobs that would repeat another job's run. `-m attention=mha,sliding_window ++model.window=4,8` makes two mha
+jobs that differ only in a setting no part of mha reads: the same run twice. The job at the setting's first swept
+value runs; the others are recorded as its duplicates without training, and the report counts the run once."""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from omegaconf import OmegaConf
+
+from gpt.overrides import override_key
+from gpt.sweeps.parallel import command_line_values
+
+MULTIRUN_RECORD = "multirun.yaml"  # Hydra writes the sweep's config into its folder before the first job starts
+
+
+def sweep_overrides(sweep_dir: Path) -> list[str]:
+    """The sweep's overrides as its sweeper read them, from its folder: the preset's sweeper params, then the command
+    line's (which replace a preset's sweep of the same key). None recorded (a folder made another way): none."""
+    path = sweep_dir / MULTIRUN_RECORD
+    if not path.is_file():
+        return []
+    saved = OmegaConf.load(path)
+    params = OmegaConf.select(saved, "hydra.sweeper.params") or {}
+    return [f"{key}={value}" for key, value in params.items()] + list(OmegaConf.select(saved, "hydra.overrides.task"))
+
+
+def repeated(ignored: Sequence[str], sweep: Sequence[str]) -> list[str]:
+    """The job whose run this one repeats, as the overrides it has in place of this job's: `ignored` are this job's
+    overrides that its model reads nowhere (`++model.window=8` beside attention=mha), and each one the `sweep` sweeps
+    from another first value is that value (`++model.window=4`). None: this job is the one of them that runs."""
+    values = command_line_values(list(sweep))
+    first = []
+    for override in ignored:
+        written, value = override.split("=", 1)
+        swept = values.get(override_key(override), [])
+        if len(swept) > 1 and value != swept[0]:
+            first.append(f"{written}={swept[0]}")
+    return first
