@@ -10,7 +10,7 @@ import torch
 
 from gpt.__main__ import main as cli
 from gpt.data.tasks import Line, Turn
-from gpt.data.tasks.datamodule import TaskData, encode_line
+from gpt.data.tasks.datamodule import TaskData, encode_line, held_out
 from gpt.data.tokenizers import WordTokenizer
 from gpt.evaluation.grading import Graded, grade, grade_line, scores_by_group, scores_by_level
 from gpt.inference.checkpoint import save_model
@@ -169,3 +169,16 @@ def test_evaluate_prints_each_accuracy_beside_what_a_guess_scores_on_it(tmp_path
     assert header.split() == ["group", "exact", "match", "chance", "per", "token", "chance", "prefix", "answers"]
     group, _, exact_chance, _, token_chance, *_ = copy.split()
     assert (group, exact_chance, token_chance) == ("copy", "0.0%", "6.2%")
+
+
+def test_evaluate_says_when_its_test_lines_are_a_few_lines_drawn_again(tmp_path: Path,
+                                                                        capsys: pytest.CaptureFixture) -> None:
+    """1,000 test lines of a 3-token copy over 3 distinct words are one line: "1000 answers" overstated the evidence."""
+    data = TaskData({"copy": {"length": 3, "vocab": 3, "unique": True}}, train_lines=8, val_lines=8)
+    model = GPT(ModelConfig(vocab_size=data.vocab_size, layers=1, heads=2, dim=8, block_size=data.max_tokens))
+    save_model(tmp_path / "model.pt", model, data.tokenizer, data.meta)
+    assert cli(["evaluate", "--ckpt", str(tmp_path)]) == 0
+    note = capsys.readouterr().out.splitlines()[1]
+    distinct = len({line.text for line in held_out(data.meta, "test")})
+    assert note.startswith(f"note: copy's 1000 test lines are {distinct} distinct line") and \
+        note.endswith(f"its accuracy rests on {distinct}, not 1000; make the task larger")

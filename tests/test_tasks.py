@@ -197,6 +197,18 @@ def test_more_calculator_lines_than_its_split_holds_are_refused() -> None:
         TaskData(division, train_lines=None, val_lines=held + 1).splits
 
 
+def test_a_held_out_split_of_repeats_is_said_to_rest_on_its_distinct_lines() -> None:
+    """600 val lines of a 3-token copy over 3 words are a couple of lines drawn again and again: its exact match "of
+    600" overstated the evidence. A mixture's tasks are counted apart: the large recall task does not hide it."""
+    small = {"copy": {"length": 3, "vocab": 3, "unique": True}, "recall": {}}
+    data = TaskData(small, train_lines=20, val_lines=600)
+    distinct = len({line.text for line in data.graded_lines if line.task == "copy"})
+    assert distinct < 6 and data.notes == [
+        f"copy's 600 val lines are {distinct} distinct line{'s' * (distinct > 1)} drawn again and again: its accuracy "
+        f"rests on {distinct}, not 600; make the task larger, or lower data.val_lines"]
+    assert TaskData({"copy": {}}, train_lines=20, val_lines=600).notes == []  # 16 tokens over 16 words: no repeats
+
+
 def test_mixture_meta_regenerates_the_held_out_lines() -> None:
     data = TaskData(MIXABLE, val_lines=20, train_lines=20)
     assert data.meta["corpus"] == "tasks" and set(data.meta["tasks"]) == set(MIXABLE)

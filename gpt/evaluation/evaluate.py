@@ -14,7 +14,7 @@ import numpy as np
 
 from gpt.data.prepare import check_prepared_as, open_prepared, tokenizer_digest
 from gpt.data.tasks.base import doubling
-from gpt.data.tasks.datamodule import build_tasks, held_out
+from gpt.data.tasks.datamodule import build_tasks, held_out, repeats_note
 from gpt.evaluation.bpb import byte_counts, text_loss
 from gpt.evaluation.extrapolation import check_length, loss_by_position
 from gpt.evaluation.grading import grade, scores_by_group
@@ -113,6 +113,8 @@ def run(args: argparse.Namespace) -> None:
     graded = grade(text_model.model, text_model.tokenizer, lines)
     scores = scores_by_group(graded, order=[g for task in build_tasks(meta["tasks"]) for g in task.groups()])
     print(f"{path}: {len(graded)} answers of {len(lines)} {args.split} lines, data.seed={seed}")
+    if note := repeats_note(lines, args.split):
+        print(f"note: {note}")
     # Each accuracy beside what a guess scores on it: a whole answer of n tokens is guessed with chance ** n, so
     # the per-token chance beside exact match read as a bar a 16-token copy had to clear.
     print(f"  {'group':>14}  {'exact match':>11}  {'chance':>6}  {'per token':>9}  {'chance':>6}  {'prefix':>6}  "

@@ -156,6 +156,10 @@ class TaskData(BatchedData):
         return random.Random(self.seed).sample(lines, self.eval_lines)
 
     @property
+    def notes(self) -> list[str]:
+        return [note] if (note := repeats_note(self.graded_lines, "val", "data.val_lines")) else []
+
+    @property
     def example_prompt(self) -> str:
         """A held-out question, for train.py to suggest trying with generate.py."""
         return self.splits["val"][0].examples[-1].prompt
@@ -203,6 +207,20 @@ class TaskData(BatchedData):
     def setup(self, stage: str | None = None) -> None:
         self.train_set = RowBatches(*self.tensors("train"), self.batch_size, self.seed)
         self.val_set = self.tensors("val")[:2]
+
+
+def repeats_note(lines: Sequence[Line], split: str, setting: str | None = None) -> str | None:
+    """A note for a task whose held-out `lines` are mostly repeats (a small task drawn many times: 600 val lines of a
+    3-token copy over 3 words are 3 lines): its accuracy rests on far fewer answers than its line count says. Each
+    task of a mixture is counted apart; `setting`, where one draws fewer lines."""
+    for task in dict.fromkeys(line.task for line in lines):
+        drawn = [line.text for line in lines if line.task == task]
+        distinct = len(set(drawn))
+        if distinct < len(drawn) / 2:
+            return (f"{task}'s {len(drawn)} {split} lines are {distinct} distinct line{'s' * (distinct > 1)} "
+                    f"drawn again and again: its accuracy rests on {distinct}, not {len(drawn)}; make the task "
+                    f"larger" + (f", or lower {setting}" if setting else ""))
+    return None
 
 
 def held_out(meta: dict[str, Any], split: str) -> list[Line]:
