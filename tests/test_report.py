@@ -14,6 +14,7 @@ import pytest
 from joblib import cpu_count
 from matplotlib.colors import to_rgb
 from matplotlib.image import imread
+from matplotlib.figure import Figure
 from omegaconf import OmegaConf
 
 from gpt.__main__ import main as cli
@@ -321,3 +322,16 @@ def test_a_report_without_accuracy_links_no_pareto_plot(tmp_path: Path) -> None:
     assert cli(["report", str(tmp_path)]) == 0
     report = (tmp_path / "report.md").read_text()
     assert "## Cost card" in report and "pareto.png" not in report and not (tmp_path / "pareto.png").exists()
+
+
+def test_pareto_ticks_read_the_points_cache_sizes_as_numbers() -> None:
+    """Within a decade matplotlib labelled the log axis 2×10¹ and 3×10¹ beside points at 16 and 32 MiB; and ticks
+    too close to read apart are left out."""
+    fig = Figure()
+    ax = fig.subplots()
+    ax.set_xscale("log")
+    ax.set_xlim(0.005, 50)  # four decades: a label takes about a tenth of them
+    pareto.label_points(ax, [16.0, 32.0, 40.0, 0.0078125, 0.015625, 4.0, 16.0])
+    fig.canvas.draw()
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["0.0078", "4", "16"]
+    assert ax.xaxis.get_minorticklocs().size == 0

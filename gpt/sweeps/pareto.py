@@ -7,7 +7,9 @@ import math
 import statistics
 from typing import Any
 
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from matplotlib.ticker import NullLocator
 
 from gpt.model.attention import ATTENTION
 from gpt.model.config import ModelConfig
@@ -22,6 +24,7 @@ PANELS_PER_ROW = 3  # more to a row shrinks each panel to unreadable on a report
 PANEL_INCHES = (5.0, 4.5)  # one panel, at matplotlib's 100 dpi
 MARKER_SIZE = 6.0  # matplotlib's default, in points
 RING = 3.0  # points a marker grows for each drawn over it at the same spot, so it shows as a ring around them
+TICK_GAP = 0.12  # of the x axis's width: two tick labels closer than this overlap
 OVERLAP = 2.0  # percentage points of accuracy within which two markers at one cache size cover each other
 
 
@@ -88,6 +91,20 @@ def marker_sizes(by_label: dict[str, tuple[float, float, float]]) -> dict[str, f
             for i, (label, (x, y, _)) in enumerate(placed)}
 
 
+def label_points(ax: Axes, xs: list[float]) -> None:
+    """Tick the log x axis at the points' own values, as numbers (4, 16 MiB), where matplotlib's ticks within a decade
+    read 2×10¹ and 3×10¹ beside points at 16 and 32; a value closer to the last one ticked than TICK_GAP of the axis
+    is left unticked, as its label would overlap."""
+    low, high = ax.get_xlim()
+    span = math.log(high / low)
+    ticks: list[float] = []
+    for x in sorted(set(xs)):
+        if not ticks or math.log(x / ticks[-1]) >= TICK_GAP * span:
+            ticks.append(x)
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.set_xticks(ticks, [f"{x:.2g}" for x in ticks])
+
+
 def figure(summaries: dict[str, list[dict[str, Any]]]) -> Figure | None:
     """pareto.png: one panel per capability column, PANELS_PER_ROW to a row, the configurations named once in a legend
     beside them; None when no run recorded both its model and accuracy."""
@@ -110,6 +127,7 @@ def figure(summaries: dict[str, list[dict[str, Any]]]) -> Figure | None:
             ax.errorbar(x / MIB, y, yerr=spread, capsize=3, label=label, **look)
         ax.plot(*zip(*((x / MIB, y) for x, y in frontier(by_label))), color=REFERENCE, linestyle=":", linewidth=1)
         ax.set_xscale("log")
+        label_points(ax, [x / MIB for x, _, _ in by_label.values()])
         ax.set(xlabel=f"cache MiB at {PARETO_DEPTH:,} tokens (formula, fp32)", ylabel="held-out exact match %",
                title=f"{column} (mean ± std over seeds)", ylim=(-3, 103))
         ax.grid(alpha=0.3)
