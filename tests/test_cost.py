@@ -16,7 +16,7 @@ from gpt.cost.counterparts import hf_engines
 from gpt.cost.tables import figure, table
 from gpt.data.tokenizers import CharTokenizer
 from gpt.inference.checkpoint import save_model
-from gpt.inference.depth import Engine, Measure
+from gpt.inference.depth import Engine, GPTEngine, Measure
 from tests.conftest import build
 from tests.test_attention import make
 
@@ -186,6 +186,7 @@ def test_no_timed_round_holds_an_engines_first_call_at_a_shape(monkeypatch: pyte
 
     engines = [Engine(), Engine()]
     engines[0].name, engines[1].name = "a", "b"
+    engines[0].model = engines[1].model = torch.nn.Module()
     monkeypatch.setattr(rounds, "measure", counted)
     args = argparse.Namespace(batch=[1, 2], depths=[0, 8], repeats=2, new_tokens=3, device="cpu")
     rows = rounds.run_rounds(engines, args, vocab_size=5)
@@ -212,7 +213,7 @@ def test_an_engine_out_of_memory_is_a_row_saying_so_and_the_rest_are_measured(mo
 
     engines = [Engine(), Engine(), Engine()]
     for engine, name in zip(engines, ["small", "big", "cpu"]):
-        engine.name = name
+        engine.name, engine.model = name, torch.nn.Module()
     monkeypatch.setattr(rounds, "measure", short_of_memory)
     args = argparse.Namespace(batch=[1], depths=[0, 8], repeats=3, new_tokens=3, device="cpu")
     by = {(r["name"], r["depth"]): r for r in rounds.run_rounds(engines, args, vocab_size=5)}
@@ -232,3 +233,25 @@ def test_an_engine_out_of_memory_is_a_row_saying_so_and_the_rest_are_measured(mo
     monkeypatch.setattr(rounds, "measure", other_error)
     with pytest.raises(RuntimeError, match="cannot be multiplied"):  # only running out of memory becomes a row
         rounds.run_rounds(engines, args, vocab_size=5)
+
+
+def test_a_rows_peak_memory_holds_its_own_weights_not_the_other_rows(tmp_path: Path) -> None:
+    # Every engine stays in memory while one is measured: mha's peak at 512 dims read 301 MiB measured alone and
+    # 529 MiB beside the other 5 variants, whose weights it held.
+    class Weights(Engine):  # 256 MiB of weights, touched so they are resident, and a trivial prompt and step
+        def __init__(self) -> None:
+            self.name, self.model = "weights", torch.nn.Linear(2 ** 13, 2 ** 13)
+            self.model.weight.data.fill_(1.0)
+
+        def prefill(self, prompt: torch.Tensor, max_len: int) -> tuple[None, torch.Tensor]:
+            return None, prompt[:, -1:]
+
+        def step(self, token: torch.Tensor, cache: None) -> torch.Tensor:
+            return token
+
+    small = GPTEngine("mha", build(make("mha", block_size=16)))
+    args = argparse.Namespace(batch=[1], depths=[8], repeats=1, new_tokens=2, device="cpu")
+    alone = rounds.run_rounds([small], args, vocab_size=5)[0]["prefill_peak_mib"]
+    beside, big = rounds.run_rounds([small, Weights()], args, vocab_size=5)
+    assert abs(beside["prefill_peak_mib"] - alone) < 32, (alone, beside["prefill_peak_mib"])
+    assert big["prefill_peak_mib"] >= 256 > beside["prefill_peak_mib"] - alone  # its own weights it does hold

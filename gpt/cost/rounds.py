@@ -1,7 +1,8 @@
 """Alternated rounds (A B A B ...) over every engine at every batch and depth, after one untimed call of each,
 each combination summarised as one row: medians over rounds, and speed ratios against the first engine and the
 first Hugging Face one, paired within each round so a machine others share stretches both sides of a ratio alike.
-An engine that runs out of memory at a batch and depth gets a row saying so there, and the rest are measured."""
+An engine that runs out of memory at a batch and depth gets a row saying so there, and the rest are measured.
+Every engine's weights stay in memory while one is measured: a row's peak memory holds its own, not the others'."""
 from __future__ import annotations
 
 import argparse
@@ -11,6 +12,7 @@ import time
 from typing import Any
 
 import torch
+from torch import nn
 
 from gpt.inference.depth import Engine, HFEngine, Measure, measure
 
@@ -21,6 +23,10 @@ def run_rounds(engines: list[Engine], args: argparse.Namespace, vocab_size: int)
     """Every engine at every batch and depth, rounds alternating over the engines; one result row per combination."""
     rows, total, done, start = [], len(args.batch) * len(args.depths) * args.repeats * len(engines), 0, time.time()
     device = torch.device(args.device)
+    held = {e.name: held_bytes(e.model) for e in engines}
+    # The other engines' weights, resident beside each one: in its peak they made a row's memory depend on which
+    # rows were measured with it (mha at 512 dims read 301 MiB alone and 529 beside the 5 other variants).
+    others = {name: sum(held.values()) - own for name, own in held.items()}
     for batch in args.batch:
         for depth in args.depths:
             runs: dict[str, list] = {e.name: [] for e in engines}
@@ -28,10 +34,11 @@ def run_rounds(engines: list[Engine], args: argparse.Namespace, vocab_size: int)
             # Untimed: an engine's first call at a shape pays one-time costs (lazy initialisation, kernel choice, the
             # allocator growing), which were in the first round's figures; one decoded token warms the steps too.
             for engine in engines:
-                attempt(engine, batch, depth, 1, vocab_size, device, failed)
+                attempt(engine, batch, depth, 1, vocab_size, device, failed, others[engine.name])
             for _ in range(args.repeats):
                 for engine in engines:
-                    last = attempt(engine, batch, depth, args.new_tokens, vocab_size, device, failed)
+                    last = attempt(engine, batch, depth, args.new_tokens, vocab_size, device, failed,
+                                   others[engine.name])
                     done += 1
                     if last is None:
                         print(f"[{done}/{total} {time.time() - start:,.0f} s] batch {batch} depth {depth:,} "
@@ -49,15 +56,22 @@ def run_rounds(engines: list[Engine], args: argparse.Namespace, vocab_size: int)
     return rows
 
 
+def held_bytes(model: nn.Module) -> int:
+    """Bytes a model's weights and buffers hold, each storage once (tied weights share one)."""
+    tensors = (*model.parameters(), *model.buffers())
+    return sum({t.untyped_storage().data_ptr(): t.untyped_storage().nbytes() for t in tensors}.values())
+
+
 def attempt(engine: Engine, batch: int, depth: int, new_tokens: int, vocab_size: int, device: torch.device,
-            failed: set[str]) -> Measure | None:
-    """One measure, or None where the engine ran out of memory now or earlier at this shape (named in `failed`): a
-    long prompt that does not fit one engine (Hugging Face's Mistral builds its whole mask) must not end the run and
-    lose every other row's figures."""
+            failed: set[str], others: int) -> Measure | None:
+    """One measure, its peak less `others` (the bytes of the other engines' weights), or None where the engine ran
+    out of memory now or earlier at this shape (named in `failed`): a long prompt that does not fit one engine
+    (Hugging Face's Mistral builds its whole mask) must not end the run and lose every other row's figures."""
     if engine.name in failed:
         return None
     try:
-        return measure(engine, batch, depth, new_tokens, vocab_size, device)
+        result = measure(engine, batch, depth, new_tokens, vocab_size, device)
+        return dataclasses.replace(result, peak_bytes=result.peak_bytes - others)
     except RuntimeError as err:  # torch.OutOfMemoryError on a GPU; the CPU allocator raises a plain RuntimeError
         if not isinstance(err, torch.OutOfMemoryError) and "can't allocate memory" not in str(err):
             raise
