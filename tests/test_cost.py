@@ -103,6 +103,17 @@ def test_a_pos_no_row_can_take_is_refused(flags: list[str], message: str, tmp_pa
     assert not (tmp_path / "cost.json").exists()
 
 
+def test_the_positions_each_row_was_measured_with_are_printed(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    # A variant that cannot take --pos falls back to learned positions: --attention linear --pos alibi measured
+    # learned ones in every row, and nothing printed said so.
+    assert main(["cost", *TINY, "--attention", "mha", "linear", "--pos", "alibi", "--depths", "4", "--batch", "1",
+                 "--repeats", "1", "--out", str(tmp_path)]) == 0
+    assert "mlp=swiglu, pos=alibi (learned: linear), vocab 256;" in capsys.readouterr().out
+    assert main(["cost", *TINY, "--attention", "mha", "--depths", "4", "--batch", "1", "--repeats", "1",
+                 "--out", str(tmp_path)]) == 0
+    assert "mlp=swiglu, pos=rope, vocab 256;" in capsys.readouterr().out
+
+
 def test_an_out_that_cannot_be_a_folder_is_one_line_before_measuring(tmp_path: Path,
                                                                      capsys: pytest.CaptureFixture) -> None:
     # --out names a folder; given the path of a file (cost.png of an earlier run), mkdir raised a traceback.

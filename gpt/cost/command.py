@@ -16,7 +16,7 @@ import torch
 from gpt.cost.counterparts import hf_engines
 from gpt.cost.rounds import run_rounds
 from gpt.cost.tables import device_line, figure, table
-from gpt.inference.depth import GPTEngine
+from gpt.inference.depth import Engine, GPTEngine
 from gpt.machine import cpu_description
 from gpt.model.attention import ATTENTION
 from gpt.model.attention.kernels import KERNELS
@@ -153,6 +153,17 @@ def tinygpt_engines(args: argparse.Namespace, block_size: int) -> list[GPTEngine
     return engines
 
 
+def positions(engines: list[Engine]) -> str:
+    """The positional encoding of most of tinygpt's rows, then the rows measured with another: a variant that cannot
+    take --pos gets learned positions (--attention linear --pos alibi measured learned ones, unsaid)."""
+    rows: dict[str, list[str]] = {}
+    for engine in engines:
+        if isinstance(engine, GPTEngine):
+            rows.setdefault(engine.model.cfg.pos, []).append(engine.name)
+    most = max(rows, key=lambda pos: len(rows[pos]))
+    return f"pos={most}" + "".join(f" ({pos}: {', '.join(names)})" for pos, names in rows.items() if pos != most)
+
+
 def run(args: argparse.Namespace) -> None:
     """Measure each attention variant's prefill, decode, peak memory and cache bytes at depth, beside Hugging Face."""
     settle_shape(args)
@@ -173,8 +184,8 @@ def run(args: argparse.Namespace) -> None:
     machine = device_line(torch.device(args.device))
     print(machine)
     print(f"torch {torch.__version__}, {torch.get_num_threads()} CPU thread(s), {args.dtype}; {cfg.layers} layers x "
-          f"{cfg.heads} heads x {cfg.dim} dims, mlp={cfg.mlp}, vocab {cfg.vocab_size}; {args.new_tokens} greedy "
-          f"cached steps after each prompt; {args.repeats} alternated rounds, medians")
+          f"{cfg.heads} heads x {cfg.dim} dims, mlp={cfg.mlp}, {positions(engines)}, vocab {cfg.vocab_size}; "
+          f"{args.new_tokens} greedy cached steps after each prompt; {args.repeats} alternated rounds, medians")
     rows = run_rounds(engines, args, engines[0].model.cfg.vocab_size)
     print(table(rows))
     result = {"settings": vars(args), "cpu": cpu_description(), "device": machine, "torch": torch.__version__,
