@@ -63,6 +63,10 @@ def test_a_trained_model_is_measured_under_each_kernel(tmp_path: Path, capsys: p
         ["mha (sdpa)", "mha (math)", "linear"]
     assert main(["cost", "--ckpt", str(tmp_path / "model.pt"), "--depths", "64", "--out", str(tmp_path)]) == 2
     assert "exceed the model's block_size=16" in capsys.readouterr().err
+    assert main(["cost", "--ckpt", str(tmp_path / "model.pt"), "--depths", "0", "--new-tokens", "16",
+                 "--out", str(tmp_path)]) == 2  # a prompt at depth 0 is one token: 17 positions, not 16
+    assert "--depths 0 + --new-tokens 16 need 17 positions (a prompt is at least one token), which exceed the " \
+           "model's block_size=16: measure at smaller depths or fewer new tokens" in capsys.readouterr().err
     # A shape flag beside --ckpt measured the checkpoint's shape anyway, and cost.json recorded the flag as measured.
     assert main(["cost", "--ckpt", str(tmp_path / "model.pt"), "--dim", "512", "--out", str(tmp_path)]) == 2
     assert capsys.readouterr().err == "error: --dim with --ckpt: the checkpoint's own model is measured, at its " \

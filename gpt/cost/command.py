@@ -138,8 +138,11 @@ def tinygpt_engines(args: argparse.Namespace, block_size: int) -> list[GPTEngine
 
         trained, _ = load_checkpoint(args.ckpt)
         if longest(args) > trained.cfg.block_size:
-            raise ValueError(f"--depths {max(args.depths)} + --new-tokens {args.new_tokens} exceed the model's "
-                             f"block_size={trained.cfg.block_size}: measure at smaller depths")
+            # At depth 0 the prompt is still one token: "0 + 16 exceed block_size=16" read wrong and its fix could not
+            # be taken.
+            raise ValueError(f"--depths {max(args.depths)} + --new-tokens {args.new_tokens} need {longest(args)} "
+                             f"positions (a prompt is at least one token), which exceed the model's "
+                             f"block_size={trained.cfg.block_size}: measure at smaller depths or fewer new tokens")
         configs = [dataclasses.replace(trained.cfg, kernel=k) for k in kernels_of(trained.cfg.attention, args.kernel)]
     else:
         configs = [shape_config(args, a, k, block_size) for a in args.attention for k in kernels_of(a, args.kernel)]
