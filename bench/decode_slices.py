@@ -1,8 +1,9 @@
 """What flash-decoding's slices buy on this CPU: ms per decode step of each variant at a depth, the keys of a step
 cut into slices (model.kernel=sdpa as it runs, gpt/model/attention/kernels.py) against one uncut call, alternated
 in one process (A B A B), medians over rounds and the median of the per-round ratios. The cost command's default
-shape (4 layers x 8 heads x 256 dims, SwiGLU, RoPE, random weights), fp32. Only a step with fewer (sequence,
-key/value head) pairs than threads is cut, so on 2 threads `mha` and `gqa` run the same either way.
+shape (4 layers x 8 heads x 256 dims, SwiGLU, RoPE, random weights), fp32. Only a step with at most half as many
+(sequence, key/value head) pairs as threads is cut (3 threads leave 2 pairs uncut), so on 2 threads `mha` and `gqa`
+run the same either way.
 
     python bench/decode_slices.py                                   # mqa and mla at 16k, batch 1
     python bench/decode_slices.py --depths 2048 4096 --attention mqa mla gqa --rounds 10
