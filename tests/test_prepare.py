@@ -157,6 +157,37 @@ def test_text_parts_are_the_same_whatever_the_work_units(tmp_path: Path, monkeyp
         assert "".join(part.text for part in runs[0]) == unmarked.replace("\r\n", "\n")
 
 
+TEXT_BYTES = [b"\x80", b"\xbf", b"\xc3", b"\xe2\x82", "🙂".encode(), b"\xff", b"a", b"\n", b"\r\n", b"\r",
+              formats.MARKER, formats.MARKER + b"\n", b"<|endof", formats.BOM]  # UTF-8, and pieces of it
+
+
+@given(pieces=st.lists(st.sampled_from(TEXT_BYTES), max_size=60), doc_bytes=st.sampled_from([1, 2, 8]),
+       unit_bytes=st.sampled_from([1, 17, 1 << 20]))
+@example(pieces=[b"\x80"] * 3, doc_bytes=1, unit_bytes=1 << 20)  # an IndexError: the cut backed up past the buffer
+@example(pieces=[b"\x80"] * 3 + ["🙂".encode()], doc_bytes=1, unit_bytes=1 << 20)  # the three bytes dropped unread
+@settings(max_examples=scaled(200))
+def test_text_bytes_are_read_exactly_or_refused_as_not_utf8(pieces: list[bytes], doc_bytes: int,
+                                                            unit_bytes: int) -> None:
+    """A long line cut between characters backed up over continuation bytes past its part's start: bytes that are
+    not UTF-8 were dropped without a word, or ended in an IndexError, instead of being named."""
+    raw = b"".join(pieces)
+    with tempfile.TemporaryDirectory() as folder, pytest.MonkeyPatch.context() as monkeypatch:
+        monkeypatch.setattr(formats, "UNIT_BYTES", unit_bytes)
+        path = Path(folder) / "a.txt"
+        path.write_bytes(raw)
+        try:
+            text = "".join(part.text for unit in formats.TextFormat.units(path, doc_bytes, "text")
+                           for part in formats.TextFormat.parts(unit, doc_bytes, "text"))
+        except ValueError as err:
+            named = rf"{re.escape(str(path))} is not UTF-8: byte 0x.. at byte offset \d+ \(convert it.*"
+            assert re.fullmatch(named, str(err)), err
+            with pytest.raises(UnicodeDecodeError):
+                raw.removeprefix(formats.BOM).decode()
+            return
+    unmarked = re.sub(re.escape(EOT) + "(\r?\n)?", "", raw.removeprefix(formats.BOM).decode())
+    assert text == unmarked.replace("\r\n", "\n")
+
+
 def test_windows_line_endings_and_a_byte_order_mark_prepare_as_unix_text_does(tmp_path: Path) -> None:
     """A file saved on Windows trains on the same tokens as its Unix copy: once each document after the first began
     with a stray \\r\\n, every line ended with a \\r the model learned, and the mark was the first document's

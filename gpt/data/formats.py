@@ -66,7 +66,9 @@ def _cut(buf: bytes, pos: int, doc_bytes: int, final: bool) -> tuple[int, int, b
     if final and len(buf) <= cap:
         return len(buf), len(buf), True
     end = cap - (buf[cap - 1:cap + 1] == b"\r\n")  # not between a \r\n's two bytes
-    while buf[end] & 0xC0 == 0x80:  # a UTF-8 continuation byte: back up to the character's first byte
+    # A UTF-8 continuation byte: back up to the character's first byte, not past the part's start (bytes that are not
+    # UTF-8 may all be continuation bytes: the part then holds them, and decoding it names the first).
+    while end > pos and buf[end] & 0xC0 == 0x80:
         end -= 1
     while end < len(buf) and (end == pos or buf[end] & 0xC0 == 0x80):  # a character longer than 2 * doc_bytes
         end += 1
