@@ -544,6 +544,10 @@ def user_error(tmp_path: Path, case: str) -> tuple[dict, str]:
     if case == "not json":
         jsonl.write_text('{"text": "fine"}\n{"text": "cut off\n')
         return {"path": str(jsonl)}, rf"^{jsonl}:2 is not JSON \(.*\): fix or delete that line$"
+    if case in ("a huge number", "deep nesting"):  # JSON, but once a traceback or a message naming no line
+        other = "9" * 5000 if case == "a huge number" else "[" * 100_000 + "]" * 100_000
+        jsonl.write_text(f'{{"text": "fine"}}\n{{"text": "fine too", "other": {other}}}\n')
+        return {"path": str(jsonl)}, rf"^{jsonl}:2 is JSON that Python cannot read \(.*\): fix or delete that line$"
     if case == "no field":
         jsonl.write_text('{"body": "the text is here"}\n')
         return {"path": str(jsonl)}, rf"^{jsonl}:1 has no text field 'text': set data.text_field=<the key"
@@ -645,9 +649,10 @@ def test_an_arrow_file_with_a_flipped_bit_is_read_or_refused_in_one_line(table_b
     prepare_with_a_flipped_bit(table_bytes[".arrow"], ".arrow", at, bit)
 
 
-@pytest.mark.parametrize("case", ["not json", "no field", "a number", "null", "lone surrogate", "no column",
-                                  "numbers column", "arrow numbers column", "not parquet", "another tokenizer",
-                                  "another setting", "a fraction beside --val", "a prepared folder among inputs"])
+@pytest.mark.parametrize("case", ["not json", "a huge number", "deep nesting", "no field", "a number", "null",
+                                  "lone surrogate", "no column", "numbers column", "arrow numbers column",
+                                  "not parquet", "another tokenizer", "another setting", "a fraction beside --val",
+                                  "a prepared folder among inputs"])
 def test_bad_inputs_are_one_line_naming_the_file_and_the_fix(tmp_path: Path, case: str) -> None:
     kwargs, pattern = user_error(tmp_path, case)
     inputs = files_in(tmp_path)

@@ -186,6 +186,11 @@ class JsonlFormat:
                 raise ValueError(f"{unit.path}:{number} is not UTF-8 (convert the file, e.g. iconv -t utf-8)") from None
             except json.JSONDecodeError as err:
                 raise ValueError(f"{unit.path}:{number} is not JSON ({err.msg}): fix or delete that line") from None
+            # Valid JSON that json refuses, in words that name no line: an integer of over 4,300 digits (a ValueError),
+            # nesting deeper than the recursion limit.
+            except (ValueError, RecursionError) as err:
+                raise ValueError(f"{unit.path}:{number} is JSON that Python cannot read ({err}): fix or delete that "
+                                 "line") from None
             if not isinstance(record, dict) or text_field not in record:
                 raise ValueError(f"{unit.path}:{number} has no text field {text_field!r}: set data.text_field="
                                  "<the key that holds the text>")
