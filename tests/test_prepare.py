@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import errno
 import json
+import os
 import pickle
 import random
 import re
@@ -501,6 +502,28 @@ def test_sigkill_during_preparation_leaves_nothing_read_and_a_rerun_finishes(tmp
     assert not list(tmp_path.glob(".prepared.tmp-*"))  # the dead run's leftovers are gone
     clean = build([corpus], tmp_path / "clean")
     assert shard_bytes(open_prepared(out, "char")) == shard_bytes(clean)
+
+
+def encode_or_die(work: prepare_module.Work, unit: formats.Unit) -> tuple:
+    """The encoding of a unit, except that the worker given the third unit dies, as the kernel's OOM killer ends one."""
+    if unit.start >= 2 * formats.UNIT_BYTES:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return ENCODE(work, unit)
+
+
+ENCODE = prepare_module._encode
+
+
+@pytest.mark.timeout(60)  # a multiprocessing.Pool waited forever for the dead worker's unit, holding the lock
+def test_a_worker_killed_during_preparation_is_one_line_and_leaves_nothing(tmp_path: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    corpus = write(tmp_path / "a.txt", stories(80, seed=11))
+    monkeypatch.setattr(formats, "UNIT_BYTES", 1000)
+    monkeypatch.setattr(prepare_module, "_encode", encode_or_die)
+    with pytest.raises(ValueError, match=r"^a process preparing the corpus died \(killed, most likely for memory\): "
+                                         r"run again with fewer processes \(data.num_proc, or prepare's --num-proc\)$"):
+        build([corpus], tmp_path / "out", num_proc=2)
+    assert not (tmp_path / "out").exists() and not list(tmp_path.glob(".out.tmp-*"))
 
 
 def test_full_disk_is_one_line_and_leaves_nothing_half_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

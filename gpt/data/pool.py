@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import multiprocessing
 from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 from functools import partial
 from typing import Any, TypeVar
@@ -32,6 +34,19 @@ def ordered_map(fn: Callable[[Context, Item], Result], context: Context, num_pro
     if num_proc <= 1 or items <= 1:
         yield lambda many: (fn(context, item) for item in many)
         return
-    # fork: the workers inherit the context as it is now (no pickling of tokenizers) and the caller's imports.
-    with multiprocessing.get_context("fork").Pool(min(num_proc, items), _start, (context,)) as pool:
-        yield lambda many: pool.imap(partial(_call, fn), many, chunksize=1)
+    # fork: the workers inherit the context as it is now (no pickling of tokenizers) and the caller's imports. An
+    # executor, not a multiprocessing.Pool: a Pool whose worker is killed (the kernel's OOM killer) waits forever for
+    # that worker's item, holding the preparation's lock, where an executor raises BrokenProcessPool.
+    pool = ProcessPoolExecutor(min(num_proc, items), multiprocessing.get_context("fork"), _start, (context,))
+    try:
+        yield lambda many: _unbroken(pool.map(partial(_call, fn), many))
+    finally:
+        pool.shutdown(cancel_futures=True)  # after a failure, the items not started are dropped, not worked through
+
+
+def _unbroken(results: Iterator[Result]) -> Iterator[Result]:
+    try:
+        yield from results
+    except BrokenProcessPool:
+        raise ValueError("a process preparing the corpus died (killed, most likely for memory): run again with fewer "
+                         "processes (data.num_proc, or prepare's --num-proc)") from None
