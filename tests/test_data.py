@@ -231,6 +231,7 @@ def user_error(tmp_path: Path, case: str) -> tuple[dict, str]:
     latin1.write_bytes("caf\u00e9 ok\n".encode() + "na\u00efve\n".encode("latin-1"))
     short = tmp_path / "short.txt"
     short.write_text(play(lines=12))
+    (tmp_path / "val.txt").write_text("a held-out line.\nmore")
     (tmp_path / "hf").mkdir()
     (tmp_path / "hf" / "tokenizer.json").write_text('{"version": "1.0", "model": ')  # cut short
     return {
@@ -242,6 +243,10 @@ def user_error(tmp_path: Path, case: str) -> tuple[dict, str]:
                           r"validation split .* fewer than model.block_size\+1=65"),
         "train too short": ({"path": str(short), "block_size": 64, "val_fraction": 0.99},
                             r"training split .* fewer than model.block_size\+1=65"),
+        # Once named data.path's file and advised data.doc_bytes or data.val_fraction, which split no named text.
+        "val file too short": ({"path": str(short), "val_path": str(tmp_path / "val.txt"), "block_size": 64},
+                               rf"^the validation split of {tmp_path}/val.txt has 22 char tokens, fewer than "
+                               r"model.block_size\+1=65: use more text, or a smaller model.block_size$"),
         "bad fraction": ({"path": str(short), "val_fraction": 1.0},
                          r"data.val_fraction=1.0 must be a number in \(0, 1\)"),
         "no path": ({}, r"data=text needs data.path="),
@@ -254,8 +259,8 @@ def user_error(tmp_path: Path, case: str) -> tuple[dict, str]:
 
 
 @pytest.mark.parametrize("case", ["missing", "no txt in folder", "no text", "not utf-8", "val too short",
-                                  "train too short", "bad fraction", "no path", "tokenizer", "bpe too small",
-                                  "tokenizer.json"])
+                                  "train too short", "val file too short", "bad fraction", "no path", "tokenizer",
+                                  "bpe too small", "tokenizer.json"])
 def test_user_errors_are_one_line_and_leave_no_temp_files(tmp_path: Path, case: str) -> None:
     kwargs, pattern = user_error(tmp_path, case)
     kwargs = {"block_size": 8, "root": str(tmp_path / "data"), "num_proc": 1, **kwargs}

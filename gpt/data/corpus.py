@@ -66,11 +66,16 @@ class TextData(BatchedData):
     @cached_property
     def corpus(self) -> Prepared:
         corpus = load(Recipe(self.sources, self.val_sources, **self.options), self.root, self.num_proc, self.given)
-        for split, ids in (("training", corpus.train), ("validation", corpus.val)):
+        # With validation text named (data.val_path, prepare's --val) it is all of validation, and data.path all of
+        # training: no data.doc_bytes or data.val_fraction moves text between them.
+        val_inputs = corpus.manifest["recipe"]["val_inputs"]
+        split_by = "" if val_inputs else " or data.doc_bytes, or another data.val_fraction"
+        for split, ids, sources in (("training", corpus.train, self.sources),
+                                    ("validation", corpus.val, val_inputs or self.sources)):
             if len(ids) < self.block_size + 1:
-                raise ValueError(f"the {split} split of {', '.join(self.sources)} has {len(ids)} {self.tokenizer_name} "
+                raise ValueError(f"the {split} split of {', '.join(sources)} has {len(ids)} {self.tokenizer_name} "
                                  f"tokens, fewer than model.block_size+1={self.block_size + 1}: use more text, or a "
-                                 "smaller model.block_size or data.doc_bytes, or another data.val_fraction")
+                                 f"smaller model.block_size{split_by}")
         return corpus
 
     @property
