@@ -406,6 +406,29 @@ def test_a_preparation_with_nothing_to_validate_on_says_so_instead_of_a_train_co
                                             "choose another --out\n")
 
 
+@pytest.mark.parametrize("case", ["all validation", "empty --val", "empty training beside --val"])
+def test_a_preparation_with_nothing_to_train_on_or_an_empty_validation_file_says_so(
+        tmp_path: Path, case: str, capsys: pytest.CaptureFixture) -> None:
+    """An empty training split printed a train command that failed; an empty --val file was told of hashes and
+    --val-fraction, which split nothing beside it, and to name validation files with --val."""
+    corpus, empty = write(tmp_path / "play.txt", stories(1, seed=3)), tmp_path / "empty.txt"
+    empty.write_text(EOT + "\n")
+    flags = {"all validation": [str(corpus), "--val-fraction", "0.99"],
+             "empty --val": [str(corpus), "--val", str(empty)],
+             "empty training beside --val": [str(empty), "--val", str(corpus)]}[case]
+    out = tmp_path / "out"
+    assert cli(["prepare", *flags, "--out", str(out), "--num-proc", "1"]) == 2
+    printed = capsys.readouterr()
+    assert "train with" not in printed.out
+    expected = {"all validation": "every part of its 1 document fell in the validation split (each document, or "
+                                  "~--doc-bytes piece of a long one, goes there by the hash of its text with chance "
+                                  "--val-fraction): delete it and prepare it again with a smaller --doc-bytes than "
+                                  "4096 or a smaller --val-fraction than 0.99, or name validation files with --val",
+                "empty --val": f"its validation split is empty, as {empty} holds no text",
+                "empty training beside --val": f"its training split is empty, as {empty} holds no text"}[case]
+    assert printed.err.splitlines()[-1].startswith(f"error: {out}: {expected}")
+
+
 def test_a_gpt2_folder_is_read_with_the_vocabulary_it_was_prepared_with_or_refused(
         tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     """data.compact_vocab=false on a folder prepared compact once trained on the compact ids without a word (and

@@ -494,13 +494,19 @@ def run(args: argparse.Namespace) -> None:
     out = Path(args.out) if args.out else cache_folder(recipe, Path(args.root))
     cached = not args.out
     prepared = open_prepared(prepare(recipe, out, args.num_proc, True, cached), recipe.tokenizer, cached)
-    if not len(prepared.val):  # the train command printed below would be refused for its empty validation split
+    again = "delete it and prepare it again" if args.out else "prepare it again"  # --out is never overwritten
+    # The train command printed below would be refused for an empty split.
+    if recipe.val_inputs and not (len(prepared.train) and len(prepared.val)):
+        split, named = ("training", args.inputs) if not len(prepared.train) else ("validation", args.val)
+        raise ValueError(f"{out}: its {split} split is empty, as {', '.join(named)} holds no text (files of no text, "
+                         f"or of empty documents only): {again} with text there")
+    if not len(prepared.val) or not len(prepared.train):
         documents = prepared.manifest["documents"]
-        again = "delete it and prepare it again" if args.out else "prepare it again"  # --out is never overwritten
-        raise ValueError(f"{out}: no part of its {documents:,} document{'s' * (documents != 1)} fell in the "
+        fell, fraction = ("no part", "larger") if not len(prepared.val) else ("every part", "smaller")
+        raise ValueError(f"{out}: {fell} of its {documents:,} document{'s' * (documents != 1)} fell in the "
                          "validation split (each document, or ~--doc-bytes piece of a long one, goes there by the "
                          f"hash of its text with chance --val-fraction): {again} with a smaller --doc-bytes "
-                         f"than {recipe.doc_bytes} or a larger --val-fraction than {recipe.val_fraction}, or name "
+                         f"than {recipe.doc_bytes} or a {fraction} --val-fraction than {recipe.val_fraction}, or name "
                          "validation files with --val")
     # Absolute, as the inputs are: the command may be run from another folder, and a relative --out or --root read
     # from there would find nothing and prepare the corpus again.
