@@ -594,6 +594,13 @@ def user_error(tmp_path: Path, case: str) -> tuple[dict, str]:
         other = "9" * 5000 if case == "a huge number" else "[" * 100_000 + "]" * 100_000
         jsonl.write_text(f'{{"text": "fine"}}\n{{"text": "fine too", "other": {other}}}\n')
         return {"path": str(jsonl)}, rf"^{jsonl}:2 is JSON that Python cannot read \(.*\): fix or delete that line$"
+    if case == "compressed":  # read as text: 'not UTF-8', and the iconv that named made it text of garbage
+        import gzip
+
+        packed = tmp_path / "bad.jsonl.gz"
+        packed.write_bytes(gzip.compress(b'{"text": "fine"}\n'))
+        return {"path": str(packed)}, (rf"^data.path={packed} is compressed: decompress it first \(gzip -dk {packed}\) "
+                                       "and name the file that gives$")
     if case == "no field":
         jsonl.write_text('{"body": "the text is here"}\n')
         return {"path": str(jsonl)}, rf"^{jsonl}:1 has no text field 'text': set data.text_field=<the key"
@@ -695,8 +702,8 @@ def test_an_arrow_file_with_a_flipped_bit_is_read_or_refused_in_one_line(table_b
     prepare_with_a_flipped_bit(table_bytes[".arrow"], ".arrow", at, bit)
 
 
-@pytest.mark.parametrize("case", ["not json", "a huge number", "deep nesting", "no field", "a number", "null",
-                                  "lone surrogate", "no column", "numbers column", "arrow numbers column",
+@pytest.mark.parametrize("case", ["not json", "a huge number", "deep nesting", "compressed", "no field", "a number",
+                                  "null", "lone surrogate", "no column", "numbers column", "arrow numbers column",
                                   "not parquet", "another tokenizer", "another setting", "a fraction beside --val",
                                   "a prepared folder among inputs"])
 def test_bad_inputs_are_one_line_naming_the_file_and_the_fix(tmp_path: Path, case: str) -> None:

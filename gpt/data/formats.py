@@ -348,6 +348,10 @@ SUFFIXES = {".txt": "text", ".jsonl": "jsonl", ".parquet": "parquet", ".arrow": 
 FILE_SUFFIXES = {**SUFFIXES, ".json": "jsonl"}
 
 
+# A compressed file read as text is "not UTF-8", and iconv, the fix that names, would make it text of garbage.
+COMPRESSED = {".gz": "gzip -dk", ".bz2": "bzip2 -dk", ".xz": "xz -dk", ".zst": "zstd -d", ".zip": "unzip"}
+
+
 def format_of(path: Path) -> str:
     """A folder saved by `datasets` is a dataset; a file is read by its suffix, whatever its case, and as text if it
     has another."""
@@ -369,6 +373,9 @@ def input_files(paths: list[str], named: str) -> list[Path]:
         if (path / "manifest.json").is_file():  # its shards are no text: the folder is read alone, as data.path
             raise ValueError(f"{named.format(path)} is a corpus prepared already, which trains only as the one "
                              "data.path: name it alone there, or name the text it was prepared from")
+        if (tool := COMPRESSED.get(path.suffix.lower())) and path.is_file():
+            raise ValueError(f"{named.format(path)} is compressed: decompress it first ({tool} {path}) and name the "
+                             "file that gives")
         if path.is_dir() and not (path / "state.json").exists() and not (path / "dataset_dict.json").exists():
             found = sorted(p for p in path.rglob("*") if p.suffix.lower() in SUFFIXES and p.is_file())
             if not found:
