@@ -527,6 +527,27 @@ def test_sigkill_during_preparation_leaves_nothing_read_and_a_rerun_finishes(tmp
     assert shard_bytes(open_prepared(out, "char")) == shard_bytes(clean)
 
 
+def test_an_input_written_to_while_it_is_prepared_is_refused_not_recorded_as_done(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A download still being written was prepared from its first part and recorded with its later size and mtime: the
+    same command then found that folder done, and trained on part of the text without a word."""
+    corpus, out = write(tmp_path / "a.txt", stories(20, seed=12)), tmp_path / "out"
+    learn = prepare_module.learn_tokenizer
+
+    def learn_while_written(*args: object) -> object:
+        with open(corpus, "a") as f:
+            f.write("the rest of the download\n")
+        return learn(*args)
+
+    monkeypatch.setattr(prepare_module, "learn_tokenizer", learn_while_written)
+    with pytest.raises(ValueError, match=rf"^{corpus} changed while it was being prepared \(a download or copy still "
+                                         r"being written\?\): run again once it is complete$"):
+        build([corpus], out)
+    assert not out.exists()
+    monkeypatch.undo()
+    assert split_documents(build([corpus], out)) == split_documents(build([corpus], tmp_path / "again"))
+
+
 def encode_or_die(work: prepare_module.Work, unit: formats.Unit) -> tuple:
     """The encoding of a unit, except that the worker given the third unit dies, as the kernel's OOM killer ends one."""
     if unit.start >= 2 * formats.UNIT_BYTES:

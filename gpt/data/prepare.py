@@ -186,6 +186,7 @@ class Source:
 def build(recipe: Recipe, folder: Path, num_proc: int, progress: bool | None = None) -> dict[str, Any]:
     """Write the shards and the manifest of `recipe` into `folder` (which the caller makes appear atomically)."""
     train_files, val_files = split_files(recipe.inputs, recipe.val_inputs)
+    inputs = _fingerprints(recipe)  # as read: a file still being written is refused below, not recorded as done
     # The tokenizer learns from both, as nanoGPT's char vocabulary does: validation text must encode.
     units = [unit for path in [*train_files, *val_files]
              for unit in FORMATS[format_of(path)].units(path, recipe.doc_bytes, recipe.text_field)]
@@ -210,9 +211,13 @@ def build(recipe: Recipe, folder: Path, num_proc: int, progress: bool | None = N
         _renumber(folder, splits, used, len(occurs), dtype, num_proc)
     if not any(entries for entries in splits.values()):
         raise ValueError(f"no text in {', '.join(recipe.inputs)}: the corpus is empty")
+    if (now := _fingerprints(recipe)) != inputs:  # its shards would hold some of its text, as done
+        changed = sorted({row[0] for row in {tuple(row) for row in inputs} ^ {tuple(row) for row in now}})
+        raise ValueError(f"{', '.join(changed)} changed while it was being prepared (a download or copy still being "
+                         "written?): run again once it is complete")
     manifest = {"version": VERSION, "recipe": asdict(recipe), "tokenizer": tokenizer.to_dict(),
                 "dtype": dtype.name, "eot_id": tokenizer.eot_id, "documents": documents,
-                "inputs": _fingerprints(recipe),
+                "inputs": inputs,
                 "validation": VALIDATION_INPUTS_RULE if recipe.val_inputs else VALIDATION_RULE,
                 "splits": splits}
     write_file(folder / "manifest.json", json.dumps({**manifest, "sha256": _digest(manifest)}, indent=1).encode())
