@@ -55,7 +55,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="draw every layer and head's attention over the prompt into this PNG (no generation)")
     parser.add_argument("--attention-html", metavar="PATH",
                         help="generate with the settings above, then write an interactive, offline viewer of every "
-                             "layer and head's attention over the prompt and the new tokens into this HTML file")
+                             "layer and head's attention over the prompt and the new tokens into this .html file")
     return parser.parse_args(argv)
 
 
@@ -98,6 +98,10 @@ def attention_html(text_model: TextModel, prompt: str, path: str, **settings: An
     """Generate from `prompt` and write the interactive viewer of every head's attention to `path`."""
     from gpt.evaluation.viewer import write_attention_html  # the viewer's template only when a viewer is asked for
 
+    # Any other name is a file the page would replace: `--attention-html <run>/model.pt` overwrote the model it read.
+    if Path(path).suffix.lower() not in (".html", ".htm"):
+        raise ValueError(f"--attention-html {path}: the viewer is an HTML page; end the name in .html (under another "
+                         "name it could overwrite a file that is not one, such as a model.pt)")
     view = write_attention_html(path, text_model, prompt, **settings)
     tokens = len(view["tokens"])
     left_out = f"; the {view['left_out']} before them left out, past block_size" if view["left_out"] else ""

@@ -193,6 +193,17 @@ def test_generate_names_the_fix_for_an_unwritable_path(tmp_path: Path, capsys: p
     assert err.count("\n") == 1 and "--attention-html" in err
 
 
+def test_generate_never_writes_the_viewer_over_a_file_of_another_kind(tmp_path: Path,
+                                                                       capsys: pytest.CaptureFixture) -> None:
+    """`--attention-html <run>/model.pt` replaced the model it had just read with the page, and said "wrote"."""
+    ckpt = save(tmp_path, make("mha"))
+    saved = ckpt.read_bytes()
+    assert generate.main(["--ckpt", str(ckpt), "--prompt", "two", "--attention-html", str(ckpt)]) == 2
+    assert ckpt.read_bytes() == saved
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "end the name in .html" in err
+
+
 CHROMIUM = Path("/usr/bin/chromium")  # Debian's package, which .ci/run installs; no browser is downloaded
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                   "--disable-component-update", "--disable-sync", "--no-first-run"]
