@@ -37,6 +37,18 @@ def test_line_based_prompts_start_a_line_and_completions_stop_at_its_end() -> No
         assert "\n" not in text_model.complete(prompt)
 
 
+def test_a_line_based_prompt_that_ends_its_line_is_refused() -> None:
+    """A prompt read from a file keeps its line break: the trained calculator then answered 'two plus three equals\n'
+    with 'forty five', a line of its own, and the answer to the problem never came."""
+    text_model = calculator_model()
+    for prompt in ("two plus three equals\n", "two plus three equals\r\n", "\n"):
+        with pytest.raises(ValueError, match="ends its line, so this model would write a line of its own"):
+            text_model.complete(prompt)
+        with pytest.raises(ValueError, match="ends its line"):
+            text_model.complete_batch([prompt], max_new_tokens=24)
+    assert text_model.prompt_ids("two plus\nthree") == text_model.tokenizer.encode("\ntwo plus\nthree")
+
+
 def test_stream_complete_and_complete_batch_agree() -> None:
     for seed in range(3):
         text_model = calculator_model(seed)

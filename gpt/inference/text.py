@@ -45,6 +45,10 @@ class TextModel:
         no prompt starts as after a line break, or after the end-of-text token in a vocabulary without one."""
         ids = self.tokenizer.encode(prompt)
         if self.line_based:
+            # A line read from a file keeps its line break: the model then answered a line of its own, not this one.
+            if ids and ids[-1] == self.newline:
+                raise ValueError(f"the prompt {prompt!r} ends its line, so this model would write a line of its own "
+                                 "rather than answer it: drop the line break at its end")
             return [self.newline, *ids]
         if ids:
             return ids
