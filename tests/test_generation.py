@@ -98,6 +98,14 @@ def test_bad_sampling_settings_are_refused(tiny_cfg: ModelConfig, kwargs: dict, 
         list(stream(build(tiny_cfg), torch.zeros(1, 1, dtype=torch.long), **args))
 
 
+def test_ids_outside_the_vocabulary_are_one_line(tiny_cfg: ModelConfig) -> None:
+    """Ids from another tokenizer ended in torch's 'IndexError: index out of range in self' inside the embedding."""
+    model = build(tiny_cfg)
+    for bad in (tiny_cfg.vocab_size, -1):
+        with pytest.raises(ValueError, match=f"outside this model's vocabulary of {tiny_cfg.vocab_size}"):
+            generate(model, torch.tensor([[0, bad]]), 3, temperature=0)
+
+
 def test_a_step_that_does_not_export_decodes_through_torch_compile(tiny_cfg: ModelConfig,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     """Export refuses some code (torch's nn.MultiheadAttention with ALiBi does): the step then goes through

@@ -62,6 +62,11 @@ def stream(model: GPT, idx: torch.Tensor, max_new_tokens: int, temperature: floa
     model only the new token: no copy of the context, and no host sync unless a stop token is set."""
     check_sampling(temperature, top_k, top_p, max_new_tokens)
     check_ids(idx)
+    vocab = model.cfg.vocab_size
+    # Checked once here, not in every forward: torch's own error is "index out of range in self", naming nothing.
+    if idx.numel() and not (0 <= int(idx.min()) and int(idx.max()) < vocab):
+        raise ValueError(f"token ids {int(idx.min())}..{int(idx.max())} fall outside this model's vocabulary of "
+                         f"{vocab} (ids 0..{vocab - 1}): encode the prompt with the model's own tokenizer")
     if max_new_tokens == 0:
         return
     block_size = model.cfg.block_size
