@@ -193,6 +193,18 @@ def test_a_window_shorter_than_the_text_changes_the_function() -> None:
     assert not torch.allclose(windowed(idx)[:, 4:], reference(idx)[:, 4:])
 
 
+@pytest.mark.parametrize("attention", ["mha", "sliding_window"])
+def test_a_cache_shorter_than_asked_overflows_rather_than_attending_to_less(attention: str) -> None:
+    """new_caches(max_len=3) with window=4: the window's ring of 3 slots overwrote a position the window still sees
+    and gave other logits than the full forward, silently, where a KVCache raises."""
+    model = build(make(attention))
+    idx = torch.randint(0, 37, (1, 5))
+    caches = model.new_caches(1, max_len=3)
+    model(idx[:, :3], caches)
+    with pytest.raises(RuntimeError, match="KV cache overflow: 4 positions > capacity 3"):
+        model(idx[:, 3:4], caches)
+
+
 @pytest.mark.parametrize("attention, held", [("gqa", (2, 15)), ("mqa", (1, 15)), ("sliding_window", (4, 4)),
                                               ("mla", (1, 15))])
 def test_caches_hold_only_what_the_variant_promises(attention: str, held: tuple[int, int]) -> None:

@@ -50,10 +50,13 @@ class WindowCache:
     `length` counts every position seen, which is where the next one sits."""
 
     def __init__(self, batch: int, heads: int, slots: int, head_dim: int,
-                 device: torch.device, dtype: torch.dtype) -> None:
+                 device: torch.device, dtype: torch.dtype, capacity: int | None = None) -> None:
         self.k = torch.empty(batch, heads, slots, head_dim, device=device, dtype=dtype)  # read only once written
         self.v = torch.empty_like(self.k)
         self.length = 0
+        # Positions it may take in all, when its ring is shorter than the window: past them the ring would overwrite
+        # positions the window still sees, and attention would silently see fewer (KVCache raises there too).
+        self.capacity = capacity
 
     def kept(self) -> tuple[torch.Tensor, torch.Tensor]:
         """The kept keys/values in slot order (B, H, min(length, slots), D)."""
@@ -72,6 +75,8 @@ class WindowCache:
     def store(self, k: torch.Tensor, v: torch.Tensor) -> None:
         """Write the keys/values (B, H, T, D) of the next T positions into their slots (the last `slots` of them)."""
         slots, T = self.k.shape[2], k.shape[2]
+        if self.capacity is not None and self.length + T > self.capacity:
+            raise RuntimeError(f"KV cache overflow: {self.length + T} positions > capacity {self.capacity}")
         if T == 1:
             slot = self.length % slots
             self.k[:, :, slot:slot + 1], self.v[:, :, slot:slot + 1] = k, v
@@ -106,7 +111,8 @@ class SlidingWindowAttention(MultiHeadAttention):
                              "set model.window")
 
     def new_cache(self, batch: int, max_len: int, device: torch.device, dtype: torch.dtype) -> WindowCache:
-        return WindowCache(batch, self.kv_heads, min(self.window, max_len), self.head_dim, device, dtype)
+        return WindowCache(batch, self.kv_heads, min(self.window, max_len), self.head_dim, device, dtype,
+                           capacity=max_len if max_len < self.window else None)
 
     def cache_bytes(self, batch: int, positions: int, element_size: int) -> int:
         """A key and a value per key/value head for each of at most `window` positions."""
