@@ -93,3 +93,11 @@ def test_an_empty_sample_is_said_to_be_empty(monkeypatch: pytest.MonkeyPatch, ca
     EndsAtOnce.line_based = False  # running text stops at the end-of-text token
     sample.on_validation_epoch_end(trainer, SimpleNamespace(model=None, print=print))
     assert capsys.readouterr().out == "step 30 sample: (nothing: the model ends the document at once)\n"
+
+
+def test_a_sample_prompt_that_ends_its_line_stops_the_run_before_training() -> None:
+    """The text API refuses a line-based prompt that ends its line: the callback's own check let one through, and
+    the run would have ended at its first validation instead."""
+    with pytest.raises(ValueError, match=r"callbacks.sample.prompt='ab\\n': the prompt 'ab\\n' ends its line"):
+        callbacks.SampleText(CharTokenizer.fit("ab\n"), {"one_example_per_line": True}, prompt="ab\n")
+    callbacks.SampleText(CharTokenizer.fit("ab\n"), {}, prompt="ab\n")  # running text goes on after a line break

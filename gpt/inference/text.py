@@ -28,6 +28,17 @@ RUNNING_TEXT_TEMPERATURE = 0.8  # running text has no one right answer; greedy d
 UNFINISHED = "\ufffd"  # what a byte-level tokenizer decodes the first bytes of a multi-byte character to
 
 
+def line_prompt_ids(tokenizer: Tokenizer, prompt: str) -> list[int]:
+    """`prompt`'s ids after the line start a line-based model was trained with; ValueError when it ends its line."""
+    newline = tokenizer.encode("\n")[0]
+    ids = tokenizer.encode(prompt)
+    # A line read from a file keeps its line break: the model then answered a line of its own, not this one.
+    if ids and ids[-1] == newline:
+        raise ValueError(f"the prompt {prompt!r} ends its line, so this model would write a line of its own rather "
+                         "than answer it: drop the line break at its end")
+    return [newline, *ids]
+
+
 class TextModel:
     """A GPT with its tokenizer and the conventions of the corpus it was trained on (model.pt's `meta`)."""
 
@@ -43,13 +54,9 @@ class TextModel:
     def prompt_ids(self, prompt: str) -> list[int]:
         """The ids the model is fed for `prompt`: after a line start on line-based corpora; running text with
         no prompt starts as after a line break, or after the end-of-text token in a vocabulary without one."""
-        ids = self.tokenizer.encode(prompt)
         if self.line_based:
-            # A line read from a file keeps its line break: the model then answered a line of its own, not this one.
-            if ids and ids[-1] == self.newline:
-                raise ValueError(f"the prompt {prompt!r} ends its line, so this model would write a line of its own "
-                                 "rather than answer it: drop the line break at its end")
-            return [self.newline, *ids]
+            return line_prompt_ids(self.tokenizer, prompt)
+        ids = self.tokenizer.encode(prompt)
         if ids:
             return ids
         try:
