@@ -34,7 +34,7 @@ FENCE = re.compile(r"^```(\w*)\n(.*?)^```\n", re.M | re.S)
 PLACEHOLDER = re.compile(r"<[^<>\n`]+>|\$\w+")
 STAND_IN = "READER_SUPPLIES"
 # Inline `spans` that are commands a reader may copy: checked like the lines of ```bash blocks.
-INLINE_COMMAND = re.compile(r"`((?:OMP_NUM_THREADS=\S+\s)?(?:/usr/bin/time\s)?(?:python|pip|torchrun)\s[^`]+)`")
+INLINE_COMMAND = re.compile(r"`((?:OMP_NUM_THREADS=\S+\s)?(?:/usr/bin/time\s)?(?:python|pip|torchrun|bash)\s[^`]+)`")
 OUTSIDE = {"tensorboard", "wandb"}  # other programs' commands, named for the reader, not ours to check
 TRAIN_FLAGS = {"-m", "--multirun", "--help", "-h"}
 RUN_FOLDER = re.compile(r"outputs/[^/\"']+/[^/\"']+")  # outputs/<date>/<time>, or a dated example of one
