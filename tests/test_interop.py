@@ -304,6 +304,17 @@ def test_init_from_a_model_pt_with_random_positions_keeps_its_whole_table(tmp_pa
     assert torch.equal(weights["pos.table.weight"], model.pos.table.weight)
 
 
+def test_init_from_an_exported_folder_without_a_tokenizer_names_the_model_pt(tmp_path: Path) -> None:
+    # export writes the weights alone for tinygpt's own tokenizers; init_from of that folder said data.tokenizer
+    # takes char, word, gpt2, bpe or a folder, on a run that set no data.tokenizer.
+    from gpt.hf import to_hf
+    from gpt.training.init_from import start_from
+
+    to_hf(perturbed(ModelConfig(vocab_size=3, pos="rope", mlp="swiglu"))).save_pretrained(tmp_path / "my-model")
+    with pytest.raises(ValueError, match="holds no tokenizer.*the model.pt it was exported from"):
+        start_from(str(tmp_path / "my-model"), ModelConfig(vocab_size=3), CharTokenizer(list("abc")))
+
+
 def test_init_from_a_run_folder_starts_from_its_model_pt(tmp_path: Path) -> None:
     # generate, export and gpt.load take the run folder train.py prints; init_from= refused it as neither a model.pt
     # nor a Hugging Face folder.

@@ -34,7 +34,15 @@ def load_pretrained(path: Path) -> tuple[GPT, Tokenizer, dict[str, Any]]:
     if model_file(path).is_file():
         return load_checkpoint(path, with_meta=True)
     from gpt.hf import folder_tokenizer, from_hf  # transformers is optional: only Hugging Face folders need it
-    model, tokenizer = from_hf(path), folder_tokenizer(path)
+    model = from_hf(path)
+    try:
+        tokenizer = folder_tokenizer(path)
+    except ValueError:
+        if (path / "tokenizer.json").is_file():  # a damaged one: its own line says so
+            raise
+        # What `python -m gpt export` writes for tinygpt's own char, word and bpe tokenizers: the weights alone.
+        raise ValueError(f"init_from={path} holds no tokenizer, so which text its ids stand for is unknown: give "
+                         "init_from the model.pt it was exported from, or a folder with its tokenizer.json") from None
     if tokenizer.vocab_size > model.cfg.vocab_size:
         raise ValueError(f"init_from={path} has vocab_size={model.cfg.vocab_size}, fewer than its tokenizer's "
                          f"{tokenizer.vocab_size} ids: every id needs an embedding row")
