@@ -5,9 +5,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from gpt import ModelConfig
 from gpt.data.tokenizers import CharTokenizer
 from gpt.inference.checkpoint import save_model
+from gpt.pipe import exit_with
 from tests.conftest import ROOT, build, child_env
 from tests.test_report import fake_run
 
@@ -36,3 +39,13 @@ def test_a_closed_stdout_ends_a_verb_without_a_traceback(tmp_path: Path) -> None
     err = proc.stderr.read()
     assert proc.wait(timeout=120) == 1
     assert "Traceback" not in err and "BrokenPipeError" not in err, err
+
+
+def test_ctrl_c_ends_a_command_in_one_line(capsys: pytest.CaptureFixture) -> None:
+    """Ctrl-C during `python -m gpt prepare` (minutes on a large corpus) printed a KeyboardInterrupt traceback."""
+    def interrupted() -> int:
+        raise KeyboardInterrupt
+
+    with pytest.raises(SystemExit) as exit_:
+        exit_with(interrupted)
+    assert exit_.value.code == 130 and capsys.readouterr().err == "interrupted\n"
