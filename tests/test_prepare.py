@@ -478,7 +478,11 @@ def test_a_prepared_folders_refusal_names_its_value_where_a_preset_sets_the_sett
     (["a.txt", "--val", "nope.txt"], "--val nope.txt does not exist: point it at a text"),
     (["a.txt", "--val", "./a.txt"], "{a} is in both the inputs and --val: validation text must be held out"),
     (["a.txt", "--num-proc", "0"], "argument --num-proc: must be a positive integer, not '0'"),
-], ids=["input", "--val", "in both", "--num-proc 0"])
+    # its text trained twice, unsaid
+    (["a.txt", "./a.txt"], "a.txt is named twice (a.txt and a.txt, one perhaps through its folder): name each input "
+                           "once"),
+    ([".", "a.txt"], "a.txt is named twice (a.txt and a.txt, one perhaps through its folder)"),
+], ids=["input", "--val", "in both", "--num-proc 0", "twice", "in its folder"])
 def test_command_line_mistakes_name_its_own_arguments(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                       capsys: pytest.CaptureFixture, args: list[str],
                                                       message: str) -> None:

@@ -384,6 +384,11 @@ def input_files(paths: list[str], named: str) -> list[Path]:
             files.extend(found)
         else:
             files.append(path)
+    seen: dict[Path, Path] = {}
+    for file in files:  # named twice, or a folder beside a file in it: its text would train twice, unsaid
+        if (first := seen.setdefault(file.resolve(), file)) is not file:
+            raise ValueError(f"{named.format(file)} is named twice ({first} and {file}, one perhaps through its "
+                             "folder): name each input once")
     return files
 
 
