@@ -341,6 +341,22 @@ def test_command_line_prepares_what_training_then_finds(tmp_path: Path, monkeypa
     assert "exists and is not a prepared corpus" in capsys.readouterr().err
 
 
+def test_a_bpe_vocabulary_smaller_than_asked_is_noted(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """--vocab-size 4000 on a few stories trained a vocabulary of a few hundred tokens without a word, while a sweep
+    over data.vocab_size read as if each size had been tried."""
+    write(tmp_path / "few.jsonl", stories(40, seed=3))
+    assert cli(["prepare", str(tmp_path / "few.jsonl"), "--out", str(tmp_path / "few"), "--tokenizer", "bpe",
+                "--vocab-size", "4000", "--num-proc", "1"]) == 0
+    size = open_prepared(tmp_path / "few", "bpe").tokenizer.vocab_size
+    note = f"note: the bpe vocabulary of {tmp_path / 'few'} has {size:,} tokens, fewer than vocab_size=4,000 asks"
+    assert size < 4000 and note in capsys.readouterr().out
+    assert any(n.startswith(note.removeprefix("note: ")) for n in TextData(block_size=4, path=str(tmp_path / "few"),
+                                                                         tokenizer="bpe").notes)
+    assert cli(["prepare", str(tmp_path / "few.jsonl"), "--out", str(tmp_path / "small"), "--tokenizer", "bpe",
+                "--vocab-size", "300", "--num-proc", "1"]) == 0
+    assert "vocabulary of" not in capsys.readouterr().out
+
+
 def test_a_split_far_from_val_fraction_is_noted_where_the_corpus_is_prepared_and_trained(
         tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     """Six short documents, each held out whole by its hash: 42% of the tokens were validation at val_fraction

@@ -12,7 +12,7 @@ import torch
 from gpt.data.batches import BatchedData, RandomWindows, windows
 from gpt.data.download import download
 from gpt.data.prepare import (DocBytes, Prepared, Recipe, ShardTokens, check_prepared_as, corpus_record, load,
-                              split_note)
+                              prepared_notes)
 from gpt.data.tokenizers import Tokenizer
 from gpt.validate import Fraction, PositiveInt
 
@@ -96,7 +96,7 @@ class TextData(BatchedData):
 
     @property
     def notes(self) -> list[str]:
-        return [note] if (note := split_note(self.corpus)) else []
+        return prepared_notes(self.corpus)
 
     @cached_property
     def record(self) -> dict[str, Any]:

@@ -372,6 +372,22 @@ def split_note(prepared: Prepared) -> str | None:
             "--doc-bytes) splits it closer to the fraction")
 
 
+def vocab_note(prepared: Prepared) -> str | None:
+    """A note where a trained bpe vocabulary is smaller than the vocab_size asked: a small corpus holds fewer merges,
+    and the model's size, its record and a sweep over vocab_size would read the asked size."""
+    recipe, size = prepared.manifest["recipe"], prepared.tokenizer.vocab_size
+    if recipe["tokenizer"] != "bpe" or size >= recipe["vocab_size"]:
+        return None
+    return (f"the bpe vocabulary of {prepared.folder} has {size:,} tokens, fewer than "
+            f"vocab_size={recipe['vocab_size']:,} asks: its text holds no more merges (models on it embed the smaller "
+            "vocabulary)")
+
+
+def prepared_notes(prepared: Prepared) -> list[str]:
+    """What a run on `prepared`, and prepare's own command, say before anything trains on it."""
+    return [note for note in (split_note(prepared), vocab_note(prepared)) if note]
+
+
 def check_prepared_as(prepared: Prepared, record: dict[str, Any], who: str, fix: str) -> None:
     """Refuse `prepared` unless it is the corpus `who` (a model, a training checkpoint) trained on, as `record`
     (corpus_record of that corpus; an older model.pt lacks the sizes, an older one or last.ckpt the shards' digest)
@@ -527,6 +543,6 @@ def run(args: argparse.Namespace) -> None:
     command = " ".join(f"data.{k}={as_override(v)}" for k, v in settings.items())
     print(f"{out}: {prepared.manifest['documents']:,} documents, {len(prepared.train):,} training and "
           f"{len(prepared.val):,} validation tokens, vocabulary {prepared.tokenizer.vocab_size:,}")
-    if note := split_note(prepared):
+    for note in prepared_notes(prepared):
         print(f"note: {note}")
     print(f"train with: python train.py data=text {command}")
