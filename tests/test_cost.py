@@ -250,6 +250,29 @@ def test_an_engine_out_of_memory_is_a_row_saying_so_and_the_rest_are_measured(mo
         rounds.run_rounds(engines, args, vocab_size=5)
 
 
+def test_an_engine_out_of_memory_in_a_later_round_is_out_of_memory(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Out of memory in its second round, a row read out_of_memory false with medians of the rounds that fitted, as
+    if the shape fitted; only the progress line said otherwise."""
+    tries = {"small": 0, "big": 0}
+
+    def later_short(engine: Engine, batch: int, depth: int, new_tokens: int, vocab_size: int,
+                    device: torch.device) -> Measure:
+        tries[engine.name] += 1
+        if engine.name == "big" and tries["big"] == 3:  # the untimed call, round 1, then round 2
+            raise RuntimeError("DefaultCPUAllocator: can't allocate memory: you tried to allocate 2 bytes")
+        return Measure(1.0, 2.0, 0.0, 0.0, 0, 16)
+
+    engines = [Engine(), Engine()]
+    for engine, name in zip(engines, ["small", "big"]):
+        engine.name, engine.model = name, torch.nn.Module()
+    monkeypatch.setattr(rounds, "measure", later_short)
+    args = argparse.Namespace(batch=[1], depths=[8], repeats=3, new_tokens=3, device="cpu")
+    small, big = rounds.run_rounds(engines, args, vocab_size=5)
+    assert big["out_of_memory"] and big["decode_tokens_per_s"] is None and len(big["rounds"]) == 1
+    assert not small["out_of_memory"] and small["decode_x"] == {"small": 1.0} and len(small["rounds"]) == 3
+    assert "| big | out of memory |" in table([small, big])
+
+
 def test_a_rows_peak_memory_holds_its_own_weights_not_the_other_rows(tmp_path: Path) -> None:
     # Every engine stays in memory while one is measured: mha's peak at 512 dims read 301 MiB measured alone and
     # 529 MiB beside the other 5 variants, whose weights it held.

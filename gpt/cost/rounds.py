@@ -52,7 +52,8 @@ def run_rounds(engines: list[Engine], args: argparse.Namespace, vocab_size: int)
             references = {name: runs[name] for name in (engines[0].name, next(
                 (e.name for e in engines if isinstance(e, HFEngine)), engines[0].name))}
             for engine in engines:
-                rows.append(summarise(engine, runs[engine.name], references, batch, depth, args.new_tokens))
+                rows.append(summarise(engine, runs[engine.name], references, batch, depth, args.new_tokens,
+                                      out_of_memory=engine.name in failed))
     return rows
 
 
@@ -82,22 +83,24 @@ def attempt(engine: Engine, batch: int, depth: int, new_tokens: int, vocab_size:
 
 
 def summarise(engine: Engine, runs: list[Measure], references: dict[str, list[Measure]], batch: int, depth: int,
-              new_tokens: int) -> dict[str, Any]:
+              new_tokens: int, out_of_memory: bool = False) -> dict[str, Any]:
     """One row: medians over the rounds, ratios against each reference (None where either side ran out of memory),
     the cache's bytes from its tensors beside the formula's; figures None and out_of_memory true where it did not
-    fit."""
+    fit, in any round (`out_of_memory`: the rounds before it stay in "rounds", but medians of the rounds that fitted
+    would read as the shape's figures)."""
     formula = engine.formula_bytes(batch, max(depth, 1) + new_tokens)
+    measured = runs if not out_of_memory else []
 
     def ratios(key: str) -> dict[str, float | None]:  # median over rounds of the reference's time over this one's
-        return {name: statistics.median(getattr(a, key) / getattr(b, key) for a, b in zip(ref, runs))
-                if ref and runs else None for name, ref in references.items()}
+        return {name: statistics.median(getattr(a, key) / getattr(b, key) for a, b in zip(ref, measured))
+                if ref and measured else None for name, ref in references.items()}
 
-    row = {"name": engine.name, "batch": batch, "depth": depth, "out_of_memory": not runs,
+    row = {"name": engine.name, "batch": batch, "depth": depth, "out_of_memory": not measured,
            "prefill_x": ratios("prefill_s") if depth else {}, "decode_x": ratios("decode_s"),
            "prefill_tokens_per_s": None, "decode_tokens_per_s": None, "decode_ms_per_token": None,
            "prefill_peak_mib": None, "cache_bytes": None, "cache_mib": None, "formula_bytes": formula,
            "formula_mib": None if formula is None else formula / MIB, "rounds": [dataclasses.asdict(r) for r in runs]}
-    if runs:
+    if measured:
         prefill, decode = statistics.median(r.prefill_s for r in runs), statistics.median(r.decode_s for r in runs)
         row.update(prefill_tokens_per_s=batch * depth / prefill if depth else None,
                    decode_tokens_per_s=batch * new_tokens / decode, decode_ms_per_token=1000 * decode / new_tokens,
