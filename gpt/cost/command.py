@@ -180,7 +180,7 @@ def run(args: argparse.Namespace) -> None:
     block_size = longest(args)
     engines = tinygpt_engines(args, block_size)
     if args.hf:
-        engines += hf_engines([e.model for e in engines], args.device, DTYPES[args.dtype])
+        engines += hf_engines([e.model for e in engines], args.device, DTYPES[args.dtype], trained=bool(args.ckpt))
     cfg = engines[0].model.cfg
     if sys.argv[1:2] == ["cost"]:  # run by the front door, not called from Python
         print(f"command: python -m gpt cost {shlex.join(sys.argv[2:])}")

@@ -13,17 +13,19 @@ from gpt.model.config import ModelConfig
 from gpt.model.gpt import GPT
 
 
-def counterpart(cfg: ModelConfig) -> Family | None:
+def counterpart(cfg: ModelConfig, trained: bool = False) -> Family | None:
     """The family that computes this model part for part; None for a variant no family has (mla, linear); ValueError
-    naming the parts to change where families have the variant but not the model's other parts."""
+    naming the parts to change where families have the variant but not the model's other parts (a `trained` model's
+    parts are its own: then only leaving out --hf helps)."""
     families = [family for family in FAMILIES.values() if cfg.attention in family.parts["attention"]]
     misses = {family.model_type: family.mismatches(cfg) for family in families}
     exact = [family for family in families if not misses[family.model_type]]
     if exact or not families:
         return exact[0] if exact else None
     needs = "; ".join(f"{name} needs {', '.join(missing)}" for name, missing in misses.items())
-    raise ValueError(f"--hf: no Hugging Face model computes {cfg.attention} with these parts ({needs}): measure "
-                     "with those parts (the defaults are Llama's), or leave out --hf")
+    fix = "leave out --hf (a trained model's parts are its own)" if trained else \
+        "measure with those parts (the defaults are Llama's), or leave out --hf"
+    raise ValueError(f"--hf: no Hugging Face model computes {cfg.attention} with these parts ({needs}): {fix}")
 
 
 def row_name(family: Family, config: dict) -> str:
@@ -34,15 +36,15 @@ def row_name(family: Family, config: dict) -> str:
     return f"hf {family.model_type}" + ("" if kv_heads is None else f" ({kv_heads} kv head{'s' * (kv_heads > 1)})")
 
 
-def hf_engines(models: list[GPT], device: str, dtype: torch.dtype) -> list[HFEngine]:
-    """One engine per distinct counterpart of the measured models, in their order."""
+def hf_engines(models: list[GPT], device: str, dtype: torch.dtype, trained: bool = False) -> list[HFEngine]:
+    """One engine per distinct counterpart of the measured models (`trained`: a model.pt's), in their order."""
     try:
         transformers = transformers_module()
     except ValueError:
         raise ValueError("--hf needs transformers: pip install -e '.[hf]' -c constraints.txt") from None
     engines: dict[str, HFEngine] = {}
     for model in models:
-        family = counterpart(model.cfg)
+        family = counterpart(model.cfg, trained)
         if family is None:
             continue
         config = family.hf_config(model)
