@@ -172,7 +172,7 @@ def test_hf_without_a_counterpart_of_a_trained_models_parts_names_the_one_fix(tm
     save_model(tmp_path / "model.pt", build(make("mha", mlp="gelu", block_size=16)), CharTokenizer(list("abc")))
     assert main(["cost", "--ckpt", str(tmp_path / "model.pt"), "--depths", "4", "--batch", "1", "--new-tokens", "2",
                  "--repeats", "1", "--hf", "--out", str(tmp_path)]) == 2
-    assert capsys.readouterr().err.endswith("(this model has False)): leave out --hf (a trained model's parts are "
+    assert capsys.readouterr().err.endswith("(this model has false)): leave out --hf (a trained model's parts are "
                                             "its own)\n")
 
 

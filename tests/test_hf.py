@@ -165,7 +165,7 @@ def test_a_model_type_without_a_family_is_refused() -> None:
      "mistral needs attention=sliding_window \\(this model has mla\\)$"),
     ({"pos": "rope", "mlp": "swiglu", "attention": "sliding_window", "bias": True},
      "llama needs attention=.* \\(this model has sliding_window\\); "
-     "mistral needs bias=False \\(this model has True\\)$"),
+     "mistral needs bias=false \\(this model has true\\)$"),
     ({}, "llama needs pos=rope \\(this model has learned\\), mlp=swiglu \\(this model has gelu\\)$"),
 ])
 def test_a_tinygpt_model_no_family_expresses_is_refused_with_what_to_change(parts: dict, message: str) -> None:

@@ -9,6 +9,7 @@ from typing import Any
 from gpt.data.tokenizers import HFTokenizer, Tokenizer
 from gpt.model.config import ModelConfig
 from gpt.model.gpt import GPT
+from gpt.overrides import as_override
 
 
 class Family:
@@ -22,7 +23,7 @@ class Family:
     def mismatches(self, cfg: ModelConfig) -> list[str]:
         """The tinygpt fields whose values this family cannot express, each as what it needs and what the model
         has: `pos=rope (this model has learned)`."""
-        return [f"{field}={' or '.join(map(str, allowed))} (this model has {getattr(cfg, field)})"
+        return [f"{field}={' or '.join(map(as_override, allowed))} (this model has {as_override(getattr(cfg, field))})"
                 for field, allowed in self.parts.items() if getattr(cfg, field) not in allowed]
 
     def model_config(self, hf_config: Any) -> ModelConfig:
