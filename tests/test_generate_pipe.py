@@ -49,3 +49,18 @@ def test_ctrl_c_ends_a_command_in_one_line(capsys: pytest.CaptureFixture) -> Non
     with pytest.raises(SystemExit) as exit_:
         exit_with(interrupted)
     assert exit_.value.code == 130 and capsys.readouterr().err == "interrupted\n"
+
+
+def test_a_prompt_past_the_block_is_said_to_be_cut(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """The model sees only the prompt's last block_size tokens: generate.py printed the whole prompt and went on as if
+    it had answered all of it."""
+    import generate
+
+    tokenizer = CharTokenizer(list("ab \n"))
+    save_model(tmp_path / "model.pt", build(ModelConfig(vocab_size=4, layers=1, heads=2, dim=16, block_size=8)),
+               tokenizer)
+    assert generate.main(["--ckpt", str(tmp_path), "--prompt", "ab ab ab ab", "--max-new-tokens", "2"]) == 0
+    assert capsys.readouterr().err.splitlines()[1] == "note: the prompt is 11 tokens, past block_size=8: the model " \
+        "sees its last 8"
+    assert generate.main(["--ckpt", str(tmp_path), "--prompt", "ab ab", "--max-new-tokens", "2"]) == 0
+    assert "note:" not in capsys.readouterr().err
