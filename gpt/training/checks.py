@@ -131,6 +131,8 @@ def forced_unread(cfg: DictConfig, overrides: Sequence[str]) -> list[str]:
     """The `++model.x=v` overrides, as written, whose setting no part of the config's model reads: a sweep gives such a
     setting to every job, and these jobs ignore it (their record leaves it out of what the run is)."""
     forced = [o for o in overrides if o.startswith("++")]
+    if not forced:  # no one-layer model built for nothing
+        return []
     unread = unread_settings(given_model_settings(cfg, forced, forced=True), model_config(cfg, vocab_size=1))
     return [o for o in forced if override_key(o).removeprefix("model.") in unread]
 
