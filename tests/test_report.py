@@ -226,7 +226,7 @@ def test_sweeps_merged_under_one_folder_count_each_seed_once(tmp_path: Path) -> 
     report = markdown(tmp_path, find_runs(tmp_path))
     rows = table(report)
     assert rows["attention=a"][1:3] == ["2", "1.1000 ± 0.1414"]  # a later failure of a seed does not replace it
-    assert "Runs: 4 (5 more left out: they ran a seed of their configuration again" in report
+    assert "Runs: 4 (5 more left out: 5 ran a seed of their configuration again" in report
     assert "beyond seed noise (difference > 2 standard errors): none; within it: `attention=a`." in report
 
 
