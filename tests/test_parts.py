@@ -93,3 +93,11 @@ def test_every_model_setting_is_read_by_some_parts_and_not_by_others() -> None:
     torch.manual_seed(0)
     assert torch.equal(after, torch.rand(3))  # a seeded run that checks its settings draws as one that does not
 
+
+def test_settings_read_of_a_one_token_block() -> None:
+    # A bigram model (model.block_size=1) trains; its check once ended python train.py with "sequence of 2 tokens
+    # exceeds block_size=1", a length no data of the user's had.
+    from gpt.model.gpt import settings_read
+
+    assert "rope_base" in settings_read(ModelConfig(vocab_size=5, block_size=1, pos="rope"))
+

@@ -36,7 +36,7 @@ def settings_read(cfg: ModelConfig) -> set[str]:
     """The fields of `cfg` the model's parts read, building a GPT from it and training a step of it (check_parts's
     own reads, which look at every part's name, left out): one outside them changes nothing in the model, such as
     model.rope_base under pos=alibi or model.qk_norm under attention=torch_mha. Read on a one-layer copy with two
-    ids, as every layer reads the same fields."""
+    ids (one where the block holds one), as every layer reads the same fields."""
     names = {field.name for field in fields(ModelConfig)}
     reads: Counter[str] = Counter()
 
@@ -52,7 +52,8 @@ def settings_read(cfg: ModelConfig) -> set[str]:
     checked = Counter(reads)
     reads.clear()
     with torch.random.fork_rng(devices=[]):  # its init, dropout and positions leave a seeded run's stream as it was
-        GPT(traced).train()(torch.zeros(1, 2, dtype=torch.long))  # check_parts once more, then what the parts read
+        ids = torch.zeros(1, min(2, cfg.block_size), dtype=torch.long)
+        GPT(traced).train()(ids)  # check_parts once more, then what the parts read
     return {name for name in names if reads[name] > checked[name]}
 
 
