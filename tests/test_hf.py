@@ -107,6 +107,15 @@ def test_a_folder_whose_files_do_not_load_is_refused_in_one_line(damage: Any, me
         from_hf(tmp_path)
     assert "\n" not in str(err.value)
 
+
+def test_a_folder_without_its_lm_head_is_refused_not_filled_at_random(tmp_path: Path) -> None:
+    # A base model's folder (AutoModel, no LM head) with an untied head: transformers starts the head at random, and
+    # the converted model answered at random, differently at every load.
+    transformers.AutoModel.from_config(HF_CONFIGS["llama"]()).save_pretrained(tmp_path)
+    with pytest.raises(ValueError, match="lacks 1 of its model's weights \\(lm_head.weight\\): save the whole") as err:
+        from_hf(tmp_path)
+    assert "\n" not in str(err.value)
+
 BASE = dict(vocab_size=37, layers=2, heads=4, dim=32, block_size=16)
 TINYGPT_MODELS = [
     ("gpt2", dict(pos="learned", norm="layernorm", mlp="gelu", attention="mha_fused", bias=True)),

@@ -72,10 +72,17 @@ def from_hf(model_or_folder: Any) -> GPT:
             raise ValueError(f"{folder}/config.json does not load: {err}") from None
         family_of(config).model_config(config)
         try:
-            hf = transformers.AutoModelForCausalLM.from_pretrained(folder, local_files_only=True)
+            hf, loading = transformers.AutoModelForCausalLM.from_pretrained(folder, local_files_only=True,
+                                                                            output_loading_info=True)
         except Exception as err:  # noqa: BLE001 - no weights file (OSError), a torn one (SafetensorError), ...
             raise ValueError(f"{folder} holds no weights that load ({first_line(err)}): copy the "
                              "model.safetensors (or pytorch_model.bin) that goes with its config.json again") from None
+        # transformers starts a tensor the file lacks at random (a base model saved without its untied LM head):
+        # converted, the model would answer at random, differently at every load.
+        if missing := sorted(loading["missing_keys"]):
+            raise ValueError(f"{folder} lacks {len(missing)} of its model's weights ({', '.join(missing[:3])}"
+                             f"{', ...' if len(missing) > 3 else ''}): save the whole causal LM "
+                             "(AutoModelForCausalLM, with its LM head) there, or copy its weights file again")
     family = family_of(hf.config)
     cfg = family.model_config(hf.config)
     theirs = hf.state_dict()
