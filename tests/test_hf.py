@@ -116,6 +116,12 @@ def test_a_folder_without_its_lm_head_is_refused_not_filled_at_random(tmp_path: 
         from_hf(tmp_path)
     assert "\n" not in str(err.value)
 
+
+def test_a_base_model_object_is_refused_naming_the_causal_lm() -> None:
+    base = transformers.AutoModel.from_config(HF_CONFIGS["qwen3"]())  # was KeyError: 'model.embed_tokens.weight'
+    with pytest.raises(ValueError, match="^this Qwen3Model has no model.embed_tokens.weight: pass a causal LM"):
+        from_hf(base)
+
 BASE = dict(vocab_size=37, layers=2, heads=4, dim=32, block_size=16)
 TINYGPT_MODELS = [
     ("gpt2", dict(pos="learned", norm="layernorm", mlp="gelu", attention="mha_fused", bias=True)),

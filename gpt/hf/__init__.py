@@ -86,9 +86,14 @@ def from_hf(model_or_folder: Any) -> GPT:
     family = family_of(hf.config)
     cfg = family.model_config(hf.config)
     theirs = hf.state_dict()
+    names = list(family.names(cfg))
+    # A base model (AutoModel) has no LM head, and its tensors lack the causal LM's prefix: a KeyError otherwise.
+    if lacking := [name for _, name, _ in names if name not in theirs]:
+        raise ValueError(f"this {type(hf).__name__} has no {lacking[0]}: pass a causal LM "
+                         "(transformers.AutoModelForCausalLM), whose LM head tinygpt converts too")
     model = GPT(cfg)
     model.load_state_dict({ours: theirs[name].t() if transposed else theirs[name]
-                           for ours, name, transposed in family.names(cfg)})
+                           for ours, name, transposed in names})
     return model.eval()
 
 
