@@ -218,6 +218,23 @@ def test_finetune_from_a_llama_folder_with_its_own_tokenizer(tmp_path: Path, mon
         bpe.encode(text[:200]).ids
 
 
+def test_a_gpt2_folder_with_another_vocabulary_is_read_with_its_own_tokenizer(tmp_path: Path) -> None:
+    # GPT-2's layout trained on another language: init_from= read its ids as GPT-2's English BPE, so with a vocabulary
+    # of 50,257 or more it fine-tuned on text tokenized into other words, silently.
+    from gpt.hf import folder_tokenizer
+
+    bpe = tokenizers.Tokenizer(tokenizers.models.BPE())
+    bpe.pre_tokenizer = tokenizers.pre_tokenizers.ByteLevel(add_prefix_space=False)
+    bpe.decoder = tokenizers.decoders.ByteLevel()
+    bpe.train_from_iterator([TEXT], tokenizers.trainers.BpeTrainer(
+        vocab_size=300, initial_alphabet=tokenizers.pre_tokenizers.ByteLevel.alphabet()))
+    config = transformers.GPT2Config(vocab_size=bpe.get_vocab_size(), n_positions=16, n_embd=16, n_layer=1, n_head=2)
+    transformers.GPT2LMHeadModel(config).save_pretrained(tmp_path)
+    bpe.save(str(tmp_path / "tokenizer.json"))
+    assert folder_tokenizer(tmp_path).encode(TEXT) == bpe.encode(TEXT).ids
+    assert isinstance(folder_tokenizer(random_gpt2_folder(tmp_path / "gpt2")), GPT2Tokenizer)  # no files: GPT-2's
+
+
 def llama_style_tokenizer(post_processor: str) -> HFTokenizer:
     """A byte-level BPE with Llama's special tokens whose post-processor adds BOS to every text: as Llama 2's
     (TemplateProcessing) or Llama 3's (ByteLevel, then TemplateProcessing)."""

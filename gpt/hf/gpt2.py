@@ -2,11 +2,12 @@
 and biases, tinygpt *is* GPT-2's architecture. GPT-2 stores its linear layers (in, out) (its Conv1D)."""
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from gpt.data.tokenizers import GPT2Tokenizer, Tokenizer
+from gpt.data.tokenizers import GPT2Tokenizer, HFTokenizer, Tokenizer, gpt2_files
 from gpt.hf.family import Family, mlp_ratio_for, refuse
 from gpt.model.config import ModelConfig
 from gpt.model.gpt import GPT
@@ -46,7 +47,12 @@ class GPT2(Family):
                     bos_token_id=None, eos_token_id=None, pad_token_id=None)
 
     def tokenizer(self, folder: Path) -> Tokenizer:
-        return GPT2Tokenizer()  # built from this project's offline copy of GPT-2's BPE files
+        """GPT-2's BPE, from this project's offline copy of its files; the folder's own tokenizer where its vocabulary
+        is another (GPT-2's layout trained on another language): read as GPT-2's, its ids were other words."""
+        vocab = folder_vocab(Path(folder))
+        if vocab is not None and vocab != json.loads(gpt2_files()["encoder.json"].read_bytes()):
+            return HFTokenizer.from_folder(folder)
+        return GPT2Tokenizer()
 
     def names(self, cfg: ModelConfig) -> Iterator[tuple[str, str, bool]]:
         yield "tok_emb.weight", "transformer.wte.weight", False
@@ -58,3 +64,12 @@ class GPT2(Family):
                 yield f"blocks.{i}.{ours}.bias", f"transformer.h.{i}.{theirs}.bias", False
         yield "norm.weight", "transformer.ln_f.weight", False
         yield "norm.bias", "transformer.ln_f.bias", False
+
+
+def folder_vocab(folder: Path) -> dict[str, int] | None:
+    """The token -> id map of a folder's BPE: its vocab.json, or the one inside its tokenizer.json; None without."""
+    if (folder / "vocab.json").is_file():
+        return json.loads((folder / "vocab.json").read_bytes())
+    if (folder / "tokenizer.json").is_file():
+        return json.loads((folder / "tokenizer.json").read_bytes()).get("model", {}).get("vocab")
+    return None

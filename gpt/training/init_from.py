@@ -29,8 +29,8 @@ def check_init_from(init_from: str | None) -> None:
 
 def load_pretrained(path: Path) -> tuple[GPT, Tokenizer, dict[str, Any]]:
     """A model.pt (or the run folder holding it) with its meta, or a Hugging Face folder (gpt.hf.from_hf) with its
-    tokenizer (GPT-2's BPE from this project's offline files for the gpt2 family, the folder's own for the others)
-    and no meta."""
+    tokenizer (GPT-2's BPE from this project's offline files for a gpt2 folder with GPT-2's vocabulary, the folder's
+    own for the others) and no meta."""
     if model_file(path).is_file():
         return load_checkpoint(path, with_meta=True)
     from gpt.hf import folder_tokenizer, from_hf  # transformers is optional: only Hugging Face folders need it
