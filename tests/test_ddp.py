@@ -3,8 +3,10 @@ process accumulating two batches per step, because each rank reads its own share
 (and the spawned ranks map the shards again rather than receive copies)."""
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
+import pytest
 import torch
 from torch.nn import functional as F
 
@@ -42,3 +44,9 @@ def test_ddp_on_two_cpu_processes_matches_one_process_over_the_same_global_batch
     # Same gradients in exact arithmetic (every window has block_size tokens); all-reduce sums in
     # another order, so the weights differ in the last bits after a few Adam steps.
     assert abs(ddp_loss - single_loss) < 1e-4 * single_loss
+    # Both train 2 x 16 windows a step; summary.json's tokens/s counted the windows of rank 0 alone, so the two
+    # processes looked half as fast as they were.
+    block_size = load_checkpoint(tmp_path / "ddp/model.pt")[0].cfg.block_size
+    for run in ("ddp", "single"):
+        summary = json.loads((tmp_path / run / "summary.json").read_text())
+        assert summary["tokens_per_s"] * summary["ms_per_step"] / 1000 == pytest.approx(2 * 16 * block_size)

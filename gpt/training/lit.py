@@ -93,10 +93,12 @@ class LitGPT(L.LightningModule):
                 p.grad.mul_(scale.to(p.grad.dtype))
 
     def log_step(self, loss: torch.Tensor) -> None:
-        """Log the loss, LR and the tokens/s since the previous logged step."""
+        """Log the loss, LR and the tokens/s since the previous logged step, of every process together (each counts
+        only its own batches, all of one shape)."""
         now = time.perf_counter()
         if self._last_log_time is not None:
-            self.log("train/tok_per_s", self._tokens_since_log / (now - self._last_log_time), prog_bar=True)
+            tokens = self._tokens_since_log * self.trainer.world_size
+            self.log("train/tok_per_s", tokens / (now - self._last_log_time), prog_bar=True)
         self._last_log_time, self._tokens_since_log = now, 0
         self.log("train/loss", loss, prog_bar=True)
         self.log("train/lr", self.optimizers().param_groups[0]["lr"])

@@ -104,6 +104,8 @@ class RunRecord(L.Callback):
             return
         last = self.history[-1] if self.history else {}
         trained = trainer.global_step - self.start_step
+        # Counted in this process alone; every process trains batches of the same shape (its share of the global batch).
+        tokens = self.tokens * trainer.world_size
         write_summary(self.run_dir, {
             "status": "ok",
             "params": pl_module.model.num_params(),
@@ -112,7 +114,7 @@ class RunRecord(L.Callback):
             "val_ppl": last.get("val_ppl"),
             "val_bpb": last.get("val_bpb"),  # text corpora only: bits per UTF-8 byte, comparable across tokenizers
             # training only, this session: none for a run only finished here (killed after its final checkpoint)
-            "tokens_per_s": self.tokens / max(seconds - self.val_seconds, 1e-9) if trained else None,
+            "tokens_per_s": tokens / max(seconds - self.val_seconds, 1e-9) if trained else None,
             "ms_per_step": 1000 * (seconds - self.val_seconds) / trained if trained else None,
             "wall_s": self.earlier_seconds + seconds if trained else last.get("wall_s", self.earlier_seconds),
             "peak_memory_bytes": peak_memory_bytes(pl_module.device),
