@@ -208,6 +208,25 @@ def test_a_run_folder_as_ckpt_path_is_named_a_folder(tmp_path: Path) -> None:
         load_resume_checkpoint(tmp_path)
 
 
+@pytest.mark.parametrize("max_time, refused", [("00:00:00:05", True), ("{seconds:5}", True), ("00:00:00:09", False),
+                                               ("null", False)])
+def test_a_run_that_spent_its_max_time_is_refused_naming_a_larger_one(tmp_path: Path, max_time: str,
+                                                                      refused: bool) -> None:
+    """Lightning's Timer restores the training time a checkpoint's run spent: resumed with the trainer.max_time that
+    stopped it, the run stopped again before its first step, with no history.csv, no summary.json and no word."""
+    ckpt = tmp_path / "last.ckpt"
+    torch.save({"global_step": 23, "loops": {}, "optimizer_states": [], "callbacks": {
+        "Timer": {"time_elapsed": {"train": 6.7, "validate": 0.6}}}}, ckpt)
+    cfg = compose_with("trainer.max_steps=100", f"trainer.max_time={max_time}", f"ckpt_path={ckpt}")
+    if not refused:
+        assert resume_from(cfg, tmp_path).step == 23
+        return
+    with pytest.raises(ValueError, match=rf"^{ckpt} has trained for 7 s, all of trainer.max_time \(which counts the "
+                                         rf"time of the run it continues\); to train it further pass ckpt_path={ckpt} "
+                                         r"and a larger trainer.max_time, or trainer.max_time=null$"):
+        resume_from(cfg, tmp_path)
+
+
 class PoisonAt(L.Callback):
     """Turn one weight into NaN before the batch of `step`, as a diverging run would."""
 

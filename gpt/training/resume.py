@@ -8,6 +8,7 @@ from typing import Any
 
 import torch
 import yaml
+from lightning.pytorch.callbacks import Timer
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 from omegaconf import DictConfig, OmegaConf
 
@@ -172,11 +173,27 @@ def resume_from(cfg: DictConfig, run_dir: Path, in_sweep: bool = False) -> Resum
         its_model = f" (its model: {model})" if model.is_file() else ""
         raise ValueError(f"{path} has finished: it is at step {step} of trainer.max_steps={cfg.trainer.max_steps}"
                          f"{its_model}; to train it further pass ckpt_path={path} and a larger trainer.max_steps")
+    if not ended and (spent := spent_max_time(cfg.trainer.get("max_time"), checkpoint)) is not None:
+        raise ValueError(f"{path} has trained for {spent:.0f} s, all of trainer.max_time (which counts the time of "
+                         f"the run it continues); to train it further pass ckpt_path={path} and a larger "
+                         "trainer.max_time, or trainer.max_time=null")
     print(f"finishing {path}: its training reached step {step}, but its run stopped before writing model.pt; "
           "writing it without training" if ended else f"resuming from {path} at step {step}")
     return ResumePoint(path, step, {k: tuple(v.shape) for k, v in checkpoint.get("state_dict", {}).items()},
                        [len(g["params"]) for state in checkpoint["optimizer_states"]
                         for g in state.get("param_groups", [])])
+
+
+def spent_max_time(max_time: Any, checkpoint: dict[str, Any]) -> float | None:
+    """The seconds a checkpoint's run has trained, where they are all of `max_time`, else None. Lightning's Timer
+    restores them, so a run stopped by trainer.max_time and resumed with it stopped again before its first step,
+    leaving a run folder without a history, a summary or a word of why."""
+    timer_state = checkpoint.get("callbacks", {}).get("Timer")
+    if max_time is None or timer_state is None:
+        return None
+    timer = Timer(duration=OmegaConf.to_container(max_time) if isinstance(max_time, DictConfig) else max_time)
+    timer.load_state_dict(timer_state)
+    return timer.time_elapsed() if timer.time_remaining() <= 0 else None
 
 
 def check_resumable(start: ResumePoint, lit: LitGPT) -> None:
