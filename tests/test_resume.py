@@ -26,7 +26,7 @@ from gpt import ModelConfig, load_checkpoint
 from gpt.__main__ import main as cli
 from gpt.inference.checkpoint import CheckpointError
 from gpt.sweeps.parallel import GRACE_S
-from gpt.training.callbacks import ResumeCheckpoint, TrainingStopped
+from gpt.training.callbacks import ResumeCheckpoint, SampleText, TrainingStopped
 from gpt.training.lit import LitGPT
 from gpt.training.resume import AtomicCheckpointIO, find_resume_checkpoint, load_resume_checkpoint, resume_from
 from gpt.training.run_folder import read_history
@@ -49,8 +49,8 @@ def losses(run_dir: Path) -> dict[int, str]:
 
 # The same on a text corpus prepared into several shards, whose windows the resumed run must re-enter exactly;
 # with Muon chained to AdamW, both optimizers' states must come back (tests/test_optim.py restores each alone).
-# Validating every 10 steps, the checkpoint the kill leaves is one written at a validation step, which the
-# resumed run does not replay (as with the defaults, both every 200 steps).
+# Validating every 10 steps, the checkpoint the kill leaves is one written after a validation, which the resumed
+# run does not replay (as with the defaults, both every 200 steps).
 TEXT_RUN = [*(arg for arg in RUN if not arg.startswith(("data.", "trainer.val_check_interval="))),
             "trainer.val_check_interval=10", "data=text", "data.path=corpus.txt",
             "data.doc_bytes=256", "data.shard_tokens=20000", "data.num_proc=1", "data.batch_size=16",
@@ -578,6 +578,30 @@ def test_a_run_killed_after_its_final_checkpoint_is_finished_from_it(tmp_path: P
     cfg = compose_with(*FINISHED_RUN, f"ckpt_path={finished / 'checkpoints/last.ckpt'}")
     with pytest.raises(ValueError, match=rf"has finished: .* \(its model: {finished / 'model.pt'}\)"):
         resume_from(cfg, finished)
+
+
+def test_a_run_that_died_validating_at_a_checkpoint_step_resumes_with_that_validation(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """last.ckpt was written before its step's validation, which Lightning does not replay on resuming: a run killed
+    during it (both every 200 steps by default) resumed with no row for that step in history.csv. Written after it,
+    the checkpoint is the previous one, and the resumed run validates there again."""
+    monkeypatch.chdir(tmp_path)
+    run = [*FINISHED_RUN, "trainer.max_steps=30", "trainer.val_check_interval=10",
+           "callbacks.checkpoint.every_n_steps=10"]
+    straight = read_history(train_in_process(tmp_path / "straight", *run).parent)
+
+    def dies_at_step_20(self: SampleText, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if trainer.global_step == 20:
+            raise RuntimeError("killed while validating")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(SampleText, "on_validation_epoch_end", dies_at_step_20)
+        with pytest.raises(RuntimeError, match="killed while validating"):
+            train_in_process(tmp_path / "killed", *run)
+    ckpt = tmp_path / "killed/checkpoints/last.ckpt"
+    assert load_resume_checkpoint(ckpt)["global_step"] == 10
+    resumed = read_history(train_in_process(tmp_path / "resumed", *run, f"ckpt_path={ckpt}").parent)
+    assert [(row["step"], row["val_loss"]) for row in resumed] == [(row["step"], row["val_loss"]) for row in straight]
 
 
 def test_a_run_killed_after_a_final_step_between_validations_keeps_its_clock(tmp_path: Path) -> None:

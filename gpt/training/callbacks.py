@@ -156,15 +156,25 @@ class SampleText(L.Callback):
         log_text(trainer.loggers, "val/sample", text, trainer.global_step)
 
 
+def validates_after_step(trainer: L.Trainer) -> bool:
+    """Whether Lightning validates right after the optimizer step just taken: trainer.val_check_interval counts
+    batches (trainer.check_val_every_n_epoch=null, the default), accumulate_grad_batches of them a step."""
+    interval = trainer.val_check_interval
+    return trainer.enable_validation and trainer.check_val_every_n_epoch is None and isinstance(interval, int) and \
+        trainer.global_step * trainer.accumulate_grad_batches % interval == 0
+
+
 class ResumeCheckpoint(Checkpoint):
     """Keep <dirpath>/last.ckpt current and good: written through the trainer's (atomic) checkpoint IO
-    every `every_n_steps` optimizer steps and when training ends, with the RNG state, never with
-    non-finite weights. A non-finite loss stops training naming the step and this checkpoint."""
+    every `every_n_steps` optimizer steps (after that step's validation, if it has one) and when training ends,
+    with the RNG state, never with non-finite weights. A non-finite loss stops training naming the step and this
+    checkpoint."""
 
     def __init__(self, dirpath: str | Path, every_n_steps: PositiveInt) -> None:
         self.path = Path(dirpath) / "last.ckpt"
         self.every_n_steps = every_n_steps
         self.saved_step: int | None = None
+        self._after_validation: int | None = None  # the step whose checkpoint waits for its validation to end
         self._restored_rng: dict[str, Any] | None = None
 
     def _stop(self, what: str, step: int) -> None:
@@ -198,6 +208,16 @@ class ResumeCheckpoint(Checkpoint):
                            batch_idx: int) -> None:
         step = trainer.global_step  # counts optimizer steps: equal to saved_step until an accumulation completes
         if step and step != self.saved_step and step % self.every_n_steps == 0:
+            # Lightning resumes a checkpoint of a validating step past its validation: written before it, a kill during
+            # it left the resumed run's history.csv without that step's row (both every 200 steps by default).
+            if validates_after_step(trainer):
+                self._after_validation = step
+            else:
+                self.save(trainer)
+
+    def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if self._after_validation is not None and self._after_validation == trainer.global_step:
+            self._after_validation = None
             self.save(trainer)
 
     def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
