@@ -94,6 +94,10 @@ BAD = [  # (command line, what the one line must say)
     # Lightning refused it once the run folder was made, in a line naming no key
     (["trainer.max_time=abc"], "trainer.max_time='abc' must be DD:HH:MM:SS (00:01:30:00 is 90 minutes) or a mapping"),
     (["trainer.max_time={minute:90}"], "trainer.max_time={'minute': 90} must be DD:HH:MM:SS"),
+    # Lightning took them, then divided by them at the first step: ZeroDivisionError, a run folder left behind
+    (["trainer.val_check_interval=0"], "trainer.val_check_interval=0: it counts the batches between validations, at "
+     "least 1; every run validates at its last step, so to validate only there set it to trainer.max_steps"),
+    (["trainer.accumulate_grad_batches=0"], "error: trainer.accumulate_grad_batches=0 must be a positive integer"),
     # Hydra's own option (basic, in docs/sweeps.md) was missing from the list, so no "did you mean" either
     (["-m", "hydra/launcher=basik"], "choose one of basic, cores, joblib, slurm, submitit_local, submitit_slurm; "
                                      "did you mean hydra/launcher=basic?"),

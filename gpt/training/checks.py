@@ -177,6 +177,11 @@ def check_sections(cfg: DictConfig) -> None:
     check_section("trainer", {**user_values(cfg.trainer), "precision": arguments["precision"]}, L.Trainer,
                   not_settable=SET_BY_TRAIN)
     check_max_time(arguments.get("max_time"))
+    # Lightning takes these at 0, then divides by them once training starts: a traceback after the run folder is made.
+    check_value("trainer.accumulate_grad_batches", arguments.get("accumulate_grad_batches", 1), PositiveInt)
+    if arguments.get("val_check_interval") == 0:
+        raise ValueError("trainer.val_check_interval=0: it counts the batches between validations, at least 1; every "
+                         "run validates at its last step, so to validate only there set it to trainer.max_steps")
     if OmegaConf.is_interpolation(cfg.optim, "max_steps"):  # the schedule's length follows trainer.max_steps
         check_value("trainer.max_steps", cfg.trainer.max_steps, PositiveInt)  # named as set, not as optim's field
     OptimConfig.from_dict(optim_config(cfg))  # option names, and ranges that relate fields (after trainer.max_steps)
