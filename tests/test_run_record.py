@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import tempfile
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -87,6 +88,28 @@ def test_a_run_resumed_in_a_new_folder_goes_on_from_the_history_of_the_run_it_co
     record.on_validation_start(trainer, None)
     record.on_validation_end(trainer, None)
     assert [row["step"] for row in record.history] == [3, 6, 9] and record.history[-1]["wall_s"] >= 3.0
+
+
+def test_a_run_resumed_from_a_checkpoint_past_its_last_validation_keeps_the_time_of_the_steps_between(
+        tmp_path: Path) -> None:
+    """Checkpointed at step 8 after validating at 6 (callbacks.checkpoint.every_n_steps apart from
+    trainer.val_check_interval): the resumed clock went on from the row of step 6, the time of steps 7 and 8 lost
+    (a run resumed from step 60 after a row at 40 reported 11.8 s where the uninterrupted run took 12.8)."""
+    (tmp_path / "history.csv").write_text("step,wall_s,val_loss\n3,1.5,2.0\n6,3.0,1.8\n")
+    killed = RunRecord(tmp_path)
+    killed.earlier_seconds, killed.start = 3.0, time.perf_counter() - 1.0  # 1 s of steps 7 and 8 since step 6
+    saved = killed.state_dict()
+    assert saved["wall_s"] == pytest.approx(4.0, abs=0.5)
+    trainer = SimpleNamespace(sanity_checking=False, global_step=8, should_stop=False, is_global_zero=True,
+                              callback_metrics={"val/loss": torch.tensor(1.7)}, val_check_interval=3,
+                              accumulate_grad_batches=1, max_steps=20)
+    record = RunRecord(tmp_path)
+    record.load_state_dict(saved)
+    record.on_train_start(trainer, SimpleNamespace(device=torch.device("cpu")))
+    trainer.global_step = 9
+    record.on_validation_start(trainer, None)
+    record.on_validation_end(trainer, None)
+    assert [row["step"] for row in record.history] == [3, 6, 9] and record.history[-1]["wall_s"] >= saved["wall_s"]
 
 
 @pytest.mark.parametrize("resumed_at, max_steps, kept", [(11, 20, [5, 10]), (10, 20, [5, 10]), (7, 7, [5, 7])])

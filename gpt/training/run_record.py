@@ -48,6 +48,7 @@ class RunRecord(L.Callback):
         self.tokens = 0
         self.start = self.val_start = self.val_seconds = self.earlier_seconds = 0.0
         self.start_step = 0
+        self.saved_seconds: float | None = None  # the clock a resume checkpoint holds
         self.failure: str | None = None
 
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
@@ -61,8 +62,17 @@ class RunRecord(L.Callback):
             step * trainer.accumulate_grad_batches % trainer.val_check_interval == 0
         before = [row for row in read_history(self.continues) if row["step"] <= step]
         self.history = [row for row in before if row["step"] < step or scheduled]
-        self.earlier_seconds = before[-1]["wall_s"] if before else 0.0
+        # The checkpoint's own clock: its step may come after the last row, whose clock misses the steps between.
+        self.earlier_seconds = self.saved_seconds if self.saved_seconds is not None else \
+            before[-1]["wall_s"] if before else 0.0
         self.start, self.start_step = time.perf_counter(), trainer.global_step
+
+    def state_dict(self) -> dict[str, Any]:
+        """The run's clock when a checkpoint is written, which a run resumed from it goes on from."""
+        return {"wall_s": self.earlier_seconds + time.perf_counter() - self.start}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        self.saved_seconds = state_dict["wall_s"]
 
     def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any,
                            batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int) -> None:
