@@ -73,7 +73,8 @@ def train(cfg: DictConfig, run_dir: Path | None = None) -> Path | None:
     from gpt.training.callbacks import (HeldOutAccuracy, Interrupted, LossAtLengths, ResumeCheckpoint, SampleText,
                                         StepProgressBar, StopOnInterrupt, ValidateAtEnd)
     from gpt.training.checks import (check_accelerator, check_config, check_fits, check_settings_read,
-                                     forced_unread, given_model_settings, model_config, optim_config, trainer_arguments)
+                                     forced_unread, given_model_settings, model_accepts, model_config, optim_config,
+                                     trainer_arguments)
     from gpt.training.init_from import start_from
     from gpt.training.lit import LitGPT
     from gpt.training.loggers import finish, make_logger
@@ -94,7 +95,7 @@ def train(cfg: DictConfig, run_dir: Path | None = None) -> Path | None:
         print(f"finished before, kept: {finished_line(run_dir)}")
         return run_dir / "model.pt"
     ignores = [] if cfg.init_from else forced_unread(cfg, overrides)  # init_from's model is checked once loaded
-    if same := repeated(ignores, sweep):
+    if same := repeated(ignores, sweep, lambda override: model_accepts(cfg, override)):
         reason = f"the same run as the job with {' '.join(same)}: a model of attention={cfg.model.attention}, " \
             f"pos={cfg.model.pos} reads no {', '.join(override_key(o) for o in ignores)}"
         record_duplicate(run_dir, reason, ignores)

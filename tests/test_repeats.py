@@ -11,8 +11,9 @@ import pytest
 from gpt.model.config import ModelConfig
 from gpt.sweeps.repeats import repeated
 from gpt.sweeps.report import find_runs, markdown, sweep_ending
-from gpt.training.checks import check_settings_read
+from gpt.training.checks import check_settings_read, forced_unread, model_accepts
 from tests.conftest import run_cli
+from tests.test_configs import compose_with
 from tests.test_report import fake_run, table
 from tests.test_sweep_end import TINY
 
@@ -31,6 +32,21 @@ from tests.test_sweep_end import TINY
 def test_a_job_repeats_the_one_at_the_first_value_of_each_setting_it_ignores(ignored: list[str], sweep: list[str],
                                                                               same: list[str]) -> None:
     assert repeated(ignored, sweep) == same
+
+
+def test_a_job_never_repeats_one_its_model_refuses() -> None:
+    """`-m attention=mha,torch_mha ++model.qk_norm=true,false`: torch_mha refuses qk_norm=true and reads no qk_norm
+    otherwise, so its job at false was recorded as a duplicate of the refused job, and torch_mha never trained."""
+    sweep = ["attention=mha,torch_mha", "++model.qk_norm=True,False"]
+    job = ["attention=torch_mha", "++model.qk_norm=False"]
+    cfg = compose_with(*job)
+    ignored = forced_unread(cfg, job)
+    assert ignored == ["++model.qk_norm=False"]
+    assert not model_accepts(cfg, "++model.qk_norm=True") and model_accepts(cfg, "++model.qk_norm=False")
+    assert repeated(ignored, sweep, lambda override: model_accepts(cfg, override)) == []
+    # a third value repeats the first one the model accepts
+    assert repeated(["++model.window=8"], ["++model.window=0,4,8"], lambda o: o != "++model.window=0") == \
+        ["++model.window=4"]
 
 
 def test_a_refused_sweep_job_advises_the_sweeps_values_not_its_own() -> None:

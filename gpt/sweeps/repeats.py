@@ -3,7 +3,7 @@ jobs that differ only in a setting no part of mha reads: the same run twice. The
 value runs; the others are recorded as its duplicates without training, and the report counts the run once."""
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from omegaconf import OmegaConf
@@ -25,15 +25,18 @@ def sweep_overrides(sweep_dir: Path) -> list[str]:
     return [f"{key}={value}" for key, value in params.items()] + list(OmegaConf.select(saved, "hydra.overrides.task"))
 
 
-def repeated(ignored: Sequence[str], sweep: Sequence[str]) -> list[str]:
+def repeated(ignored: Sequence[str], sweep: Sequence[str],
+             accepted: Callable[[str], bool] = lambda override: True) -> list[str]:
     """The job whose run this one repeats, as the overrides it has in place of this job's: `ignored` are this job's
     overrides that its model reads nowhere (`++model.window=8` beside attention=mha), and each one the `sweep` sweeps
-    from another first value is that value (`++model.window=4`). None: this job is the one of them that runs."""
+    from another first value is that value (`++model.window=4`). A value `accepted` refuses on this job's model is
+    passed over: its job is refused, not run (`++model.qk_norm=true` beside attention=torch_mha), so the next value's
+    runs. None: this job is the one of them that runs."""
     values = command_line_values(list(sweep))
     first = []
     for override in ignored:
         written, value = override.split("=", 1)
-        swept = values.get(override_key(override), [])
+        swept = [v for v in values.get(override_key(override), []) if v == value or accepted(f"{written}={v}")]
         if len(swept) > 1 and value != swept[0]:
             first.append(f"{written}={swept[0]}")
     return first

@@ -137,6 +137,16 @@ def forced_unread(cfg: DictConfig, overrides: Sequence[str]) -> list[str]:
     return [o for o in forced if override_key(o).removeprefix("model.") in unread]
 
 
+def model_accepts(cfg: DictConfig, override: str) -> bool:
+    """Whether the model's parts accept the config's model with `override` (`++model.qk_norm=true`) in place of its
+    own value of that setting."""
+    try:
+        check_parts(model_config(OmegaConf.merge(cfg, OmegaConf.from_dotlist([override.lstrip("+")])), vocab_size=1))
+    except (TypeError, ValueError):  # as its job's own checks refuse it
+        return False
+    return True
+
+
 def check_config(cfg: DictConfig, overrides: Sequence[str] | None = None, sweep: Sequence[str] = ()) -> None:
     """Refuse settings that cannot work, one line each, before any data or model work: every section against
     the signature of what it is passed to, train.yaml's own keys against RunSettings, and the model settings the
