@@ -132,6 +132,9 @@ def train(cfg: DictConfig, run_dir: Path | None = None) -> Path | None:
         lit.model.load_state_dict(weights)
     if resume_point:
         check_resumable(resume_point, lit)
+        # The model.pt a stop wrote here is of an earlier step: killed after this run's summary.json says ok and
+        # before its own model.pt, the folder would read as finished with that model (resume=true keeps it).
+        (run_dir / "model.pt").unlink(missing_ok=True)
     sample = cfg.callbacks.sample
     trainer.callbacks.append(SampleText(data.tokenizer, data.meta, sample.prompt, sample.max_new_tokens,
                                         sample.temperature, cfg.seed))

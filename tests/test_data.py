@@ -284,7 +284,7 @@ def train_in_process(run_dir: Path, *overrides: str) -> Path:
                       return_hydra_config=True)
     with open_dict(cfg):
         cfg.hydra.runtime.output_dir = str(run_dir)
-    run_dir.mkdir(parents=True)  # as Hydra does before a job
+    run_dir.mkdir(parents=True, exist_ok=True)  # as Hydra does before a job (a resumed sweep's: there already)
     HydraConfig.instance().set_config(cfg)
     try:
         return train.train(cfg)

@@ -29,7 +29,7 @@ from gpt.sweeps.parallel import GRACE_S
 from gpt.training.callbacks import ResumeCheckpoint, SampleText, TrainingStopped
 from gpt.training.lit import LitGPT
 from gpt.training.resume import AtomicCheckpointIO, find_resume_checkpoint, load_resume_checkpoint, resume_from
-from gpt.training.run_folder import read_history
+from gpt.training.run_folder import kept_on_resume, read_history, write_summary
 from tests.conftest import ROOT, TINY_RUN, CodeRunningPickle, child_env, files_in, flip_a_bit_in, play, run_cli
 from tests.fuzzing import fresh_folder, job
 from tests.test_configs import compose_with
@@ -602,6 +602,25 @@ def test_a_run_that_died_validating_at_a_checkpoint_step_resumes_with_that_valid
     assert load_resume_checkpoint(ckpt)["global_step"] == 10
     resumed = read_history(train_in_process(tmp_path / "resumed", *run, f"ckpt_path={ckpt}").parent)
     assert [(row["step"], row["val_loss"]) for row in resumed] == [(row["step"], row["val_loss"]) for row in straight]
+
+
+def test_a_stopped_job_continued_and_killed_before_its_model_pt_is_not_kept_with_the_stopped_model(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A sweep's job stopped by Ctrl-C at step 5 wrote a model.pt of step 5; continued by resume=true and killed
+    between its finished summary.json and its new model.pt, the next resume=true kept it as finished with the model
+    of step 5 under a record of step 10. Now a continued run's folder holds no stale model.pt while it trains."""
+    monkeypatch.chdir(tmp_path)
+    job = train_in_process(tmp_path / "job", *FINISHED_RUN, "trainer.max_steps=5").parent
+    write_summary(job, {"status": "failed", "reason": "stopped by Ctrl-C at step 5"})  # as the stop records it
+
+    def killed(*args: object, **kwargs: object) -> None:
+        raise KeyboardInterrupt  # the process dies before writing model.pt
+
+    monkeypatch.setattr("gpt.inference.checkpoint.save_model", killed)
+    with pytest.raises(KeyboardInterrupt):
+        train_in_process(job, *FINISHED_RUN, f"ckpt_path={job / 'checkpoints/last.ckpt'}")
+    assert json.loads((job / "summary.json").read_text())["steps"] == 10
+    assert not kept_on_resume(job)  # so resume=true finishes it from its final checkpoint
 
 
 def test_a_run_killed_after_a_final_step_between_validations_keeps_its_clock(tmp_path: Path) -> None:
