@@ -16,6 +16,8 @@ from gpt.sweeps import parallel
 from gpt.sweeps.expected_time import ExpectedTime
 from gpt.sweeps.parallel import JobsPerCore, jobs_at_once, sweep_jobs
 from gpt.training import checks
+from gpt.training import preflight as preflight_module
+from gpt.training.preflight import preflight
 from gpt.training.run_folder import write_summary
 from tests.conftest import ROOT
 
@@ -67,6 +69,23 @@ def test_slurm_launcher_composes_with_ddp_for_several_gpus_per_job() -> None:
     assert launcher["timeout_min"] > 0 and launcher["submitit_folder"].startswith("${hydra.sweep.dir}")
     assert (cfg.trainer.strategy, cfg.trainer.devices) == ("ddp", 4)
     assert sweep_jobs(cfg) == 3
+
+
+def test_a_slurm_sweep_off_a_cluster_is_one_line_and_no_folder(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                                                capsys: pytest.CaptureFixture) -> None:
+    """submitit's answer was thirty lines of traceback ending 'Could not detect "srun"', after the sweep's folder was
+    made; on a cluster's login node the same command goes on to submit."""
+    monkeypatch.chdir(tmp_path)
+    argv = ["-m", "hydra/launcher=slurm", "seed=0,1"]
+    monkeypatch.setattr(preflight_module.shutil, "which", lambda tool: None)
+    with pytest.raises(SystemExit):
+        preflight(argv, ROOT / "configs", checks.check_config, claim=True)
+    assert capsys.readouterr().err == "error: hydra/launcher=slurm sends each job to SLURM, and this machine has no " \
+        "sbatch or srun: run the command on the cluster's login node, or drop hydra/launcher=slurm to run the sweep " \
+        "here\n"
+    assert list(tmp_path.iterdir()) == []
+    monkeypatch.setattr(preflight_module.shutil, "which", lambda tool: f"/usr/bin/{tool}")
+    assert preflight(argv, ROOT / "configs", checks.check_config, claim=True) == argv
 
 
 def test_the_expected_time_counts_the_jobs_that_run_at_once(monkeypatch: pytest.MonkeyPatch,

@@ -4,6 +4,7 @@ where a key is close) and exit 2, and no empty outputs/<date>/<time>/ is left be
 from __future__ import annotations
 
 import re
+import shutil
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -255,12 +256,23 @@ def preflight(argv: list[str], config_dir: Path, check: Callable[[DictConfig], N
             if claim and claim_run_folder(Path(cfg.hydra.run.dir)):
                 return [a for a in argv if override_key(a) != "hydra.run.dir"] + \
                     [f"hydra.run.dir={quoted(cfg.hydra.run.dir)}"]
-        elif claim and not cfg.resume:
-            refuse_finished(Path(cfg.hydra.sweep.dir), "sweep")
+        else:
+            check_launcher(cfg)
+            if claim and not cfg.resume:
+                refuse_finished(Path(cfg.hydra.sweep.dir), "sweep")
         return argv + resumed_sweep(argv, config_dir)
     except ValueError as err:
         print(f"error: {first_line(err)}", file=sys.stderr)
         sys.exit(2)
+
+
+def check_launcher(cfg: DictConfig) -> None:
+    """A sweep sent to SLURM (hydra/launcher=slurm) from a machine without it: submitit's answer is thirty lines of
+    traceback, after the sweep's folder is made."""
+    target = str(OmegaConf.select(cfg, "hydra.launcher._target_") or "")
+    if "submitit" in target and "Slurm" in target and not all(shutil.which(tool) for tool in ("sbatch", "srun")):
+        raise ValueError("hydra/launcher=slurm sends each job to SLURM, and this machine has no sbatch or srun: run "
+                         "the command on the cluster's login node, or drop hydra/launcher=slurm to run the sweep here")
 
 
 def refuse_finished(folder: Path, kind: str) -> None:
