@@ -69,7 +69,7 @@ def train(cfg: DictConfig, run_dir: Path | None = None) -> Path | None:
     from gpt.inference.checkpoint import save_model
     from gpt.overrides import override_key
     from gpt.sweeps.parallel import stopping
-    from gpt.sweeps.repeats import repeated, sweep_overrides
+    from gpt.sweeps.repeats import recorded_sweep, repeated
     from gpt.training.callbacks import (HeldOutAccuracy, Interrupted, LossAtLengths, ResumeCheckpoint, SampleText,
                                         StepProgressBar, StopOnInterrupt, ValidateAtEnd)
     from gpt.training.checks import (check_accelerator, check_config, check_fits, check_settings_read,
@@ -87,7 +87,7 @@ def train(cfg: DictConfig, run_dir: Path | None = None) -> Path | None:
     run_dir = run_dir or Path(HydraConfig.get().runtime.output_dir)
     overrides = HydraConfig.get().overrides.task
     in_sweep = HydraConfig.get().mode == RunMode.MULTIRUN
-    sweep = sweep_overrides(Path(HydraConfig.get().sweep.dir)) if in_sweep else []
+    sweep = recorded_sweep(Path(HydraConfig.get().sweep.dir)) if in_sweep else []
     check_config(cfg, overrides, sweep)
     check_accelerator(cfg.trainer)
     # A resumed sweep's job that had finished stands; one killed before its model.pt is finished below.

@@ -12,7 +12,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -46,11 +46,16 @@ def command_line_values(overrides: list[str]) -> dict[str, list[str]]:
     return values
 
 
+def sweep_overrides(params: Mapping[str, Any], overrides: Sequence[str]) -> list[str]:
+    """A sweep's overrides as its sweeper reads them: the preset's sweeper params, then the command line's, whose
+    sweep of a key replaces the preset's (read by command_line_values, a key the same with or without its +, as the
+    preset's `+experiment/state` and a command line's)."""
+    return [*(f"{key}={value}" for key, value in params.items()), *overrides]
+
+
 def sweep_sizes(params: dict[str, str], overrides: list[str]) -> dict[str, int]:
-    """How many values each swept key takes: the preset's sweeper params, replaced by the command line's (a key
-    the same with or without its +, as the preset's `+experiment/state` and a command line's)."""
-    sizes = {key: len(values) for key, values in command_line_values([f"{k}={v}" for k, v in params.items()]).items()}
-    return sizes | {key: len(values) for key, values in command_line_values(overrides).items()}
+    """How many values each swept key takes: the preset's sweeper params, replaced by the command line's."""
+    return {key: len(values) for key, values in command_line_values(sweep_overrides(params, overrides)).items()}
 
 
 def sweep_jobs(config: DictConfig) -> int:

@@ -9,20 +9,20 @@ from pathlib import Path
 from omegaconf import OmegaConf
 
 from gpt.overrides import override_key
-from gpt.sweeps.parallel import command_line_values
+from gpt.sweeps.parallel import command_line_values, sweep_overrides
 
 MULTIRUN_RECORD = "multirun.yaml"  # Hydra writes the sweep's config into its folder before the first job starts
 
 
-def sweep_overrides(sweep_dir: Path) -> list[str]:
-    """The sweep's overrides as its sweeper read them, from its folder: the preset's sweeper params, then the command
-    line's (which replace a preset's sweep of the same key). None recorded (a folder made another way): none."""
+def recorded_sweep(sweep_dir: Path) -> list[str]:
+    """The sweep's overrides as its sweeper read them (sweep_overrides), from its folder; none where none is recorded
+    (a folder made another way)."""
     path = sweep_dir / MULTIRUN_RECORD
     if not path.is_file():
         return []
     saved = OmegaConf.load(path)
-    params = OmegaConf.select(saved, "hydra.sweeper.params") or {}
-    return [f"{key}={value}" for key, value in params.items()] + list(OmegaConf.select(saved, "hydra.overrides.task"))
+    return sweep_overrides(OmegaConf.select(saved, "hydra.sweeper.params") or {},
+                           list(OmegaConf.select(saved, "hydra.overrides.task")))
 
 
 def repeated(ignored: Sequence[str], sweep: Sequence[str],

@@ -210,7 +210,8 @@ def markdown(sweep_dir: Path, runs: list[Run], best_notes: Sequence[str] = ()) -
     # Bold only what tells rows apart: nothing when one row has a value or all rows tie.
     best = {c.header: best_of(values[c.header], c.lower_is_better, c.fmt) for c in columns}
     counted = [r for g in groups.values() for r in g]
-    duplicates = sum(r.duplicate for r in runs if r.path not in {c.path for c in counted})
+    counted_paths = {r.path for r in counted}
+    duplicates = sum(r.duplicate for r in runs if r.path not in counted_paths)
     again = len(runs) - len(counted) - duplicates
     left_out = [*([f"{again} ran a seed of their configuration again, and each seed counts once, its last finished "
                    "run"] if again else []),

@@ -110,6 +110,8 @@ def given_model_settings(cfg: DictConfig, overrides: Sequence[str], forced: bool
 
 def unread_settings(given: dict[str, Any], model_cfg: ModelConfig) -> list[str]:
     """The names among `given` model settings that no part of this model reads (settings_read)."""
+    if not given:  # no one-layer model built for nothing (a run that sets no model setting)
+        return []
     read = settings_read(model_cfg) | {"block_size"}  # the length of the data's windows and rows too
     return [name for name in given if name not in read]
 
@@ -131,8 +133,6 @@ def forced_unread(cfg: DictConfig, overrides: Sequence[str]) -> list[str]:
     """The `++model.x=v` overrides, as written, whose setting no part of the config's model reads: a sweep gives such a
     setting to every job, and these jobs ignore it (their record leaves it out of what the run is)."""
     forced = [o for o in overrides if o.startswith("++")]
-    if not forced:  # no one-layer model built for nothing
-        return []
     unread = unread_settings(given_model_settings(cfg, forced, forced=True), model_config(cfg, vocab_size=1))
     return [o for o in forced if override_key(o).removeprefix("model.") in unread]
 
