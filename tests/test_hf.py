@@ -167,6 +167,17 @@ def test_what_does_not_map_is_refused_naming_the_field(family: str, overrides: d
     assert "\n" not in str(err.value)
 
 
+@pytest.mark.parametrize("window", [32, 4096])
+def test_a_mistral_window_as_long_as_the_context_is_full_attention_even_with_grouped_heads(window: int) -> None:
+    # It hides nothing from any query, yet was refused as a window tinygpt's sliding_window cannot share heads in.
+    hf = random_hf("mistral", num_key_value_heads=2, sliding_window=window)
+    model = from_hf(hf)
+    assert (model.cfg.attention, model.cfg.kv_heads) == ("gqa", 2)
+    idx = torch.randint(0, VOCAB, (2, 32))
+    with torch.no_grad():
+        torch.testing.assert_close(model(idx), hf(idx).logits, rtol=0, atol=ATOL)
+
+
 def test_a_model_type_without_a_family_is_refused() -> None:
     config = transformers.GPTNeoXConfig(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=1, num_attention_heads=4)
     with pytest.raises(ValueError, match="model_type=gpt_neox has no tinygpt conversion; supported: gpt2, llama"):
