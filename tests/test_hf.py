@@ -147,12 +147,22 @@ def test_tinygpt_to_hf_picks_the_family_by_parts_and_keeps_the_function(family: 
     assert from_hf(hf).state_dict().keys() == model.state_dict().keys()
 
 
+def test_a_model_trained_with_dropout_exports_without_a_dropout_that_would_be_refused_on_the_way_back() -> None:
+    model = build(ModelConfig(**BASE, **dict(TINYGPT_MODELS)["mistral"], dropout=0.1))
+    hf = to_hf(model)
+    assert hf.config.attention_dropout == 0.0
+    assert from_hf(hf).state_dict().keys() == model.state_dict().keys()
+
+
 @pytest.mark.parametrize("family, overrides, message", [
     ("llama", {"rope_parameters": {"rope_type": "linear", "factor": 2.0, "rope_theta": 1e4}},
      "rope_parameters.rope_type=linear does not map onto tinygpt: tinygpt's RoPE has no scaling"),
     ("llama", {"head_dim": 16}, "head_dim=16 does not map"),
     ("llama", {"mlp_bias": False}, "attention_bias=True .* and mlp_bias=False"),
     ("llama", {"hidden_act": "gelu"}, "hidden_act=gelu"),
+    # model.dropout would drop the embeddings, attention and MLP outputs too: 4 dropouts per layer for Llama's 1.
+    ("qwen3", {"attention_dropout": 0.1}, "attention_dropout=0.1 does not map onto tinygpt: Llama drops attention "
+     "weights only"),
     ("mistral", {"num_key_value_heads": 2}, "num_key_value_heads=2 .* with sliding_window=5"),
     ("qwen3", {"attention_bias": True}, "attention_bias=True .* Qwen3's MLP has no biases"),
     ("gpt2", {"activation_function": "relu"}, "activation_function=relu"),

@@ -28,6 +28,10 @@ class Llama(Family):
         if c.head_dim != c.hidden_size // c.num_attention_heads:
             refuse("head_dim", c.head_dim, f"tinygpt's heads split hidden_size={c.hidden_size} into "
                    f"num_attention_heads={c.num_attention_heads} heads of {c.hidden_size // c.num_attention_heads}")
+        if c.attention_dropout:
+            refuse("attention_dropout", c.attention_dropout, "Llama drops attention weights only, tinygpt's "
+                   "model.dropout the embeddings and every residual branch too; set it to 0.0 in the config "
+                   "(init_from takes model.dropout from the run)")
         rope = getattr(c, "rope_parameters", None) or {}
         if rope.get("rope_type", "default") != "default":
             refuse("rope_parameters.rope_type", rope["rope_type"], "tinygpt's RoPE has no scaling")
@@ -44,8 +48,8 @@ class Llama(Family):
         rope = getattr(c, "rope_parameters", None) or {}
         swiglu_hidden = (3 * c.intermediate_size + 1) // 2  # SwiGLU keeps 2/3 of the width it is given
         return dict(vocab_size=c.vocab_size, layers=c.num_hidden_layers, heads=c.num_attention_heads,
-                    dim=c.hidden_size, block_size=c.max_position_embeddings, dropout=float(c.attention_dropout),
-                    norm_eps=c.rms_norm_eps, rope_base=float(rope.get("rope_theta", 10000.0)),
+                    dim=c.hidden_size, block_size=c.max_position_embeddings, norm_eps=c.rms_norm_eps,
+                    rope_base=float(rope.get("rope_theta", 10000.0)),
                     mlp_ratio=mlp_ratio_for(swiglu_hidden, c.hidden_size), tie_embeddings=c.tie_word_embeddings,
                     pos="rope", norm="rmsnorm", mlp="swiglu")
 
@@ -57,6 +61,7 @@ class Llama(Family):
         return {**grouped_heads(c), "bias": c.attention_bias}
 
     def hf_config(self, model: GPT) -> dict[str, Any]:
+        # No attention_dropout: it would drop only a part of what model.dropout drops, and be refused on the way back.
         cfg = model.cfg
         return dict(vocab_size=cfg.vocab_size, hidden_size=cfg.dim,
                     intermediate_size=model.blocks[0].mlp.fc.out_features, num_hidden_layers=cfg.layers,
@@ -64,7 +69,7 @@ class Llama(Family):
                     num_key_value_heads=model.blocks[0].attn.kv_heads, head_dim=cfg.head_dim, hidden_act="silu",
                     max_position_embeddings=cfg.block_size, rms_norm_eps=cfg.norm_eps,
                     rope_parameters={"rope_type": "default", "rope_theta": cfg.rope_base},
-                    tie_word_embeddings=cfg.tie_embeddings, attention_dropout=cfg.dropout,
+                    tie_word_embeddings=cfg.tie_embeddings,
                     bos_token_id=None, eos_token_id=None, pad_token_id=None, **self.biases(cfg))
 
     def biases(self, cfg: ModelConfig) -> dict[str, Any]:
