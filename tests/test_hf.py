@@ -166,6 +166,7 @@ def test_a_model_trained_with_dropout_exports_without_a_dropout_that_would_be_re
     ("mistral", {"num_key_value_heads": 2}, "num_key_value_heads=2 .* with sliding_window=5"),
     ("qwen3", {"attention_bias": True}, "attention_bias=True .* Qwen3's MLP has no biases"),
     ("gpt2", {"activation_function": "relu"}, "activation_function=relu"),
+    ("gpt2", {"attn_pdrop": 0.0}, "attn_pdrop=0.0 does not map .* and resid_pdrop=0.1$"),  # was dropout=0.1 everywhere
 ])
 def test_what_does_not_map_is_refused_naming_the_field(family: str, overrides: dict, message: str) -> None:
     torch.manual_seed(0)

@@ -32,6 +32,10 @@ class GPT2(Family):
             refuse("scale_attn_by_inverse_layer_idx", True, "tinygpt scales every layer's scores alike")
         if getattr(c, "add_cross_attention", False):
             refuse("add_cross_attention", True, "tinygpt is decoder-only")
+        for field in ("embd_pdrop", "attn_pdrop"):
+            if getattr(c, field) != c.resid_pdrop:
+                refuse(field, getattr(c, field), "tinygpt's model.dropout is GPT-2's resid_pdrop, embd_pdrop and "
+                       f"attn_pdrop at once, and resid_pdrop={c.resid_pdrop}")
         return ModelConfig(vocab_size=c.vocab_size, layers=c.n_layer, heads=c.n_head, dim=c.n_embd,
                            block_size=c.n_positions, dropout=c.resid_pdrop, norm_eps=c.layer_norm_epsilon,
                            mlp_ratio=mlp_ratio_for(c.n_inner or 4 * c.n_embd, c.n_embd),
