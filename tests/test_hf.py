@@ -189,6 +189,27 @@ def test_a_mistral_window_as_long_as_the_context_is_full_attention_even_with_gro
         torch.testing.assert_close(model(idx), hf(idx).logits, rtol=0, atol=ATOL)
 
 
+@pytest.mark.parametrize("max_window_layers, window", [(2, 4), (1, 32)])
+def test_a_qwen3_whose_window_hides_nothing_loads(max_window_layers: int, window: int) -> None:
+    # use_sliding_window=true, yet no layer at or past max_window_layers, or a window as long as the context: every
+    # layer attends to the whole context, and was refused as per-layer windows.
+    torch.manual_seed(0)
+    config = transformers.Qwen3Config(**LAYOUT, intermediate_size=64, head_dim=8, num_key_value_heads=2,
+                                      use_sliding_window=True, sliding_window=window,
+                                      max_window_layers=max_window_layers)
+    hf = transformers.AutoModelForCausalLM.from_config(config).eval()
+    idx = torch.randint(0, VOCAB, (2, 32))
+    with torch.no_grad():
+        torch.testing.assert_close(from_hf(hf)(idx), hf(idx).logits, rtol=0, atol=ATOL)
+
+
+def test_a_qwen3_window_in_some_layers_is_refused() -> None:
+    config = transformers.Qwen3Config(**LAYOUT, intermediate_size=64, head_dim=8, num_key_value_heads=2,
+                                      use_sliding_window=True, sliding_window=4, max_window_layers=1)
+    with pytest.raises(ValueError, match="^use_sliding_window=True does not map onto tinygpt: Qwen3 slides"):
+        FAMILIES["qwen3"].model_config(config)
+
+
 def test_a_model_type_without_a_family_is_refused() -> None:
     config = transformers.GPTNeoXConfig(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=1, num_attention_heads=4)
     with pytest.raises(ValueError, match="model_type=gpt_neox has no tinygpt conversion; supported: gpt2, llama"):

@@ -18,7 +18,9 @@ class Qwen3(Llama):
     def attention(self, c: Any) -> dict[str, Any]:
         if c.attention_bias:
             refuse("attention_bias", True, "Qwen3's MLP has no biases, and tinygpt's model.bias sets both")
-        if getattr(c, "use_sliding_window", False):
+        # layer_types names the layers that slide: none where max_window_layers reaches num_hidden_layers, and a window
+        # as long as the context hides nothing.
+        if "sliding_attention" in c.layer_types and c.sliding_window < c.max_position_embeddings:
             refuse("use_sliding_window", True, "Qwen3 slides the window in some layers only; tinygpt in all or none")
         return {**grouped_heads(c), "bias": False, "qk_norm": True}
 
