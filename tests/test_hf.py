@@ -189,6 +189,13 @@ def test_a_mistral_window_as_long_as_the_context_is_full_attention_even_with_gro
         torch.testing.assert_close(model(idx), hf(idx).logits, rtol=0, atol=ATOL)
 
 
+def test_a_tinygpt_window_as_long_as_its_block_comes_back_as_a_window() -> None:
+    # Kept a window, it still holds where init_from trains a longer block than the exported one.
+    model = build(ModelConfig(**{**BASE, **dict(TINYGPT_MODELS)["mistral"], "window": BASE["block_size"]}))
+    back = from_hf(to_hf(model)).cfg
+    assert (back.attention, back.window) == ("sliding_window", 16)
+
+
 @pytest.mark.parametrize("max_window_layers, window", [(2, 4), (1, 32)])
 def test_a_qwen3_whose_window_hides_nothing_loads(max_window_layers: int, window: int) -> None:
     # use_sliding_window=true, yet no layer at or past max_window_layers, or a window as long as the context: every

@@ -17,10 +17,12 @@ class Mistral(Llama):
     parts = {**Llama.parts, "attention": ("sliding_window",), "bias": (False,)}
 
     def attention(self, c: Any) -> dict[str, Any]:
-        # A window at least as long as the context hides no key a query could see: full attention.
-        if c.sliding_window is None or c.sliding_window >= c.max_position_embeddings:
+        if c.sliding_window is None:
             return {**grouped_heads(c), "bias": False}
         if c.num_key_value_heads != c.num_attention_heads:
+            # A window at least as long as the context hides no key a query could see: full attention.
+            if c.sliding_window >= c.max_position_embeddings:
+                return {**grouped_heads(c), "bias": False}
             refuse("num_key_value_heads", c.num_key_value_heads, f"with sliding_window={c.sliding_window}: tinygpt's "
                    "sliding_window attention has one key/value head per query head")
         return dict(attention="sliding_window", window=c.sliding_window, bias=False)
