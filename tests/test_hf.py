@@ -217,6 +217,16 @@ def test_a_qwen3_window_in_some_layers_is_refused() -> None:
         FAMILIES["qwen3"].model_config(config)
 
 
+@pytest.mark.parametrize("family, field, name", [("llama", "hidden_act", "swish"), ("qwen3", "hidden_act", "swish"),
+                                                ("gpt2", "activation_function", "gelu_fast"),
+                                                ("gpt2", "activation_function", "gelu_python_tanh")])
+def test_another_name_of_the_same_activation_loads(family: str, field: str, name: str) -> None:
+    hf = random_hf(family, **{field: name})
+    idx = torch.randint(0, VOCAB, (2, 12))
+    with torch.no_grad():
+        torch.testing.assert_close(from_hf(hf)(idx), hf(idx).logits, rtol=0, atol=ATOL)
+
+
 def test_a_model_type_without_a_family_is_refused() -> None:
     config = transformers.GPTNeoXConfig(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=1, num_attention_heads=4)
     with pytest.raises(ValueError, match="model_type=gpt_neox has no tinygpt conversion; supported: gpt2, llama"):

@@ -15,6 +15,8 @@ from gpt.model.gpt import GPT
 # (tinygpt name, GPT-2 name, a Conv1D stored transposed?) inside block i
 _BLOCK = [("attn_norm", "ln_1", False), ("attn.qkv", "attn.c_attn", True), ("attn.proj", "attn.c_proj", True),
           ("mlp_norm", "ln_2", False), ("mlp.fc", "mlp.c_fc", True), ("mlp.proj", "mlp.c_proj", True)]
+# transformers' names of the tanh GELU, the one tinygpt's gelu MLP computes
+TANH_GELUS = ("gelu_new", "gelu_pytorch_tanh", "gelu_python_tanh", "gelu_fast")
 
 
 class GPT2(Family):
@@ -24,7 +26,7 @@ class GPT2(Family):
              "bias": (True,), "qk_norm": (False,), "random_positions": (None,)}  # GPT-2's table is the block
 
     def model_config(self, c: Any) -> ModelConfig:
-        if c.activation_function not in ("gelu_new", "gelu_pytorch_tanh"):
+        if c.activation_function not in TANH_GELUS:
             refuse("activation_function", c.activation_function, "tinygpt's gelu MLP uses the tanh GELU (gelu_new)")
         if not c.scale_attn_weights:
             refuse("scale_attn_weights", False, "tinygpt always scales attention scores by 1/sqrt(head width)")

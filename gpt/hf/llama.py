@@ -23,7 +23,7 @@ class Llama(Family):
 
     def check(self, c: Any) -> None:
         """Refuse, naming the field, what the family can set but tinygpt cannot compute."""
-        if c.hidden_act != "silu":
+        if c.hidden_act not in ("silu", "swish"):  # transformers' two names of one function
             refuse("hidden_act", c.hidden_act, "tinygpt's swiglu gates with SiLU")
         if c.head_dim != c.hidden_size // c.num_attention_heads:
             refuse("head_dim", c.head_dim, f"tinygpt's heads split hidden_size={c.hidden_size} into "
