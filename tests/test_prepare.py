@@ -271,6 +271,36 @@ def test_a_validation_file_is_all_of_validation_and_nothing_else_is(tmp_path: Pa
         Recipe([str(train)], [str(val)], val_fraction=0.3)
 
 
+def test_a_folder_of_a_datasets_splits_is_refused_naming_the_train_split(tmp_path: Path) -> None:
+    """A DatasetDict saved with save_to_disk, or the datasets cache of a loaded one, named as a folder (or a folder
+    above it) once read every split's *.arrow: the test split was trained on without a word."""
+    train_docs, test_docs = stories(30, seed=31), [d + " ~ held out" for d in stories(10, seed=32)]
+    saved = tmp_path / "parent" / "saved"
+    saved.mkdir(parents=True)
+    (saved / "dataset_dict.json").write_text(json.dumps({"splits": ["train", "test"]}))
+    for split, docs in (("train", train_docs), ("test", test_docs)):
+        write(saved / split / "data-00000-of-00001.arrow", docs)
+        # As Dataset.from_dict saves it: no _split
+        state = {"_data_files": [{"filename": "data-00000-of-00001.arrow"}], "_fingerprint": split,
+                 "_format_columns": None, "_format_kwargs": {}, "_format_type": None, "_output_all_columns": False,
+                 "_split": None}
+        (saved / split / "state.json").write_text(json.dumps(state))
+        (saved / split / "dataset_info.json").write_text("{}")
+    cache = tmp_path / "cache" / "text" / "default" / "0.0.0" / "abc"
+    write(cache / "text-train-00000-of-00002.arrow", train_docs[:15])
+    write(cache / "text-train-00001-of-00002.arrow", train_docs[15:])
+    write(cache / "text-test.arrow", test_docs)
+    (cache / "dataset_info.json").write_text(json.dumps({"splits": {"train": {}, "test": {}}}))
+    for path, named in ((saved.parent, f"data.path={saved / 'train'}"), (saved, f"data.path={saved / 'train'}"),
+                        (tmp_path / "cache", f"its 2 files {cache}/text-train-*.arrow")):
+        with pytest.raises(ValueError, match=rf"^data.path={path} holds the splits test, train of a Hugging Face "
+                                             rf"dataset.*name the train split alone \({re.escape(named)}\)$"):
+            build([path], tmp_path / "out")
+    for train in ([saved / "train"], sorted(cache.glob("*-train-*.arrow"))):
+        splits = split_documents(build(train, tmp_path / f"out-{len(train)}"))
+        assert sorted(splits["train"] + splits["val"]) == sorted(train_docs)
+
+
 def test_validation_documents_stay_validation_when_files_are_added(tmp_path: Path) -> None:
     first, second = write(tmp_path / "a.txt", stories(60, seed=6)), write(tmp_path / "b.txt", stories(60, seed=7))
     alone = split_documents(build([first], tmp_path / "alone"))

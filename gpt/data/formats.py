@@ -317,8 +317,6 @@ class DatasetFormat(TableFormat):
         except ImportError:
             raise ValueError(f"{path} is a Hugging Face dataset: pip install datasets to read it") from None
         dataset = datasets.load_from_disk(str(path))
-        if isinstance(dataset, datasets.DatasetDict):
-            raise ValueError(f"{path} holds the splits {', '.join(dataset)}: point at one, e.g. {path}/train")
         _text_column(Path(path), dataset.data.table.schema, text_field)
         return dataset.data.table
 
@@ -360,10 +358,58 @@ def format_of(path: Path) -> str:
     return FILE_SUFFIXES.get(path.suffix.lower(), "text")
 
 
+CACHE_SHARD = re.compile(r"-\d{5}-of-\d{5}$")  # how the datasets cache numbers the files of a split
+
+
+def _json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):  # not the datasets' file it is named as: no split is known
+        return None
+
+
+def split_of(file: Path) -> str | None:
+    """The split of a Hugging Face dataset an *.arrow file holds, where its folders say: a saved DatasetDict's
+    dataset_dict.json lists its splits' folders, a saved split's state.json may name it, and the dataset_info.json
+    beside the datasets cache's <builder>-<split>[-<shard>-of-<shards>].arrow files lists their splits."""
+    if file.suffix.lower() != ".arrow":
+        return None
+    if (state := _json(file.parent / "state.json")) is not None:
+        saved = _json(file.parent.parent / "dataset_dict.json")  # a split saved from Dataset.from_dict has no _split
+        if isinstance(saved, dict) and file.parent.name in (saved.get("splits") or []):
+            return file.parent.name
+        return state.get("_split") if isinstance(state, dict) else None
+    info = _json(file.parent / "dataset_info.json")
+    splits = info.get("splits") if isinstance(info, dict) else None
+    stem = CACHE_SHARD.sub("", file.stem)
+    return next((split for split in splits if stem.endswith(f"-{split}")), None) if isinstance(splits, dict) else None
+
+
+def _one_split(folder: Path, found: list[Path], named: str) -> None:
+    """Refuse a folder whose files hold several splits of one Hugging Face dataset (a DatasetDict saved with
+    save_to_disk, a datasets cache folder): read together, its test text would be trained on."""
+    splits: dict[str, list[Path]] = {}
+    for file in found:
+        if (split := split_of(file)) is not None:
+            splits.setdefault(split, []).append(file)
+    if len(splits) < 2:
+        return
+    split = "train" if "train" in splits else sorted(splits)[0]
+    files = [file for file in splits[split] if file.parent == splits[split][0].parent]  # of one dataset
+    if (files[0].parent / "state.json").exists():  # a saved split is its folder
+        one = named.format(files[0].parent)
+    elif len(files) == 1:
+        one = named.format(files[0])
+    else:
+        one = f"its {len(files)} files {files[0].parent}/{CACHE_SHARD.sub('', files[0].stem)}-*.arrow"
+    raise ValueError(f"{named.format(folder)} holds the splits {', '.join(sorted(splits))} of a Hugging Face dataset, "
+                     f"which would all train, held-out text included: name the {split} split alone ({one})")
+
+
 def input_files(paths: list[str], named: str) -> list[Path]:
     """The inputs in a fixed order: each file, a saved dataset's folder, or every file of a known suffix under a
-    folder (so a `datasets` cache folder gives its *.arrow files). `named` is how a message names a path, as the
-    user gave it: `data.path={}` to train.py, `{}` to the prepare command."""
+    folder (so a `datasets` cache folder gives its *.arrow files; one holding several splits is refused). `named` is
+    how a message names a path, as the user gave it: `data.path={}` to train.py, `{}` to the prepare command."""
     files: list[Path] = []
     for name in paths:
         path = Path(name)
@@ -376,11 +422,12 @@ def input_files(paths: list[str], named: str) -> list[Path]:
         if (tool := COMPRESSED.get(path.suffix.lower())) and path.is_file():
             raise ValueError(f"{named.format(path)} is compressed: decompress it first ({tool} {path}) and name the "
                              "file that gives")
-        if path.is_dir() and not (path / "state.json").exists() and not (path / "dataset_dict.json").exists():
+        if path.is_dir() and not (path / "state.json").exists():
             found = sorted(p for p in path.rglob("*") if p.suffix.lower() in SUFFIXES and p.is_file())
             if not found:
                 raise ValueError(f"{named.format(path)} is a folder with no *.txt, *.jsonl, *.parquet or *.arrow "
                                  "files: add some or point at a file")
+            _one_split(path, found, named)
             files.extend(found)
         else:
             files.append(path)
