@@ -2,8 +2,15 @@
 sets, the value it gives, and a value written as one."""
 from __future__ import annotations
 
+import re
+import shlex
 from collections.abc import Sequence
 from typing import Any
+
+# A string Hydra reads back as itself unquoted: ASCII letters, digits and ./_- not starting as a number would, and
+# not a word Hydra reads as null, a bool or a float.
+PLAIN = re.compile(r"(?!\.\d)[A-Za-z_./][\w./-]*", re.ASCII)
+WORDS = {"null", "true", "false", "nan", "inf"}
 
 
 def override_key(override: str) -> str:
@@ -19,3 +26,23 @@ def override_value(overrides: Sequence[str], key: str, default: str) -> str:
 def as_override(value: Any) -> str:
     """A value as a command line writes it: true and false as YAML spells them, not Python's True and False."""
     return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def quoted(value: Any) -> str:
+    """A value as an override writes it for Hydra to read back unchanged: a list as [a,b], a string of other
+    characters (a space, a comma Hydra reads as a sweep, an =, a quote, a bracket) quoted as Hydra's grammar quotes."""
+    if isinstance(value, (list, tuple)):
+        return f"[{','.join(quoted(item) for item in value)}]"
+    if not isinstance(value, str):
+        return as_override(value)
+    if PLAIN.fullmatch(value) and value.lower() not in WORDS:
+        return value
+    quote = "'" if '"' in value and "'" not in value else '"'
+    # Hydra: a backslash escapes a quote, so the backslashes before a quote (or before the closing one) double.
+    escaped = re.sub(rf"(\\*){quote}", lambda m: m[1] * 2 + "\\" + quote, value)
+    return quote + re.sub(r"(\\+)\Z", r"\1\1", escaped) + quote
+
+
+def command_line(*words: str, overrides: dict[str, Any]) -> str:
+    """A command to paste into a shell: `words`, then `overrides` (key: value) quoted for Hydra, then for the shell."""
+    return shlex.join([*words, *(f"{key}={quoted(value)}" for key, value in overrides.items())])

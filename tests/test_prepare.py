@@ -9,6 +9,7 @@ import os
 import pickle
 import random
 import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -345,7 +346,7 @@ def test_command_line_prepares_what_training_then_finds(tmp_path: Path, monkeypa
     monkeypatch.undo()
     held = write(tmp_path / "held.txt", stories(5, seed=13))
     assert cli(["prepare", str(corpus), "--val", str(held), "--root", str(root), "--num-proc", "1"]) == 0
-    command = capsys.readouterr().out.split("train with: python train.py data=text ")[1].split()
+    command = shlex.split(capsys.readouterr().out.split("train with: python train.py data=text ")[1])
     assert command == [f"data.path={corpus}", "data.tokenizer=char", f"data.val_path=[{held}]", f"data.root={root}"]
     settings = {key.removeprefix("data."): OmegaConf.create(f"v: {value}").v
                 for key, value in (override.split("=", 1) for override in command)}
@@ -369,6 +370,28 @@ def test_command_line_prepares_what_training_then_finds(tmp_path: Path, monkeypa
                                       "it or choose another --out\n"
     assert cli(["prepare", str(corpus), "--out", str(tmp_path), "--num-proc", "1"]) == 2
     assert "exists and is not a prepared corpus" in capsys.readouterr().err
+
+
+def test_the_printed_train_command_pastes_whole_whatever_the_paths(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                  capsys: pytest.CaptureFixture) -> None:
+    """Printed as typed, a path with a space split in the shell, and one with a comma became a list of its pieces
+    in Hydra (data.path=/x/a does not exist); a quote or an = broke the override."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    folder = tmp_path / "my notes, v2 = 'draft' \"b\""
+    corpus, held = write(folder / "a,b.txt", stories(60, seed=14)), write(folder / "held=1.txt", stories(5, seed=15))
+    for args in ([corpus, "--val", held], [corpus, held, "--doc-bytes", "256"], [corpus, "--out", folder / "out, 2"]):
+        assert cli(["prepare", *map(str, args), "--root", str(folder / "data"), "--num-proc", "1"]) == 0
+        line = shlex.split(capsys.readouterr().out.split("train with: ")[1])
+        assert line[:3] == ["python", "train.py", "data=text"]
+        overrides = OverridesParser.create().parse_overrides(line[3:])
+        assert not any(override.is_sweep_override() for override in overrides)
+        settings = {override.key_or_group.removeprefix("data."): override.value() for override in overrides}
+        monkeypatch.setattr(prepare_module, "build", lambda *args: pytest.fail("prepared a second time"))
+        data = TextData(block_size=8, num_proc=1, **settings)  # the run the printed command starts
+        assert sorted(sum(split_documents(data.corpus).values(), [])) == sorted(
+            stories(60, seed=14) + stories(5, seed=15) * (held in args))
+        monkeypatch.undo()
 
 
 def test_a_bpe_vocabulary_smaller_than_asked_is_noted(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:

@@ -24,7 +24,7 @@ from gpt.data.formats import FORMATS, Part, Unit, fingerprint, format_of, input_
 from gpt.data.pool import ordered_map
 from gpt.data.shards import ShardWriter, TokenShards, check_shard, save_shard, token_dtype, write_file
 from gpt.data.tokenizers import TOKENIZERS, Tokenizer, learn_tokenizer, tokenizer_from_dict, tokenizer_label
-from gpt.overrides import as_override
+from gpt.overrides import as_override, command_line
 from gpt.validate import Fraction, PositiveInt, Range, check_fields
 
 # Bump when the shard layout, the manifest, the cut rule, the split rule or what a text file reads as changes
@@ -531,18 +531,20 @@ def run(args: argparse.Namespace) -> None:
                          "validation files with --val")
     # Absolute, as the inputs are: the command may be run from another folder, and a relative --out or --root read
     # from there would find nothing and prepare the corpus again.
-    paths = str(out.resolve()) if args.out else ",".join(recipe.inputs)
-    settings = {"path": paths if "," not in paths else f"[{paths}]", "tokenizer": recipe.tokenizer}
+    paths = str(out.resolve()) if args.out else recipe.inputs if len(recipe.inputs) > 1 else recipe.inputs[0]
+    settings: dict[str, Any] = {"path": paths, "tokenizer": recipe.tokenizer}
     if not args.out:  # the settings the run's lookup must see again; a prepared folder carries its own
         settings.update((k, v) for k, v in asdict(recipe).items()
                         if k not in ("inputs", "val_inputs") and v != getattr(defaults, k))
         if recipe.val_inputs:
-            settings["val_path"] = f"[{','.join(recipe.val_inputs)}]"
+            settings["val_path"] = recipe.val_inputs
         # The run looks for its shards under <data.root>/shards/, data/ of the folder it starts in unless named.
         settings["root"] = str(Path(args.root).resolve())
-    command = " ".join(f"data.{k}={as_override(v)}" for k, v in settings.items())
+    # Quoted for Hydra and the shell: a path with a space, a quote or an = is pasted whole, and one with a comma is
+    # not read as a sweep (or, in a list, as two paths).
+    command = command_line("python", "train.py", "data=text", overrides={f"data.{k}": v for k, v in settings.items()})
     print(f"{out}: {prepared.manifest['documents']:,} documents, {len(prepared.train):,} training and "
           f"{len(prepared.val):,} validation tokens, vocabulary {prepared.tokenizer.vocab_size:,}")
     for note in prepared_notes(prepared):
         print(f"note: {note}")
-    print(f"train with: python train.py data=text {command}")
+    print(f"train with: {command}")
