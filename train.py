@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shlex
 import sys
 import time
 import traceback
@@ -177,7 +178,9 @@ def train(cfg: DictConfig, run_dir: Path | None = None) -> Path | None:
     # A line-based corpus suggests one of its own held-out questions; running text starts after a newline (a
     # placeholder prompt would be refused by a word-level vocabulary).
     example = getattr(data, "example_prompt", None)
-    print(f"generate with: python generate.py --ckpt {path}" + (f' --prompt "{example}"' if example else ""))
+    # Quoted for the shell: a run folder under a path with a space is pasted whole.
+    command = ["python", "generate.py", "--ckpt", str(path), *(["--prompt", example] if example else [])]
+    print(f"generate with: {shlex.join(command)}")
     if stopper.requested:
         raise Interrupted(f"stopped {stopper.how} at step {trainer.global_step}; continue with the same overrides "
                           f"plus ckpt_path={checkpoint.path} (or resume=true)")

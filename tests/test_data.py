@@ -6,6 +6,7 @@ import json
 import math
 import os
 import re
+import shlex
 import shutil
 import urllib.error
 from pathlib import Path
@@ -317,15 +318,17 @@ def test_a_tokenizer_setting_given_to_every_job_of_a_sweep_is_left_to_the_jobs_t
 def test_train_on_text_then_generate(tmp_path: Path, text_file: Path, tokenizer: str, monkeypatch: pytest.MonkeyPatch,
                                      capsys: pytest.CaptureFixture) -> None:
     monkeypatch.chdir(tmp_path)  # the shards go to ./data/
-    ckpt = train_in_process(tmp_path / "run", *TINY, f"data.path={text_file}", f"data.tokenizer={tokenizer}",
+    ckpt = train_in_process(tmp_path / "my run", *TINY, f"data.path={text_file}", f"data.tokenizer={tokenizer}",
                             *(["data.vocab_size=300"] if tokenizer == "bpe" else []))
     _, restored, meta = load_checkpoint(ckpt, with_meta=True)
     assert meta["tokenizer"] == tokenizer and "one_example_per_line" not in meta
     data = load(text_file, tmp_path / "data", block_size=16, tokenizer=tokenizer, vocab_size=300)
     assert restored.to_dict() == data.tokenizer.to_dict()
-    # the command the run printed works as printed (a placeholder prompt was refused by a word vocabulary)
-    assert f"generate with: python generate.py --ckpt {ckpt}\n" in capsys.readouterr().out
-    assert generate.main(["--ckpt", str(ckpt), "--max-new-tokens", "3"]) == 0
+    # the command the run printed works as printed (a placeholder prompt was refused by a word vocabulary; a path
+    # with a space, printed unquoted, split in the shell)
+    command = shlex.split(capsys.readouterr().out.split("generate with: ")[1].split("\n")[0])
+    assert command == ["python", "generate.py", "--ckpt", str(ckpt)]
+    assert generate.main([*command[2:], "--max-new-tokens", "3"]) == 0
     capsys.readouterr()
     assert generate.main(["--ckpt", str(ckpt), "--prompt", "the darling", "--max-new-tokens", "12",
                           "--temperature", "0.8"]) == 0
