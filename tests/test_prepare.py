@@ -190,19 +190,44 @@ def test_text_bytes_are_read_exactly_or_refused_as_not_utf8(pieces: list[bytes],
     assert text == unmarked.replace("\r\n", "\n")
 
 
+UNIX_PIECES = [b"a", "🙂".encode(), b"\n", b"\n\n", b"word ", b"x" * 20, formats.MARKER, formats.MARKER + b"\n"]
+
+
+@given(pieces=st.lists(st.sampled_from(UNIX_PIECES), max_size=80), doc_bytes=st.sampled_from([1, 2, 8, 16]),
+       unit_bytes=st.sampled_from([1, 17, 1 << 20]))
+@example(pieces=[b"x" * 20, b"\n"] * 4, doc_bytes=16, unit_bytes=1 << 20)  # each line a piece of its own, or two
+@settings(max_examples=scaled(200))
+def test_a_long_document_with_windows_line_endings_is_cut_as_its_unix_copy_is(pieces: list[bytes], doc_bytes: int,
+                                                                             unit_bytes: int) -> None:
+    """Its pieces were measured in the file's bytes, each \\r included: a document longer than doc_bytes was cut
+    into other pieces, and so held out other text, than the same text with \\n line endings."""
+    unix = b"".join(pieces)
+    with tempfile.TemporaryDirectory() as folder, pytest.MonkeyPatch.context() as monkeypatch:
+        monkeypatch.setattr(formats, "UNIT_BYTES", unit_bytes)
+        runs = []
+        for name, raw in (("unix.txt", unix), ("windows.txt", unix.replace(b"\n", b"\r\n"))):
+            path = Path(folder) / name
+            path.write_bytes(raw)
+            runs.append([part for unit in formats.TextFormat.units(path, doc_bytes, "text")
+                         for part in formats.TextFormat.parts(unit, doc_bytes, "text")])
+    assert runs[1] == runs[0]
+
+
 def test_windows_line_endings_and_a_byte_order_mark_prepare_as_unix_text_does(tmp_path: Path) -> None:
     """A file saved on Windows trains on the same tokens as its Unix copy: once each document after the first began
     with a stray \\r\\n, every line ended with a \\r the model learned, and the mark was the first document's
     first character."""
     docs = stories(40, seed=21)
-    unix = write(tmp_path / "unix.txt", docs)
-    windows = tmp_path / "windows.txt"
-    windows.write_bytes(formats.BOM + unix.read_bytes().replace(b"\n", b"\r\n"))
-    for tokenizer in ("char", "word"):
-        prepared = [build([path], tmp_path / f"{path.stem}-{tokenizer}", tokenizer=tokenizer)
-                    for path in (unix, windows)]
-        assert shard_bytes(prepared[1]) == shard_bytes(prepared[0])
-        assert prepared[1].tokenizer.to_dict() == prepared[0].tokenizer.to_dict()
+    unix, long = write(tmp_path / "unix.txt", docs), tmp_path / "long.txt"  # and one document of many pieces
+    long.write_text("".join(docs))
+    for path in (unix, long):
+        windows = tmp_path / f"windows-{path.name}"
+        windows.write_bytes(formats.BOM + path.read_bytes().replace(b"\n", b"\r\n"))
+        for tokenizer in ("char", "word"):
+            prepared = [build([each], tmp_path / f"{each.stem}-{tokenizer}", tokenizer=tokenizer)
+                        for each in (path, windows)]
+            assert shard_bytes(prepared[1]) == shard_bytes(prepared[0])
+            assert prepared[1].tokenizer.to_dict() == prepared[0].tokenizer.to_dict()
 
 
 def test_a_jsonl_file_saved_on_windows_prepares_as_its_unix_copy_does(tmp_path: Path) -> None:

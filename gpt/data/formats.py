@@ -15,6 +15,7 @@ from gpt.validate import first_line
 UNIT_BYTES = 4 << 20  # one task of a worker: big enough to amortize dispatch, small enough to bound memory
 MARKER = b"<|endoftext|>"  # separates documents in a text file (TinyStories' convention)
 MARKER_LINE = len(MARKER) + 2  # the bytes a marker and the line ending after it take
+REACH = 4  # the bytes a part may span, in doc_bytes: 2 * doc_bytes of text, twice that where every line is a \r\n
 BOM = b"\xef\xbb\xbf"  # what Windows editors put before UTF-8 text: a mark, not a character of the first document
 JSON_TYPES = {bool: "true or false", int: "a number", float: "a number", type(None): "null", list: "an array",
               dict: "an object"}  # what a JSON value that is not a string is, as JSON names it
@@ -50,22 +51,37 @@ def _past_line_end(buf: bytes, at: int) -> int:
     return at + 2 if buf[at:at + 2] == b"\r\n" else at + (buf[at:at + 1] == b"\n")
 
 
+def _ahead(buf: bytes, pos: int, size: int) -> int:
+    """Where `size` bytes of text from `pos` end, each \\r\\n read as the \\n it stands for: a part measured so is
+    cut where the same text with \\n line endings is (a \\r\\n after them is not among them)."""
+    end, pairs, counted = pos + size, 0, pos
+    if buf.find(b"\r", pos, end) == -1:  # a byte search: most text has no \r to count
+        return end
+    while True:  # each \r\n in [pos, end) moves the end a byte on; from a byte back, a pair the last end split counts
+        pairs += buf.count(b"\r\n", max(counted - 1, pos), end)
+        if (further := pos + size + pairs) == end:
+            break
+        counted, end = end, further
+    return end + (buf[end - 1:end + 1] == b"\r\n")  # a \r\n's \r ends the text: past its \n, which it reads as
+
+
 def _cut(buf: bytes, pos: int, doc_bytes: int, final: bool) -> tuple[int, int, bool] | None:
     """(end, next start, ends_document) of the text part starting at `pos`, or None when the rest of `buf` is
     too short to decide (unless `final`: buf ends where the file does). A part ends at a marker, or at the first
-    newline once it holds doc_bytes, or (one endless line) at a character's first byte at 2 * doc_bytes."""
-    cap = pos + 2 * doc_bytes
+    newline once it holds doc_bytes, or (one endless line) at a character's first byte at 2 * doc_bytes, its bytes
+    counted as the text reads (a \\r\\n as one)."""
+    cap = _ahead(buf, pos, 2 * doc_bytes)
     if not final and len(buf) < cap + MARKER_LINE:
         return None
     marker = buf.find(MARKER, pos, cap + len(MARKER))
-    newline = buf.find(b"\n", pos + doc_bytes - 1, cap)
+    newline = buf.find(b"\n", _ahead(buf, pos, doc_bytes - 1), cap)
     if marker != -1 and (newline == -1 or marker <= newline + 1):  # a marker right after the cut ends the part
         return marker, _past_line_end(buf, marker + len(MARKER)), True
     if newline != -1:
         return newline + 1, newline + 1, False
     if final and len(buf) <= cap:
         return len(buf), len(buf), True
-    end = cap - (buf[cap - 1:cap + 1] == b"\r\n")  # not between a \r\n's two bytes
+    end = cap
     # A UTF-8 continuation byte: back up to the character's first byte, not past the part's start (bytes that are not
     # UTF-8 may all be continuation bytes: the part then holds them, and decoding it names the first).
     while end > pos and buf[end] & 0xC0 == 0x80:
@@ -77,7 +93,7 @@ def _cut(buf: bytes, pos: int, doc_bytes: int, final: bool) -> tuple[int, int, b
 
 def _cuts(buf: bytes, doc_bytes: int, final: bool) -> Iterator[tuple[int, int, int, bool]]:
     """(start, end, next start, ends_document) of each part of `buf`, as far as it can be decided."""
-    pos, reach = 0, 2 * doc_bytes + MARKER_LINE
+    pos, reach = 0, REACH * doc_bytes + MARKER_LINE
     while pos < len(buf):
         # Most documents are one part, ending at a marker within doc_bytes: _cut's answer, found in one search.
         marker = buf.find(MARKER, pos, pos + doc_bytes + len(MARKER))
@@ -107,7 +123,7 @@ def _part_start_past(f: BinaryIO, start: int, doc_bytes: int) -> int:
     f.seek(start)
     base, buf = start, b""
     while True:
-        more = f.read(max(UNIT_BYTES, 4 * doc_bytes))
+        more = f.read(max(UNIT_BYTES, 2 * REACH * doc_bytes))
         buf, final, pos = buf + more, not more, 0
         for _, _, pos, _ in _cuts(buf, doc_bytes, final):
             if base + pos - start >= UNIT_BYTES:
@@ -138,7 +154,7 @@ class TextFormat:
 
     @staticmethod
     def parts(unit: Unit, doc_bytes: int, text_field: str) -> Iterator[Part]:
-        reach = unit.stop - unit.start + 2 * doc_bytes + MARKER_LINE  # the look-ahead the scan had
+        reach = unit.stop - unit.start + REACH * doc_bytes + MARKER_LINE  # the look-ahead the scan had
         with open(unit.path, "rb") as f:
             f.seek(unit.start)
             buf = f.read(reach)
