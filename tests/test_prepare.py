@@ -243,11 +243,17 @@ def test_a_jsonl_file_saved_on_windows_prepares_as_its_unix_copy_does(tmp_path: 
 
 
 def test_every_text_document_ends_with_one_end_of_text(tmp_path: Path) -> None:
-    """Even one whose doc_bytes line cut falls right before its marker, or that is cut into many parts."""
+    """Even one whose doc_bytes line cut falls right before its marker, or that is cut into many parts, or the last
+    of a file with no marker, cut into parts whose last ends at the file's last line break (it once had none: its
+    text ran on into the next file's, and it was not counted)."""
     docs = ["x" * 255 + "\n", "short\n", "a line\n" * 200, "no newline before the marker"]
     prepared = build([write(tmp_path / "a.txt", docs)], tmp_path / "out", val_fraction=1e-9)
     assert prepared.tokenizer.decode(prepared.train.to_array().tolist()) == EOT.join(docs) + EOT
     assert prepared.manifest["documents"] == len(docs) and len(prepared.val) == 0
+    (tmp_path / "b.txt").write_text("another line\n" * 40)
+    prepared = build([tmp_path / "b.txt"], tmp_path / "unmarked", val_fraction=1e-9)
+    assert prepared.tokenizer.decode(prepared.train.to_array().tolist()) == "another line\n" * 40 + EOT
+    assert prepared.manifest["documents"] == 1
 
 
 @pytest.mark.parametrize("empty", ["eot.txt", "blank.jsonl", "zero.txt"])

@@ -77,8 +77,8 @@ def _cut(buf: bytes, pos: int, doc_bytes: int, final: bool) -> tuple[int, int, b
     newline = buf.find(b"\n", _ahead(buf, pos, doc_bytes - 1), cap)
     if marker != -1 and (newline == -1 or marker <= newline + 1):  # a marker right after the cut ends the part
         return marker, _past_line_end(buf, marker + len(MARKER)), True
-    if newline != -1:
-        return newline + 1, newline + 1, False
+    if newline != -1:  # the file's last line break ends its last document, as its end does
+        return newline + 1, newline + 1, final and newline + 1 == len(buf)
     if final and len(buf) <= cap:
         return len(buf), len(buf), True
     end = cap

@@ -29,8 +29,8 @@ from gpt.validate import Fraction, PositiveInt, Range, check_fields
 
 # Bump when the shard layout, the manifest, the cut rule, the split rule or what a text file reads as changes
 # (2: the manifest's sha256; 3: Windows line endings and byte order mark; 4: a long document's pieces measured with
-# each \r\n as one byte).
-VERSION = 4
+# each \r\n as one byte; 5: the end-of-text of a file's last document cut at its last line break).
+VERSION = 5
 T = TypeVar("T")
 VALIDATION_RULE = ("a part (a document, or a ~doc_bytes line-aligned piece of a longer plain-text document) is "
                    "validation when the first 8 bytes of blake2b(its UTF-8), little-endian, are below "
