@@ -28,6 +28,7 @@ from gpt.inference.checkpoint import CheckpointError
 from gpt.sweeps.parallel import GRACE_S
 from gpt.training.callbacks import ResumeCheckpoint, SampleText, TrainingStopped
 from gpt.training.lit import LitGPT
+from gpt.training.optim import SCHEDULES, OptimConfig
 from gpt.training.resume import AtomicCheckpointIO, find_resume_checkpoint, load_resume_checkpoint, resume_from
 from gpt.training.run_folder import kept_on_resume, read_history, write_summary
 from tests.conftest import ROOT, TINY_RUN, CodeRunningPickle, child_env, files_in, flip_a_bit_in, play, run_cli
@@ -621,6 +622,36 @@ def test_a_stopped_job_continued_and_killed_before_its_model_pt_is_not_kept_with
         train_in_process(job, *FINISHED_RUN, f"ckpt_path={job / 'checkpoints/last.ckpt'}")
     assert json.loads((job / "summary.json").read_text())["steps"] == 10
     assert not kept_on_resume(job)  # so resume=true finishes it from its final checkpoint
+
+
+def logged_lrs(run_dir: Path) -> list[float]:
+    """train/lr at each logged step, from Lightning's metrics.csv."""
+    with open(run_dir / "csv/version_0/metrics.csv") as f:
+        return [float(row["train/lr"]) for row in csv.DictReader(f) if row.get("train/lr")]
+
+
+def test_a_finished_run_trained_further_names_its_lr_jump_and_keeps_its_schedule_when_asked(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """The schedule follows optim.max_steps: a finished cosine run continued with a larger trainer.max_steps leapt
+    from its minimum LR back towards its peak without a word. Now a note names both LRs and how to keep the old
+    schedule, and optim.max_steps=<its end> keeps it (at optim.min_lr)."""
+    monkeypatch.chdir(tmp_path)
+    run = [*(o for o in FINISHED_RUN if o != "logger=none"), "trainer.log_every_n_steps=1", "optim.warmup_steps=2"]
+    first = train_in_process(tmp_path / "first", *run).parent
+    (first / ".hydra").mkdir()
+    OmegaConf.save(compose_with(*run), first / ".hydra/config.yaml")  # as Hydra records it beside the run
+    ckpt = first / "checkpoints/last.ckpt"
+    capsys.readouterr()
+    further = train_in_process(tmp_path / "further", *run, "trainer.max_steps=20", f"ckpt_path={ckpt}").parent
+    new_lr = 3e-3 * SCHEDULES["cosine"](10, OptimConfig(warmup_steps=2, max_steps=20))
+    assert f"note: the LR schedule now ends at optim.max_steps=20: at step 10 the LR goes from 0.0003 (the " \
+        f"checkpoint's schedule) to {new_lr:.3g}; to keep the checkpoint's schedule (at optim.min_lr after its end) " \
+        "pass optim.max_steps=10" in capsys.readouterr().out
+    assert logged_lrs(further)[0] == pytest.approx(new_lr)
+    kept = train_in_process(tmp_path / "kept", *run, "trainer.max_steps=20", "optim.max_steps=10",
+                            f"ckpt_path={ckpt}").parent
+    assert "note: the LR" not in capsys.readouterr().out
+    assert logged_lrs(kept) == pytest.approx([3e-4] * 10)
 
 
 def test_a_run_killed_after_a_final_step_between_validations_keeps_its_clock(tmp_path: Path) -> None:

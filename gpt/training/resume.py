@@ -2,6 +2,8 @@
 and finding the newest run with the same config."""
 from __future__ import annotations
 
+import contextlib
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,7 +18,7 @@ from gpt.atomic import atomic_open
 from gpt.inference.checkpoint import CheckpointError, safe_load
 from gpt.overrides import override_key
 from gpt.training.lit import LitGPT
-from gpt.training.optim import OPTIMIZERS
+from gpt.training.optim import OPTIMIZERS, SCHEDULES, OptimConfig
 from gpt.training.run_folder import NOT_IDENTITY, REPORT, read_summary
 from gpt.validate import first_line
 
@@ -179,9 +181,35 @@ def resume_from(cfg: DictConfig, run_dir: Path, in_sweep: bool = False) -> Resum
                          "trainer.max_time, or trainer.max_time=null")
     print(f"finishing {path}: its training reached step {step}, but its run stopped before writing model.pt; "
           "writing it without training" if ended else f"resuming from {path} at step {step}")
+    if not ended and (note := schedule_change(cfg, path, checkpoint)):
+        print(f"note: {note}")
     return ResumePoint(path, step, {k: tuple(v.shape) for k, v in checkpoint.get("state_dict", {}).items()},
                        [len(g["params"]) for state in checkpoint["optimizer_states"]
                         for g in state.get("param_groups", [])])
+
+
+def schedule_change(cfg: DictConfig, path: Path, checkpoint: dict[str, Any]) -> str | None:
+    """Where this run's LR schedule differs from the checkpoint's at the step it resumes at, what the LR does there and
+    how to keep the checkpoint's: the schedule follows optim.max_steps, so a finished cosine or wsd run trained further
+    with a larger trainer.max_steps leapt from its minimum LR back towards its peak without a word."""
+    if not checkpoint.get("lr_schedulers"):
+        return None
+    optim = OptimConfig.from_dict(OmegaConf.to_container(cfg.optim, resolve=True))
+    step = checkpoint["lr_schedulers"][0]["last_epoch"]
+    its_lr = checkpoint["optimizer_states"][0]["param_groups"][0]["lr"]  # AdamW's first group: optim.lr's
+    before, after = its_lr / checkpoint["lr_schedulers"][0]["base_lrs"][0], SCHEDULES[optim.schedule](step, optim)
+    if math.isclose(before, after, rel_tol=1e-6):  # the same point of the peak LR, whatever peak this run gives
+        return None
+    saved, its_steps = path.parent.parent / ".hydra/config.yaml", None
+    with contextlib.suppress(CheckpointError):  # a checkpoint away from its run folder's config: its length unknown
+        if saved.is_file():
+            its_steps = OmegaConf.select(saved_config(saved), "optim.max_steps", throw_on_resolution_failure=False)
+    if its_steps == optim.max_steps:  # another min_lr, warmup or schedule given: applied from here, as asked
+        return None
+    keep = f"optim.max_steps={its_steps}" if its_steps else "optim.max_steps=<the trainer.max_steps it trained to>"
+    return (f"the LR schedule now ends at optim.max_steps={optim.max_steps}: at step {step} the LR goes from "
+            f"{its_lr:.3g} (the checkpoint's schedule) to {after * optim.lr:.3g}; to keep the checkpoint's "
+            f"schedule (at optim.min_lr after its end) pass {keep}")
 
 
 def spent_max_time(max_time: Any, checkpoint: dict[str, Any]) -> float | None:
