@@ -134,6 +134,21 @@ def test_the_expected_time_of_an_auto_precision_preset_is_the_one_measured_in_th
         assert f"jobs x {expected}, 2 at a time" in line and ("AMD EPYC" in line) == (bf16 and not overrides)
 
 
+def test_the_expected_time_counts_a_job_that_repeats_another_as_none(monkeypatch: pytest.MonkeyPatch,
+                                                                     capsys: pytest.CaptureFixture) -> None:
+    """`attention=mha,sliding_window ++model.window=4,8`: each mha job at window 8 repeats its run at window 4 and is
+    recorded without training, but the estimate counted it as a job that trains."""
+    monkeypatch.setattr(parallel, "cores", lambda: 2)
+    overrides = ["experiment=attention_ablation", "attention=mha,sliding_window", "++model.window=4,8", "seed=0,1,2"]
+    with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base="1.3"):  # as while a sweep starts
+        cfg = GlobalHydra.instance().config_loader().load_configuration("train", overrides, RunMode.MULTIRUN)
+        JobsPerCore().on_multirun_start(cfg)
+        ExpectedTime(seconds_per_job=30, steps=cfg.trainer.max_steps, measured="a test").on_multirun_start(cfg)
+    assert capsys.readouterr().out.splitlines()[-1] == \
+        "expected wall time: 9 jobs (3 more repeating another job's run, not trained) x ~30 s, 2 at a time = " \
+        "~2 min (a test)"
+
+
 def test_no_expected_time_for_steps_that_are_not_a_number(capsys: pytest.CaptureFixture) -> None:
     """A mistyped trainer.max_steps gets no estimate (and no traceback); each job refuses it in one line."""
     ExpectedTime(seconds_per_job=30, steps=1200, measured="a test").on_multirun_start(

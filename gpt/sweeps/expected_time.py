@@ -3,7 +3,8 @@ sweep will run (its parameters and any comma lists on the command line) times th
 for the preset (in the precision the jobs will train in, where the preset measured more than one), its training
 part scaled by the steps the jobs train against the steps it was measured at (a job's setup does not scale),
 divided among the jobs that run at once (gpt/sweeps/parallel.py). A sweep resumed with resume=true counts only the
-jobs it has left: those that finished before are kept, not run again."""
+jobs it has left: those that finished before are kept, not run again. A job that repeats another job's run
+(gpt/sweeps/repeats.py) is recorded without training, and counts as none."""
 from __future__ import annotations
 
 import math
@@ -11,11 +12,16 @@ from pathlib import Path
 from statistics import mean
 from typing import Any
 
+from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+from hydra.core.global_hydra import GlobalHydra
+from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
-from gpt.sweeps.parallel import command_line_values, running_at_once, sweep_jobs
-from gpt.training.checks import resolve_precision
+from gpt.overrides import override_key
+from gpt.sweeps.parallel import command_line_values, running_at_once, sweep_jobs, sweep_overrides
+from gpt.sweeps.repeats import repeated
+from gpt.training.checks import forced_unread, model_accepts, resolve_precision
 from gpt.training.run_folder import kept_on_resume
 
 # A job's seconds outside its training steps (building data and model, the last grading, its record), which do not
@@ -42,6 +48,38 @@ def finished_jobs(config: DictConfig) -> int:
     return sum(kept_on_resume(run) for run in folder.iterdir() if run.is_dir()) if folder.is_dir() else 0
 
 
+def repeating_jobs(config: DictConfig) -> int:
+    """Jobs of the sweep that repeat another job's run, which train.py records without training: each job composed
+    and asked as train.py asks it (gpt/sweeps/repeats.py), where the sweep sweeps a `++` setting, the only kind of
+    setting a job may leave unread."""
+    sweep = sweep_overrides(dict(config.hydra.sweeper.get("params") or {}), list(config.hydra.overrides.task))
+    values = command_line_values(sweep)
+    forced = {override_key(o) for o in sweep if o.startswith("++") and len(values.get(override_key(o), [])) > 1}
+    if not forced:
+        return 0
+    loader = GlobalHydra.instance().config_loader()
+    [jobs] = BasicSweeper.split_arguments(OverridesParser.create(config_loader=loader).parse_overrides(sweep), None)
+    # A job's model is made of its model settings and the groups it picks (a group may set model keys): composing
+    # once for each of their combinations, not for each seed too, as composing takes a good part of a second.
+    shaping = {key for key in values if key.startswith("model.") or key == "init_from" or loader.get_group_options(key)}
+    composed: dict[tuple[str, ...], DictConfig] = {}
+    count = 0
+    for job in jobs:
+        # A job at the first value of every swept ++ setting is the one of its kind that runs.
+        if all(o.split("=", 1)[1] == values[override_key(o)][0] for o in job if override_key(o) in forced):
+            continue
+        which = tuple(o for o in job if override_key(o) in shaping)
+        if which not in composed:
+            composed[which] = loader.load_sweep_config(config, job)
+        cfg = composed[which]
+        try:
+            ignores = [] if cfg.init_from else forced_unread(cfg, job)
+        except (TypeError, ValueError):  # a model its job refuses in one line: not a repeat
+            continue
+        count += bool(repeated(ignores, sweep, lambda override: model_accepts(cfg, override)))
+    return count
+
+
 class ExpectedTime(Callback):
     """seconds_per_job and measured: one figure and where it was measured, or one of each per precision
     ({32-true: ..., bf16-mixed: ...}) for a preset that trains in trainer.precision=auto, whose jobs take the
@@ -64,10 +102,12 @@ class ExpectedTime(Callback):
         if not counts:  # no estimate for a mistyped trainer.max_steps: each job refuses it in one line
             return
         seconds_per_job, measured = self.figures(config)
-        kept = min(finished_jobs(config), jobs)
-        left = jobs - kept
+        kept, repeating = min(finished_jobs(config), jobs), repeating_jobs(config)
+        left = max(0, jobs - kept - repeating)  # a kept job finished, which a repeating one never does
         if not left:
-            print(f"expected wall time: none, all {jobs} jobs finished before and are kept", flush=True)
+            print(f"expected wall time: none, all {jobs} jobs finished before and are kept" if not repeating else
+                  f"expected wall time: none, of {jobs} jobs {kept} finished before (kept) and {repeating} repeating "
+                  "another job's run (not trained)", flush=True)
             return
         at_once = running_at_once(config, left)
         steps = mean(counts)
@@ -76,6 +116,8 @@ class ExpectedTime(Callback):
         scaled = "" if steps == self.steps else f" ({steps:,.0f} steps a job; measured at {self.steps:,})"
         seconds = math.ceil(left / at_once) * per_job
         total = f"~{seconds:.0f} s" if seconds < 90 else f"~{seconds / 60:.0f} min"
-        counted = f"{left} jobs left ({kept} finished before, kept)" if kept else f"{jobs} jobs"
+        aside = [f"{kept} finished before, kept"] * bool(kept) + \
+            [f"{repeating} more repeating another job's run, not trained"] * bool(repeating)
+        counted = f"{left} jobs" + " left" * bool(kept) + (f" ({'; '.join(aside)})" if aside else "")
         print(f"expected wall time: {counted} x ~{per_job:.0f} s{scaled}, {at_once} at a time = {total} "
               f"({measured})", flush=True)
