@@ -53,6 +53,9 @@ def test_refused_combinations_are_the_impossible_ones_with_one_line() -> None:
     ({"attention": "gqa", "kv_heads": 3}, "kv_heads=3 must divide heads=4"),
     ({"attention": "sliding_window", "window": 0}, "window=0 must be at least 1"),
     ({"attention": "mla", "kv_latent_dim": 0}, "kv_latent_dim=0 must be a positive integer"),
+    # 60 + a rotary key of 4 cached a position against mha's 64 keys and values: mla's costs, none of its saving
+    ({"attention": "mla", "kv_latent_dim": 60}, r"cache 64 numbers a position, no fewer than the 64 of every head's "
+                                                r"keys and values \(2 x dim=32\): .* set model.kv_latent_dim below 60"),
     ({"attention": "torch_mha", "pos": "learned", "qk_norm": True}, "model.qk_norm=false"),
 ])
 def test_bad_variant_parameters_name_the_field(overrides: dict, message: str) -> None:

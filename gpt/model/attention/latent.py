@@ -55,6 +55,14 @@ class MultiHeadLatentAttention(Attention):
     def validate(cls, cfg: ModelConfig) -> None:
         if cfg.kv_latent_dim < 1:
             raise ValueError(f"kv_latent_dim={cfg.kv_latent_dim} must be a positive integer: set model.kv_latent_dim")
+        # What the variant buys is a smaller cache than every head's keys and values; a latent that wide keeps as much
+        # or more, with more weights than mha, and a sweep's row would show mla's costs with none of its saving.
+        rope, full = rope_width(cfg.head_dim), 2 * cfg.dim
+        if cfg.kv_latent_dim + rope >= full:
+            raise ValueError(f"kv_latent_dim={cfg.kv_latent_dim} and the rotary key of {rope} cache "
+                             f"{cfg.kv_latent_dim + rope} numbers a position, no fewer than the {full} of every head's "
+                             f"keys and values (2 x dim={cfg.dim}): a latent that saves nothing; set model.kv_latent_dim "
+                             f"below {full - rope}, or use attention=mha")
 
     def new_cache(self, batch: int, max_len: int, device: torch.device, dtype: torch.dtype) -> KVCache:
         # Each position's latent and rotary key side by side in the keys; a decode step reads them as its values
