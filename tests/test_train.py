@@ -64,6 +64,19 @@ def test_a_run_that_ends_within_its_warmup_says_so(trained: Path) -> None:
         "peak; lower optim.warmup_steps to train at it" in (trained.parents[1] / "stdout.txt").read_text()
 
 
+def test_the_warmup_note_counts_the_steps_trained_not_the_schedules_end(tmp_path: Path,
+                                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    """optim.max_steps given apart from trainer.max_steps (as a continued run keeps its schedule): the note read it as
+    the steps trained, silent where 10 steps of a 20-step warmup reach half the LR, and naming the wrong length."""
+    from tests.test_data import train_in_process
+
+    train_in_process(tmp_path / "run", "trainer=debug", "logger=none", "model.layers=1", "model.dim=32",
+                     "model.heads=2", "data.batch_size=16", "data.eval_lines=10", "trainer.max_steps=10",
+                     "optim.max_steps=40", "optim.warmup_steps=20")
+    assert "note: trainer.max_steps=10 ends within optim.warmup_steps=20: the LR only warms up, to 50% of its peak" \
+        in capsys.readouterr().out
+
+
 def test_generate_cli_prints_the_models_greedy_continuation(trained: Path) -> None:
     prompt = "two plus three equals"
     model, tokenizer = load_checkpoint(trained / "model.pt")
