@@ -73,7 +73,7 @@ def train(cfg: DictConfig, run_dir: Path | None = None) -> Path | None:
     from gpt.sweeps.repeats import recorded_sweep, repeated
     from gpt.training.callbacks import (HeldOutAccuracy, Interrupted, LossAtLengths, ResumeCheckpoint, SampleText,
                                         StepProgressBar, StopOnInterrupt, ValidateAtEnd)
-    from gpt.training.checks import (check_accelerator, check_config, check_fits, check_settings_read,
+    from gpt.training.checks import (check_accelerator, check_config, check_fits, check_lengths, check_settings_read,
                                      forced_unread, given_model_settings, model_accepts, model_config, optim_config,
                                      trainer_arguments)
     from gpt.training.init_from import start_from
@@ -123,6 +123,7 @@ def train(cfg: DictConfig, run_dir: Path | None = None) -> Path | None:
     if cfg.init_from:  # its model's parts, known now: check_config checked those of the config
         check_settings_read(given_model_settings(cfg, overrides), model_cfg)
     check_fits(model_cfg, data)
+    check_lengths(cfg.callbacks.lengths.at, data)
     # Bits per byte compares running-text models across tokenizers; a task's rows are not such text.
     line_based = data.meta.get("one_example_per_line", False)
     if line_based and "split_settings" in pretrained:

@@ -99,6 +99,19 @@ SWEEP = ["trainer=debug", "trainer.max_steps=6", "trainer.val_check_interval=3",
          "callbacks.lengths.at=[16,32,64]", "callbacks.lengths.windows=8", "pos=learned,rope", "seed=0,1"]
 
 
+def test_a_length_past_the_validation_text_is_refused_before_training(tmp_path: Path) -> None:
+    """Scored only when training ended, it stopped the run there with no model.pt and no summary.json. pos=rope:
+    learned positions record a length past their table as refused, whatever the text."""
+    (tmp_path / "play.txt").write_text(play(600))
+    run = tmp_path / "run"
+    settings = [arg for arg in SWEEP if not arg.startswith(("callbacks.lengths.at", "pos", "seed"))]
+    result = run_cli("train.py", f"hydra.run.dir={run}", f"data.path={tmp_path / 'play.txt'}", *settings,
+                     "pos=rope", "callbacks.lengths.at=[16,100000]", cwd=tmp_path)
+    assert result.returncode == 2 and result.stderr.count("\n") == 1
+    assert "callbacks.lengths.at has 100000, but the validation text has only" in result.stderr
+    assert not (run / "history.csv").exists()
+
+
 @pytest.fixture(scope="module")
 def length_sweep(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("length_sweep")

@@ -243,3 +243,13 @@ def check_fits(model_cfg: ModelConfig, data: L.LightningDataModule) -> None:
     if model_cfg.block_size < data.max_tokens:
         raise ValueError(f"model.block_size={model_cfg.block_size} is shorter than the corpus's longest line "
                          f"({data.max_tokens} tokens): set model.block_size={data.max_tokens} or more")
+
+
+def check_lengths(at: Sequence[int] | None, data: L.LightningDataModule) -> None:
+    """Every length of callbacks.lengths.at has a window of length + 1 tokens in the validation text: scored only
+    when training ends, a longer one stopped the run there, before its model.pt and summary.json were written."""
+    tokens = data.meta.get("val_tokens")
+    longest = max(at or [0])
+    if tokens is not None and tokens < longest + 2:
+        raise ValueError(f"callbacks.lengths.at has {longest}, but the validation text has only {tokens:,} tokens: "
+                         f"list lengths up to {tokens - 2} (or validate on more text)")
