@@ -11,7 +11,7 @@ from matplotlib.image import imread
 
 import generate
 from gpt import ModelConfig
-from gpt.data.tokenizers import WordTokenizer
+from gpt.data.tokenizers import CharTokenizer, WordTokenizer
 from gpt.evaluation.maps import attention_map
 from gpt.inference.checkpoint import save_model
 from tests.conftest import build, calculator_tokenizer
@@ -46,6 +46,15 @@ def test_grid_has_a_causal_panel_per_layer_and_head(cfg: ModelConfig, tokenizer:
             np.testing.assert_allclose(drawn.sum(axis=1), 1.0, rtol=1e-5)
             assert [t.get_text() for t in ax.get_xticklabels()] == ["\\n", *PROMPT.split()]
 
+
+
+def test_a_space_token_is_labelled_visibly() -> None:
+    """A char model's space was a blank tick label (and a blank chip in the viewer), told apart from no token only
+    by its place."""
+    chars = CharTokenizer(list(" ab\n"))
+    fig = attention_map(build(ModelConfig(vocab_size=4, layers=1, heads=1, dim=16, block_size=8)),
+                        chars.encode("a b\n"), chars)
+    assert [t.get_text() for t in fig.axes[0].get_xticklabels()] == ["a", "\u2423", "b", "\\n"]
 
 def save(tmp_path: Path, cfg: ModelConfig, tokenizer: WordTokenizer) -> Path:
     path = tmp_path / "model.pt"

@@ -11,8 +11,8 @@ from gpt.model.gpt import GPT
 
 
 def token_label(text: str) -> str:
-    """A token as a readable tick label: whitespace made visible."""
-    return repr(text)[1:-1] if not text.strip() else text
+    """A token as a readable tick label: whitespace made visible (a space as ␣, which repr leaves blank)."""
+    return repr(text)[1:-1].replace(" ", "\u2423") if not text.strip() else text
 
 
 def attention_figure(maps: list[np.ndarray], labels: list[str]) -> Figure:
