@@ -38,7 +38,7 @@ def make(attention: str, pos: str = "learned", kernel: str = "math") -> ModelCon
 def embedded(html: str) -> dict:
     """The JSON the page carries, read back the way its script reads it."""
     match = re.search(r'<script type="application/json" id="view-data">(.*?)</script>', html, re.S)
-    return json.loads(match.group(1).replace("<\\/", "</"))
+    return json.loads(match.group(1))
 
 
 # Every variant with learned positions (all accept them), plus the cases with their own mask maths, plus the fused
@@ -94,6 +94,18 @@ def test_a_token_cannot_close_the_data_script() -> None:
     model = build(ModelConfig(vocab_size=3, layers=1, heads=1, dim=8, block_size=8))
     html = render_html(attention_view(model, tokenizer, [0, 1, 2], 3))
     assert embedded(html)["tokens"] == ["\\n", "</script>", "a"]
+
+
+def test_no_token_can_comment_out_the_page_or_stand_for_its_title() -> None:
+    """A browser reads "<!--" then "<script>" inside a script as the start of a comment the page's own script ends
+    inside; and a token spelling the template's markers must stay a token."""
+    tokenizer = WordTokenizer(["\n", "<!--", "<script>", "__TITLE__", "__VIEW_DATA__"])
+    model = build(ModelConfig(vocab_size=5, layers=1, heads=1, dim=8, block_size=8))
+    page = render_html(attention_view(model, tokenizer, [0, 1, 2, 3, 4], 5))
+    data = re.search(r'<script type="application/json" id="view-data">(.*?)</script>', page, re.S).group(1)
+    assert "<" not in data
+    assert embedded(page)["tokens"] == ["\\n", "<!--", "<script>", "__TITLE__", "__VIEW_DATA__"]
+    assert "<title>tinygpt: mha attention</title>" in page
 
 
 def test_python_api_shows_what_complete_answers(tmp_path: Path) -> None:

@@ -3,6 +3,7 @@ beside the mask and score bias the variant applied, with per-head numbers that t
 previous and first token, induction score), written into one HTML page with its data and script inlined."""
 from __future__ import annotations
 
+import html
 import inspect
 import json
 from importlib import resources
@@ -102,10 +103,13 @@ def attention_view(model: GPT, tokenizer: Tokenizer, ids: list[int], prompt_len:
 
 
 def render_html(view: dict[str, Any]) -> str:
-    """The page: the template with the view's JSON inlined (closing tags escaped so no token ends the script)."""
-    data = json.dumps(view, separators=(",", ":"), allow_nan=False).replace("</", "<\\/")
+    """The page: the template with its title, then the view's JSON inlined last, so no token is read as a marker."""
+    # Every < as JSON's \u003c: a token "</script>" would end the data script, and "<!--" then "<script>" would put
+    # the rest of the page inside a comment.
+    data = json.dumps(view, separators=(",", ":"), allow_nan=False).replace("<", "\\u003c")
     template = resources.files("gpt.evaluation").joinpath("viewer.html").read_text(encoding="utf-8")
-    return template.replace("__VIEW_DATA__", data).replace("__TITLE__", f"{view['attention']} attention")
+    title = html.escape(f"{view['attention']} attention")
+    return template.replace("__TITLE__", title).replace("__VIEW_DATA__", data)
 
 
 @torch.no_grad()
