@@ -175,6 +175,23 @@ def test_report_command_rewrites_the_same_report(sweep: Path, capsys: pytest.Cap
     assert capsys.readouterr().err.startswith("error: no run folders")
 
 
+@pytest.mark.parametrize("damage", [b"", b"- attention=a\n- se", b"- seed=0: [\n", b"\xff\xfe", b"[1, 2]\n"])
+def test_a_damaged_overrides_record_is_one_line_naming_it(tmp_path: Path, capsys: pytest.CaptureFixture,
+                                                          damage: bytes) -> None:
+    """An emptied or cut-short .hydra/overrides.yaml put its run in a row of its own, `(defaults)` or `se`, beside
+    the configuration it ran; one that did not parse was a YAML or TypeError traceback."""
+    for seed in (0, 1):
+        fake_run(tmp_path / str(seed), ["attention=a", f"seed={seed}"], {"status": "ok", "params": 100})
+    (tmp_path / "1" / ".hydra" / "overrides.yaml").write_bytes(damage)
+    assert cli(["report", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {tmp_path / '1' / '.hydra' / 'overrides.yaml'} is damaged (") and \
+        err.endswith(f"): write it again from hydra.overrides.task in the hydra.yaml beside it, or delete "
+                     f"{tmp_path / '1'}\n") and err.count("\n") == 1
+    (tmp_path / "1" / ".hydra" / "overrides.yaml").write_text("[]\n")  # as Hydra writes no overrides: read
+    assert [run.overrides for run in find_runs(tmp_path)] == [["attention=a", "seed=0"], []]
+
+
 def fake_run(folder: Path, overrides: list[str], summary: dict) -> None:
     (folder / ".hydra").mkdir(parents=True)
     (folder / ".hydra" / "overrides.yaml").write_text("".join(f"- {o}\n" for o in overrides))
