@@ -486,6 +486,21 @@ def test_a_damaged_saved_config_is_named_when_resume_searches(tmp_path: Path, sa
         find_resume_checkpoint(OmegaConf.create({"model": {"dim": 8}}), [tmp_path / "outputs"])
 
 
+@pytest.mark.parametrize("saved", [b"", b"hydra:\n  run:\n    dir: outputs\n", b"a: 1\n"])
+def test_a_damaged_sweep_record_is_named_when_resume_searches(tmp_path: Path, saved: bytes) -> None:
+    """An emptied, cut-short or edited multirun.yaml parses as a mapping without the overrides the sweep was made
+    with: resume=true stopped with an omegaconf ConfigAttributeError traceback (Missing key hydra)."""
+    from gpt.training.resume import sweep_to_resume
+
+    (tmp_path / "multirun.yaml").write_bytes(saved)
+    cfg = OmegaConf.create({"resume": True, "hydra": {"sweep": {"dir": str(tmp_path)}, "sweeper": {},
+                                                      "overrides": {"task": ["seed=0,1", "resume=true"]}}})
+    with pytest.raises(CheckpointError, match=rf"^{tmp_path / 'multirun.yaml'} is damaged \(no hydra.overrides.task: "
+                                              r"emptied or cut short\): delete the sweep folder holding it to run that "
+                                              r"sweep again$"):
+        sweep_to_resume(cfg)
+
+
 def test_resuming_a_named_sweep_with_other_overrides_names_them(tmp_path: Path) -> None:
     """The sweep folder named with hydra.sweep.dir= but another trainer.max_steps: the refusal said it found no such
     sweep there and to pass the folder as hydra.sweep.dir=, which the command had done."""

@@ -12,7 +12,7 @@ import torch
 import yaml
 from lightning.pytorch.callbacks import Timer
 from lightning.pytorch.plugins.io import TorchCheckpointIO
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from gpt.atomic import atomic_open
 from gpt.inference.checkpoint import CheckpointError, safe_load
@@ -55,19 +55,23 @@ def load_resume_checkpoint(path: str | Path, map_location: Any = "cpu") -> dict[
     return checkpoint
 
 
-def saved_config(path: Path) -> DictConfig:
-    """A run's .hydra/config.yaml or a sweep's multirun.yaml, which resume=true compares with this run's config; one
-    that cannot be read is refused naming it, not skipped: it may be the newest run of this config."""
+def saved_config(path: Path, sweep: bool = False) -> DictConfig:
+    """A run's .hydra/config.yaml or (`sweep`) a sweep's multirun.yaml, which resume=true compares with this run's
+    config; one that cannot be read is refused naming it, not skipped: it may be the newest run of this config."""
     try:
         cfg = OmegaConf.load(path)
     except (yaml.YAMLError, ValueError) as err:  # UnicodeDecodeError is a ValueError
         what = first_line(err)
     else:
-        if isinstance(cfg, DictConfig):
+        if not isinstance(cfg, DictConfig):
+            what = "not a mapping"
+        elif sweep and not isinstance(OmegaConf.select(cfg, "hydra.overrides.task"), ListConfig):
+            what = "no hydra.overrides.task: emptied or cut short"  # what sweep_identity reads
+        else:
             return cfg
-        what = "not a mapping"
-    raise CheckpointError(f"{path} is damaged ({what}): delete the folder holding it, or pass ckpt_path=<its "
-                          f"{CHECKPOINT}> instead of resume=true")
+    fix = "delete the sweep folder holding it to run that sweep again" if sweep else \
+        f"delete the folder holding it, or pass ckpt_path=<its {CHECKPOINT}> instead of resume=true"
+    raise CheckpointError(f"{path} is damaged ({what}): {fix}")
 
 
 def run_identity(cfg: DictConfig) -> dict[str, Any]:
@@ -108,9 +112,10 @@ def sweep_to_resume(cfg: DictConfig) -> Path:
     fixed = pattern.split("${", 1)[0]  # "multirun/" of multirun/${now:%Y-%m-%d}/..., all of a fixed folder
     root = Path(fixed) if fixed == pattern or fixed.endswith("/") else Path(fixed).parent
     mine = sweep_identity(cfg)
-    found = [saved.parent for saved in root.rglob("multirun.yaml") if sweep_identity(saved_config(saved)) == mine]
+    found = [saved.parent for saved in root.rglob("multirun.yaml")
+             if sweep_identity(saved_config(saved, sweep=True)) == mine]
     if not found and fixed == pattern and (root / "multirun.yaml").is_file():  # the folder named: why not this sweep
-        theirs = sweep_identity(saved_config(root / "multirun.yaml"))
+        theirs = sweep_identity(saved_config(root / "multirun.yaml", sweep=True))
         there, here = set(theirs["overrides"]), set(mine["overrides"])
         what = f"{' '.join(sorted(there - here)) or 'nothing'} where this command has " \
             f"{' '.join(sorted(here - there)) or 'nothing'}" if there != here else \
