@@ -214,6 +214,23 @@ def test_download_keeps_verified_bytes_only(tmp_path: Path) -> None:
     assert data.sources == [str(target.resolve())]  # the saved copy is used
 
 
+def test_a_download_changed_on_disk_since_is_refused(tmp_path: Path) -> None:
+    """data/shakespeare/input.txt edited or cut short after its download was prepared and trained on as Shakespeare,
+    its run and model.pt saying so."""
+    source = tmp_path / "remote" / "input.txt"
+    source.parent.mkdir()
+    source.write_text(play())
+    good = hashlib.sha256(source.read_bytes()).hexdigest()
+    target = corpora.download(source.as_uri(), tmp_path / "data" / "shakespeare" / "input.txt", good)
+    target.write_text(play()[:100])
+    data = TextData(block_size=8, url=source.as_uri(), sha256=good, name="shakespeare", root=str(tmp_path / "data"))
+    with pytest.raises(ValueError, match=rf"^{target} does not match the sha256 of {source.as_uri()}: it changed "
+                                         r"after it was downloaded; delete it to download it again$"):
+        data.sources
+    target.unlink()
+    assert data.sources == [str(target.resolve())] and target.read_text() == play()
+
+
 def test_offline_download_says_to_pass_a_local_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     def offline(*args: object, **kwargs: object) -> None:
         raise urllib.error.URLError("no network")

@@ -8,11 +8,17 @@ import urllib.request
 from pathlib import Path
 
 from gpt.atomic import atomic_write
+from gpt.data.shards import file_sha256
 
 
 def download(url: str, path: Path, sha256: str) -> Path:
-    """Fetch `url` into `path` once, refusing (and not keeping) bytes whose sha256 differs."""
+    """Fetch `url` into `path` once, refusing (and not keeping) bytes whose sha256 differs. The copy fetched before is
+    checked again: one changed since (edited, cut short, damaged on disk) would be prepared and trained on as this
+    corpus."""
     if path.is_file():
+        if file_sha256(path) != sha256:
+            raise ValueError(f"{path} does not match the sha256 of {url}: it changed after it was downloaded; delete "
+                             "it to download it again")
         return path
     try:
         with urllib.request.urlopen(url, timeout=30) as response:
