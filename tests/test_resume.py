@@ -698,3 +698,19 @@ def test_a_sweep_job_killed_after_its_final_checkpoint_is_finished_by_resume(tmp
     assert (job / "model.pt").is_file() and json.loads((job / "summary.json").read_text())["status"] == "ok"
     table = next(t for t in (tmp_path / "sweep/report.md").read_text().split("\n\n") if t.startswith("| configuration"))
     assert table.splitlines()[2].endswith("| ok |")
+
+
+def test_a_sweep_job_whose_record_was_deleted_after_its_training_is_finished_by_resume(tmp_path: Path) -> None:
+    """A finished job's summary.json deleted as its damaged line says (or replaced by a failure after training), its
+    last.ckpt and model.pt intact: resume=true refused the job as finished, recorded as refused, on every resume, so
+    its run never came back into the report."""
+    job = tmp_path / "0"
+    (job / "checkpoints").mkdir(parents=True)
+    checkpoint = {"loops": {}, "optimizer_states": [], "global_step": 10, "state_dict": {}}
+    torch.save(checkpoint, job / "checkpoints/last.ckpt")
+    (job / "model.pt").touch()
+    cfg = OmegaConf.create({"resume": True, "ckpt_path": None, "trainer": {"max_steps": 10}})
+    assert resume_from(cfg, job, in_sweep=True).step == 10  # finished without training: record and model.pt
+    with pytest.raises(ValueError, match=r"last.ckpt has finished: it is at step 10 of trainer.max_steps=10 \(its "):
+        resume_from(OmegaConf.merge(cfg, {"resume": False, "ckpt_path": str(job / "checkpoints/last.ckpt")}), job,
+                    in_sweep=True)
