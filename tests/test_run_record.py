@@ -130,7 +130,9 @@ def test_a_resumed_run_drops_the_validation_its_stop_made_off_the_schedule(tmp_p
 @pytest.mark.parametrize("name, damage", [("summary.json", b'{"status": "o'), ("summary.json", b"[]"),
                                           ("history.csv", b"step,wall_s,val_loss\n5,0.5,2.0\n10,1.0"),
                                           ("history.csv", b"step,wall_s\n5,0.5,2.0,extra\n"),
-                                          ("history.csv", b"step,wall_s\ninf,0.5\n")])  # OverflowError from int()
+                                          ("history.csv", b"step,wall_s\ninf,0.5\n"),  # OverflowError from int()
+                                          ("history.csv", b""), ("history.csv", b"step,wall_s,val_loss\n"),
+                                          ("history.csv", b"\0" * 200_000)])  # csv.Error: field larger than limit
 def test_a_damaged_record_is_one_line_naming_it_and_a_failure_replaces_it(tmp_path: Path, name: str,
                                                                            damage: bytes) -> None:
     """resume=true reads both records first, and a sweep's report reads every job's: a record cut short by a

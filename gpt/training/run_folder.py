@@ -180,9 +180,14 @@ def read_history(run_dir: Path) -> list[dict[str, float]]:
         with open(path, newline="") as f:
             # A row cut short has None for its missing cells, one too long a list under the key None.
             rows = [{k: float(v) for k, v in row.items() if v != ""} for row in csv.DictReader(f)]
-        return [{**row, "step": int(row["step"])} for row in rows]  # written back as 50, not 50.0
-    except (ValueError, TypeError, KeyError, OverflowError):  # UnicodeDecodeError is a ValueError; a step of inf
+        history = [{**row, "step": int(row["step"])} for row in rows]  # written back as 50, not 50.0
+    # UnicodeDecodeError is a ValueError; a step of inf an OverflowError; a line of over 128 KiB (a block of NULs)
+    # a csv.Error
+    except (ValueError, TypeError, KeyError, OverflowError, csv.Error):
         raise damaged(path, "a row is cut short, or holds something other than numbers") from None
+    if not history:  # written with one row or more: a resumed run would start its history again, dropping them
+        raise damaged(path, "it holds no row: emptied or cut short")
+    return history
 
 
 def claim(run_dir: Path) -> bool:
