@@ -207,8 +207,9 @@ def run_job(cfg: DictConfig, run_dir: Path, multirun: bool) -> None:
     and the other jobs go on."""
     from lightning.fabric.utilities.exceptions import MisconfigurationException
 
+    from gpt.inference.checkpoint import CheckpointError
     from gpt.training.callbacks import Interrupted, TrainingStopped
-    from gpt.training.run_folder import discard_if_never_started, record_failure
+    from gpt.training.run_folder import Damaged, discard_if_never_started, record_failure
 
     try:
         train(cfg, run_dir)
@@ -221,8 +222,8 @@ def run_job(cfg: DictConfig, run_dir: Path, multirun: bool) -> None:
         if os.environ.get("HYDRA_FULL_ERROR") == "1":
             raise
         print(f"error: {first_line(err)}", file=sys.stderr)
-        if multirun:  # a mistake in the configuration refuses this job only; a NaN failed it
-            record_failure(run_dir, err, refused=not isinstance(err, TrainingStopped))
+        if multirun:  # a mistake in the configuration refuses this job only; a NaN or a damaged file failed it
+            record_failure(run_dir, err, refused=not isinstance(err, (TrainingStopped, CheckpointError, Damaged)))
             return
         discard_if_never_started(run_dir)
         sys.exit(1 if isinstance(err, TrainingStopped) else 2)

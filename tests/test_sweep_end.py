@@ -11,9 +11,12 @@ from pathlib import Path
 
 import pytest
 
+import train
+from gpt.inference.checkpoint import CheckpointError
 from gpt.sweeps import parallel
 from gpt.sweeps.parallel import JobsPerCore
 from gpt.sweeps.report import find_runs, sweep_ending
+from gpt.training.run_folder import damaged, read_summary
 from tests.conftest import ROOT, child_env
 from tests.test_launchers import sweep_config
 from tests.test_report import fake_run, table
@@ -90,3 +93,19 @@ def test_ctrl_c_after_the_sweep_ended_is_no_traceback(tmp_path: Path, monkeypatc
         assert "Ctrl-C" not in capsys.readouterr().err
     finally:
         signal.signal(signal.SIGINT, before)
+
+
+@pytest.mark.parametrize("error, status", [
+    (CheckpointError("checkpoints/last.ckpt is not a readable torch file (cut short)"), "failed"),
+    (damaged(Path("summary.json"), "not a JSON object"), "failed"),
+    (ValueError("heads=5 does not divide dim=128"), "refused")])
+def test_a_job_stopped_by_a_damaged_file_fails_and_a_mistaken_configuration_is_refused(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, error: ValueError, status: str) -> None:
+    """A job of a resumed sweep whose last.ckpt was cut short, or whose summary.json was damaged, was recorded as a
+    configuration that cannot work: the sweep ended with exit status 0, "failed runs: 0; 1 refused"."""
+    def stopped(*args: object) -> None:
+        raise error
+
+    monkeypatch.setattr(train, "train", stopped)
+    train.run_job(None, tmp_path, multirun=True)
+    assert read_summary(tmp_path) == {"status": status, "reason": str(error)}

@@ -99,10 +99,14 @@ def write_summary(run_dir: Path, summary: dict[str, Any]) -> None:
     atomic_write(run_dir / SUMMARY, (json.dumps(summary, indent=2) + "\n").encode())
 
 
-def damaged(path: Path, what: str) -> ValueError:
+class Damaged(ValueError):
+    """A run's record that cannot be read: a fault of the folder, not of the configuration (a sweep's job fails)."""
+
+
+def damaged(path: Path, what: str) -> Damaged:
     """One line for a record that cannot be read (a disk fault, a hand edit): written atomically, it is never torn
     by a killed run, so only deleting it helps."""
-    return ValueError(f"{path} is damaged ({what}): delete it (the run's checkpoints and model.pt do not need it)")
+    return Damaged(f"{path} is damaged ({what}): delete it (the run's checkpoints and model.pt do not need it)")
 
 
 def read_summary(run_dir: Path) -> dict[str, Any] | None:
