@@ -149,6 +149,17 @@ def test_a_damaged_corpus_is_refused_naming_the_file_and_the_fix(text_file: Path
     assert remade() in (None, 0) and len(again().corpus.train) > 0
 
 
+def test_a_cache_folder_without_its_manifest_names_the_fix_of_a_run(text_file: Path, tmp_path: Path) -> None:
+    """A run's cache whose manifest.json was deleted: the line said to choose another --out, a flag train.py lacks."""
+    folder = load(text_file, tmp_path).corpus.folder
+    (folder / "manifest.json").unlink()
+    with pytest.raises(ValueError, match=rf"^{folder} exists and is not a prepared corpus \(no manifest.json\): "
+                                         rf"delete {folder} and run again to prepare the corpus afresh$"):
+        load(text_file, tmp_path)
+    shutil.rmtree(folder)  # the fix, as the message says
+    assert len(load(text_file, tmp_path).corpus.train) > 0
+
+
 @pytest.mark.parametrize("split", ["train", "val"])
 def test_an_id_past_the_vocabulary_in_a_shard_whose_mtime_was_kept_is_named_at_the_first_batch(
         text_file: Path, tmp_path: Path, split: str) -> None:
