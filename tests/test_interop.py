@@ -2,6 +2,8 @@
 tinygpt does, and `train.py init_from=` fine-tuning from a Hugging Face folder or a model.pt."""
 from __future__ import annotations
 
+import errno
+import os
 from pathlib import Path
 
 import pytest
@@ -95,6 +97,27 @@ def test_export_to_a_folder_that_cannot_be_made_is_one_line(tmp_path: Path, caps
     err = capsys.readouterr().err
     assert err.startswith(f"error: --to {tmp_path / 'notes.txt' / 'llama'}: cannot write there") and \
         err.count("\n") == 1, err
+
+
+def test_an_export_that_fails_half_way_leaves_no_folder(tmp_path: Path, capsys: pytest.CaptureFixture,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """A disk that filled after the weights were written left --to holding them without the rest, a folder that
+    init_from= read and that refused the export run again as not empty."""
+    save_model(tmp_path / "model.pt", build(ModelConfig(vocab_size=8, **SWIGLU_PARTS)), CharTokenizer(list("abc")))
+    real = transformers.PreTrainedModel.save_pretrained
+
+    def filling(self: transformers.PreTrainedModel, folder: Path, **kwargs: object) -> None:
+        real(self, folder, **kwargs)
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(folder))
+
+    monkeypatch.setattr(transformers.PreTrainedModel, "save_pretrained", filling)
+    assert cli(["export", "--ckpt", str(tmp_path / "model.pt"), "--to", str(tmp_path / "hf")]) == 2
+    assert "cannot write there (No space left on device" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model.pt"]
+    monkeypatch.undo()
+    assert cli(["export", "--ckpt", str(tmp_path / "model.pt"), "--to", str(tmp_path / "hf")]) == 0
+    assert capsys.readouterr().out.startswith(f"wrote {tmp_path / 'hf'}: a Hugging Face llama model")
+    assert (tmp_path / "hf" / "model.safetensors").is_file()
 
 
 def random_gpt2_folder(folder: Path) -> Path:

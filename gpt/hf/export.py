@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 from pathlib import Path
 from typing import Any
@@ -25,7 +26,7 @@ ADDS_TOKENS = {"TemplateProcessing", "BertProcessing", "RobertaProcessing"}
 
 
 def save_hf(model: GPT, tokenizer: Tokenizer, folder: Path, meta: dict[str, Any] | None = None) -> str:
-    """Write the Hugging Face folder; returns one line saying what was written (and why no tokenizer, if so).
+    """Write the Hugging Face folder; returns what was written, in words (and why no tokenizer, if so).
     `meta` is model.pt's: on a line-based corpus transformers' generate stops at the end of the line too."""
     hf = to_hf(model)
     # Where tinygpt's text API stops (end-of-text, or the end of the line on a line-based corpus): transformers'
@@ -37,7 +38,7 @@ def save_hf(model: GPT, tokenizer: Tokenizer, folder: Path, meta: dict[str, Any]
     if full_gpt2:  # GPT-2's own convention: its end-of-text token is its BOS too
         hf.config.bos_token_id = hf.generation_config.bos_token_id = ENDOFTEXT_ID
     hf.save_pretrained(folder)
-    wrote = f"wrote {folder}: a Hugging Face {hf.config.model_type} model"
+    wrote = f"a Hugging Face {hf.config.model_type} model"
     if isinstance(tokenizer, HFTokenizer):  # a Hugging Face folder's own tokenizer.json: it travels back out
         (folder / "tokenizer.json").write_text(without_added_tokens(tokenizer.spec), encoding="utf-8")
         eos = {} if tokenizer.eot_id is None else {"eos_token": tokenizer.backend.id_to_token(tokenizer.eot_id)}
@@ -87,8 +88,16 @@ def run(args: argparse.Namespace) -> None:
     if args.to.exists() and (not args.to.is_dir() or any(args.to.iterdir())):
         raise ValueError(f"--to {args.to} already exists and is not an empty folder: name a new one")
     model, tokenizer, meta = load_checkpoint(args.ckpt or newest_checkpoint(), with_meta=True)
+    # Written beside --to and renamed into place once whole: an export that fails half-way (a full disk) or is killed
+    # leaves no folder of weights without the rest, which init_from= and transformers would read, and which refused
+    # the same export run again as a folder that is not empty.
+    tmp = args.to.parent / f".{args.to.name}.tmp-{os.getpid()}"
     try:
-        print(save_hf(model, tokenizer, args.to, meta))
+        wrote = save_hf(model, tokenizer, tmp, meta)
+        tmp.rename(args.to)
     except OSError as err:  # a --to under a file, or where nothing may be written: one line, not a traceback
         raise ValueError(f"--to {args.to}: cannot write there ({err.strerror}: {err.filename}): name a new folder "
                          "in one that exists") from None
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    print(f"wrote {args.to}: {wrote}")
