@@ -68,7 +68,7 @@ def train(cfg: DictConfig, run_dir: Path | None = None) -> Path | None:
 
     from gpt.evaluation.bpb import byte_counts
     from gpt.inference.checkpoint import save_model
-    from gpt.overrides import override_key
+    from gpt.overrides import override_key, pasted
     from gpt.sweeps.parallel import stopping
     from gpt.sweeps.repeats import recorded_sweep, repeated
     from gpt.training.callbacks import (HeldOutAccuracy, Interrupted, LossAtLengths, ResumeCheckpoint, SampleText,
@@ -157,8 +157,9 @@ def train(cfg: DictConfig, run_dir: Path | None = None) -> Path | None:
     except SystemExit:  # Lightning's exit(1) after a KeyboardInterrupt: the second Ctrl-C, which aborts at once
         if not stopper.requested:
             raise
-        after = f"continue from {checkpoint.path} with the same overrides plus ckpt_path={checkpoint.path} (or " \
-            "resume=true)" if checkpoint.path.is_file() else "no checkpoint was written yet: start again"
+        after = (f"continue from {checkpoint.path} with the same overrides plus "
+                 f"{pasted('ckpt_path', str(checkpoint.path))} (or resume=true)" if checkpoint.path.is_file()
+                 else "no checkpoint was written yet: start again")
         raise Interrupted(f"aborted by a second Ctrl-C at step {trainer.global_step}, before model.pt was written; "
                           f"{after}") from None
     if resume_point and resume_point.step == trainer.max_steps:
@@ -185,7 +186,7 @@ def train(cfg: DictConfig, run_dir: Path | None = None) -> Path | None:
     print(f"generate with: {shlex.join(command)}")
     if stopper.requested:
         raise Interrupted(f"stopped {stopper.how} at step {trainer.global_step}; continue with the same overrides "
-                          f"plus ckpt_path={checkpoint.path} (or resume=true)")
+                          f"plus {pasted('ckpt_path', str(checkpoint.path))} (or resume=true)")
     return path
 
 

@@ -43,6 +43,11 @@ def quoted(value: Any) -> str:
     return quote + re.sub(r"(\\+)\Z", r"\1\1", escaped) + quote
 
 
+def pasted(key: str, value: Any) -> str:
+    """An override to paste into a shell: `value` quoted for Hydra, then the whole for the shell."""
+    return shlex.quote(f"{key}={quoted(value)}")
+
+
 def command_line(*words: str, overrides: dict[str, Any]) -> str:
-    """A command to paste into a shell: `words`, then `overrides` (key: value) quoted for Hydra, then for the shell."""
-    return shlex.join([*words, *(f"{key}={quoted(value)}" for key, value in overrides.items())])
+    """A command to paste into a shell: `words`, then `overrides` (key: value) as pasted() writes them."""
+    return " ".join([shlex.join(words), *(pasted(key, value) for key, value in overrides.items())])

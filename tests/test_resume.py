@@ -10,6 +10,7 @@ import json
 import os
 import re
 import shutil
+import shlex
 import signal
 import subprocess
 import sys
@@ -714,3 +715,23 @@ def test_a_sweep_job_whose_record_was_deleted_after_its_training_is_finished_by_
     with pytest.raises(ValueError, match=r"last.ckpt has finished: it is at step 10 of trainer.max_steps=10 \(its "):
         resume_from(OmegaConf.merge(cfg, {"resume": False, "ckpt_path": str(job / "checkpoints/last.ckpt")}), job,
                     in_sweep=True)
+
+
+def test_the_checkpoint_a_refusal_names_pastes_whole_from_a_folder_with_a_space_and_a_comma(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The advice wrote ckpt_path=<path> as it was: pasted, a space split it into two words, and a comma made Hydra
+    read a sweep of two paths."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    monkeypatch.chdir(tmp_path)
+    run = train_in_process(tmp_path / "run", *FINISHED_RUN).parent
+    moved = run.rename(tmp_path / "my run, v2")
+    ckpt = moved / "checkpoints/last.ckpt"
+    cfg = compose_with(*FINISHED_RUN)
+    cfg.ckpt_path = str(ckpt)
+    with pytest.raises(ValueError, match="has finished") as refused:
+        resume_from(cfg, moved)
+    advice = str(refused.value).split("to train it further pass ")[1].split(" and a larger")[0]
+    [word] = shlex.split(advice)
+    override = OverridesParser.create().parse_override(word)
+    assert (override.key_or_group, override.value()) == ("ckpt_path", str(ckpt))

@@ -14,6 +14,7 @@ from gpt.atomic import atomic_open
 from gpt.data.tokenizers import Tokenizer, tokenizer_from_dict
 from gpt.model.config import ModelConfig
 from gpt.model.gpt import GPT
+from gpt.overrides import pasted
 from gpt.validate import first_line
 
 FORMAT = "tinygpt"
@@ -90,8 +91,8 @@ def read_checkpoint(path: str | Path) -> dict[str, Any]:
             # Named by its path: resume=true takes the newest run of the same config, which may be a later one.
             raise CheckpointError(f"no model.pt in {path.parent}: its run stopped before writing one, and its "
                                   "checkpoints/last.ckpt is there: continue it with the command that started it "
-                                  f"(its .hydra/overrides.yaml) plus ckpt_path={last.resolve()} (its model.pt goes "
-                                  "to the new run folder)")
+                                  f"(its .hydra/overrides.yaml) plus {pasted('ckpt_path', str(last.resolve()))} "
+                                  "(its model.pt goes to the new run folder)")
         # A sweep's folder: its runs are one level down; "train one" sent a user who had trained several away.
         runs = sorted(path.parent.glob("*/model.pt")) if path.name == "model.pt" else []
         if runs:

@@ -16,6 +16,7 @@ from gpt.data.tokenizers import Tokenizer
 from gpt.evaluation.extrapolation import extrapolation
 from gpt.evaluation.grading import grade, scores_by_group, scores_by_level
 from gpt.inference.text import TextModel, line_prompt_ids
+from gpt.overrides import pasted
 from gpt.training.loggers import log_text
 from gpt.validate import NonNegativeFloat, NonNegativeInt, PositiveInt
 
@@ -178,8 +179,9 @@ class ResumeCheckpoint(Checkpoint):
         self._restored_rng: dict[str, Any] | None = None
 
     def _stop(self, what: str, step: int) -> None:
-        good = f"last good checkpoint: {self.path} (step {self.saved_step}); resume with ckpt_path={self.path} and" \
-            if self.saved_step is not None else "no checkpoint was written before it; start again with"
+        good = (f"last good checkpoint: {self.path} (step {self.saved_step}); resume with "
+                f"{pasted('ckpt_path', str(self.path))} and" if self.saved_step is not None
+                else "no checkpoint was written before it; start again with")
         raise TrainingStopped(f"{what} at step {step}; {good} a lower optim.lr (and optim.muon_lr with optim=muon) "
                               "or trainer.gradient_clip_val")
 

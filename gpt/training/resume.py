@@ -16,7 +16,7 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from gpt.atomic import atomic_open
 from gpt.inference.checkpoint import CheckpointError, safe_load
-from gpt.overrides import override_key
+from gpt.overrides import override_key, pasted
 from gpt.training.lit import LitGPT
 from gpt.training.optim import OPTIMIZERS, SCHEDULES, OptimConfig
 from gpt.training.run_folder import NOT_IDENTITY, REPORT, read_summary
@@ -182,11 +182,12 @@ def resume_from(cfg: DictConfig, run_dir: Path, in_sweep: bool = False) -> Resum
     if 0 <= cfg.trainer.max_steps <= step and not ended:
         its_model = f" (its model: {model})" if model.is_file() else ""
         raise ValueError(f"{path} has finished: it is at step {step} of trainer.max_steps={cfg.trainer.max_steps}"
-                         f"{its_model}; to train it further pass ckpt_path={path} and a larger trainer.max_steps")
+                         f"{its_model}; to train it further pass {pasted('ckpt_path', str(path))} and a larger "
+                         "trainer.max_steps")
     if not ended and (spent := spent_max_time(cfg.trainer.get("max_time"), checkpoint)) is not None:
         raise ValueError(f"{path} has trained for {spent:.0f} s, all of trainer.max_time (which counts the time of "
-                         f"the run it continues); to train it further pass ckpt_path={path} and a larger "
-                         "trainer.max_time, or trainer.max_time=null")
+                         f"the run it continues); to train it further pass {pasted('ckpt_path', str(path))} and a "
+                         "larger trainer.max_time, or trainer.max_time=null")
     print(f"finishing {path}: its training reached step {step}, but its run stopped before writing "
           f"{'a summary.json that says so' if lost_record else 'model.pt'}; writing it without training" if ended
           else f"resuming from {path} at step {step}")
