@@ -23,7 +23,7 @@ from gpt.model.attention import ATTENTION
 from gpt.model.config import ModelConfig
 from gpt.sweeps import capability, pareto
 from gpt.sweeps.plots import LEGEND_INCHES, LOSS_FIGSIZE, loss_figure, styles
-from gpt.sweeps.report import curves, figures, find_runs, markdown, summaries
+from gpt.sweeps.report import curves, figures, find_runs, markdown, summaries, write_report
 from tests.conftest import ROOT, run_cli
 from tests.test_configs import compose_with
 
@@ -155,6 +155,15 @@ def test_a_report_where_every_run_failed_is_a_table_of_reasons(tmp_path: Path) -
                                     if t.startswith("| configuration")).splitlines()
     assert header == "| configuration | seeds | status |" and separator.count("|") == header.count("|")
     assert rows == [f"| `optim.lr={lr}` | 0 | failed: loss is nan at step 2 |" for lr in ("1e8", "1e9")]
+
+
+def test_a_reason_naming_a_file_that_is_not_utf8_is_written_over_the_earlier_report(tmp_path: Path) -> None:
+    """Python reads a file name's bytes that are not UTF-8 as lone surrogates, which write_text could not encode: it
+    raised after emptying report.md, whose presence says the sweep ended."""
+    fake_run(tmp_path / "0", ["data.path=a"], {"status": "failed", "reason": "no text in /data/caf\udce9.txt"})
+    (tmp_path / "report.md").write_text("an earlier report")
+    report = write_report(tmp_path).read_text(encoding="utf-8")
+    assert "| `data.path=a` | 0 | failed: no text in /data/caf\\udce9.txt |" in report
 
 
 def test_a_report_with_nothing_validated_says_why(tmp_path: Path) -> None:

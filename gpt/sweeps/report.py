@@ -26,6 +26,7 @@ from hydra.experimental.callback import Callback
 from matplotlib.figure import Figure
 from omegaconf import DictConfig
 
+from gpt.atomic import atomic_open, atomic_write
 from gpt.overrides import override_key, override_value
 from gpt.sweeps import capability, capacity, pareto, scaling
 from gpt.sweeps.best_of import best_settings
@@ -361,11 +362,14 @@ def write_report(sweep_dir: str | Path, best_of: Sequence[str] = ()) -> Path:
     runs = [r for r in runs if r.config in kept]
     drawn = figures(runs)
     for name, figure in drawn.items():
-        figure.savefig(sweep_dir / name)
+        with atomic_open(sweep_dir / name) as f:
+            figure.savefig(f, format=Path(name).suffix[1:])
     for name in set(FIGURES) - drawn.keys():  # an earlier report's (other runs, other --best-of), not this one's
         (sweep_dir / name).unlink(missing_ok=True)
     path = sweep_dir / REPORT
-    path.write_text(markdown(sweep_dir, runs, notes))
+    # Whole or not at all: a report.md there says the sweep ended. A reason may hold a file name that is not UTF-8
+    # (Python reads its bytes as lone surrogates), written as the escape that names them.
+    atomic_write(path, markdown(sweep_dir, runs, notes).encode("utf-8", "backslashreplace"))
     return path
 
 
