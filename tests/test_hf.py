@@ -213,8 +213,26 @@ def test_a_qwen3_whose_window_hides_nothing_loads(max_window_layers: int, window
 def test_a_qwen3_window_in_some_layers_is_refused() -> None:
     config = transformers.Qwen3Config(**LAYOUT, intermediate_size=64, head_dim=8, num_key_value_heads=2,
                                       use_sliding_window=True, sliding_window=4, max_window_layers=1)
-    with pytest.raises(ValueError, match="^use_sliding_window=True does not map onto tinygpt: Qwen3 slides"):
+    with pytest.raises(ValueError, match="^use_sliding_window=True does not map onto tinygpt: Qwen3 slides the "
+                                         "window in 1 of 2 layers"):
         FAMILIES["qwen3"].model_config(config)
+
+
+def test_a_qwen3_window_in_every_layer_loads_as_sliding_window_with_qk_norm() -> None:
+    # It was refused as a window "in some layers only".
+    torch.manual_seed(0)
+    config = transformers.Qwen3Config(**LAYOUT, intermediate_size=64, head_dim=8, num_key_value_heads=4,
+                                      use_sliding_window=True, sliding_window=4, max_window_layers=0)
+    hf = transformers.AutoModelForCausalLM.from_config(config).eval()
+    model = from_hf(hf)
+    assert (model.cfg.attention, model.cfg.window, model.cfg.qk_norm) == ("sliding_window", 4, True)
+    idx = torch.randint(0, VOCAB, (2, 32))
+    with torch.no_grad():
+        torch.testing.assert_close(model(idx), hf(idx).logits, rtol=0, atol=ATOL)
+    grouped = transformers.Qwen3Config(**{**config.to_dict(), "num_key_value_heads": 2})
+    with pytest.raises(ValueError, match="^num_key_value_heads=2 does not map onto tinygpt: with sliding_window=4 in "
+                                         "every layer"):
+        FAMILIES["qwen3"].model_config(grouped)
 
 
 @pytest.mark.parametrize("family, field, name", [("llama", "hidden_act", "swish"), ("qwen3", "hidden_act", "swish"),

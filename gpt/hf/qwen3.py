@@ -20,9 +20,18 @@ class Qwen3(Llama):
             refuse("attention_bias", True, "Qwen3's MLP has no biases, and tinygpt's model.bias sets both")
         # layer_types names the layers that slide: none where max_window_layers reaches num_hidden_layers, and a window
         # as long as the context hides nothing.
-        if "sliding_attention" in c.layer_types and c.sliding_window < c.max_position_embeddings:
-            refuse("use_sliding_window", True, "Qwen3 slides the window in some layers only; tinygpt in all or none")
-        return {**grouped_heads(c), "bias": False, "qk_norm": True}
+        sliding = c.layer_types.count("sliding_attention")
+        if not sliding or (c.sliding_window or 0) >= c.max_position_embeddings:
+            return {**grouped_heads(c), "bias": False, "qk_norm": True}
+        if c.sliding_window is None:
+            refuse("sliding_window", None, f"layer_types slides {sliding} layers, over no window")
+        if sliding < c.num_hidden_layers:
+            refuse("use_sliding_window", True, f"Qwen3 slides the window in {sliding} of {c.num_hidden_layers} "
+                   "layers; tinygpt in all or none")
+        if c.num_key_value_heads != c.num_attention_heads:
+            refuse("num_key_value_heads", c.num_key_value_heads, f"with sliding_window={c.sliding_window} in every "
+                   "layer: tinygpt's sliding_window attention has one key/value head per query head")
+        return dict(attention="sliding_window", window=c.sliding_window, bias=False, qk_norm=True)
 
     def hf_config(self, model: GPT) -> dict[str, Any]:
         return {**super().hf_config(model), "use_sliding_window": False}
