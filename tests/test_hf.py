@@ -218,6 +218,13 @@ def test_a_qwen3_window_in_some_layers_is_refused() -> None:
         FAMILIES["qwen3"].model_config(config)
 
 
+def test_qwen3_layers_that_slide_over_no_window_are_one_line() -> None:
+    config = transformers.Qwen3Config(**LAYOUT, intermediate_size=64, head_dim=8, use_sliding_window=False,
+                                      layer_types=["sliding_attention", "full_attention"])
+    with pytest.raises(ValueError, match="^sliding_window=None does not map onto tinygpt: layer_types slides 1 "):
+        FAMILIES["qwen3"].model_config(config)
+
+
 def test_a_qwen3_window_in_every_layer_loads_as_sliding_window_with_qk_norm() -> None:
     # It was refused as a window "in some layers only".
     torch.manual_seed(0)
