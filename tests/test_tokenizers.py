@@ -169,3 +169,11 @@ def test_a_folders_tokenizer_json_round_trips_through_its_dict(tmp_path: Path) -
     assert (restored.encode(text), restored.vocab_size) == (tokenizer.encode(text), bpe.get_vocab_size())
     with pytest.raises(ValueError, match="data.tokenizer=nope is unknown; choose one of char, word, gpt2, bpe or a "):
         learn_tokenizer("nope", Texts([text]), 300)
+
+
+def test_an_unreadable_bpe_vocabulary_is_a_value_error() -> None:
+    """The tokenizers library raises a bare Exception for JSON it cannot read: model.pt's loader, which turns a
+    ValueError into one line naming the damaged file, let a truncated bpe vocabulary out as a traceback."""
+    vocab = BPETokenizer.learn(Texts(["to be or not to be"]), 260).to_dict()["vocab"]
+    with pytest.raises(ValueError, match=r"^its bpe vocabulary is not a tokenizer JSON .*\(EOF while parsing"):
+        tokenizer_from_dict({"kind": "bpe", "vocab": vocab[:100]})

@@ -263,7 +263,11 @@ class BPETokenizer:
     SAMPLE_BYTES = 256 << 20  # the text it learns merges from: plenty for a few thousand merges, minutes at most
 
     def __init__(self, vocab: str) -> None:
-        self.tok = tokenizers.Tokenizer.from_str(vocab)
+        try:
+            self.tok = tokenizers.Tokenizer.from_str(vocab)
+        except Exception as err:  # the tokenizers library raises a bare Exception for JSON it cannot read
+            raise ValueError(f"its bpe vocabulary is not a tokenizer JSON the tokenizers library can read ({err})") \
+                from None
         self.tok.encode_special_tokens = True  # as tiktoken's encode_ordinary: "<|endoftext|>" in text is text
         self.vocab_size = self.tok.get_vocab_size()
         self.eot_id = self.tok.token_to_id(EOT)
