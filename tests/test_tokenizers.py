@@ -177,3 +177,21 @@ def test_an_unreadable_bpe_vocabulary_is_a_value_error() -> None:
     vocab = BPETokenizer.learn(Texts(["to be or not to be"]), 260).to_dict()["vocab"]
     with pytest.raises(ValueError, match=r"^its bpe vocabulary is not a tokenizer JSON .*\(EOF while parsing"):
         tokenizer_from_dict({"kind": "bpe", "vocab": vocab[:100]})
+
+
+@pytest.mark.parametrize("name", sorted(TOKENIZERS))
+def test_a_lone_surrogate_is_refused_naming_it(name: str) -> None:
+    """A byte that is not UTF-8 in `generate.py --prompt` reaches the tokenizer as a lone surrogate: the byte-level
+    encoders fed the model U+FFFD's ids in its place without a word, and encode_many raised UnicodeEncodeError."""
+    text = "to be or not to be"
+    tokenizer = TOKENIZERS[name].learn(Texts([text]), 300)
+    with pytest.raises(ValueError, match=r"'\\udce9'"):
+        tokenizer.encode("to b\udce9")
+    with pytest.raises(ValueError, match=r"'\\udce9'"):
+        tokenizer.encode_many([text, "to b\udce9"])
+
+
+def test_a_folders_tokenizer_refuses_a_lone_surrogate_in_one_line() -> None:
+    spec = BPETokenizer.learn(Texts(["to be or not to be"]), 300).to_dict()["vocab"]
+    with pytest.raises(ValueError, match=r"holds '\\ud800' at character 3, half of a UTF-16 surrogate pair"):
+        tokenizer_from_dict({"kind": "hf", "vocab": spec}).encode("to \ud800")

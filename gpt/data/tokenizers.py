@@ -62,6 +62,18 @@ def unknown_pieces_error(kind: str, unknown: list[str], known: dict[str, int]) -
     return ValueError(f"{kind} {', '.join(map(repr, unknown))} not in the vocabulary of this model{hint}")
 
 
+def utf8_text(text: str) -> str:
+    """`text`, refused in one line where it holds a lone surrogate (a \\ud800 escape, or a byte that is not UTF-8
+    in a command-line argument, which Python reads as one): tiktoken encodes it as U+FFFD without a word, and the
+    tokenizers library raises a TypeError."""
+    try:
+        text.encode()
+    except UnicodeEncodeError as err:
+        raise ValueError(f"the text holds {text[err.start]!r} at character {err.start}, half of a UTF-16 surrogate "
+                         "pair or a byte that is not UTF-8 (not a character): write it as UTF-8") from None
+    return text
+
+
 class CharTokenizer:
     """One token per character of a fixed alphabet."""
 
@@ -218,7 +230,7 @@ class GPT2Tokenizer:
         return GPT2Tokenizer(sorted(set(used)))
 
     def encode(self, text: str) -> list[int]:
-        bpe = self.enc.encode_ordinary(text)  # "<|endoftext|>" in user text is plain text, not a control token
+        bpe = self.enc.encode_ordinary(utf8_text(text))  # "<|endoftext|>" in user text is text, not a control token
         if self.ids is None:
             return bpe
         unknown = [b for b in bpe if b not in self.ids]
@@ -291,7 +303,7 @@ class BPETokenizer:
         return cls(tok.to_str())
 
     def encode(self, text: str) -> list[int]:
-        return self.enc.encode_ordinary(text)  # "<|endoftext|>" in user text is text, not the control token
+        return self.enc.encode_ordinary(utf8_text(text))  # "<|endoftext|>" in user text is text, not the control token
 
     def encode_many(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
         return encode_ordinary_many(self.enc, texts)
@@ -311,8 +323,8 @@ def encode_ordinary_many(enc: tiktoken.Encoding, texts: list[str]) -> tuple[np.n
     """Each text as `enc.encode_ordinary` encodes it, in one call: the texts joined by end-of-text, where tiktoken
     cuts before its split pattern runs (so no token spans two texts), and the ids cut at its id."""
     if not texts or any(EOT in text for text in texts):  # text that spells the marker: encode it as text
-        return concatenate([enc.encode_ordinary(text) for text in texts])
-    ids = enc.encode_to_numpy(EOT.join(texts), allowed_special={EOT}, disallowed_special=())
+        return concatenate([enc.encode_ordinary(utf8_text(text)) for text in texts])
+    ids = enc.encode_to_numpy(utf8_text(EOT.join(texts)), allowed_special={EOT}, disallowed_special=())
     cuts = np.flatnonzero(ids == enc.eot_token)  # ordinary text never gives the end-of-text id
     lengths = np.diff(cuts, prepend=-1, append=len(ids)) - 1
     return np.delete(ids, cuts), lengths
@@ -385,7 +397,7 @@ class HFTokenizer:
                              f"data.tokenizer takes {', '.join(TOKENIZERS)} or a Hugging Face model folder") from None
 
     def encode(self, text: str) -> list[int]:
-        return self.backend.encode(text, add_special_tokens=False).ids
+        return self.backend.encode(utf8_text(text), add_special_tokens=False).ids
 
     def encode_many(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
         return concatenate([self.encode(text) for text in texts])
