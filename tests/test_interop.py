@@ -371,3 +371,18 @@ def test_init_from_a_run_folder_starts_from_its_model_pt(tmp_path: Path) -> None
     assert all(torch.equal(weights[name], tensor) for name, tensor in model.state_dict().items())
     with pytest.raises(ValueError, match="is neither a model.pt"):
         check_init_from(str(tmp_path))  # a folder holding neither
+
+
+def test_init_from_a_bpe_model_of_another_vocab_size_names_its_size(tmp_path: Path) -> None:
+    # On the text it was trained on with data.tokenizer=bpe and another data.vocab_size, the refusal said to set
+    # data.tokenizer=bpe on the text it was trained on: what the run already did.
+    from gpt.data.tokenizers import BPETokenizer
+    from gpt.training.init_from import start_from
+    from tests.test_tokenizers import Texts
+
+    corpus = Texts([play(20)])
+    its, ours = BPETokenizer.learn(corpus, 300), BPETokenizer.learn(corpus, 280)
+    save_model(tmp_path / "model.pt", perturbed(ModelConfig(vocab_size=300, layers=1, dim=32, heads=2)), its)
+    with pytest.raises(ValueError, match=r"reads a bpe tokenizer of 300 ids but this corpus is tokenized with a bpe "
+                                         r"tokenizer of 280 ids: set data.tokenizer=bpe data.vocab_size=300 on the "):
+        start_from(str(tmp_path / "model.pt"), ModelConfig(vocab_size=280), ours)

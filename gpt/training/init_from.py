@@ -58,6 +58,8 @@ def data_setting(tokenizer: Tokenizer, init_from: str) -> str:
             "again with --tokenizer gpt2 --compact-vocab false)"
     if kind == "hf":
         return f"data.tokenizer={init_from}"
+    if kind == "bpe":  # trained to a size: on the same text, another data.vocab_size is another vocabulary
+        return f"data.tokenizer=bpe data.vocab_size={tokenizer.vocab_size} on the text it was trained on"
     return f"data.tokenizer={kind} on the text it was trained on"
 
 
