@@ -195,3 +195,13 @@ def test_a_folders_tokenizer_refuses_a_lone_surrogate_in_one_line() -> None:
     spec = BPETokenizer.learn(Texts(["to be or not to be"]), 300).to_dict()["vocab"]
     with pytest.raises(ValueError, match=r"holds '\\ud800' at character 3, half of a UTF-16 surrogate pair"):
         tokenizer_from_dict({"kind": "hf", "vocab": spec}).encode("to \ud800")
+
+
+def test_compact_gpt2_names_the_characters_it_lacks_not_parts_of_them() -> None:
+    """GPT-2 cuts a rare character's bytes across tokens; each alone decodes to U+FFFD, so the refusal of "☃" named
+    ' �', '�' and the user could not tell what to rephrase."""
+    full = GPT2Tokenizer()
+    compact = full.compact(full.encode("the cat sat on the mat\n"))
+    with pytest.raises(ValueError, match=r"^GPT-2 token\(s\) ' ☃', ' 東', '京' never occur") as err:
+        compact.encode("the cat ☃ sat on the 東京 mat")
+    assert "\ufffd" not in str(err.value)

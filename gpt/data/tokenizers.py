@@ -233,12 +233,30 @@ class GPT2Tokenizer:
         bpe = self.enc.encode_ordinary(utf8_text(text))  # "<|endoftext|>" in user text is text, not a control token
         if self.ids is None:
             return bpe
-        unknown = [b for b in bpe if b not in self.ids]
-        if unknown:
-            shown = ", ".join(repr(self.enc.decode([b])) for b in dict.fromkeys(unknown))
+        if any(b not in self.ids for b in bpe):
+            shown = ", ".join(map(repr, dict.fromkeys(self._unknown_text(text, bpe))))
             raise ValueError(f"GPT-2 token(s) {shown} never occur in this model's training text, so its compact "
                              f"vocabulary of {self.vocab_size} tokens lacks them: rephrase the prompt")
         return [self.ids[b] for b in bpe]
+
+    def _unknown_text(self, text: str, bpe: list[int]) -> list[str]:
+        """The text of each piece of `text` whose BPE token the compact vocabulary lacks, widened to whole characters:
+        a token may hold part of a character's bytes, which alone decodes to U+FFFD and names nothing."""
+        data, spans, end = text.encode(), [], 0
+        for b in bpe:
+            start, end = end, end + len(self.enc.decode_single_token_bytes(b))
+            if b in self.ids:
+                continue
+            first, last = start, end
+            while first > 0 and 0x80 <= data[first] < 0xC0:  # a UTF-8 continuation byte: back to its character
+                first -= 1
+            while last < len(data) and 0x80 <= data[last] < 0xC0:
+                last += 1
+            if spans and first < spans[-1][1]:  # two tokens of one character: one piece
+                spans[-1][1] = max(last, spans[-1][1])
+            else:
+                spans.append([first, last])
+        return [data[first:last].decode() for first, last in spans]
 
     def encode_many(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
         bpe, lengths = encode_ordinary_many(self.enc, texts)
