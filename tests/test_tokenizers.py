@@ -205,3 +205,11 @@ def test_compact_gpt2_names_the_characters_it_lacks_not_parts_of_them() -> None:
     with pytest.raises(ValueError, match=r"^GPT-2 token\(s\) ' ☃', ' 東', '京' never occur") as err:
         compact.encode("the cat ☃ sat on the 東京 mat")
     assert "\ufffd" not in str(err.value)
+
+
+@pytest.mark.parametrize("text", ["हिन्दी भाषा\n", "ภาษาไทย ดี\n", "cafe\u0301s et re\u0301sume\u0301\n"])
+def test_word_tokenizer_keeps_combining_marks_in_their_words(text: str) -> None:
+    """Python's re leaves combining marks out of \\w: Hindi's vowel signs and viramas, Thai's vowels and an accent
+    written as a mark (NFD) cut words into letters, which decoded with spaces between (ह ि न ् द ी)."""
+    tokenizer = WordTokenizer.fit(text)
+    assert len(tokenizer.encode(text)) == len(text.split()) + 1 and tokenizer.decode(tokenizer.encode(text)) == text

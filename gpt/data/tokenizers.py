@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 import numpy as np
+import regex
 import tiktoken
 import tokenizers
 from tiktoken.load import data_gym_to_mergeable_bpe_ranks
@@ -133,7 +134,9 @@ class WordTokenizer:
 
     kind = "word"
     NEWLINE = "\n"
-    _pieces = re.compile(r"\n|'?\w+(?:'\w+)*|[^\w\s]")
+    # regex's \w is Unicode's word characters, combining marks included: re's leaves out the vowel signs of Hindi
+    # or Thai and an accent written as a mark (NFD), so their words were cut apart and decoded with spaces between.
+    _pieces = regex.compile(r"\n|'?\w+(?:'\w+)*|[^\w\s]")
     _closing = frozenset(".,;:!?")
 
     def __init__(self, words: list[str]) -> None:
