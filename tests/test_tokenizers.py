@@ -213,3 +213,15 @@ def test_word_tokenizer_keeps_combining_marks_in_their_words(text: str) -> None:
     written as a mark (NFD) cut words into letters, which decoded with spaces between (ह ि न ् द ी)."""
     tokenizer = WordTokenizer.fit(text)
     assert len(tokenizer.encode(text)) == len(text.split()) + 1 and tokenizer.decode(tokenizer.encode(text)) == text
+
+
+def test_a_folders_tokenizer_reads_a_special_token_spelled_in_text_as_text() -> None:
+    """A Hugging Face tokenizer matches its special tokens in text: a document or prompt that spelled <|endoftext|>
+    (GPT-2's, Qwen's) got the end-of-text id there, a document boundary no other kind puts in text."""
+    spec = BPETokenizer.learn(Texts(["to be or not to be"]), 300).to_dict()["vocab"]
+    tokenizer = tokenizer_from_dict({"kind": "hf", "vocab": spec.replace('"encode_special_tokens":true',
+                                                                         '"encode_special_tokens":false')})
+    text = f"to be {EOT} or"
+    ids, _ = tokenizer.encode_many([text])
+    assert tokenizer.eot_id not in tokenizer.encode(text) and tokenizer.eot_id not in ids.tolist()
+    assert tokenizer.decode(tokenizer.encode(text)) == text

@@ -394,6 +394,7 @@ class HFTokenizer:
             self.backend = tokenizers.Tokenizer.from_str(spec)
         except Exception as err:  # the tokenizers library raises a bare Exception for JSON it cannot read
             raise ValueError(f"not a tokenizer.json the tokenizers library can read ({err})") from None
+        self.backend.encode_special_tokens = True  # as the other kinds: "<|endoftext|>" in text is text, not the token
         self.vocab_size = self.backend.get_vocab_size(with_added_tokens=True)
         # Its end-of-document token under the names the model families use (GPT-2/Qwen, Llama 3, Llama 2/Mistral).
         ids = (self.backend.token_to_id(name) for name in (EOT, "<|end_of_text|>", "</s>", "<eos>"))
