@@ -225,3 +225,12 @@ def test_a_folders_tokenizer_reads_a_special_token_spelled_in_text_as_text() -> 
     ids, _ = tokenizer.encode_many([text])
     assert tokenizer.eot_id not in tokenizer.encode(text) and tokenizer.eot_id not in ids.tolist()
     assert tokenizer.decode(tokenizer.encode(text)) == text
+
+
+def test_word_tokenizer_keeps_typographic_apostrophes_as_ascii_ones() -> None:
+    # Books and web text write ’: "don’t" was three tokens and decoded as "don ’ t".
+    text = "I don’t know, ’tis o’er.\n"
+    tokenizer = WordTokenizer.fit(text)
+    words = [tokenizer.words[i] for i in tokenizer.encode(text)]
+    assert words == ["I", "don’t", "know", ",", "’tis", "o’er", ".", "\n"]
+    assert tokenizer.decode(tokenizer.encode(text)) == text

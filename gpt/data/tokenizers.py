@@ -129,14 +129,14 @@ class CharTokenizer:
 
 
 class WordTokenizer:
-    """One token per word (apostrophes in or before a word kept: "o'er", "'tis") or punctuation mark;
+    """One token per word (apostrophes, ' or ’, in or before a word kept: "o'er", "’tis") or punctuation mark;
     a newline is a token of its own (end of line). Decoding joins words with one space, none before .,;:!?"""
 
     kind = "word"
     NEWLINE = "\n"
     # regex's \w is Unicode's word characters, combining marks included: re's leaves out the vowel signs of Hindi
     # or Thai and an accent written as a mark (NFD), so their words were cut apart and decoded with spaces between.
-    _pieces = regex.compile(r"\n|'?\w+(?:'\w+)*|[^\w\s]")
+    _pieces = regex.compile(r"\n|['’]?\w+(?:['’]\w+)*|[^\w\s]")
     _closing = frozenset(".,;:!?")
 
     def __init__(self, words: list[str]) -> None:
