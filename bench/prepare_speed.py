@@ -44,8 +44,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--tokenizers", nargs="+", default=["char", "gpt2", "bpe"])
     parser.add_argument("--procs", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--vocab-size", type=int, default=4096, help="of the trained BPE")
-    parser.add_argument("--dir", default=None, help="where corpora and shards are written, removed after "
-                        "(default: a new folder in the system's temporary directory)")
+    parser.add_argument("--dir", default=None, help="where corpora and shards are written, in a new folder removed "
+                        "after (default: in the system's temporary directory)")
     return parser.parse_args(argv)
 
 
@@ -102,8 +102,10 @@ def tree_pss(pid: int) -> int:
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
-    work = Path(args.dir or tempfile.mkdtemp(prefix="prepare_speed_")).resolve()
-    work.mkdir(parents=True, exist_ok=True)
+    if args.dir:
+        Path(args.dir).mkdir(parents=True, exist_ok=True)
+    # A folder of its own, even inside --dir: removing --dir itself would take whatever else the user keeps there.
+    work = Path(tempfile.mkdtemp(prefix="prepare_speed_", dir=args.dir)).resolve()
     began = time.perf_counter()
     print(f"command: python {shlex.join(sys.argv)}")
     print(f"CPU: {cpu_description()}")
