@@ -75,7 +75,8 @@ def main(argv: list[str] | None = None) -> None:
     n = cores()
     print(f"CPU: {cpu_description()}, {n} cores")
     with tempfile.TemporaryDirectory() as tmp:
-        out = args.out or Path(tmp)
+        # Absolute: each sweep runs in out, where a relative hydra.sweep.dir would land one folder deeper.
+        out = (args.out or Path(tmp)).resolve()
         out.mkdir(parents=True, exist_ok=True)
         serial = run_sweep(args, out / "serial", ["hydra/launcher=basic"], str(n))
         parallel = run_sweep(args, out / "parallel", [], None)
