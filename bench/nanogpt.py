@@ -38,12 +38,14 @@ def check_checkout(checkout: Path) -> None:
 
 def prepare(checkout: Path, corpus: Path) -> None:
     """nanoGPT's own data/shakespeare_char/prepare.py on `corpus` (as its input.txt, so nothing downloads),
-    once: its train.bin is the first 90% of the characters and val.bin the last 10%."""
+    once per corpus: its train.bin is the first 90% of the characters and val.bin the last 10%."""
     folder = checkout / DATA
-    if (folder / "train.bin").is_file():
+    # Prepared from another text (an earlier --corpus, or nanoGPT's own download), nanoGPT would train and be scored
+    # on that text while tinygpt trains on this one.
+    if (folder / "train.bin").is_file() and (folder / "input.txt").is_file() and \
+            (folder / "input.txt").read_bytes() == corpus.read_bytes():
         return
-    if not (folder / "input.txt").is_file():
-        shutil.copyfile(corpus, folder / "input.txt")
+    shutil.copyfile(corpus, folder / "input.txt")
     print(f"preparing nanoGPT's data: python {DATA / 'prepare.py'} in {checkout}", flush=True)
     subprocess.run([sys.executable, "prepare.py"], cwd=folder, check=True, stdout=subprocess.DEVNULL)
 

@@ -123,3 +123,16 @@ def test_nanogpts_final_checkpoint_is_scored_on_every_window_through_its_own_mod
     expected = F.cross_entropy(bias.expand(len(targets), -1), targets).item()
     assert nanogpt.final_val_loss(checkout, tmp_path, steps=2000, batch_size=50) == pytest.approx(expected)
     assert math.isnan(nanogpt.final_val_loss(checkout, tmp_path, steps=2500))  # saved before the end: no figure
+
+
+def test_nanogpts_data_is_prepared_again_from_a_different_corpus(tmp_path: Path) -> None:
+    """Prepared once, nanoGPT's train.bin was kept for every later --corpus: nanoGPT trained on the earlier text
+    while tinygpt trained on the one given."""
+    folder = tmp_path / "nanoGPT" / nanogpt.DATA
+    folder.mkdir(parents=True)
+    # nanoGPT's prepare.py stood in for: its train.bin from its input.txt
+    (folder / "prepare.py").write_text("import shutil\nshutil.copyfile('input.txt', 'train.bin')\n")
+    for text in ("first corpus", "second corpus", "second corpus"):
+        (tmp_path / "corpus.txt").write_text(text)
+        nanogpt.prepare(tmp_path / "nanoGPT", tmp_path / "corpus.txt")
+        assert (folder / "train.bin").read_text() == text
