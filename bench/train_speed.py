@@ -50,7 +50,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="bf16-mixed: matrix multiplies in bfloat16 under autocast (CPUs with AVX512-BF16 or AMX)")
     parser.add_argument("--compile", action="store_true", help="torch.compile the model (train.py's compile=true)")
     parser.add_argument("--matmul-size", type=int, default=1024, help="n of the n x n fp32 matmul timed as the peak")
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if min(args.batch, args.steps, args.rounds, args.matmul_size) < 1 or args.warmup < 0:
+        parser.error("--batch, --steps, --rounds and --matmul-size must be at least 1, --warmup at least 0")
+    return args
 
 
 def model_config(overrides: list[str], vocab_size: int) -> ModelConfig:
@@ -154,10 +157,15 @@ def step_seconds(marks: list[tuple[float, float]], warmup: int) -> tuple[float, 
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
+    if args.corpus and not Path(args.corpus).is_file():
+        sys.exit(f"error: --corpus {args.corpus}: no such file")
     print(f"command: python {shlex.join(sys.argv)}")
     print(f"CPU: {cpu_description()}")
     ids, vocab_size = corpus_ids(args)
-    cfg, reference_cfg = model_config(args.overrides, vocab_size), model_config(NANOGPT, vocab_size)
+    try:
+        cfg, reference_cfg = model_config(args.overrides, vocab_size), model_config(NANOGPT, vocab_size)
+    except ValueError as err:  # an unknown field or value, named with the known ones
+        sys.exit(f"error: {err}")
     peak = matmul_peak(args.matmul_size)
     tokens_per_step = args.batch * cfg.block_size
     print(f"torch {torch.__version__}, {torch.get_num_threads()} thread(s); {cfg.layers} layers, {cfg.heads} heads, "

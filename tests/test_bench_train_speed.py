@@ -1,0 +1,30 @@
+"""bench/train_speed.py refuses what it cannot measure in one line, before any timing."""
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from tests.conftest import ROOT
+
+sys.path.insert(0, str(ROOT / "bench"))
+import train_speed  # noqa: E402
+
+
+@pytest.mark.parametrize("argv", [["--steps", "0"], ["--rounds", "0"], ["--batch", "0"], ["--warmup", "-1"]])
+def test_nothing_to_measure_is_refused(argv: list[str]) -> None:
+    """--steps 0 or --rounds 0 ran every loop, then ended in 'StatisticsError: no median for empty data'."""
+    with pytest.raises(SystemExit):
+        train_speed.parse_args(argv)
+
+
+def test_a_missing_corpus_is_one_line() -> None:
+    """It ended in a FileNotFoundError traceback."""
+    with pytest.raises(SystemExit, match=r"^error: --corpus no_such_file.txt: no such file$"):
+        train_speed.main(["--corpus", "no_such_file.txt"])
+
+
+def test_an_unknown_model_field_is_one_line_naming_the_fields(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(train_speed, "matmul_peak", lambda n: pytest.fail("measured before the model was checked"))
+    with pytest.raises(SystemExit, match=r"^error: unknown model field\(s\) \['foo'\]; known fields: attention, "):
+        train_speed.main(["foo=1"])
