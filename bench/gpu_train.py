@@ -41,7 +41,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--warmup", type=int, default=50, help="steps left out of the median (compilation, autotuning)")
     parser.add_argument("--corpus-lines", type=int, default=400_000)
     parser.add_argument("--spec-peak", type=float, default=989e12, help="datasheet dense bf16 FLOP/s (H100/H200 SXM)")
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    # Checked before training: the median is taken after it, of the steps from --warmup on.
+    if not 0 <= args.warmup < args.steps:
+        parser.error(f"--steps {args.steps} leaves no step after --warmup {args.warmup} to measure: give --steps "
+                     "above --warmup")
+    if args.batch < 1 or args.corpus_lines < 1:
+        parser.error("--batch and --corpus-lines must be at least 1")
+    return args
 
 
 def write_corpus(path: Path, lines: int) -> None:

@@ -19,3 +19,11 @@ def test_the_shape_is_not_refused_under_a_variant_that_ignores_part_of_it(attent
     so `python bench/gpu_train.py model.attention=linear` measured nothing."""
     overrides = [*gpu_train.SHAPE, f"model.attention={attention}"]
     check_config(compose_with(*overrides), overrides)
+
+
+@pytest.mark.parametrize("argv", [["--steps", "10"], ["--steps", "50", "--warmup", "50"], ["--batch", "0"]])
+def test_nothing_left_to_measure_is_refused_before_training(argv: list[str]) -> None:
+    """--steps 10 (under the default --warmup 50) trained GPT-2-small on the GPU for the whole run, then ended in
+    'StatisticsError: no median for empty data'."""
+    with pytest.raises(SystemExit):
+        gpu_train.parse_args(argv)
