@@ -25,6 +25,7 @@ import gpt.model.attention.kernels as kernels  # noqa: E402
 from gpt import GPT  # noqa: E402
 from gpt.cost import command as cost  # noqa: E402
 from gpt.inference.depth import GPTEngine  # noqa: E402
+from gpt.model.attention import ATTENTION  # noqa: E402
 from gpt.machine import cpu_description  # noqa: E402
 
 UNCUT = 2 ** 62  # a slice's fewest keys no step reaches: every call uncut
@@ -33,7 +34,7 @@ STEPS = 24  # decode steps timed per variant, setting and round
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--attention", nargs="+", default=["mqa", "mla"], metavar="VARIANT")
+    parser.add_argument("--attention", nargs="+", default=["mqa", "mla"], choices=list(ATTENTION), metavar="VARIANT")
     parser.add_argument("--depths", nargs="+", type=int, default=[16384], help="tokens in the cache")
     parser.add_argument("--batch", type=int, default=1)
     parser.add_argument("--rounds", type=int, default=10, help="alternated rounds; medians reported")

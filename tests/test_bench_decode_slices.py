@@ -29,3 +29,10 @@ def test_only_the_slices_setting_cuts_keys(monkeypatch: pytest.MonkeyPatch) -> N
 def test_nothing_to_time_is_refused() -> None:
     with pytest.raises(SystemExit):
         decode_slices.parse_args(["--rounds", "0"])
+
+
+def test_an_unknown_variant_is_refused_in_one_line(capsys: pytest.CaptureFixture) -> None:
+    """--attention nope built every engine up to it, then ended in KeyError: 'nope'."""
+    with pytest.raises(SystemExit):
+        decode_slices.parse_args(["--attention", "mqa", "nope"])
+    assert "invalid choice: 'nope'" in capsys.readouterr().err
