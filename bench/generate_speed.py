@@ -47,6 +47,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--repeats", type=int, default=5, help="timed rounds over all rows; medians are reported")
     parser.add_argument("--no-hf", action="store_true", help="skip the Hugging Face reference rows")
     args = parser.parse_args(argv)
+    if min(args.repeats, args.new_tokens, args.prompt_len, *args.batch) < 1:
+        parser.error("--repeats, --new-tokens, --prompt-len and --batch must be at least 1")
     if args.prompt_len + args.new_tokens > args.block_size:
         parser.error(f"--prompt-len + --new-tokens = {args.prompt_len + args.new_tokens} exceeds --block-size "
                      f"{args.block_size}: the window would slide; raise --block-size")

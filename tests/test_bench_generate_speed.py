@@ -1,0 +1,20 @@
+"""bench/generate_speed.py refuses what it cannot time in one line, before any model is built."""
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from tests.conftest import ROOT
+
+sys.path.insert(0, str(ROOT / "bench"))
+import generate_speed  # noqa: E402
+
+
+@pytest.mark.parametrize("argv", [["--repeats", "0"], ["--new-tokens", "0"], ["--batch", "1", "0"],
+                                  ["--prompt-len", "0"]])
+def test_nothing_to_time_is_refused(argv: list[str]) -> None:
+    """--repeats 0 warmed every row up, then ended in 'StatisticsError: no median for empty data'; --new-tokens 0
+    in a ZeroDivisionError."""
+    with pytest.raises(SystemExit):
+        generate_speed.parse_args(argv)
