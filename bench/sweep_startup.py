@@ -32,7 +32,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--jobs", type=int, default=6, help="jobs of the longer sweep")
     parser.add_argument("--repeats", type=int, default=2, help="each measurement this many times (median)")
     parser.add_argument("--launchers", nargs="+", default=["basic", "cores"], help="hydra/launcher options")
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if args.jobs < 2 or args.repeats < 1:  # a job after the first is what it measures
+        parser.error("--jobs must be at least 2 and --repeats at least 1")
+    return args
 
 
 def seconds(command: list[str], cwd: Path) -> float:
