@@ -28,6 +28,7 @@ from torch.nn import functional as F
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # run from anywhere without installing
 
+import nanogpt  # noqa: E402  (bench/nanogpt.py, beside this file)
 from gpt.data.batches import RandomWindows  # noqa: E402
 from gpt.data.shards import TokenShards  # noqa: E402
 from gpt.model.config import ModelConfig  # noqa: E402
@@ -46,7 +47,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--steps", type=int, default=100, help="timed steps per loop and round, after --warmup")
     parser.add_argument("--warmup", type=int, default=10)
     parser.add_argument("--rounds", type=int, default=3)
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if min(args.steps, args.rounds) < 1 or args.warmup < 0:
+        parser.error("--steps and --rounds must be at least 1, --warmup at least 0")
+    return args
 
 
 def preset() -> tuple[ModelConfig, OptimConfig, int]:
@@ -117,6 +121,9 @@ def median_phases(step: Step, steps: int, warmup: int) -> dict[str, float]:
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
+    nanogpt.check_checkout(args.nanogpt)
+    if not args.corpus.is_file():
+        sys.exit(f"error: --corpus {args.corpus}: no such file")
     print(f"command: python {shlex.join(sys.argv)}")
     print(f"CPU: {cpu_description()}; torch {torch.__version__}, {torch.get_num_threads()} thread(s)")
     text = args.corpus.read_text(encoding="utf-8")
