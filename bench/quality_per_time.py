@@ -67,7 +67,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="a nanoGPT checkout: run its CPU recipe as the first configuration")
     parser.add_argument("--nanogpt-args", default="",
                         help='extra nanoGPT overrides, after an equals sign: --nanogpt-args="--max_iters=500"')
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if min(args.repeats, args.seeds) < 1:
+        parser.error("--repeats and --seeds must be at least 1")
+    return args
 
 
 def run(overrides: list[str], data: list[str], run_dir: Path) -> dict:
@@ -75,7 +78,8 @@ def run(overrides: list[str], data: list[str], run_dir: Path) -> dict:
     command = [sys.executable, str(ROOT / "train.py"), *overrides, *data,
                "trainer.enable_progress_bar=false", "logger=none", f"hydra.run.dir={run_dir.resolve()}"]
     start = time.perf_counter()
-    subprocess.run(command, check=True, cwd=ROOT, stdout=subprocess.DEVNULL)
+    if code := subprocess.run(command, cwd=ROOT, stdout=subprocess.DEVNULL).returncode:  # its reason on stderr above
+        raise SystemExit(f"error: train.py {shlex.join(overrides)} failed (exit {code})")
     process_s = time.perf_counter() - start
     with open(run_dir / "history.csv") as f:
         history = [{k: float(v) for k, v in row.items() if v} for row in csv.DictReader(f)]
@@ -135,6 +139,8 @@ def mean_std(seconds: list[float]) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
+    if not Path(args.corpus).is_file():
+        sys.exit(f"error: --corpus {args.corpus}: no such file")
     out = Path(args.out)
     print(f"command: python {shlex.join(sys.argv)}", flush=True)
     print(f"CPU: {cpu_description()}, {torch.get_num_threads()} thread(s)", flush=True)

@@ -136,3 +136,20 @@ def test_nanogpts_data_is_prepared_again_from_a_different_corpus(tmp_path: Path)
         (tmp_path / "corpus.txt").write_text(text)
         nanogpt.prepare(tmp_path / "nanoGPT", tmp_path / "corpus.txt")
         assert (folder / "train.bin").read_text() == text
+
+
+def test_a_configuration_train_py_refuses_ends_the_bench_in_one_line(tmp_path: Path) -> None:
+    """train.py's own one-line reason was followed by a CalledProcessError traceback of the bench."""
+    with pytest.raises(SystemExit, match=r"^error: train.py model.head=4 failed \(exit 2\)$"):
+        quality_per_time.run(["model.head=4"], [], tmp_path / "run")
+
+
+@pytest.mark.parametrize("argv", [["--repeats", "0"], ["--seeds", "0"]])
+def test_nothing_to_run_is_refused(argv: list[str]) -> None:
+    with pytest.raises(SystemExit):
+        quality_per_time.parse_args(["--corpus", "input.txt", "experiment=shakespeare_char_cpu", *argv])
+
+
+def test_a_missing_corpus_is_refused_before_any_run(tmp_path: Path) -> None:
+    with pytest.raises(SystemExit, match=r"^error: --corpus no_such_file.txt: no such file$"):
+        quality_per_time.main(["--corpus", "no_such_file.txt", "--out", str(tmp_path), "experiment=x"])
