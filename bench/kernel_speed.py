@@ -56,6 +56,8 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=12, help="timed steps per kernel and round")
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
+    if min(args.steps, args.rounds) < 1:
+        parser.error("--steps and --rounds must be at least 1")
     print(f"command: python {shlex.join(sys.argv)}")
     print(f"CPU: {cpu_description()}")
     print(f"torch {torch.__version__}, {torch.get_num_threads()} thread(s); ms per training step, median over "
