@@ -99,8 +99,8 @@ HF = "hf GPT2LMHeadModel.generate"
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
-    given = (args.compiled or []) + (args.uncached or [])
-    if stray := sorted(set(given) - set(args.attention) - {"all"}):
+    given = (args.compiled or []) + [a for a in args.uncached or [] if a != "all"]  # 'all' is --uncached's alone
+    if stray := sorted(set(given) - set(args.attention)):
         sys.exit(f"error: --compiled/--uncached {' '.join(stray)} not among --attention: add them there")
     default = [a for a in ("mha",) if a in args.attention]
     args.compiled = default if args.compiled is None else args.compiled

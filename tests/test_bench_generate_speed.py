@@ -18,3 +18,10 @@ def test_nothing_to_time_is_refused(argv: list[str]) -> None:
     in a ZeroDivisionError."""
     with pytest.raises(SystemExit):
         generate_speed.parse_args(argv)
+
+
+def test_compiled_all_is_refused_not_ignored(monkeypatch: pytest.MonkeyPatch) -> None:
+    """'all' is --uncached's word: --compiled all was let through and timed no compiled row, with nothing said."""
+    monkeypatch.setattr(generate_speed, "tinygpt_runner", lambda *args: pytest.fail("built a model"))
+    with pytest.raises(SystemExit, match="--compiled/--uncached all not among --attention"):
+        generate_speed.main(["--attention", "mha", "--compiled", "all", "--no-hf"])
