@@ -132,7 +132,7 @@ def test_a_configuration_has_one_colour_in_every_figure(sweep: Path) -> None:
     drawn = [label for label in order if label not in failed]
     assert failed and max(map(order.index, drawn)) > min(map(order.index, failed))  # one is drawn after a failed one
     found = figures(runs)
-    loss, pareto_legend = found["loss.png"].axes[0].get_legend(), found["pareto.png"].legends[0]
+    loss, pareto_legend = found["loss.png"].legends[0], found["pareto.png"].legends[0]
     for legend, handles in ((loss, loss.get_lines()), (pareto_legend, pareto_legend.legend_handles)):
         colours = {text.get_text(): to_rgb(handle.get_color()) for text, handle in zip(legend.get_texts(), handles)}
         assert colours == {label: to_rgb(f"C{order.index(label)}") for label in drawn}
@@ -143,9 +143,24 @@ def test_every_configuration_of_a_preset_has_its_own_curve_style() -> None:
     flat = {"step": [1.0, 2.0], "wall_s": [1.0, 2.0], "mean": [2.0, 1.0], "std": [0.0, 0.0]}
     labels = [f"attention={name}" for name in ATTENTION]
     figure = loss_figure(dict.fromkeys(labels, flat), styles(labels))
-    legend = figure.axes[0].get_legend().get_lines()
+    legend = figure.legends[0].get_lines()
     looks = {(to_rgb(line.get_color()), line.get_linestyle()) for line in legend}
     assert len(ATTENTION) > 10 and len(looks) == len(legend) == len(ATTENTION)
+
+
+def test_loss_plot_legend_covers_no_curve() -> None:
+    # Inside the step panel the attention presets' 11 names covered weightless's curve, the highest, for its last
+    # 400 steps in the ablation's loss.png.
+    steps = [200.0, 400.0, 600.0, 800.0, 1000.0, 1200.0]
+    labels = [f"attention={name}" for name in ATTENTION]
+    curves = {label: {"step": steps, "wall_s": steps, "mean": [1.85 - 0.02 * i - 0.05 * (label != labels[0]) * i
+                                                               for i in range(len(steps))], "std": [0.0] * 6}
+              for label in labels}
+    figure = loss_figure(curves, styles(labels))
+    figure.draw_without_rendering()
+    legends = [*figure.legends, *(ax.get_legend() for ax in figure.axes if ax.get_legend())]
+    assert len(legends) == 1
+    assert not any(legends[0].get_window_extent().overlaps(ax.get_window_extent()) for ax in figure.axes)
 
 
 def test_a_report_where_every_run_failed_is_a_table_of_reasons(tmp_path: Path) -> None:

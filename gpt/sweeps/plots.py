@@ -12,9 +12,10 @@ from matplotlib.figure import Figure
 
 from gpt.sweeps.stats import percent
 
-LOSS_FIGSIZE = (12.0, 4.5)  # inches at matplotlib's default 100 dpi: loss.png is 1200 x 450 pixels
 LINE_STYLES = ("-", "--", ":", "-.")  # past matplotlib's 10 colours, the next 10 curves are dashed, and so on
 LEGEND_INCHES = 2.5  # the legend column at the right of a figure of panels
+# inches at matplotlib's default 100 dpi: two panels of 6 x 4.5 and the legend column, loss.png is 1450 x 450 pixels
+LOSS_FIGSIZE = (12.0 + LEGEND_INCHES, 4.5)
 REFERENCE = "black"  # chance, a whole answer, a trained length: grey is the 8th configuration's colour (C7)
 
 
@@ -61,7 +62,7 @@ def loss_figure(curves: dict[str, dict[str, list[float]]], style_of: dict[str, d
     by_step.set(xlabel="step", ylabel="validation loss", title="val loss vs step")
     by_time.set(xlabel="wall time (s)", title="val loss vs wall time")
     if curves:
-        by_step.legend(fontsize="small")
+        legend_beside(fig, (by_step,))
     else:  # an empty plot must say so rather than look like a bug
         fig.suptitle("no run recorded a validation loss: see report.md for why")
     for ax in (by_step, by_time):
