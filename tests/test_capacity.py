@@ -7,11 +7,13 @@ import statistics
 from pathlib import Path
 
 import pytest
+from matplotlib.colors import to_rgb
 from matplotlib.image import imread
 from omegaconf import OmegaConf
 
 from gpt.data.tasks.datamodule import TaskData
 from gpt.sweeps import capacity
+from gpt.sweeps.plots import styles
 from gpt.sweeps.report import find_runs, markdown, summaries
 from tests.conftest import ROOT, run_cli
 from tests.test_configs import compose_with
@@ -76,6 +78,20 @@ def test_linear_attention_with_a_convolution_is_its_own_line(tmp_path: Path) -> 
     assert found["state=linear_8"][1] - found["state=linear_8_no_conv"][1] == 2 * 3 * 64 * 4
     lines = {c.get_label(): len(c.lines[0].get_xdata()) for c in capacity.figure(by_label).axes[0].containers}
     assert lines == {"linear + conv 4": 2, "linear": 1}
+
+
+def test_a_variant_has_its_first_configurations_colour_of_the_other_figures(tmp_path: Path) -> None:
+    by_label = fake_sweep(tmp_path, {
+        "attention=gqa": ({"attention": "gqa"}, [1.0]),
+        "attention=linear model.linear_features=2": ({"attention": "linear", "linear_features": 2}, [0.3]),
+        "attention=linear model.linear_features=8": ({"attention": "linear", "linear_features": 8}, [0.8]),
+        "attention=mha": ({"attention": "mha"}, [1.0]),
+    })
+    colours = {c.get_label(): to_rgb(c.lines[0].get_color()) for c in capacity.figure(by_label).axes[0].containers}
+    style_of = styles(by_label)  # loss.png's, pareto.png's and levels.png's
+    assert colours == {"gqa": to_rgb(style_of["attention=gqa"]["color"]),
+                       "linear": to_rgb(style_of["attention=linear model.linear_features=2"]["color"]),
+                       "mha": to_rgb(style_of["attention=mha"]["color"])}
 
 
 def test_no_capacity_figure_unless_a_variant_varies_its_state(tmp_path: Path) -> None:

@@ -10,7 +10,7 @@ from typing import Any
 from matplotlib.figure import Figure
 
 from gpt.sweeps import capability, pareto
-from gpt.sweeps.plots import REFERENCE
+from gpt.sweeps.plots import REFERENCE, styles
 
 RECALL = "recall_"  # the capability columns recall_<pairs>, one per pair count
 
@@ -67,11 +67,15 @@ def figure(summaries: dict[str, list[dict[str, Any]]]) -> Figure | None:
     if not found:
         return None
     columns = recall_columns(summaries)
+    # A variant in the colour of its first configuration in the report's other figures: numbered by variant, mha
+    # after two linear rows was orange here and green in loss.png and pareto.png, where orange is the second row.
+    style_of = styles(summaries)
+    first = {name: label for label, (name, _) in reversed(found.items())}
     variants = list(dict.fromkeys(name for name, _ in found.values()))
     fig = Figure(figsize=(4.5 * len(columns), 4.2), layout="constrained")
     axes = fig.subplots(1, len(columns), squeeze=False)[0]
     for ax, column in zip(axes, columns):
-        for i, name in enumerate(variants):
+        for name in variants:
             labels = sorted((label for label, (v, _) in found.items() if v == name), key=lambda lb: found[lb][1])
             marks = [(found[lb][1], values) for lb in labels if (values := capability.values(summaries[lb], column))]
             if not marks:
@@ -79,7 +83,7 @@ def figure(summaries: dict[str, list[dict[str, Any]]]) -> Figure | None:
             x = [size for size, _ in marks]
             y = [statistics.fmean(values) for _, values in marks]
             spread = [statistics.stdev(values) if len(values) > 1 else 0.0 for _, values in marks]
-            ax.errorbar(x, y, yerr=spread, marker="o", capsize=3, color=f"C{i % 10}", label=name,
+            ax.errorbar(x, y, yerr=spread, marker="o", capsize=3, color=style_of[first[name]]["color"], label=name,
                         linestyle="-" if len(marks) > 1 else "none")
         guess = capability.chance(summaries, column, capability.TOKEN)  # recall's answers are one token: the same
         if guess is not None:
