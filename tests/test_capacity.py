@@ -94,6 +94,16 @@ def test_a_variant_has_its_first_configurations_colour_of_the_other_figures(tmp_
                        "mha": to_rgb(style_of["attention=mha"]["color"])}
 
 
+def test_error_bars_stay_within_0_and_100_percent(tmp_path: Path) -> None:
+    by_label = fake_sweep(tmp_path, {
+        "attention=linear model.linear_features=2": ({"attention": "linear", "linear_features": 2}, [0.0, 0.1]),
+        "attention=linear model.linear_features=8": ({"attention": "linear", "linear_features": 8}, [1.0, 0.9]),
+    })
+    bars = next(c for c in capacity.figure(by_label).axes[1].containers if c.get_label() == "linear").lines[2][0]
+    ends = [y for segment in bars.get_segments() for _, y in segment]
+    assert min(ends) == 0.0 and max(ends) == 100.0  # 5 ± 7.1 and 95 ± 7.1 reached -2.1% and 102.1%
+
+
 def test_no_capacity_figure_unless_a_variant_varies_its_state(tmp_path: Path) -> None:
     by_label = fake_sweep(tmp_path, {"attention=mha": ({"attention": "mha"}, [1.0]),
                                      "attention=gqa": ({"attention": "gqa"}, [0.9])})

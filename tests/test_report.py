@@ -376,3 +376,14 @@ def test_pareto_ticks_read_the_points_cache_sizes_as_numbers() -> None:
     fig.canvas.draw()
     assert [t.get_text() for t in ax.get_xticklabels()] == ["0.0078", "4", "16"]
     assert ax.xaxis.get_minorticklocs().size == 0
+
+
+def test_pareto_error_bars_stay_within_0_and_100_percent() -> None:
+    """Seeds at 0 and 10% drew a bar of 5 ± 7.1 down to -2.1% exact match, and seeds at 90 and 100% one up to 102.1%."""
+    model = ModelConfig(vocab_size=10).to_dict()
+    runs = {f"attention={name}": [{"status": "ok", "model": {**model, "attention": name}, "val_acc": {"copy": acc}}
+                                  for acc in accuracies]
+            for name, accuracies in (("mha", (0.0, 0.1)), ("mqa", (1.0, 0.9)))}
+    ends = [y for c in pareto.figure(runs).axes[0].containers for segment in c.lines[2][0].get_segments()
+            for _, y in segment]
+    assert min(ends) == 0.0 and max(ends) == 100.0

@@ -10,7 +10,7 @@ from typing import Any
 from matplotlib.figure import Figure
 
 from gpt.sweeps import capability, pareto
-from gpt.sweeps.plots import REFERENCE, styles
+from gpt.sweeps.plots import REFERENCE, percent_error, styles
 
 RECALL = "recall_"  # the capability columns recall_<pairs>, one per pair count
 
@@ -83,8 +83,8 @@ def figure(summaries: dict[str, list[dict[str, Any]]]) -> Figure | None:
             x = [size for size, _ in marks]
             y = [statistics.fmean(values) for _, values in marks]
             spread = [statistics.stdev(values) if len(values) > 1 else 0.0 for _, values in marks]
-            ax.errorbar(x, y, yerr=spread, marker="o", capsize=3, color=style_of[first[name]]["color"], label=name,
-                        linestyle="-" if len(marks) > 1 else "none")
+            ax.errorbar(x, y, yerr=percent_error(y, spread), marker="o", capsize=3,
+                        color=style_of[first[name]]["color"], label=name, linestyle="-" if len(marks) > 1 else "none")
         guess = capability.chance(summaries, column, capability.TOKEN)  # recall's answers are one token: the same
         if guess is not None:
             ax.axhline(guess, color=REFERENCE, linestyle="--", label="chance")

@@ -14,7 +14,7 @@ from matplotlib.ticker import NullLocator
 from gpt.model.attention import ATTENTION
 from gpt.model.config import ModelConfig
 from gpt.sweeps import capability
-from gpt.sweeps.plots import LEGEND_INCHES, REFERENCE, legend_beside, styles
+from gpt.sweeps.plots import LEGEND_INCHES, REFERENCE, legend_beside, percent_error, styles
 
 CARD_DEPTHS = (4096, 16384)  # tokens of context the card prices the cache at
 PARETO_DEPTH = 16384  # the depth pareto.png's x axis prices the cache at
@@ -124,7 +124,7 @@ def figure(summaries: dict[str, list[dict[str, Any]]]) -> Figure | None:
             look = {"marker": markers[label], "color": style_of[label]["color"], "linestyle": "none"}
             if sizes[label] > MARKER_SIZE:  # a ring around the points drawn over it; the legend keeps one size
                 ax.plot(x / MIB, y, markersize=sizes[label], **look)
-            ax.errorbar(x / MIB, y, yerr=spread, capsize=3, label=label, **look)
+            ax.errorbar(x / MIB, y, yerr=percent_error([y], [spread]), capsize=3, label=label, **look)
         ax.plot(*zip(*((x / MIB, y) for x, y in frontier(by_label))), color=REFERENCE, linestyle=":", linewidth=1)
         ax.set_xscale("log")
         label_points(ax, [x / MIB for x, _, _ in by_label.values()])

@@ -3,7 +3,7 @@ matplotlib's Figure directly (Agg canvas, no pyplot state), so they draw on head
 without leaking figures."""
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -49,6 +49,12 @@ def band(ax: Axes, x: list[float], mean: np.ndarray, std: np.ndarray, label: str
     ax.plot(x, mean, marker=".", label=label, **style)
     ax.fill_between(x, np.clip(mean - std, *bounds), np.clip(mean + std, *bounds), color=style["color"], alpha=0.2,
                     linewidth=0)
+
+
+def percent_error(means: Sequence[float], spreads: Sequence[float]) -> list[list[float]]:
+    """Error bars' lengths below and above each mean percentage (matplotlib's yerr), one std kept within 0-100%: a
+    wide spread near 0 would otherwise reach below it."""
+    return [[min(s, m) for m, s in zip(means, spreads)], [min(s, 100 - m) for m, s in zip(means, spreads)]]
 
 
 def loss_figure(curves: dict[str, dict[str, list[float]]], style_of: dict[str, dict[str, str]]) -> Figure:
