@@ -91,6 +91,16 @@ def test_a_calculator_column_named_with_a_space_is_marked_rising_too(tmp_path: P
     assert row[header.index("divided by")].endswith(capability.RISING)
 
 
+@pytest.mark.parametrize("columns", [1, 2])
+def test_the_heatmap_of_few_columns_shows_its_whole_title(columns: int) -> None:
+    """A sweep on data=recall has one column: the figure, sized by its columns, cut the title off at both ends."""
+    figure = matrix_figure(["pos=rope", "pos=alibi"], [f"recall_{4 * i}\n(chance 35)" for i in range(columns)],
+                           [[99.0] * columns, [50.0] * columns], [[""] * columns, [capability.RISING] * columns])
+    figure.draw_without_rendering()
+    title, width = figure.axes[0].title.get_window_extent(), figure.bbox.width
+    assert 0 <= title.x0 and title.x1 <= width
+
+
 def test_the_heatmap_never_rounds_a_score_to_perfect_or_null() -> None:
     """99.6 was written on its cell as 100 and 0.3 as 0, beside cells that are exactly that."""
     means = [[99.6, 99.96, 100.0, 0.3, 0.0, 42.4, 99.4]]

@@ -17,6 +17,7 @@ LEGEND_INCHES = 2.5  # the legend column at the right of a figure of panels
 # inches at matplotlib's default 100 dpi: two panels of 6 x 4.5 and the legend column, loss.png is 1450 x 450 pixels
 LOSS_FIGSIZE = (12.0 + LEGEND_INCHES, 4.5)
 REFERENCE = "black"  # chance, a whole answer, a trained length: grey is the 8th configuration's colour (C7)
+MATRIX_MIN_INCHES = 4.5  # matrix.png's title is 3.7 inches wide, centred on the heatmap beside its colour bar
 
 
 def curve_style(index: int) -> dict[str, str]:
@@ -86,8 +87,8 @@ def matrix_figure(rows: list[str], columns: list[str], means: list[list[float]],
     """The capability matrix as a heatmap: configurations (rows) x accuracy columns, each cell's mean exact
     match in percent written on it with its mark (↑: still rising); blank where a configuration has no value."""
     data = np.array(means, dtype=float).reshape(len(rows), len(columns))  # (configurations, columns)
-    fig = Figure(figsize=(1.0 + 0.9 * len(columns) + 0.08 * max(map(len, rows)), 1.2 + 0.35 * len(rows)),
-                 layout="constrained")
+    width = max(MATRIX_MIN_INCHES, 1.0 + 0.9 * len(columns) + 0.08 * max(map(len, rows)))
+    fig = Figure(figsize=(width, 1.2 + 0.35 * len(rows)), layout="constrained")
     ax = fig.subplots()
     image = ax.imshow(np.ma.masked_invalid(data), vmin=0.0, vmax=100.0, cmap="viridis", aspect="auto")
     for (i, j), value in np.ndenumerate(data):
