@@ -344,6 +344,15 @@ def test_cost_card_and_pareto_plot_price_each_configuration_by_its_formula(sweep
     assert pareto.frontier({"a": (1, 50, 0), "b": (2, 40, 0), "c": (3, 60, 0), "d": (3, 55, 0)}) == [(1, 50), (3, 60)]
 
 
+def test_cost_card_never_reads_a_cache_as_zero_mib(tmp_path: Path) -> None:
+    model = ModelConfig(vocab_size=10, attention="linear", linear_features=2).to_dict()
+    fake_run(tmp_path / "0", ["seed=0"], {"status": "ok", "val_loss": 1.0, "params": 100, "model": model})
+    row = table(markdown(tmp_path, find_runs(tmp_path)).split("## Cost card")[1])["(defaults)"]
+    state = pareto.cache_bytes(model, 4096)
+    assert state == pareto.cache_bytes(model, 16384) < 0.005 * 2**20  # a fixed state, 0.00 MiB to two decimals
+    assert row[-2:] == [f"{state / 2**20:.2g}"] * 2 and float(row[-1]) > 0
+
+
 def test_a_report_written_again_leaves_no_figure_of_the_earlier_one(tmp_path: Path) -> None:
     """A report rewritten for runs without task accuracy left the earlier matrix.png beside it, unlinked and stale."""
     fake_run(tmp_path / "0", ["seed=0"], {"status": "ok", "val_loss": 1.0, "val_acc": {"copy": 0.5, "all": 0.5}})

@@ -34,6 +34,13 @@ def cache_bytes(model: dict[str, Any], positions: int) -> int:
     return cfg.layers * ATTENTION[cfg.attention].from_config(cfg).cache_bytes(1, positions, ELEMENT_SIZE)
 
 
+def mib(size: int) -> str:
+    """Bytes as MiB to two decimals, or to two figures below 0.01: linear attention's fixed state of 2,624 bytes read
+    0.00, a cache of nothing beside mha's 16.00."""
+    value = size / MIB
+    return f"{value:,.2f}" if value >= 0.01 or value == 0 else f"{value:.2g}"
+
+
 def model_of(runs: list[dict[str, Any]]) -> dict[str, Any] | None:
     """The model config a configuration's runs recorded (seeds share it), or None before any run recorded one."""
     return next((s["model"] for s in runs if s.get("status") == "ok" and "model" in s), None)
@@ -51,7 +58,7 @@ def card(summaries: dict[str, list[dict[str, Any]]]) -> list[str]:
     for label, model in priced.items():
         params = next(s["params"] for s in summaries[label] if s.get("status") == "ok")
         per_token = cache_bytes(model, model["block_size"]) / model["block_size"]
-        cells = [f"{params:,}", f"{per_token:,.0f}", *(f"{cache_bytes(model, d) / MIB:,.2f}" for d in CARD_DEPTHS)]
+        cells = [f"{params:,}", f"{per_token:,.0f}", *(mib(cache_bytes(model, d)) for d in CARD_DEPTHS)]
         lines.append(f"| `{label}` | " + " | ".join(cells) + " |")
     return lines + ["", "The cache of one sequence by each attention variant's formula (fp32): bytes per token at the "
                     "trained block, and the whole cache at longer contexts, where a window stops growing and linear "
