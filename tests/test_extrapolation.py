@@ -83,6 +83,19 @@ def test_a_configuration_refused_at_every_length_is_a_row_of_the_report_not_its_
     assert "| `pos=learned` | — | pos=learned has learned positions for 8 tokens only |" in rows
 
 
+def test_the_legend_covers_no_curve() -> None:
+    # Inside the per-position panel it hid sinusoidal positions' climb past the trained length in the docs' figure.
+    record = {"trained": 64, "lengths": {str(n): {"loss": 1.5, "bin": 8, "by_position": [1.5] * (n // 8)}
+                                         for n in (64, 128, 256, 512)}}
+    summaries = {f"pos={pos}": [{"status": "ok", "val_extrapolation": record}] * 2
+                 for pos in ("learned", "sinusoidal", "rope", "alibi", "none")}
+    figure = scaling.extrapolation_figure(summaries)
+    figure.draw_without_rendering()
+    legends = [*figure.legends, *(ax.get_legend() for ax in figure.axes if ax.get_legend())]
+    assert len(legends) == 1 and [t.get_text() for t in legends[0].get_texts()] == [*summaries, "trained length 64"]
+    assert not any(legends[0].get_window_extent().overlaps(ax.get_window_extent()) for ax in figure.axes)
+
+
 @pytest.mark.parametrize("length", ["0", "-3"])
 def test_evaluate_refuses_a_length_of_no_tokens_before_any_work(length: str, tmp_path: Path,
                                                                 capsys: pytest.CaptureFixture) -> None:

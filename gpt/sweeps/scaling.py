@@ -138,7 +138,7 @@ def extrapolation_figure(summaries: dict[str, list[dict[str, Any]]]) -> Figure |
     data = extrapolations(summaries)
     if not data:
         return None
-    fig = Figure(figsize=(12.0, 4.5), layout="constrained")
+    fig = Figure(figsize=(12.0 + LEGEND_INCHES, 4.5), layout="constrained")
     by_length, by_position = fig.subplots(1, 2)
     style_of = styles(summaries)
     for label, records in data.items():
@@ -150,8 +150,8 @@ def extrapolation_figure(summaries: dict[str, list[dict[str, Any]]]) -> Figure |
         longest = lengths[-1]
         curves = [r["lengths"][longest] for r in records if longest in r["lengths"]]
         x = [curves[0]["bin"] * (i + 0.5) for i in range(len(curves[0]["by_position"]))]
-        band(by_position, x, *mean_std([list(v) for v in zip(*(c["by_position"] for c in curves))]),
-             f"{label} ({longest})", style_of[label])
+        band(by_position, x, *mean_std([list(v) for v in zip(*(c["by_position"] for c in curves))]), label,
+             style_of[label])
     trained = next(r["trained"] for records in data.values() for r in records)
     for ax in (by_length, by_position):
         ax.axvline(trained, color=REFERENCE, linestyle=":", label=f"trained length {trained}")
@@ -160,7 +160,8 @@ def extrapolation_figure(summaries: dict[str, list[dict[str, Any]]]) -> Figure |
     by_length.set_xscale("log", base=2)
     by_length.set_xticks(lengths, [str(n) for n in lengths])
     by_length.set(xlabel="evaluation length (tokens)", ylabel="validation loss", title="loss against evaluation length")
-    by_position.set(xlabel="position in the window", ylabel="validation loss", title="loss by position")
-    by_length.legend(fontsize="x-small")
-    by_position.legend(fontsize="x-small")
+    by_position.set(xlabel="position in the window", ylabel="validation loss",
+                    title="loss by position, at the longest length each reached")
+    # Beside the panels: inside, the legend hid sinusoidal positions' jump past the trained length, the figure's point.
+    legend_beside(fig, (by_length, by_position))
     return fig
