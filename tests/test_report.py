@@ -232,6 +232,19 @@ def test_cells_that_read_alike_are_bold_alike(tmp_path: Path) -> None:
     assert [rows[f"attention={name}"][column] for name in "abc"] == ["**542**", "**542**", "600"]
 
 
+def test_a_mean_of_fewer_seeds_than_its_row_counts_says_how_many(tmp_path: Path) -> None:
+    """A run finished from its checkpoint without training records no tokens/s: its row read "seeds 2" beside a
+    tokens/s of one seed, unmarked."""
+    base = {"status": "ok", "params": 100, "val_loss": 1.0, "val_ppl": 3.0, "wall_s": 5.0}
+    fake_run(tmp_path / "0", ["attention=a", "seed=0"], {**base, "tokens_per_s": 1000.0})
+    fake_run(tmp_path / "1", ["attention=a", "seed=1"], {**base, "tokens_per_s": None})
+    fake_run(tmp_path / "2", ["attention=b", "seed=0"], {**base, "tokens_per_s": 900.0})
+    rows = table(markdown(tmp_path, find_runs(tmp_path)))
+    column = rows["configuration"].index("train tok/s")
+    assert rows["attention=a"][column].endswith(" (1 of 2)") and "(" not in rows["attention=a"][column - 1]
+    assert "(" not in rows["attention=b"][column]
+
+
 def test_best_value_of_each_column_is_bold_and_unfinished_jobs_say_so(tmp_path: Path) -> None:
     base = {"status": "ok", "params": 100, "val_ppl": 3.0, "wall_s": 5.0, "peak_memory_bytes": 2**20,
             "kv_bytes_per_token": 64.0}

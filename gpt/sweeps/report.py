@@ -245,13 +245,18 @@ def markdown(sweep_dir: Path, runs: list[Run], best_notes: Sequence[str] = ()) -
              table_row(["configuration", "seeds", *(c.header for c in columns), "status"]),
              "|---|---:|" + "---:|" * len(columns) + "---|"]
     for key, group_runs in groups.items():
-        cells = [stat_cell(values[c.header][key], c.fmt, c.spread, key in best[c.header]) for c in columns]
-        lines.append(table_row([f"`{names[key]}`", str(sum(r.ok for r in group_runs)), *cells, status(group_runs)]))
+        seeds = sum(r.ok for r in group_runs)
+        # A mean of fewer seeds than the row counts says so: it read as the mean of all of them.
+        cells = [stat_cell(v, c.fmt, c.spread, key in best[c.header], f"({len(v)} of {seeds})" * (0 < len(v) < seeds))
+                 for c in columns for v in [values[c.header][key]]]
+        lines.append(table_row([f"`{names[key]}`", str(seeds), *cells, status(group_runs)]))
     noise = seed_noise(groups, names)
     validated = COLUMNS[1] in columns  # then a per-corpus column is absent because the corpus has none
     missing = [c.header for c in COLUMNS if c not in columns and not (c.per_corpus and validated)]
     lines += ["", *([noise, ""] if noise else []), *([empty_note(runs, missing), ""] if missing else []),
-              "Mean ± sample std over seeds; **bold** is the best value of its column. Val loss, perplexity, "
+              "Mean ± sample std over seeds (over the seeds that recorded a value where a cell ends in \"(k of n)\", "
+              "e.g. no tokens/s for a run finished from its checkpoint without training); **bold** is the best "
+              "value of its column. Val loss, perplexity, "
               "bpb (bits per UTF-8 byte of the text predicted, comparable across tokenizers; text corpora) "
               "and exact match (the held-out answers the corpus grades, calculator problems or task answers, "
               "written whole by greedy decoding) are from the last validation. Train tok/s "
