@@ -358,12 +358,26 @@ def test_cost_card_and_pareto_plot_price_each_configuration_by_its_formula(sweep
 
 
 def test_cost_card_never_reads_a_cache_as_zero_mib(tmp_path: Path) -> None:
-    model = ModelConfig(vocab_size=10, attention="linear", linear_features=2).to_dict()
+    model = ModelConfig(vocab_size=10, attention="linear", linear_features=2, pos="rope").to_dict()
     fake_run(tmp_path / "0", ["seed=0"], {"status": "ok", "val_loss": 1.0, "params": 100, "model": model})
     row = table(markdown(tmp_path, find_runs(tmp_path)).split("## Cost card")[1])["(defaults)"]
     state = pareto.cache_bytes(model, 4096)
     assert state == pareto.cache_bytes(model, 16384) < 0.005 * 2**20  # a fixed state, 0.00 MiB to two decimals
     assert row[-2:] == [f"{state / 2**20:.2g}"] * 2 and float(row[-1]) > 0
+
+
+def test_cost_card_marks_depths_past_the_positions_a_model_places(tmp_path: Path) -> None:
+    """pos=learned places block_size positions only: its card read 16.00 MiB at 16k tokens beside pos=rope's, a cache
+    it can never hold, unmarked."""
+    for index, pos in enumerate(["learned", "rope"]):
+        model = ModelConfig(vocab_size=10, block_size=64, pos=pos).to_dict()
+        fake_run(tmp_path / str(index), [f"pos={pos}"], {"status": "ok", "val_loss": 1.0, "params": 100,
+                                                         "model": model})
+    report = markdown(tmp_path, find_runs(tmp_path)).split("## Cost card")[1]
+    card = table(report)
+    assert [cell[-1] for cell in card["pos=learned"][-2:]] == ["*", "*"]
+    assert all(cell[-1].isdigit() for cell in card["pos=rope"][-2:])
+    assert "\\* past the positions the model places (pos=learned places 64)" in report
 
 
 def test_a_report_written_again_leaves_no_figure_of_the_earlier_one(tmp_path: Path) -> None:

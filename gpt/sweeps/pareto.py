@@ -13,6 +13,7 @@ from matplotlib.ticker import NullLocator
 
 from gpt.model.attention import ATTENTION
 from gpt.model.config import ModelConfig
+from gpt.model.positional import POSITIONAL
 from gpt.sweeps import capability
 from gpt.sweeps.plots import LEGEND_INCHES, REFERENCE, legend_beside, percent_error, styles
 
@@ -55,15 +56,31 @@ def card(summaries: dict[str, list[dict[str, Any]]]) -> list[str]:
     depths = " | ".join(f"cache MiB at {d // 1024}k" for d in CARD_DEPTHS)
     lines = ["## Cost card", "", f"| configuration | params | cache bytes/token | {depths} |",
              "|---|" + "---:|" * (2 + len(CARD_DEPTHS))]
+    short: set[str] = set()  # how far the models whose positions end before a priced depth reach
     for label, model in priced.items():
         params = next(s["params"] for s in summaries[label] if s.get("status") == "ok")
         per_token = cache_bytes(model, model["block_size"]) / model["block_size"]
-        cells = [f"{params:,}", f"{per_token:,.0f}", *(mib(cache_bytes(model, d)) for d in CARD_DEPTHS)]
+        reach = positions(model)
+        cells = [f"{params:,}", f"{per_token:,.0f}",
+                 *(mib(cache_bytes(model, d)) + "*" * (reach is not None and d > reach) for d in CARD_DEPTHS)]
+        if reach is not None and max(CARD_DEPTHS) > reach:
+            short.add(f"pos={model['pos']} places {reach:,}")
         lines.append(f"| `{label}` | " + " | ".join(cells) + " |")
+    # Priced anyway: the card compares the variants' formulas, which hold at any depth.
+    drawn = bool(points(summaries))
+    beyond = [f"\\* past the positions the model places ({', '.join(sorted(short))}): the variant's formula at a "
+              f"depth this model cannot decode{', as pareto.png prices it' * drawn}. A model with pos=rope, alibi, "
+              "sinusoidal or none, or model.random_positions, reaches it.", ""] if short else []
     return lines + ["", "The cache of one sequence by each attention variant's formula (fp32): bytes per token at the "
                     "trained block, and the whole cache at longer contexts, where a window stops growing and linear "
                     "attention's state never grows; `python -m gpt cost` measures what decoding there takes.", "",
-                    *(["![capability against cache MiB](pareto.png)", ""] if points(summaries) else [])]
+                    *beyond, *(["![capability against cache MiB](pareto.png)", ""] if drawn else [])]
+
+
+def positions(model: dict[str, Any]) -> int | None:
+    """How many positions a recorded model places (None: any number): learned positions end with their table."""
+    cfg = ModelConfig.from_dict(model)
+    return POSITIONAL[cfg.pos].longest(cfg)
 
 
 def points(summaries: dict[str, list[dict[str, Any]]]) -> dict[str, dict[str, tuple[float, float, float]]]:
