@@ -101,6 +101,18 @@ def test_the_heatmap_of_few_columns_shows_its_whole_title(columns: int) -> None:
     assert 0 <= title.x0 and title.x1 <= width
 
 
+def test_a_configuration_whose_runs_all_failed_says_so_across_its_heatmap_row(tmp_path: Path) -> None:
+    """torch_mha under pos=rope is refused: its row of matrix.png was plain white, as if never swept."""
+    scores = {"recall_8": 0.9, "distance_1_16": 0.5, "copy": 0.3}
+    runs = {"mha": ["ok", "ok"], "torch_mha": ["refused", "refused"], "linear": ["failed", "unfinished"]}
+    for i, (name, word) in enumerate((n, w) for n, words in runs.items() for w in words):
+        fake_run(tmp_path / str(i), [f"attention={name}", f"seed={i}"],
+                 {"status": word, "val_loss": 1.0, "val_acc": scores} if word == "ok" else {"status": word})
+    texts = figures(find_runs(tmp_path))["matrix.png"].axes[0].texts
+    assert [(t.get_text(), t.get_position()) for t in texts] == [
+        ("90", (0, 0)), ("50", (1, 0)), ("30", (2, 0)), ("refused", (1, 1)), ("failed", (1, 2))]
+
+
 def test_the_heatmap_never_rounds_a_score_to_perfect_or_null() -> None:
     """99.6 was written on its cell as 100 and 0.3 as 0, beside cells that are exactly that."""
     means = [[99.6, 99.96, 100.0, 0.3, 0.0, 42.4, 99.4]]

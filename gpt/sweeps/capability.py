@@ -51,6 +51,19 @@ def marks(summaries: dict[str, list[dict[str, Any]]], cols: list[str]) -> list[l
     return [[RISING * rising(runs, c) for c in cols] for runs in summaries.values()]
 
 
+def unscored(summaries: dict[str, list[dict[str, Any]]]) -> list[str]:
+    """Why each configuration (in matrix()'s row order) has no value in any column, as its report.md status reads
+    (refused, failed, unfinished: "failed" for a mix), or "" where a run finished: a blank row in the heatmap read
+    as a configuration never swept."""
+    def why(runs: list[dict[str, Any]]) -> str:
+        if not runs or any(s.get("status") == "ok" for s in runs):
+            return ""
+        words = {s.get("status", "failed") for s in runs}
+        return words.pop() if len(words) == 1 else "failed"
+
+    return [why(runs) for runs in summaries.values()]
+
+
 def chance(summaries: dict[str, list[dict[str, Any]]], column: str, key: str = EXACT) -> float | None:
     """What a guess scores in a column on exact match (every token of an answer guessed) or per token (`key`), in
     percent (every run grades the same lines), or None."""

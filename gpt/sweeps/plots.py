@@ -83,9 +83,11 @@ def percent_label(value: float) -> str:
     return percent(value) if 0 < value < 0.5 or 99.5 <= value < 100 else f"{value:.0f}"
 
 
-def matrix_figure(rows: list[str], columns: list[str], means: list[list[float]], marks: list[list[str]]) -> Figure:
+def matrix_figure(rows: list[str], columns: list[str], means: list[list[float]], marks: list[list[str]],
+                  unscored: Sequence[str] = ()) -> Figure:
     """The capability matrix as a heatmap: configurations (rows) x accuracy columns, each cell's mean exact
-    match in percent written on it with its mark (↑: still rising); blank where a configuration has no value."""
+    match in percent written on it with its mark (↑: still rising); blank where a configuration has no value, and
+    across a row with none the word `unscored` gives it (its runs "refused" or "failed"), in grey."""
     data = np.array(means, dtype=float).reshape(len(rows), len(columns))  # (configurations, columns)
     width = max(MATRIX_MIN_INCHES, 1.0 + 0.9 * len(columns) + 0.08 * max(map(len, rows)))
     fig = Figure(figsize=(width, 1.2 + 0.35 * len(rows)), layout="constrained")
@@ -95,6 +97,9 @@ def matrix_figure(rows: list[str], columns: list[str], means: list[list[float]],
         if np.isfinite(value):
             ax.text(j, i, f"{percent_label(value)}{marks[i][j]}", ha="center", va="center", fontsize="small",
                     color="black" if value > 60 else "white")
+    for i, why in enumerate(unscored):
+        if why:
+            ax.text((len(columns) - 1) / 2, i, why, ha="center", va="center", fontsize="small", color="grey")
     ax.set_xticks(range(len(columns)), columns, rotation=45, ha="right", fontsize="small")
     ax.set_yticks(range(len(rows)), rows, fontsize="small")
     still = "\n↑ still rising when training stopped" if any(map(any, marks)) else ""  # a line of its own: narrow

@@ -345,7 +345,8 @@ def figures(runs: list[Run]) -> dict[str, Figure]:
         guesses = [capability.chance(by_label, c) for c in columns]
         # One decimal below 10%: a whole-answer guess of 0.4% read "chance 0" beside cells of 0 (a 1e-20 stays 0.0)
         named = [c if g is None else f"{c}\n(chance {g:.{1 if g < 10 else 0}f})" for c, g in zip(columns, guesses)]
-        found["matrix.png"] = matrix_figure(rows, named, means, capability.marks(by_label, columns))
+        found["matrix.png"] = matrix_figure(rows, named, means, capability.marks(by_label, columns),
+                                            capability.unscored(by_label))
     for name, figure in (("levels.png", scaling.levels_figure(by_label)),
                          ("extrapolation.png", scaling.extrapolation_figure(by_label)),
                          ("capacity.png", capacity.figure(by_label)),
