@@ -144,11 +144,23 @@ def test_chance_row_and_per_token_matrix_where_answers_have_several_tokens(tmp_p
     report = markdown(tmp_path, find_runs(tmp_path))
     rows = matrix_rows(report)
     assert rows["*chance*"][1:] == ["*12.5*", "*0.4*"]
+    assert "*chance* is what guessing scores" in report and "*chance* here is per token" in report
     per_token = report[report.index("### Per-token accuracy"):].split("\n\n")[1].splitlines()
     assert per_token[0] == "| configuration | copy |"  # recall's one-token answers: exact match says it all
     assert per_token[2] == "| `attention=a` | **85.0 ± 7.1** |" and per_token[-1] == "| *chance* | *6.2* |"
     heatmap = figures(find_runs(tmp_path))["matrix.png"]
     assert [t.get_text() for t in heatmap.axes[0].get_xticklabels()] == ["recall_8\n(chance 12)", "copy\n(chance 0.4)"]
+
+
+def test_a_calculator_matrix_explains_no_chance_row_it_does_not_have(tmp_path: Path) -> None:
+    """The calculator grades no guess: its captions still described a *chance* row of recall, distance and copying."""
+    for seed, acc in enumerate([0.8, 0.6]):
+        fake_run(tmp_path / str(seed), ["data=calculator", f"seed={seed}"],
+                 {"status": "ok", "val_loss": 1.0, "val_acc": {"plus": acc, "all": acc},
+                  "val_token_acc": {"plus": acc, "all": acc}, "val_tokens": {"plus": 3.0, "all": 3.0}})
+    report = markdown(tmp_path, find_runs(tmp_path))
+    matrices = report[report.index("## Capability matrix"):]
+    assert "### Per-token accuracy" in matrices and "chance" not in matrices and "copy" not in matrices
 
 
 def test_the_per_token_matrix_leaves_out_one_token_answers_even_where_the_line_end_was_missed(tmp_path: Path) -> None:

@@ -116,13 +116,15 @@ def markdown(summaries: dict[str, list[dict[str, Any]]]) -> list[str]:
     if not cols:
         return []
     climbing = any(rising(runs, c) for runs in summaries.values() for c in cols)
+    # Only where the table has a chance row: a calculator sweep's caption explained one it does not have.
+    guessed = any(chance(summaries, c) is not None for c in cols)
     lines = ["## Capability matrix", "", *table(summaries, cols, EXACT), "",
              "Held-out exact match % at the last validation (every answer of the graded lines; an answer is exact "
              "when greedy decoding writes it whole), mean ± sample std over seeds; **bold** is the best of its column; "
              f"{BEYOND_NOISE} marks a value below the column's best by more than seed noise (a gap over 2 standard "
-             "errors of the difference, two seeds or more on each side); *chance* is what guessing scores, each token "
-             "of an answer among the values a line holds (recall, distance) or the vocabulary (copying) and the whole "
-             "answer right.", "",
+             "errors of the difference, two seeds or more on each side)"
+             + ("; *chance* is what guessing scores, each token of an answer among the values a line holds (recall, "
+                "distance) or the vocabulary (copying) and the whole answer right." if guessed else "."), "",
              *([f"{RISING} marks a value still rising when training stopped: the seeds' rises since their own "
                 f"validation before the last, {MIN_RISE:.0f} point or more on average and over 2 standard errors of "
                 f"the rises (two seeds or more), with more than {MIN_RISE:.0f} point left below 100%. More steps "
@@ -133,5 +135,7 @@ def markdown(summaries: dict[str, list[dict[str, Any]]]) -> list[str]:
     if several:
         lines += ["### Per-token accuracy", "", *table(summaries, several, TOKEN), "",
                   "Each answer token predicted from the true tokens before it, % (the columns whose answers have "
-                  "several tokens): one early slip does not hide the rest of a copy; *chance* here is per token.", ""]
+                  "several tokens): one early slip does not hide the rest of an answer"
+                  + ("; *chance* here is per token." if any(chance(summaries, c, TOKEN) is not None for c in several)
+                     else "."), ""]
     return lines
