@@ -317,6 +317,18 @@ def test_seed_noise_line_compares_against_every_configuration_tied_for_best(tmp_
                     "`attention=e`; within it: none.")
 
 
+def test_seed_noise_line_ties_the_means_its_table_prints_alike(tmp_path: Path) -> None:
+    """Both rows read **1.0000 ± 0.0000**, bold alike, yet the line called one beyond seed noise of the other."""
+    losses = {"a": [1.00001, 1.00001], "b": [1.00002, 1.00002], "c": [1.2, 1.3]}
+    for i, (name, values) in enumerate((n, v) for n, vs in losses.items() for v in vs):
+        fake_run(tmp_path / str(i), [f"attention={name}", f"seed={i}"], {"status": "ok", "val_loss": values})
+    report = markdown(tmp_path, find_runs(tmp_path))
+    assert table(report)["attention=b"][2] == "**1.0000 ± 0.0000**"
+    line = next(x for x in report.splitlines() if x.startswith("Final val loss"))
+    assert line == ("Final val loss against the best (`attention=a`, `attention=b`), beyond seed noise (difference > 2 "
+                    "standard errors): `attention=c`; within it: none.")
+
+
 def test_cost_card_and_pareto_plot_price_each_configuration_by_its_formula(sweep: Path) -> None:
     """The card's cache bytes are the trained model's own formula; pareto.png plots each capability column's mean
     over seeds against cache MiB at PARETO_DEPTH (panels PANELS_PER_ROW to a row, each configuration named once in

@@ -194,10 +194,12 @@ def seed_noise(groups: dict[tuple[str, ...], list[Run]], names: dict[tuple[str, 
     loss = {key: v for key, v in every.items() if len(v) > 1}
     if len(loss) < 2:
         return None
-    top = min(statistics.fmean(v) for v in loss.values())
+    show = COLUMNS[1].fmt.format
+    top = show(min(statistics.fmean(v) for v in loss.values()))
     # A configuration with one seed can be the column's bold best, with no spread to compare against: not this one.
-    which = " with two seeds or more" if min(statistics.fmean(v) for v in every.values() if v) < top else ""
-    best = [key for key, v in loss.items() if statistics.fmean(v) == top]  # ties: each one is the best
+    which = " with two seeds or more" if show(min(statistics.fmean(v) for v in every.values() if v)) != top else ""
+    # Means that print alike tie, as the table bolds them: 1.00002 was "beyond seed noise" of 1.00001, both 1.0000.
+    best = best_of(loss, True, COLUMNS[1].fmt) or list(loss)
     within, beyond = [], []
     for key, values in loss.items():
         if key not in best:
