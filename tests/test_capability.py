@@ -45,6 +45,17 @@ def test_matrix_pools_seeds_bolds_the_best_and_marks_gaps_beyond_noise(tmp_path:
     assert rows["attention=d"][recall] == "—"
 
 
+def test_cells_that_read_alike_are_the_best_alike_and_behind_none(tmp_path: Path) -> None:
+    """50.011% and 50.022% both read **50.0 ± 0.0**, bold as equals, yet the first was marked behind the best."""
+    for i, (name, recall) in enumerate([("a", 0.50011), ("a", 0.50011), ("b", 0.50022), ("b", 0.50022),
+                                        ("c", 0.3), ("c", 0.3)]):
+        fake_run(tmp_path / str(i), [f"attention={name}", f"seed={i}"],
+                 {"status": "ok", "val_loss": 1.0, "val_acc": {"recall": recall}})
+    rows = matrix_rows(markdown(tmp_path, find_runs(tmp_path)))
+    assert [rows[f"attention={name}"][1] for name in "abc"] == [
+        "**50.0 ± 0.0**", "**50.0 ± 0.0**", f"30.0 ± 0.0 {capability.BEYOND_NOISE}"]
+
+
 def test_values_still_rising_when_training_stopped_are_marked(tmp_path: Path) -> None:
     """Each seed's last validation against its own one before (history.csv), paired: a mark where every seed still
     climbs, none at the ceiling, for an inconsistent rise, for one seed, or for a run that validated once."""

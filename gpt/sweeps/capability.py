@@ -98,7 +98,9 @@ def table(summaries: dict[str, list[dict[str, Any]]], cols: list[str], key: str)
     best = {c: best_of({label: v[c] for label, v in pooled.items()}, False, percent) for c in cols}
     lines = ["| configuration | " + " | ".join(cols) + " |", "|---|" + "---:|" * len(cols)]
     for label, by_column in pooled.items():
-        behind = {c: behind_best(by_column[c], [pooled[b][c] for b in best[c]], False) for c in cols}
+        # A best, tied as printed, is behind none: 50.011% read **50.0 ± 0.0** ▼ beside its tie at 50.022%.
+        behind = {c: label not in best[c] and behind_best(by_column[c], [pooled[b][c] for b in best[c]], False)
+                  for c in cols}
         climbs = {c: key == EXACT and rising(summaries[label], c) for c in cols}
         cells = [stat_cell(by_column[c], percent, bold=label in best[c],
                            mark=BEYOND_NOISE * behind[c] + RISING * climbs[c]) for c in cols]
