@@ -103,9 +103,11 @@ def test_a_calculator_column_named_with_a_space_is_marked_rising_too(tmp_path: P
 
 
 @pytest.mark.parametrize("columns", [1, 2])
-def test_the_heatmap_of_few_columns_shows_its_whole_title(columns: int) -> None:
-    """A sweep on data=recall has one column: the figure, sized by its columns, cut the title off at both ends."""
-    figure = matrix_figure(["pos=rope", "pos=alibi"], [f"recall_{4 * i}\n(chance 35)" for i in range(columns)],
+@pytest.mark.parametrize("row", ["pos=rope", "attention=sliding_window pos=alibi"])
+def test_the_heatmap_of_few_columns_shows_its_whole_title(columns: int, row: str) -> None:
+    """A sweep on data=recall has one column: the figure, sized by its columns, cut the title off at both ends; with
+    long row labels (a sweep over attention and pos) at its right end still."""
+    figure = matrix_figure([row, "pos=alibi"], [f"recall_{4 * i}\n(chance 35)" for i in range(columns)],
                            [[99.0] * columns, [50.0] * columns], [[""] * columns, [capability.RISING] * columns])
     figure.draw_without_rendering()
     title, width = figure.axes[0].title.get_window_extent(), figure.bbox.width

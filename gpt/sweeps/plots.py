@@ -17,7 +17,9 @@ LEGEND_INCHES = 2.5  # the legend column at the right of a figure of panels
 # inches at matplotlib's default 100 dpi: two panels of 6 x 4.5 and the legend column, loss.png is 1450 x 450 pixels
 LOSS_FIGSIZE = (12.0 + LEGEND_INCHES, 4.5)
 REFERENCE = "black"  # chance, a whole answer, a trained length: grey is the 8th configuration's colour (C7)
-MATRIX_MIN_INCHES = 4.5  # matrix.png's title is 3.7 inches wide, centred on the heatmap beside its colour bar
+# matrix.png's least width right of its row labels: its title is 3.7 inches wide, centred on the heatmap beside its
+# colour bar, so long labels widen the figure rather than narrow the heatmap under it
+MATRIX_MIN_INCHES = 4.0
 
 
 def curve_style(index: int) -> dict[str, str]:
@@ -89,7 +91,7 @@ def matrix_figure(rows: list[str], columns: list[str], means: list[list[float]],
     match in percent written on it with its mark (↑: still rising); blank where a configuration has no value, and
     across a row with none the word `unscored` gives it (its runs "refused" or "failed"), in grey."""
     data = np.array(means, dtype=float).reshape(len(rows), len(columns))  # (configurations, columns)
-    width = max(MATRIX_MIN_INCHES, 1.0 + 0.9 * len(columns) + 0.08 * max(map(len, rows)))
+    width = 0.08 * max(map(len, rows)) + max(MATRIX_MIN_INCHES, 1.0 + 0.9 * len(columns))
     fig = Figure(figsize=(width, 1.2 + 0.35 * len(rows)), layout="constrained")
     ax = fig.subplots()
     image = ax.imshow(np.ma.masked_invalid(data), vmin=0.0, vmax=100.0, cmap="viridis", aspect="auto")
