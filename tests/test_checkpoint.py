@@ -147,6 +147,26 @@ def test_a_section_of_another_type_is_named_in_one_line(tmp_path: Path, edit: Ca
         load_checkpoint(path, with_meta=True)
 
 
+@pytest.mark.parametrize("tokenizer, message", [
+    ({"kind": "gpt2", "vocab": [198, 262, 60000]},
+     r"its gpt2 vocabulary holds 60000 at position 2: a compact vocabulary is distinct GPT-2 ids \(0 to 50256\) in "
+     r"increasing order$"),
+    ({"kind": "gpt2", "vocab": [-1, 198, 262]}, r"its gpt2 vocabulary holds -1 at position 0: "),
+    ({"kind": "gpt2", "vocab": [262, 198, 3797]}, r"its gpt2 vocabulary holds 198 at position 1: "),
+    ({"kind": "gpt2", "vocab": [198, 262, 262]}, r"its gpt2 vocabulary holds 262 at position 2: "),
+])
+def test_a_damaged_tokenizer_is_named_in_one_line(small_model_pt: Path, tmp_path: Path, tokenizer: dict,
+                                                  message: str) -> None:
+    """Each loaded without a word (or failed only when generating) or failed with a line that named nothing."""
+    path = tmp_path / "model.pt"
+    payload = torch.load(small_model_pt, weights_only=True)
+    payload["tokenizer"] = tokenizer
+    torch.save(payload, path)
+    with pytest.raises(CheckpointError, match=rf"^{path} is damaged: {message}") as err:
+        load_checkpoint(path)
+    assert "\n" not in str(err.value)
+
+
 @pytest.mark.parametrize("value", [float("nan"), float("inf"), -float("inf")])
 def test_weights_that_are_not_finite_are_named_at_load_in_one_line(tmp_path: Path, value: float) -> None:
     """Such a model.pt loaded without a word: greedy decoding then printed nothing, sampling raised a traceback."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import importlib.util
+import operator
 import re
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
@@ -210,6 +211,16 @@ def gpt2_encoding() -> tiktoken.Encoding:
                              special_tokens={ENDOFTEXT: 50256}, explicit_n_vocab=50257)
 
 
+def check_compact(vocab: list[int], n_vocab: int) -> None:
+    """Refuse, in one line, a compact vocabulary that is not distinct GPT-2 ids in increasing order (what `compact`
+    writes): an id past GPT-2's loaded and failed at decoding, and a shuffled or repeated one loaded and gave the
+    model's ids the text of others."""
+    bad = next((i for i, b in enumerate(vocab) if not 0 <= b < n_vocab or (i and b <= vocab[i - 1])), None)
+    if bad is not None:
+        raise ValueError(f"its gpt2 vocabulary holds {vocab[bad]} at position {bad}: a compact vocabulary is distinct "
+                         f"GPT-2 ids (0 to {n_vocab - 1}) in increasing order")
+
+
 class GPT2Tokenizer:
     """GPT-2's byte-level BPE (50,257 ids). With `vocab` (the BPE ids a corpus uses, sorted) it is
     compact: id i of the model is BPE id vocab[i], so a tiny model carries no never-seen rows."""
@@ -218,7 +229,9 @@ class GPT2Tokenizer:
 
     def __init__(self, vocab: list[int] | None = None) -> None:
         self.enc = gpt2_encoding()
-        self.vocab = None if vocab is None else [int(i) for i in vocab]
+        self.vocab = None if vocab is None else [operator.index(i) for i in vocab]  # int() took 1.5 for id 1
+        if self.vocab is not None:
+            check_compact(self.vocab, self.enc.n_vocab)
         self.ids = None if self.vocab is None else {b: i for i, b in enumerate(self.vocab)}
         self.vocab_size = self.enc.n_vocab if self.vocab is None else len(self.vocab)
         self.eot_id = self.enc.eot_token if self.ids is None else self.ids.get(self.enc.eot_token)
