@@ -154,6 +154,9 @@ def test_a_section_of_another_type_is_named_in_one_line(tmp_path: Path, edit: Ca
     ({"kind": "gpt2", "vocab": [-1, 198, 262]}, r"its gpt2 vocabulary holds -1 at position 0: "),
     ({"kind": "gpt2", "vocab": [262, 198, 3797]}, r"its gpt2 vocabulary holds 198 at position 1: "),
     ({"kind": "gpt2", "vocab": [198, 262, 262]}, r"its gpt2 vocabulary holds 262 at position 2: "),
+    ({"kind": "char", "vocab": ["a", "b", "a"]}, r"its char vocabulary holds 'a' twice, at positions 0 and 2: each "
+                                                  r"entry is one id$"),
+    ({"kind": "word", "vocab": ["w0", "w1", "w1"]}, r"its word vocabulary holds 'w1' twice, at positions 1 and 2"),
 ])
 def test_a_damaged_tokenizer_is_named_in_one_line(small_model_pt: Path, tmp_path: Path, tokenizer: dict,
                                                   message: str) -> None:

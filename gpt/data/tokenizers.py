@@ -76,6 +76,15 @@ def utf8_text(text: str) -> str:
     return text
 
 
+def check_distinct(kind: str, entries: list[str], ids: dict[str, int]) -> None:
+    """Refuse, in one line, a vocabulary that lists an entry twice: it loaded, and the entry encoded to its later
+    id, a row the model learned as another token."""
+    if len(ids) < len(entries):
+        twice = next(e for i, e in enumerate(entries) if ids[e] != i)
+        raise ValueError(f"its {kind} vocabulary holds {twice!r} twice, at positions {entries.index(twice)} and "
+                         f"{ids[twice]}: each entry is one id")
+
+
 class CharTokenizer:
     """One token per character of a fixed alphabet."""
 
@@ -84,6 +93,7 @@ class CharTokenizer:
     def __init__(self, chars: list[str]) -> None:
         self.chars = list(chars)
         self.ids = {c: i for i, c in enumerate(self.chars)}
+        check_distinct(self.kind, self.chars, self.ids)
         self.vocab_size = len(self.chars)
         self.eot_id = self.ids.get(EOT)  # EOT is one entry, never matched by a single character of text
 
@@ -143,6 +153,7 @@ class WordTokenizer:
     def __init__(self, words: list[str]) -> None:
         self.words = list(words)
         self.ids = {w: i for i, w in enumerate(self.words)}
+        check_distinct(self.kind, self.words, self.ids)
         self.vocab_size = len(self.words)
         self.eot_id = self.ids.get(EOT)  # "<|endoftext|>" in text splits into punctuation and a word: never EOT
 
