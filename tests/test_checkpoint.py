@@ -1,3 +1,4 @@
+import json
 import re
 import tempfile
 from collections.abc import Callable
@@ -9,10 +10,11 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from gpt import ModelConfig, load_checkpoint
-from gpt.data.tokenizers import WordTokenizer
+from gpt.data.tokenizers import EOT, BPETokenizer, WordTokenizer
 from gpt.inference.checkpoint import CheckpointError, newest_checkpoint, save_model
 from tests.conftest import CodeRunningPickle, build, files_in, flip_a_bit_in
 from tests.fuzzing import scaled
+from tests.test_tokenizers import Texts
 
 
 def test_model_pt_round_trips_weights_config_and_tokenizer(tmp_path: Path, tiny_cfg: ModelConfig) -> None:
@@ -147,6 +149,15 @@ def test_a_section_of_another_type_is_named_in_one_line(tmp_path: Path, edit: Ca
         load_checkpoint(path, with_meta=True)
 
 
+def bpe_vocab(without_eot: bool = False) -> str:
+    """A bpe vocabulary as model.pt stores it (Hugging Face tokenizer JSON), damaged as asked."""
+    spec = json.loads(BPETokenizer.learn(Texts(["to be or not to be"]), 260).to_dict()["vocab"])
+    if without_eot:  # end-of-text is id 0: the others move down one
+        spec["added_tokens"] = []
+        spec["model"]["vocab"] = {t: i - 1 for t, i in spec["model"]["vocab"].items() if t != EOT}
+    return json.dumps(spec)
+
+
 @pytest.mark.parametrize("tokenizer, message", [
     ({"kind": "gpt2", "vocab": [198, 262, 60000]},
      r"its gpt2 vocabulary holds 60000 at position 2: a compact vocabulary is distinct GPT-2 ids \(0 to 50256\) in "
@@ -157,6 +168,8 @@ def test_a_section_of_another_type_is_named_in_one_line(tmp_path: Path, edit: Ca
     ({"kind": "char", "vocab": ["a", "b", "a"]}, r"its char vocabulary holds 'a' twice, at positions 0 and 2: each "
                                                   r"entry is one id$"),
     ({"kind": "word", "vocab": ["w0", "w1", "w1"]}, r"its word vocabulary holds 'w1' twice, at positions 1 and 2"),
+    ({"kind": "bpe", "vocab": bpe_vocab(without_eot=True)},
+     r"its bpe vocabulary has no <\|endoftext\|>, which every bpe vocabulary tinygpt learns holds$"),
 ])
 def test_a_damaged_tokenizer_is_named_in_one_line(small_model_pt: Path, tmp_path: Path, tokenizer: dict,
                                                   message: str) -> None:

@@ -328,6 +328,8 @@ class BPETokenizer:
         self.tok.encode_special_tokens = True  # as tiktoken's encode_ordinary: "<|endoftext|>" in text is text
         self.vocab_size = self.tok.get_vocab_size()
         self.eot_id = self.tok.token_to_id(EOT)
+        if self.eot_id is None:  # tiktoken then failed on it: "'>' not supported between 'NoneType' and 'int'"
+            raise ValueError(f"its bpe vocabulary has no {EOT}, which every bpe vocabulary tinygpt learns holds")
         byte = _byte_of_char()
         ranks = {bytes(byte[c] for c in token): i for token, i in self.tok.get_vocab().items() if token != EOT}
         self.enc = tiktoken.Encoding("bpe", pat_str=r50k_pat_str, mergeable_ranks=ranks,
