@@ -149,12 +149,15 @@ def test_a_section_of_another_type_is_named_in_one_line(tmp_path: Path, edit: Ca
         load_checkpoint(path, with_meta=True)
 
 
-def bpe_vocab(without_eot: bool = False) -> str:
+def bpe_vocab(without_eot: bool = False, foreign: str = "") -> str:
     """A bpe vocabulary as model.pt stores it (Hugging Face tokenizer JSON), damaged as asked."""
     spec = json.loads(BPETokenizer.learn(Texts(["to be or not to be"]), 260).to_dict()["vocab"])
     if without_eot:  # end-of-text is id 0: the others move down one
         spec["added_tokens"] = []
         spec["model"]["vocab"] = {t: i - 1 for t, i in spec["model"]["vocab"].items() if t != EOT}
+    if foreign:  # in place of the byte 'a', which no merge of this text uses
+        vocab = spec["model"]["vocab"]
+        vocab[foreign] = vocab.pop("a")
     return json.dumps(spec)
 
 
@@ -170,6 +173,9 @@ def bpe_vocab(without_eot: bool = False) -> str:
     ({"kind": "word", "vocab": ["w0", "w1", "w1"]}, r"its word vocabulary holds 'w1' twice, at positions 1 and 2"),
     ({"kind": "bpe", "vocab": bpe_vocab(without_eot=True)},
      r"its bpe vocabulary has no <\|endoftext\|>, which every bpe vocabulary tinygpt learns holds$"),
+    ({"kind": "bpe", "vocab": bpe_vocab(foreign="☃")},
+     r"its bpe vocabulary is not byte-level: its token '☃' holds '☃', none of the 256 characters that stand for "
+     r"bytes$"),
 ])
 def test_a_damaged_tokenizer_is_named_in_one_line(small_model_pt: Path, tmp_path: Path, tokenizer: dict,
                                                   message: str) -> None:

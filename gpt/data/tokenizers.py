@@ -331,7 +331,12 @@ class BPETokenizer:
         if self.eot_id is None:  # tiktoken then failed on it: "'>' not supported between 'NoneType' and 'int'"
             raise ValueError(f"its bpe vocabulary has no {EOT}, which every bpe vocabulary tinygpt learns holds")
         byte = _byte_of_char()
-        ranks = {bytes(byte[c] for c in token): i for token, i in self.tok.get_vocab().items() if token != EOT}
+        vocab = self.tok.get_vocab()
+        foreign = next(((t, c) for t in vocab if t != EOT for c in t if c not in byte), None)
+        if foreign:  # a KeyError naming only the character came out of the ranks below
+            raise ValueError(f"its bpe vocabulary is not byte-level: its token {foreign[0]!r} holds {foreign[1]!r}, "
+                             "none of the 256 characters that stand for bytes")
+        ranks = {bytes(byte[c] for c in token): i for token, i in vocab.items() if token != EOT}
         self.enc = tiktoken.Encoding("bpe", pat_str=r50k_pat_str, mergeable_ranks=ranks,
                                      special_tokens={EOT: self.eot_id})
 
