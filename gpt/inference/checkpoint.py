@@ -11,7 +11,7 @@ import torch
 from torch import nn
 
 from gpt.atomic import atomic_open
-from gpt.data.tokenizers import Tokenizer, tokenizer_from_dict
+from gpt.data.tokenizers import InstallError, Tokenizer, tokenizer_from_dict
 from gpt.model.config import ModelConfig
 from gpt.model.gpt import GPT
 from gpt.overrides import pasted
@@ -128,6 +128,8 @@ def load_checkpoint(path: str | Path, device: str = "cpu", with_meta: bool = Fal
         meta = payload.get("meta", {})
         if not isinstance(meta, dict):
             raise ValueError(f"its meta is a {type(meta).__name__}, not a mapping")
+    except InstallError:  # this machine's fault, not the file's: its line says what to install
+        raise
     # A section of another type (a list for the config, None for the tokenizer) fails as a TypeError or
     # AttributeError inside the code that reads it.
     except (KeyError, ValueError, RuntimeError, TypeError, AttributeError) as err:
