@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,7 @@ import torch
 
 from gpt.inference.checkpoint import CheckpointError, describe, model_file, newest_checkpoint
 from gpt.inference.compiled import compile_for_decoding
-from gpt.inference.text import TextModel, load
+from gpt.inference.text import PromptWarning, TextModel, load
 from gpt.pipe import exit_with
 from gpt.validate import OneLineParser
 
@@ -138,7 +139,9 @@ def main(argv: list[str] | None = None) -> int:
         generator = torch.Generator(device=args.device).manual_seed(args.seed)
         for sample in range(args.num_samples):
             pieces = text_model.stream(args.prompt, **settings, generator=generator)
-            first = next(pieces, "")  # the prompt's encoding and the settings are checked by here
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", PromptWarning)  # printed below as a note, once
+                first = next(pieces, "")  # the prompt's encoding and the settings are checked by here
             if sample:
                 print(SEPARATOR)
             else:  # which model answers, on stderr so stdout stays exactly the text
@@ -147,6 +150,8 @@ def main(argv: list[str] | None = None) -> int:
                 if prompt_tokens > block_size:  # the text printed is all of the prompt, the text answered is not
                     print(f"note: the prompt is {prompt_tokens} tokens, past block_size={block_size}: the model sees "
                           f"its last {block_size}", file=sys.stderr)
+                if note := text_model.prompt_note(args.prompt):
+                    print(f"note: {note}", file=sys.stderr)
             print(args.prompt + first, end="", flush=True)
             for piece in pieces:
                 print(piece, end="", flush=True)

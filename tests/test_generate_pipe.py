@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from gpt import ModelConfig
-from gpt.data.tokenizers import CharTokenizer
+from gpt.data.tokenizers import CharTokenizer, GPT2Tokenizer
 from gpt.inference.checkpoint import save_model
 from gpt.pipe import exit_with
 from tests.conftest import ROOT, build, child_env
@@ -63,4 +63,22 @@ def test_a_prompt_past_the_block_is_said_to_be_cut(tmp_path: Path, capsys: pytes
     assert capsys.readouterr().err.splitlines()[1] == "note: the prompt is 11 tokens, past block_size=8: the model " \
         "sees its last 8"
     assert generate.main(["--ckpt", str(tmp_path), "--prompt", "ab ab", "--max-new-tokens", "2"]) == 0
+    assert "note:" not in capsys.readouterr().err
+
+
+def test_a_prompt_ending_where_a_word_would_join_it_is_noted_once(tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture) -> None:
+    """'Once upon a ' encodes with a lone ' ' where text has ' time': generate.py went on from it without a word."""
+    import generate
+
+    full = GPT2Tokenizer()
+    tokenizer = full.compact(full.encode("Once upon a time "))
+    save_model(tmp_path / "model.pt", build(ModelConfig(vocab_size=tokenizer.vocab_size, layers=1, heads=1, dim=8,
+                                                        block_size=16)), tokenizer)
+    args = ["--ckpt", str(tmp_path), "--max-new-tokens", "2", "--temperature", "1", "--num-samples", "2"]
+    assert generate.main([*args, "--prompt", "Once upon a "]) == 0
+    assert capsys.readouterr().err.splitlines()[1:] == [
+        "note: the prompt ends in ' ', which its tokenizer encodes otherwise where a word follows, as in the text the "
+        "model learned: the continuation may be off; drop the trailing whitespace"]
+    assert generate.main([*args, "--prompt", "Once upon a"]) == 0
     assert "note:" not in capsys.readouterr().err

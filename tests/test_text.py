@@ -2,6 +2,7 @@
 of decoding (stream, complete, complete_batch, the low-level generate) agrees token for token."""
 from __future__ import annotations
 
+import warnings
 from dataclasses import replace
 from pathlib import Path
 
@@ -9,10 +10,12 @@ import pytest
 import torch
 
 from gpt import GPT, ModelConfig, TextModel, generate, load
-from gpt.data.tokenizers import EOT, CharTokenizer, GPT2Tokenizer
+from gpt.data.tokenizers import EOT, BPETokenizer, CharTokenizer, GPT2Tokenizer
 from gpt.inference.checkpoint import save_model
 from gpt.inference.compiled import compile_for_decoding
+from gpt.inference.text import PromptWarning
 from tests.conftest import build, calculator_tokenizer
+from tests.test_tokenizers import Texts
 
 PROMPTS = ["two plus three equals", "ninety nine plus ninety nine equals", "six times eight equals", ""]
 
@@ -144,6 +147,28 @@ def test_a_character_split_across_byte_level_pieces_streams_whole() -> None:
     assert list(running.stream("a", temperature=0)) == [" ", "🦓", " b"]
     assert running.complete("a", temperature=0) == running.complete_batch(["a"], 10)[0] == " 🦓 b"
     assert "".join(running.stream("a", max_new_tokens=2, temperature=0)) == " \ufffd"  # cut off: what decode says
+
+
+@pytest.mark.parametrize("prompt, tail", [("Once upon a ", " "), ("The end.\n\n", "\n\n"), ("a  ", "  "),
+                                          ("Once upon a", ""), ("The end.\n", ""), ("a\t", "")])
+def test_a_prompt_ending_where_a_word_would_join_it_is_noted_and_fed_as_asked(prompt: str, tail: str) -> None:
+    """GPT-2's BPE encodes 'a ' with a lone ' ', where text has ' time', and 'end.\\n\\n' with '\\n\\n', where text
+    has '\\n', '\\n' before a word: the model went on from a token it rarely saw there, without a word."""
+    tokenizer = GPT2Tokenizer()
+    running = TextModel(build(ModelConfig(vocab_size=tokenizer.vocab_size, layers=1, heads=1, dim=8, block_size=16)),
+                        tokenizer, {})
+    note = running.prompt_note(prompt)
+    said = (f"the prompt ends in {tail!r}, which its tokenizer encodes otherwise where a word follows, as in the text "
+            "the model learned: the continuation may be off; drop the trailing whitespace")
+    assert note == said * bool(tail)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        running.complete(prompt, max_new_tokens=1, temperature=0)
+    assert [str(w.message) for w in caught if w.category is PromptWarning] == [note] * bool(tail)
+    assert running.prompt_ids(prompt) == tokenizer.encode(prompt)  # the ids stay those of the prompt asked
+    bpe = BPETokenizer.learn(Texts(["Once upon a time.\n\nThe end."]), 270)
+    assert TextModel(running.model, bpe, {}).prompt_note(prompt) == note  # the same split pattern
+    assert not TextModel(running.model, CharTokenizer.fit(prompt + "x"), {}).prompt_note(prompt)  # no word pieces
 
 
 def test_load_gives_the_text_model_of_a_saved_checkpoint(tmp_path: Path) -> None:

@@ -21,6 +21,7 @@ from tiktoken_ext.openai_public import ENDOFTEXT, r50k_pat_str
 
 
 EOT = "<|endoftext|>"  # the token between documents; GPT-2's name for it
+GPT2_SPLIT = regex.compile(r50k_pat_str)  # GPT-2's pre-tokenizer: the pieces BPE merges within
 T = TypeVar("T")
 
 
@@ -384,6 +385,18 @@ class BPETokenizer:
     def token_bytes(self) -> list[int]:
         """The real bytes of each piece (as GPT2Tokenizer's); end-of-text 0."""
         return [0 if i == self.eot_id else len(self.enc.decode_single_token_bytes(i)) for i in range(self.vocab_size)]
+
+
+def split_before_a_word(tokenizer: Tokenizer, text: str) -> str:
+    """The whitespace `text` ends in where a byte-level BPE (gpt2, bpe) cuts it otherwise once a word follows, as
+    in the text it was trained on: 'a ' ends in the lone ' ' token where text has 'a', ' time', and 'end.\\n\\n' in
+    '\\n\\n' where text has '\\n', '\\n', 'The'. '' for any other text or tokenizer."""
+    if getattr(tokenizer, "kind", None) not in ("gpt2", "bpe") or not text[-1:].isspace():
+        return ""
+    pieces = GPT2_SPLIT.findall(text)  # the split pattern both encode with: BPE never merges across its pieces
+    if GPT2_SPLIT.findall(text + "a")[:len(pieces)] == pieces:
+        return ""
+    return text[len(text.rstrip()):]
 
 
 def encode_ordinary_many(enc: tiktoken.Encoding, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:

@@ -11,6 +11,7 @@ token between documents, where its vocabulary has one. generate.py, gpt.evaluati
 training callbacks all decode through here, so that convention lives in one place."""
 from __future__ import annotations
 
+import warnings
 from collections import defaultdict
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,7 +19,7 @@ from typing import Any
 
 import torch
 
-from gpt.data.tokenizers import Tokenizer
+from gpt.data.tokenizers import Tokenizer, split_before_a_word
 from gpt.inference.checkpoint import load_checkpoint
 from gpt.inference.generation import check_sampling, generate, stream
 from gpt.model.gpt import GPT
@@ -37,6 +38,10 @@ def line_prompt_ids(tokenizer: Tokenizer, prompt: str) -> list[int]:
         raise ValueError(f"the prompt {prompt!r} ends its line, so this model would write a line of its own rather "
                          "than answer it: drop the line break at its end")
     return [newline, *ids]
+
+
+class PromptWarning(UserWarning):
+    """A prompt the model may continue poorly though it encodes; generate.py prints it as a note of its own."""
 
 
 class TextModel:
@@ -67,6 +72,14 @@ class TextModel:
                                  "pass a prompt") from None
             return [self.tokenizer.eot_id]
 
+    def prompt_note(self, prompt: str) -> str:
+        """A line on a prompt whose end the model never saw in training, '' for any other."""
+        tail = split_before_a_word(self.tokenizer, prompt)
+        if not tail:
+            return ""
+        return (f"the prompt ends in {tail!r}, which its tokenizer encodes otherwise where a word follows, as in the "
+                "text the model learned: the continuation may be off; drop the trailing whitespace")
+
     @property
     def end(self) -> int | None:
         """The token that ends a completion: the end of the line on line-based corpora, else the end-of-text token
@@ -91,6 +104,8 @@ class TextModel:
         max_new_tokens, temperature, stop = self.defaults(max_new_tokens, temperature)
         check_sampling(temperature, top_k, top_p, max_new_tokens)
         ids = self.prompt_ids(prompt)
+        if note := self.prompt_note(prompt):  # the ids stay as asked: the prompt may mean to end there
+            warnings.warn(note, PromptWarning, stacklevel=3)
         if generator is None and seed is not None:
             generator = torch.Generator(device=self.device).manual_seed(seed)
         shown = self.tokenizer.decode(ids)
