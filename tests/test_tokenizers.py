@@ -1,4 +1,5 @@
 import socket
+import tomllib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TypeVar
@@ -6,9 +7,10 @@ from typing import TypeVar
 import numpy as np
 import pytest
 
-from gpt.data.tokenizers import (EOT, GPT2_FILES, TOKENIZERS, BPETokenizer, CharTokenizer, GPT2Tokenizer, InstallError,
-                            WordTokenizer, gpt2_encoding, gpt2_files, learn_tokenizer, tokenizer_from_dict)
-from tests.conftest import play
+from gpt.data.tokenizers import (EOT, GPT2_FILES, GPT2_PACKAGE, TOKENIZERS, BPETokenizer, CharTokenizer, GPT2Tokenizer,
+                                 InstallError, WordTokenizer, gpt2_encoding, gpt2_files, learn_tokenizer,
+                                 tokenizer_from_dict)
+from tests.conftest import ROOT, play
 
 T = TypeVar("T")
 
@@ -259,3 +261,10 @@ def test_word_tokenizer_keeps_typographic_apostrophes_as_ascii_ones() -> None:
     words = [tokenizer.words[i] for i in tokenizer.encode(text)]
     assert words == ["I", "don’t", "know", ",", "’tis", "o’er", ".", "\n"]
     assert tokenizer.decode(tokenizer.encode(text)) == text
+
+
+def test_the_reinstall_advice_names_the_version_pyproject_pins() -> None:
+    """The advice for damaged GPT-2 files repeats the pin; a pin moved in pyproject.toml alone would send users to
+    reinstall another version."""
+    dependencies = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    assert GPT2_PACKAGE in [d.split("#")[0].strip() for d in dependencies]
