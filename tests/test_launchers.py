@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import torch
 from hydra import initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 from hydra.types import RunMode
@@ -164,7 +165,7 @@ def test_a_resumed_sweep_expects_only_the_jobs_it_has_left(tmp_path: Path, monke
     for job, status in enumerate(["ok", "ok", "ok", "failed"]):
         write_summary(tmp_path / str(job), {"status": status})
         if job < 2:
-            (tmp_path / str(job) / "model.pt").touch()
+            torch.save({}, tmp_path / str(job) / "model.pt")  # an empty file is a damaged model.pt
     cfg = sweep_config("experiment=attention_tasks", "attention=mha,gqa", "seed=0,1,2", "resume=true",
                        f"hydra.sweep.dir={tmp_path}")
     JobsPerCore().on_multirun_start(cfg)

@@ -701,6 +701,25 @@ def test_a_sweep_job_killed_after_its_final_checkpoint_is_finished_by_resume(tmp
     assert table.splitlines()[2].endswith("| ok |")
 
 
+def test_a_sweep_job_whose_model_pt_is_damaged_is_finished_again_by_resume(tmp_path: Path) -> None:
+    """A job whose summary.json says ok but whose model.pt was emptied or cut short (a full disk, a copy stopped
+    halfway): resume=true kept it as finished before, and the sweep never wrote its model again. Now it is finished
+    from its final checkpoint, its model.pt loadable."""
+    sweep = ["-m", *FINISHED_RUN, "seed=0,1", "hydra.sweep.dir=sweep"]
+    first = run_cli("train.py", *sweep, cwd=tmp_path)
+    assert first.returncode == 0, first.stderr[-2000:]
+    emptied, cut = tmp_path / "sweep/0", tmp_path / "sweep/1"
+    (emptied / "model.pt").write_bytes(b"")
+    (cut / "model.pt").write_bytes((cut / "model.pt").read_bytes()[:3000])
+    resumed = run_cli("train.py", *sweep, "resume=true", cwd=tmp_path)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert "finished before, kept" not in resumed.stdout
+    for folder in (emptied, cut):
+        assert f"finishing {folder / 'checkpoints/last.ckpt'}: its training reached step 10, but its run stopped " \
+            "before writing a whole model.pt; writing it without training" in resumed.stdout
+        assert load_checkpoint(folder / "model.pt")[0] is not None and kept_on_resume(folder)
+
+
 def test_a_sweep_job_whose_record_was_deleted_after_its_training_is_finished_by_resume(tmp_path: Path) -> None:
     """A finished job's summary.json deleted as its damaged line says (or replaced by a failure after training), its
     last.ckpt and model.pt intact: resume=true refused the job as finished, recorded as refused, on every resume, so
@@ -709,7 +728,7 @@ def test_a_sweep_job_whose_record_was_deleted_after_its_training_is_finished_by_
     (job / "checkpoints").mkdir(parents=True)
     checkpoint = {"loops": {}, "optimizer_states": [], "global_step": 10, "state_dict": {}}
     torch.save(checkpoint, job / "checkpoints/last.ckpt")
-    (job / "model.pt").touch()
+    torch.save({}, job / "model.pt")  # whole: a damaged one is written again whatever the record says
     cfg = OmegaConf.create({"resume": True, "ckpt_path": None, "trainer": {"max_steps": 10}})
     assert resume_from(cfg, job, in_sweep=True).step == 10  # finished without training: record and model.pt
     with pytest.raises(ValueError, match=r"last.ckpt has finished: it is at step 10 of trainer.max_steps=10 \(its "):

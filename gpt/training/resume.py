@@ -19,7 +19,7 @@ from gpt.inference.checkpoint import CheckpointError, safe_load
 from gpt.overrides import override_key, pasted
 from gpt.training.lit import LitGPT
 from gpt.training.optim import OPTIMIZERS, SCHEDULES, OptimConfig
-from gpt.training.run_folder import NOT_IDENTITY, REPORT, read_summary
+from gpt.training.run_folder import NOT_IDENTITY, REPORT, read_summary, whole_model
 from gpt.validate import first_line
 
 CHECKPOINT = "checkpoints/last.ckpt"
@@ -174,11 +174,13 @@ def resume_from(cfg: DictConfig, run_dir: Path, in_sweep: bool = False) -> Resum
         return None
     checkpoint = load_resume_checkpoint(path)
     step, model = checkpoint["global_step"], path.parent.parent / "model.pt"
-    # A run killed after its final checkpoint, before its model.pt: its training is done, only its end is missing. So
-    # is a resumed sweep's job not kept as finished with its model.pt there: its summary.json was deleted as damaged,
-    # or a failure after its training replaced it; refused as finished, it could never be a finished row again.
-    lost_record = cfg.resume and in_sweep and model.is_file()
-    ended = step == cfg.trainer.max_steps and (not model.is_file() or lost_record)
+    # A run killed after its final checkpoint, before its model.pt: its training is done, only its end is missing (as
+    # is a damaged model.pt's run: emptied or cut short, it is written again). So is a resumed sweep's job not kept as
+    # finished with its model.pt there: its summary.json was deleted as damaged, or a failure after its training
+    # replaced it; refused as finished, it could never be a finished row again.
+    whole = whole_model(model)
+    lost_record = cfg.resume and in_sweep and whole
+    ended = step == cfg.trainer.max_steps and (not whole or lost_record)
     if 0 <= cfg.trainer.max_steps <= step and not ended:
         its_model = f" (its model: {model})" if model.is_file() else ""
         raise ValueError(f"{path} has finished: it is at step {step} of trainer.max_steps={cfg.trainer.max_steps}"
@@ -188,8 +190,9 @@ def resume_from(cfg: DictConfig, run_dir: Path, in_sweep: bool = False) -> Resum
         raise ValueError(f"{path} has trained for {spent:.0f} s, all of trainer.max_time (which counts the time of "
                          f"the run it continues); to train it further pass {pasted('ckpt_path', str(path))} and a "
                          "larger trainer.max_time, or trainer.max_time=null")
-    print(f"finishing {path}: its training reached step {step}, but its run stopped before writing "
-          f"{'a summary.json that says so' if lost_record else 'model.pt'}; writing it without training" if ended
+    missing = "a summary.json that says so" if lost_record else "a whole model.pt"
+    print(f"finishing {path}: its training reached step {step}, but its run stopped before writing {missing}; "
+          "writing it without training" if ended
           else f"resuming from {path} at step {step}")
     if not ended and (note := schedule_change(cfg, path, checkpoint)):
         print(f"note: {note}")

@@ -11,6 +11,7 @@ import json
 import os
 import shutil
 import sys
+import zipfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
@@ -130,10 +131,20 @@ def finished(run_dir: Path) -> bool:
     return (read_summary(run_dir) or {}).get("status") == "ok"
 
 
+def whole_model(path: Path) -> bool:
+    """Whether a model.pt is there and whole enough to keep: a zip holding torch's data.pkl. Emptied or cut short (its
+    zip directory is at its end) it is not; its weights are not loaded, so a resumed sweep checks every job cheaply."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            return any(name.endswith("/data.pkl") for name in archive.namelist())
+    except (OSError, zipfile.BadZipFile):
+        return False
+
+
 def kept_on_resume(run_dir: Path) -> bool:
-    """Whether a resumed sweep keeps the run in this folder as it is: finished, with its model.pt (one killed
-    before its model.pt is finished from its final checkpoint)."""
-    return finished(run_dir) and (run_dir / "model.pt").is_file()
+    """Whether a resumed sweep keeps the run in this folder as it is: finished, with a whole model.pt (one killed
+    before its model.pt, or whose model.pt is damaged, is finished from its final checkpoint)."""
+    return finished(run_dir) and whole_model(run_dir / "model.pt")
 
 
 def record_failure(run_dir: Path, error: BaseException | str, refused: bool = False) -> None:
