@@ -674,6 +674,18 @@ def test_a_worker_killed_during_preparation_is_one_line_and_leaves_nothing(tmp_p
     assert not (tmp_path / "out").exists() and not list(tmp_path.glob(".out.tmp-*"))
 
 
+def test_a_lock_file_that_cannot_be_opened_is_one_line_naming_it(tmp_path: Path,
+                                                                 capsys: pytest.CaptureFixture) -> None:
+    """The lock beside a prepared folder made a folder (or made unwritable) by hand: preparing stopped with an
+    IsADirectoryError traceback."""
+    (tmp_path / "corpus.txt").write_text(play(200))
+    (tmp_path / "prep" / ".out.lock").mkdir(parents=True)
+    assert cli(["prepare", str(tmp_path / "corpus.txt"), "--out", str(tmp_path / "prep/out"), "--num-proc", "1"]) == 2
+    assert capsys.readouterr().err == f"error: cannot open the preparation lock {tmp_path / 'prep/.out.lock'}: Is a " \
+        "directory; delete it (it holds nothing: the next preparation makes it again)\n"
+    assert not (tmp_path / "prep/out").exists()
+
+
 def test_full_disk_is_one_line_and_leaves_nothing_half_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     corpus = write(tmp_path / "a.txt", stories(80, seed=10))
     real_open = open

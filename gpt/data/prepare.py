@@ -274,7 +274,13 @@ def _locked(out: Path) -> Iterator[None]:
     except OSError as err:  # a file where a folder must be, a folder we may not write
         raise ValueError(f"cannot prepare into {out}: {err.strerror} ({err.filename}); point --out or --root "
                          "(data.root in training) at a folder") from None
-    with open(out.parent / f".{out.name}.lock", "w") as lock:
+    path = out.parent / f".{out.name}.lock"
+    try:
+        lock = open(path, "w")
+    except OSError as err:  # a folder made in its place, a file we may not write
+        raise ValueError(f"cannot open the preparation lock {path}: {err.strerror}; delete it (it holds nothing: the "
+                         "next preparation makes it again)") from None
+    with lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         yield
 
