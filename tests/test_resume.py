@@ -502,6 +502,44 @@ def test_a_damaged_sweep_record_is_named_when_resume_searches(tmp_path: Path, sa
         sweep_to_resume(cfg)
 
 
+def test_a_saved_config_cut_short_is_named_not_taken_for_another_config(tmp_path: Path) -> None:
+    """A run's .hydra/config.yaml or a sweep's multirun.yaml cut short where it still parses (before its optim:
+    section): resume=true said it found no run with this config, or that configs/ or the preset had changed since
+    the sweep, naming neither file."""
+    from hydra import initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.types import RunMode
+
+    from gpt.training.resume import sweep_to_resume
+
+    def cut(cfg: DictConfig, path: Path) -> None:
+        whole = OmegaConf.to_yaml(cfg)
+        path.write_text(whole[:whole.index("\noptim:") + 1])
+
+    run = tmp_path / "outputs" / "2026-01-01" / "00-00-00"
+    (run / ".hydra").mkdir(parents=True)
+    (run / "checkpoints").mkdir()
+    (run / "checkpoints" / "last.ckpt").touch()
+    cfg = compose_with(*FINISHED_RUN, "resume=true")
+    cut(cfg, run / ".hydra" / "config.yaml")
+    with pytest.raises(CheckpointError, match=rf"^{run / '.hydra' / 'config.yaml'} is damaged \(no top-level optim: "
+                                              r"emptied or cut short\): delete the folder holding it"):
+        find_resume_checkpoint(cfg, [tmp_path / "outputs"])
+    trains = compose_with("trainer=debug", "~model", "~logger", "resume=true")  # whole: a run trains without both
+    OmegaConf.save(trains, run / ".hydra" / "config.yaml")
+    assert find_resume_checkpoint(trains, [tmp_path / "outputs"]) == run / "checkpoints" / "last.ckpt"
+
+    def sweep(*overrides: str) -> DictConfig:
+        with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base="1.3"):
+            return GlobalHydra.instance().config_loader().load_configuration(
+                "train", ["trainer=debug", "seed=0,1", *overrides, f"hydra.sweep.dir={tmp_path}"], RunMode.MULTIRUN)
+
+    cut(sweep(), tmp_path / "multirun.yaml")
+    with pytest.raises(CheckpointError, match=rf"^{tmp_path / 'multirun.yaml'} is damaged \(no top-level optim: "
+                                              r"emptied or cut short\): delete the sweep folder holding it"):
+        sweep_to_resume(sweep("resume=true"))
+
+
 def test_resuming_a_named_sweep_with_other_overrides_names_them(tmp_path: Path) -> None:
     """The sweep folder named with hydra.sweep.dir= but another trainer.max_steps: the refusal said it found no such
     sweep there and to pass the folder as hydra.sweep.dir=, which the command had done."""

@@ -23,6 +23,10 @@ from gpt.training.run_folder import NOT_IDENTITY, REPORT, read_summary, whole_mo
 from gpt.validate import first_line
 
 CHECKPOINT = "checkpoints/last.ckpt"
+# The top-level keys every run's config has held since the first and no run goes without (train.py refuses each
+# removed; ~model and ~logger train): a saved config without one was cut short, not made by another config. Hydra
+# writes seed after the others, so a file cut anywhere before its line lacks one.
+EVERY_CONFIG = ("data", "trainer", "callbacks", "optim", "seed")
 
 
 class AtomicCheckpointIO(TorchCheckpointIO):
@@ -67,6 +71,8 @@ def saved_config(path: Path, sweep: bool = False) -> DictConfig:
             what = "not a mapping"
         elif sweep and not isinstance(OmegaConf.select(cfg, "hydra.overrides.task"), ListConfig):
             what = "no hydra.overrides.task: emptied or cut short"  # what sweep_identity reads
+        elif missing := [key for key in EVERY_CONFIG if key not in cfg]:
+            what = f"no top-level {missing[0]}: emptied or cut short"
         else:
             return cfg
     fix = "delete the sweep folder holding it to run that sweep again" if sweep else \
