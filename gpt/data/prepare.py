@@ -27,10 +27,12 @@ from gpt.data.tokenizers import TOKENIZERS, Tokenizer, learn_tokenizer, tokenize
 from gpt.overrides import as_override, command_line
 from gpt.validate import Fraction, PositiveInt, Range, check_fields
 
-# Bump when the shard layout, the manifest, the cut rule, the split rule or what a text file reads as changes
-# (2: the manifest's sha256; 3: Windows line endings and byte order mark; 4: a long document's pieces measured with
-# each \r\n as one byte; 5: the end-of-text of a file's last document cut at its last line break).
-VERSION = 5
+# Bump when the shard layout, the manifest, the cut rule, the split rule, what a text file reads as or the ids a
+# tokenizer gives change (2: the manifest's sha256; 3: Windows line endings and byte order mark; 4: a long document's
+# pieces measured with each \r\n as one byte; 5: the end-of-text of a file's last document cut at its last line break;
+# 6: the word tokenizer's combining marks and ’ inside words, a folder tokenizer's special tokens spelled in text read
+# as text).
+VERSION = 6
 T = TypeVar("T")
 VALIDATION_RULE = ("a part (a document, or a ~doc_bytes line-aligned piece of a longer plain-text document) is "
                    "validation when the first 8 bytes of blake2b(its UTF-8), little-endian, are below "
