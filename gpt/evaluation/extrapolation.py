@@ -23,6 +23,11 @@ def longest(model: GPT) -> int | None:
     return POSITIONAL[model.cfg.pos].longest(model.cfg)
 
 
+def too_long(length: int, tokens: int | None) -> bool:
+    """Whether `tokens` of text (None: unknown) hold no window of `length` + 1 tokens to score a length on."""
+    return tokens is not None and tokens < length + 2
+
+
 def check_length(model: GPT, length: int, tokens: int | None = None) -> None:
     """Refuse, in one line, a length the model's positions cannot place, or, given how many `tokens` the text
     scored holds, one that no window of length + 1 of them fits."""
@@ -30,7 +35,7 @@ def check_length(model: GPT, length: int, tokens: int | None = None) -> None:
     if limit is not None and length > limit:
         raise ValueError(f"length {length}: pos={model.cfg.pos} has learned positions for {limit} tokens only; "
                          f"evaluate at lengths up to {limit} (or train with model.random_positions={length})")
-    if tokens is not None and tokens < length + 2:
+    if too_long(length, tokens):
         raise ValueError(f"length {length}: the validation text has only {tokens} tokens; evaluate at shorter "
                          "lengths")
 

@@ -19,6 +19,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException
 
 from gpt.data.tasks.datamodule import build_tasks
+from gpt.evaluation.extrapolation import too_long
 from gpt.machine import cpu_info
 from gpt.model.config import ModelConfig
 from gpt.model.gpt import check_parts, settings_read
@@ -250,6 +251,6 @@ def check_lengths(at: Sequence[int] | None, data: L.LightningDataModule) -> None
     when training ends, a longer one stopped the run there, before its model.pt and summary.json were written."""
     tokens = data.meta.get("val_tokens")
     longest = max(at or [0])
-    if tokens is not None and tokens < longest + 2:
+    if too_long(longest, tokens):
         raise ValueError(f"callbacks.lengths.at has {longest}, but the validation text has only {tokens:,} tokens: "
                          f"list lengths up to {tokens - 2} (or validate on more text)")
