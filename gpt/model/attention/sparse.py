@@ -129,11 +129,12 @@ class SlidingWindowAttention(MultiHeadAttention):
             # Keys are rotated before they are cached, so slot order matters only to a bias by distance (ALiBi).
             k, v = cache.in_order() if pos.biases_scores else cache.kept()  # (B, H, <= window, D)
         else:  # a prompt: the kept positions, oldest first, then the new ones
-            past_k, past_v = cache.in_order()
             new_k, new_v = k, v
-            # Joined before storing: until the ring wraps, in_order's keys are views of its slots, which the store
-            # would overwrite with this prompt's own positions.
-            k, v = torch.cat([past_k, k], dim=2), torch.cat([past_v, v], dim=2)  # (B, H, kept + T, D)
+            if cache.length:  # a first prompt has nothing kept: joining would only copy its keys and values
+                past_k, past_v = cache.in_order()
+                # Joined before storing: until the ring wraps, in_order's keys are views of its slots, which the
+                # store would overwrite with this prompt's own positions.
+                k, v = torch.cat([past_k, k], dim=2), torch.cat([past_v, v], dim=2)  # (B, H, kept + T, D)
             cache.store(new_k, new_v)
         y = self.attend(q, k, v, pos).transpose(1, 2).reshape(B, T, -1)  # (B, H, T, D) -> (B, T, H * D)
         return self.resid_dropout(self.proj(y))
