@@ -82,8 +82,9 @@ def test_rows_pool_seeds_and_match_the_run_folders(sweep: Path, pos: str) -> Non
     assert len(runs) == 2 and row[header.index("seeds")] == "2" and row[header.index("status")] == "ok"
     for column, metric, fmt in (("val loss", "val/loss", "{:.4f}"), ("ppl", "val/ppl", "{:#.4g}")):
         values = [lightning_metric(d, metric) for d in runs]
-        expected = f"{fmt.format(statistics.fmean(values))} ± {fmt.format(statistics.stdev(values))}"
-        assert row[header.index(column)].strip("*") == expected
+        mean = fmt.format(statistics.fmean(values))
+        decimals = len(mean.partition(".")[2])  # the spread to the mean's last decimal
+        assert row[header.index(column)].strip("*") == f"{mean} ± {statistics.stdev(values):.{decimals}f}"
     accuracy = [100 * lightning_metric(d, "val/acc_all") for d in runs]
     assert row[header.index("exact match %")].strip("*").startswith(f"{statistics.fmean(accuracy):.1f} ± ")
     model, _ = load_checkpoint(runs[0] / "model.pt")
@@ -230,6 +231,16 @@ def test_cells_that_read_alike_are_bold_alike(tmp_path: Path) -> None:
     rows = table(markdown(tmp_path, find_runs(tmp_path)))
     column = rows["configuration"].index("peak MiB")
     assert [rows[f"attention={name}"][column] for name in "abc"] == ["**542**", "**542**", "600"]
+
+
+def test_a_spread_shows_no_more_decimals_than_its_mean(tmp_path: Path) -> None:
+    """Perplexity is shown in 4 significant figures: a mean of 3.993 read 3.993 ± 0.02552 and one of 4.220
+    read 4.220 ± 0.006961, more digits of the spread than of the value."""
+    base = {"status": "ok", "params": 100, "val_loss": 1.0, "wall_s": 5.0}
+    for seed, ppl in enumerate([3.97, 4.0, 4.01]):
+        fake_run(tmp_path / str(seed), ["attention=a", f"seed={seed}"], {**base, "val_ppl": ppl})
+    rows = table(markdown(tmp_path, find_runs(tmp_path)))
+    assert rows["attention=a"][rows["configuration"].index("ppl")] == "3.993 ± 0.021"
 
 
 def test_a_mean_of_fewer_seeds_than_its_row_counts_says_how_many(tmp_path: Path) -> None:

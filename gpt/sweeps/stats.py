@@ -30,8 +30,18 @@ def stat_cell(values: Sequence[float], fmt: str | Callable[[float], str], spread
     show = fmt.format if isinstance(fmt, str) else fmt
     text = show(statistics.fmean(values))
     if spread and len(values) > 1:
-        text += " ± " + show(statistics.stdev(values))
+        text += " ± " + spread_text(text, statistics.stdev(values), show)
     return (f"**{text}**" if bold else text) + (f" {mark}" if mark else "")
+
+
+def spread_text(mean_text: str, std: float, show: Callable[[float], str]) -> str:
+    """A std to no more decimals than its mean shows: in significant figures a small std read 3.993 ± 0.02552,
+    more digits of the spread than of the value."""
+    text = show(std)
+    if "e" in mean_text + text:  # exponents: each in its own figures
+        return text
+    decimals = len(mean_text.partition(".")[2])
+    return f"{std:.{decimals}f}" if len(text.partition(".")[2]) > decimals else text
 
 
 def best_of(values: Mapping[K, Sequence[float]], lower_is_better: bool,
