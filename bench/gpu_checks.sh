@@ -31,7 +31,7 @@ step() {  # step NAME SECONDS COMMAND...: run it under a time limit, its output 
   'lightning', lightning.__version__)"; } 2>&1 | tee -a "$log"
 # test_notebook.py holds no gpu test, and a GPU image without the test extra's notebook packages cannot import it:
 # collected, that one file stopped the whole step (or, let through, made it exit 1 with every gpu test passed).
-step tests 150 $py -m pytest -q -n 0 -m gpu -p no:cacheprovider --ignore=tests/test_notebook.py tests
+step tests 240 $py -m pytest -q -n 0 -m gpu -p no:cacheprovider --ignore=tests/test_notebook.py tests
 step default_run 75 $py train.py trainer=gpu "hydra.run.dir=$runs/default"
 step generate 40 $py generate.py --ckpt "$runs/default" --prompt "ninety nine plus ninety nine equals"
 step ddp 75 $py train.py trainer=ddp trainer.max_steps=200 "hydra.run.dir=$runs/ddp"
