@@ -12,7 +12,6 @@ from typing import Any, ClassVar
 
 from gpt.validate import check_fields
 
-SPLITS = ("train", "val", "test")
 HELD_OUT_FRACTION = 0.1  # of all possible lines, for val and for test each
 MAX_DRAWS_PER_LINE = 1000  # a task whose lines almost never hash into a split is too small to split
 

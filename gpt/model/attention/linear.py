@@ -145,7 +145,7 @@ def chunkwise(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
     """sum_j<=i (q_i.k_j) v_j + q_i.state for features q, k (B, H, T, F) and values v (B, H, T, D), with the
     state (B, H, F, D) that earlier positions left (or None), and the state after these positions: chunks of
     CHUNK positions in parallel, each reading the sum of k_j v_j^T over the chunks before it."""
-    B, H, T, F_ = q.shape
+    B, H, T, _ = q.shape
     D = v.shape[-1]
     # A compiled graph takes the positions as one chunk: chunk arithmetic on a dynamic length compiles for minutes.
     if T <= CHUNK or torch.compiler.is_compiling():  # one chunk: the parallel form
