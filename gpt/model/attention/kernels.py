@@ -44,7 +44,7 @@ def math_weights(q: torch.Tensor, k: torch.Tensor, scale: float, allowed: torch.
     H_kv, S = k.shape[1], k.shape[2]
     scores = (fold_groups(q, H_kv) @ k.transpose(-2, -1) * scale).view(B, H_kv, H // H_kv, T, S)  # (B, H_kv, G, T, S)
     if bias is not None:
-        scores = scores + bias.to(scores.dtype).view(H_kv, H // H_kv, T, S)
+        scores = scores + bias.to(scores.dtype).view(H_kv, H // H_kv, T, S)  # (H, T, S) -> (H_kv, G, T, S)
     if allowed is not None:
         scores = scores.masked_fill(~allowed, float("-inf"))
     return F.softmax(scores, dim=-1)
@@ -104,8 +104,8 @@ def sliced_keys_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, sca
     outs, lses = [out.unflatten(0, (B, slices))], [lse.unflatten(0, (B, slices))]  # (B, slices, H_kv, R, ...)
     if even < k.shape[2]:
         rest, rest_lse = FLASH_WITH_LSE(q, k[:, :, even:], v[:, :, even:], scale=scale)
-        outs.append(rest.unsqueeze(1))
-        lses.append(rest_lse.unsqueeze(1))
+        outs.append(rest.unsqueeze(1))  # (B, H_kv, R, Dv) -> (B, 1, H_kv, R, Dv)
+        lses.append(rest_lse.unsqueeze(1))  # (B, H_kv, R) -> (B, 1, H_kv, R)
     share = torch.softmax(torch.cat(lses, dim=1), dim=1).unsqueeze(-1)  # (B, slices + 1 or slices, H_kv, R, 1)
     return (share * torch.cat(outs, dim=1).float()).sum(dim=1).to(q.dtype)  # (B, H_kv, R, Dv)
 

@@ -61,8 +61,8 @@ class MultiHeadLatentAttention(Attention):
         if cfg.kv_latent_dim + rope >= full:
             raise ValueError(f"kv_latent_dim={cfg.kv_latent_dim} and the rotary key of {rope} cache "
                              f"{cfg.kv_latent_dim + rope} numbers a position, no fewer than the {full} of every head's "
-                             f"keys and values (2 x dim={cfg.dim}): a latent that saves nothing; set model.kv_latent_dim "
-                             f"below {full - rope}, or use attention=mha")
+                             f"keys and values (2 x dim={cfg.dim}): a latent that saves nothing; set "
+                             f"model.kv_latent_dim below {full - rope}, or use attention=mha")
 
     def new_cache(self, batch: int, max_len: int, device: torch.device, dtype: torch.dtype) -> KVCache:
         # Each position's latent and rotary key side by side in the keys; a decode step reads them as its values
@@ -108,13 +108,14 @@ class MultiHeadLatentAttention(Attention):
         """Queries (B, H, T, D) and (B, H, T, R) against the cached latents and rotary keys (B, 1, S, L + R),
         without rebuilding keys or values: `attend`'s output (B, H, T, D) in the rebuilt form."""
         H, D, L = self.heads, self.head_dim, self.latent_dim
-        key_up = self.key_up.weight.view(H, D, L)  # head h's keys are key_up[h] @ latent (+ a bias)
+        key_up = self.key_up.weight.view(H, D, L)  # (H * D, L) -> (H, D, L): head h's keys are key_up[h] @ latent
         # A key bias adds q.b to every score of a query alike, which the softmax ignores.
         q_latent = torch.einsum("bhtd,hdl->bhtl", q_content, key_up)  # (B, H, T, L)
         q = torch.cat([q_latent, q_rope], dim=-1)  # (B, H, T, L + R)
         # The latents serve as values too (their rotary part is dropped after), keeping keys and values one width.
         mixed = self.attend(q, latents, latents, pos, scale=(D + self.rope_dim) ** -0.5)[..., :L]  # (B, H, T, L)
-        y = torch.einsum("bhtl,hdl->bhtd", mixed, self.value_up.weight.view(H, D, L))  # (B, H, T, D)
+        value_up = self.value_up.weight.view(H, D, L)  # (H * D, L) -> (H, D, L)
+        y = torch.einsum("bhtl,hdl->bhtd", mixed, value_up)  # (B, H, T, D)
         if self.value_up.bias is not None:  # the weights sum to 1, so the value bias passes through once
-            y = y + self.value_up.bias.view(H, 1, D)
+            y = y + self.value_up.bias.view(H, 1, D)  # (H * D,) -> (H, 1, D)
         return y

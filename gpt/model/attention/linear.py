@@ -126,12 +126,12 @@ class LinearAttention(MultiHeadAttention):
         # transposed view corrupted the heap (torch 2.13, CPU inductor).
         k_sums = k.transpose(1, 2).cumsum(dim=1).transpose(1, 2)  # (B, H, T, F): sum_j<=i phi(k_j) here
         if cache is not None:
-            k_sums = k_sums + cache.k.unsqueeze(2)
+            k_sums = k_sums + cache.k.unsqueeze(2)  # (B, H, F) -> (B, H, 1, F)
         normaliser = (q * k_sums).sum(-1) + EPS  # (B, H, T)
         if self.keep_weights:  # the implied weights: what multiplies each value of this chunk
             allowed = self.mask(T, T, 0, x.device)  # (T, T)
             products = (q_rot @ k_rot.transpose(-2, -1)).masked_fill(~allowed, 0.0)  # (B, H, T, T)
-            self.weights = (products / normaliser.unsqueeze(-1)).detach()
+            self.weights = (products / normaliser.unsqueeze(-1)).detach()  # (B, H, T) -> (B, H, T, 1)
         if cache is not None:  # the state after these positions, written in place
             cache.kv.copy_(folded)  # (B, H, F, D)
             cache.k.copy_(k_sums[:, :, -1])  # (B, H, F)
@@ -150,6 +150,7 @@ def chunkwise(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
     # A compiled graph takes the positions as one chunk: chunk arithmetic on a dynamic length compiles for minutes.
     if T <= CHUNK or torch.compiler.is_compiling():  # one chunk: the parallel form
         allowed = torch.ones(T, T, dtype=torch.bool, device=q.device).tril()  # (T, T)
+        # k.transpose(-2, -1): (B, H, T, F) -> (B, H, F, T)
         out, folded = (q @ k.transpose(-2, -1)).masked_fill(~allowed, 0.0) @ v, k.transpose(-2, -1) @ v
         return (out, folded) if state is None else (out + q @ state, folded + state)  # (B, H, T, D), (B, H, F, D)
     size = CHUNK
@@ -160,6 +161,6 @@ def chunkwise(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
     per_chunk = k.transpose(-2, -1) @ v  # (B, H, N, F, D)
     after = per_chunk.cumsum(dim=2)  # (B, H, N, F, D): what each chunk and those before it left
     if state is not None:
-        after = after + state.unsqueeze(2)
+        after = after + state.unsqueeze(2)  # (B, H, F, D) -> (B, H, 1, F, D)
     before = after - per_chunk
     return (within + q @ before).view(B, H, -1, D)[:, :, :T], after[:, :, -1]  # (B, H, T, D), (B, H, F, D)
