@@ -27,7 +27,7 @@ from gpt.overrides import as_override, override_key, override_value
 from gpt.training.callbacks import LossAtLengths, ResumeCheckpoint, SampleText
 from gpt.training.init_from import check_init_from
 from gpt.training.loggers import WandbMode
-from gpt.training.optim import OptimConfig
+from gpt.training.optim import OptimConfig, check_sharding
 from gpt.validate import PositiveInt, Range, check_section, check_value, declared_types
 
 SET_BY_TRAIN = ("callbacks", "logger", "plugins", "default_root_dir")  # train() passes these to the Trainer itself
@@ -214,8 +214,7 @@ def check_sections(cfg: DictConfig) -> None:
                          "trainer.precision=bf16-mixed or 32")
     # Also refused when the optimizer is built (a Trainer given an FSDP strategy object), but on the GPUs, after
     # the run folder, the data and the model: named here from the config, before any work.
-    if cfg.optim.name == "muon" and "fsdp" in str(cfg.trainer.strategy).lower():
-        raise ValueError("optim=muon orthogonalises whole matrices, which trainer=fsdp shards: use optim=adamw")
+    check_sharding(cfg.optim.name, "fsdp" in str(cfg.trainer.strategy).lower())
     if cfg.resume and cfg.ckpt_path:
         raise ValueError("pass either resume=true (newest run with this config) or ckpt_path=<path>, not both")
     check_init_from(cfg.init_from)

@@ -15,7 +15,7 @@ from gpt.data.batches import IGNORE_INDEX
 from gpt.evaluation.bpb import bits_per_byte
 from gpt.model.config import ModelConfig
 from gpt.model.gpt import GPT
-from gpt.training.optim import OPTIMIZERS, SCHEDULES, OptimConfig
+from gpt.training.optim import OPTIMIZERS, SCHEDULES, OptimConfig, check_sharding
 
 
 def logs_at(step: int, every: int, max_steps: int) -> bool:
@@ -160,8 +160,7 @@ class LitGPT(L.LightningModule):
         # The fused AdamW kernel updates every tensor in one call (~0.5 ms a step here against ~2.3 ms for the
         # per-tensor loop). Not under 16-mixed: a gradient scaler would then leave scaled gradients to clip.
         fused = self.trainer.precision != "16-mixed"
-        if self.optim.name == "muon" and "fsdp" in type(self.trainer.strategy).__name__.lower():
-            raise ValueError("optim=muon orthogonalises whole matrices, which trainer=fsdp shards: use optim=adamw")
+        check_sharding(self.optim.name, "fsdp" in type(self.trainer.strategy).__name__.lower())
         optimizer = OPTIMIZERS[self.optim.name](self.model, self.optim, fused)
         shape = SCHEDULES[self.optim.schedule]
         schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: shape(step, self.optim))

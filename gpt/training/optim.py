@@ -79,6 +79,12 @@ def muon(model: nn.Module, cfg: OptimConfig, fused: bool) -> torch.optim.Optimiz
     ])
 
 
+def check_sharding(optimizer: str, sharded: bool) -> None:
+    """Refuse an optimizer that cannot step parameters a strategy shards across devices."""
+    if optimizer == "muon" and sharded:
+        raise ValueError("optim=muon orthogonalises whole matrices, which trainer=fsdp shards: use optim=adamw")
+
+
 class Chained(torch.optim.Optimizer):
     """Optimizers over disjoint parameters stepped as one. Their groups and their state are this object's
     own (shared, not copied), so Lightning's single-optimizer loop, gradient clipping, an LR schedule and
