@@ -18,6 +18,7 @@ from typing import Any, TextIO
 
 from gpt.atomic import atomic_write
 from gpt.model.config import ModelConfig
+from gpt.validate import fits
 
 SUMMARY = "summary.json"
 HISTORY = "history.csv"
@@ -31,7 +32,8 @@ NOT_IDENTITY = ("resume", "ckpt_path")
 
 
 def a_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
+    """An int or a float, not a bool: what a settings field typed float takes."""
+    return fits(value, float)
 
 
 def a_count(key: str) -> bool:
@@ -39,15 +41,15 @@ def a_count(key: str) -> bool:
     return key.isascii() and key.isdigit()
 
 
-def mapping(fits: Callable[[Any], bool], key: Callable[[str], bool] = lambda name: True) -> Callable[[Any], bool]:
-    """Whether a value is a mapping whose every value `fits` accepts, and every key `key` does."""
-    return lambda value: isinstance(value, dict) and all(key(k) and fits(v) for k, v in value.items())
+def mapping(check: Callable[[Any], bool], key: Callable[[str], bool] = lambda name: True) -> Callable[[Any], bool]:
+    """Whether a value is a mapping whose every value `check` accepts, and every key `key` does."""
+    return lambda value: isinstance(value, dict) and all(key(k) and check(v) for k, v in value.items())
 
 
 def holding(fields: dict[str, Callable[[Any], bool]]) -> Callable[[Any], bool]:
     """Whether a value is a mapping holding every one of `fields`, each as its check accepts."""
-    return lambda value: isinstance(value, dict) and all(name in value and fits(value[name])
-                                                         for name, fits in fields.items())
+    return lambda value: isinstance(value, dict) and all(name in value and check(value[name])
+                                                         for name, check in fields.items())
 
 
 def scores(value: Any) -> bool:
@@ -120,7 +122,7 @@ def read_summary(run_dir: Path) -> dict[str, Any] | None:
         raise damaged(path, str(err).splitlines()[0]) from None
     if not isinstance(summary, dict):
         raise damaged(path, "not a JSON object")
-    wrong = next((key for key, fits in SHAPES.items() if key in summary and not fits(summary[key])), None)
+    wrong = next((key for key, check in SHAPES.items() if key in summary and not check(summary[key])), None)
     if wrong:
         raise damaged(path, f"its {wrong} is {json.dumps(summary[wrong])[:40]}")
     return summary
