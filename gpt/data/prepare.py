@@ -200,7 +200,10 @@ def build(recipe: Recipe, folder: Path, num_proc: int, progress: bool | None = N
     writers = {split: ShardWriter(folder, split, recipe.shard_tokens, dtype) for split in ("train", "val")}
     narrow = getattr(tokenizer, "compact", None)  # gpt2 keeps only the ids the corpus uses
     occurs, documents = np.zeros(tokenizer.vocab_size, bool), 0
-    stats = lambda result: {"documents": result[2], "tokens": len(result[0]) + len(result[1])}  # noqa: E731
+
+    def stats(result: tuple[np.ndarray, np.ndarray, int, np.ndarray]) -> dict[str, int]:
+        return {"documents": result[2], "tokens": len(result[0]) + len(result[1])}
+
     for train, val, docs, present in source.run(_encode, "encoding", stats):
         writers["train"].write(train)
         writers["val"].write(val)

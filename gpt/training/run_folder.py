@@ -62,7 +62,9 @@ def scores(value: Any) -> bool:
 def an_extrapolation(value: Any) -> bool:
     """Whether a value is a val_extrapolation record (evaluation/extrapolation.py): the trained length, the loss,
     binned loss per position and bin width at each length scored, and the lengths refused, in words."""
-    by_position = lambda losses: isinstance(losses, list) and all(map(a_number, losses))  # noqa: E731
+    def by_position(losses: Any) -> bool:
+        return isinstance(losses, list) and all(map(a_number, losses))
+
     at_length = holding({"loss": a_number, "bin": a_number, "by_position": by_position})
     return holding({"trained": a_number, "lengths": mapping(at_length, a_count)})(value) and \
         isinstance(value.get("refused", ""), str)
