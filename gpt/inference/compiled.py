@@ -11,7 +11,7 @@ from unittest import mock
 import torch
 from torch import nn
 
-from gpt.model.attention.base import KVCache
+from gpt.model.attention.base import Cache, KVCache
 from gpt.model.gpt import GPT
 
 
@@ -88,7 +88,7 @@ class CompiledDecoding:
         """Everything else is the model's (cfg, new_caches, parameters), as for a torch.compile'd module."""
         return getattr(self.__dict__["model"], name)
 
-    def __call__(self, idx: torch.Tensor, caches: list | None = None) -> torch.Tensor:
+    def __call__(self, idx: torch.Tensor, caches: list[Cache] | None = None) -> torch.Tensor:
         if not caches or not all(type(cache) is KVCache for cache in caches) or self.model.training \
                 or self.cfg.block_size < 4:  # too short a context to export the step over a range of lengths
             return self.compiled(idx, caches)

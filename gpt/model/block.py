@@ -5,6 +5,7 @@ import torch
 from torch import nn
 
 from gpt.model.attention import ATTENTION
+from gpt.model.attention.base import Cache
 from gpt.model.config import ModelConfig
 from gpt.model.mlp import MLP
 from gpt.model.norm import NORM
@@ -19,6 +20,6 @@ class Block(nn.Module):
         self.mlp_norm = NORM[cfg.norm](cfg.dim, cfg.norm_eps, cfg.bias)
         self.mlp = MLP[cfg.mlp](cfg.dim, int(cfg.mlp_ratio * cfg.dim), cfg.dropout, cfg.bias)
 
-    def forward(self, x: torch.Tensor, pos: Positional, cache: object | None = None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, pos: Positional, cache: Cache | None = None) -> torch.Tensor:
         x = x + self.attn(self.attn_norm(x), pos, cache)
         return x + self.mlp(self.mlp_norm(x))

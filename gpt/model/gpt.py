@@ -12,6 +12,7 @@ import torch
 from torch import nn
 
 from gpt.model.attention import ATTENTION
+from gpt.model.attention.base import Cache
 from gpt.model.attention.kernels import KERNELS
 from gpt.model.block import Block
 from gpt.model.config import INIT_STD, ModelConfig
@@ -98,13 +99,13 @@ class GPT(nn.Module):
             nn.init.normal_(module.in_proj_weight, mean=0.0, std=INIT_STD)
 
     def new_caches(self, batch: int, device: torch.device | None = None, dtype: torch.dtype | None = None,
-                   max_len: int | None = None) -> list:
+                   max_len: int | None = None) -> list[Cache]:
         """One empty cache per block, holding up to max_len positions (block_size unless given)."""
         weight = self.tok_emb.weight
         return [block.attn.new_cache(batch, max_len or self.cfg.block_size, device or weight.device,
                                      dtype or weight.dtype) for block in self.blocks]
 
-    def forward(self, idx: torch.Tensor, caches: list | None = None) -> torch.Tensor:
+    def forward(self, idx: torch.Tensor, caches: list[Cache] | None = None) -> torch.Tensor:
         """Token ids (B, T) -> logits (B, T, vocab_size). With caches, idx continues the cached positions."""
         check_ids(idx)
         if self.shapes_pending:

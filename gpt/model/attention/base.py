@@ -7,6 +7,8 @@ queries/keys or bias scores) and an optional cache from `new_cache`; its output 
 residual stream is named `proj` so the model can scale its init by depth."""
 from __future__ import annotations
 
+from typing import Protocol
+
 import torch
 from torch import nn
 
@@ -19,6 +21,16 @@ from gpt.model.positional import Positional
 def causal_mask(q_len: int, k_len: int, start: int, device: torch.device) -> torch.Tensor:
     """(q_len, k_len) bool, True where query start+i may see key j (j <= start+i)."""
     return torch.ones(q_len, k_len, dtype=torch.bool, device=device).tril(diagonal=start)
+
+
+class Cache(Protocol):
+    """What the model and the decode loop ask of any variant's cache (KVCache, a window's ring, linear attention's
+    state, per-head caches): how many positions it has seen, and to forget them."""
+
+    @property
+    def length(self) -> int: ...
+
+    def reset(self) -> None: ...
 
 
 class KVCache:
