@@ -5,7 +5,7 @@ from __future__ import annotations
 import pickle
 import zipfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, overload
 
 import torch
 from torch import nn
@@ -110,7 +110,19 @@ def read_checkpoint(path: str | Path) -> dict[str, Any]:
     return payload
 
 
-def load_checkpoint(path: str | Path, device: str = "cpu", with_meta: bool = False) -> tuple:
+@overload
+def load_checkpoint(path: str | Path, device: str = "cpu", with_meta: Literal[False] = False) -> tuple[GPT, Tokenizer]:
+    ...
+
+
+@overload
+def load_checkpoint(path: str | Path, device: str = "cpu", *,
+                    with_meta: Literal[True]) -> tuple[GPT, Tokenizer, dict[str, Any]]:
+    ...
+
+
+def load_checkpoint(path: str | Path, device: str = "cpu",
+                    with_meta: bool = False) -> tuple[GPT, Tokenizer] | tuple[GPT, Tokenizer, dict[str, Any]]:
     """model.pt (or its run folder) -> (model in eval mode, tokenizer), plus its metadata dict when with_meta."""
     check_device(device)
     payload = read_checkpoint(path)
