@@ -140,7 +140,7 @@ COLUMNS = [
            False, "{:.1f}", spread=True, per_corpus=True),
     Column("train tok/s", _get("tokens_per_s"), False, "{:,.0f}"),
     Column("wall s", _get("wall_s"), True, "{:.1f}"),
-    Column("peak MiB", _get("peak_memory_bytes", 1 / 2**20), True, "{:,.0f}"),
+    Column("peak MiB", _get("peak_memory_bytes", 1 / pareto.MIB), True, "{:,.0f}"),
     Column("KV bytes/token", _get("kv_bytes_per_token"), True, "{:,.0f}"),
 ]
 
