@@ -114,12 +114,12 @@ def describe(hint: Any) -> str:
     return ""  # objects no command line can write (a Strategy instance): not worth naming
 
 
-def signature_of(consumer: Callable | type) -> Callable:
+def signature_of(consumer: Callable[..., Any] | type) -> Callable[..., Any]:
     """What a section's values are passed to: a class's __init__, or the callable itself."""
     return consumer.__init__ if isinstance(consumer, type) and not dataclasses.is_dataclass(consumer) else consumer
 
 
-def declared_types(consumer: Callable | type) -> dict[str, Any]:
+def declared_types(consumer: Callable[..., Any] | type) -> dict[str, Any]:
     """The parameters `consumer` takes and their type hints (Any where a hint does not resolve)."""
     target = signature_of(consumer)
     if dataclasses.is_dataclass(consumer):
@@ -151,7 +151,7 @@ def check_value(name: str, value: Any, hint: Any) -> None:
         raise ValueError(f"{name}={value!r} must be {describe(hint) or f'of type {hint}'}")
 
 
-def check_section(prefix: str, values: Mapping[str, Any], consumer: Callable | type,
+def check_section(prefix: str, values: Mapping[str, Any], consumer: Callable[..., Any] | type,
                   not_settable: Iterable[str] = ()) -> None:
     """Each of `values` (one config section) is a parameter of `consumer` and of the type it declares."""
     declared = declared_types(consumer)

@@ -4,6 +4,8 @@ model built from the measured model's own parts and sizes, random weights. A rat
 implementations of one architecture; a model whose other parts the family lacks (gelu in a Llama) is refused."""
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 
 from gpt.hf import FAMILIES, transformers_module
@@ -28,7 +30,7 @@ def counterpart(cfg: ModelConfig, trained: bool = False) -> Family | None:
     raise ValueError(f"--hf: no Hugging Face model computes {cfg.attention} with these parts ({needs}): {fix}")
 
 
-def row_name(family: Family, config: dict) -> str:
+def row_name(family: Family, config: dict[str, Any]) -> str:
     """The table's name for a counterpart: its family and what tells its rows apart."""
     if "sliding_window" in config:
         return f"hf {family.model_type} (window {config['sliding_window']})"

@@ -455,7 +455,7 @@ def input_files(paths: list[str], named: str) -> list[Path]:
     return files
 
 
-def fingerprint(path: Path) -> list:
+def fingerprint(path: Path) -> list[list[str | int]]:
     """Path, size and modification time of an input (of every file in a dataset folder): cheap at any size."""
     members = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
     return [[str(p.resolve()), p.stat().st_size, p.stat().st_mtime_ns] for p in members]

@@ -318,7 +318,7 @@ def prepare(recipe: Recipe, out: Path, num_proc: int | None = None, progress: bo
     return out
 
 
-def _fingerprints(recipe: Recipe) -> list[list]:
+def _fingerprints(recipe: Recipe) -> list[list[str | int]]:
     train_files, val_files = split_files(recipe.inputs, recipe.val_inputs)
     return [row for path in [*train_files, *val_files] for row in fingerprint(path)]
 

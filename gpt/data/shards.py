@@ -3,6 +3,7 @@ sha256 and read back as one sequence through memory maps, so a corpus of any siz
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -92,7 +93,7 @@ class TokenShards:
     def open(cls, paths: list[Path], dtype: str, vocab_size: int | None = None, fix: str = "") -> TokenShards:
         return cls([np.memmap(p, dtype=dtype, mode="r") for p in paths], paths, vocab_size, fix)
 
-    def __reduce__(self) -> tuple:
+    def __reduce__(self) -> tuple[Callable[..., TokenShards], tuple[Any, ...]]:
         """Spawned processes (ddp_spawn) map the files again rather than receive copies of the ids."""
         if self.paths is None:
             return TokenShards, (self.arrays, None, self.vocab_size, self.fix)

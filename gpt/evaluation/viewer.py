@@ -70,7 +70,7 @@ def induction_scores(model: GPT, vocab_size: int, seed: int = 0) -> list[list[fl
     return [(w[0][:, queries, queries - n + 1].sum(-1) / count).tolist() for w in model.attention_maps(idx)]
 
 
-def rounded(t: torch.Tensor) -> list:
+def rounded(t: torch.Tensor) -> list[Any]:
     return torch.round(t.double().cpu(), decimals=DECIMALS).tolist()  # in double, 0.4235 prints as 0.4235
 
 

@@ -6,6 +6,7 @@ import contextlib
 import tempfile
 import warnings
 from collections.abc import Callable
+from typing import Any
 from unittest import mock
 
 import torch
@@ -34,7 +35,7 @@ def _decomposing_decode_rows() -> contextlib.AbstractContextManager:
                              DECODE_MAX_ROWS_DECOMPOSED)
 
 
-def _decode_backend(graph: torch.fx.GraphModule, example_inputs: list[torch.Tensor]) -> Callable:
+def _decode_backend(graph: torch.fx.GraphModule, example_inputs: list[torch.Tensor]) -> Callable[..., Any]:
     """Inductor with DECODE_INDUCTOR_OPTIONS, for torch.compile."""
     from torch._inductor.compile_fx import compile_fx
 

@@ -150,8 +150,8 @@ class GPT(nn.Module):
 def print_shapes(model: nn.Module, idx: torch.Tensor) -> Iterator[None]:
     """Print each submodule's input and output shapes as a forward pass runs (model.trace_shapes=true);
     hooks fire as modules finish, so a module's parts print before the module itself."""
-    def hook(name: str) -> Callable[[nn.Module, tuple, object], None]:
-        def show(module: nn.Module, inputs: tuple, output: object) -> None:
+    def hook(name: str) -> Callable[[nn.Module, tuple[object, ...], object], None]:
+        def show(module: nn.Module, inputs: tuple[object, ...], output: object) -> None:
             shapes = [tuple(t.shape) for t in inputs if isinstance(t, torch.Tensor)]
             out = tuple(output.shape) if isinstance(output, torch.Tensor) else type(output).__name__
             print(f"{name:<28} {type(module).__name__:<26} {', '.join(map(str, shapes)):<16} -> {out}")

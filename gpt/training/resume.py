@@ -39,7 +39,8 @@ class AtomicCheckpointIO(TorchCheckpointIO):
         with atomic_open(path) as f:
             torch.save(checkpoint, f)
 
-    def load_checkpoint(self, path: str | Path, map_location: Any = None, weights_only: bool | None = None) -> dict:
+    def load_checkpoint(self, path: str | Path, map_location: Any = None,
+                        weights_only: bool | None = None) -> dict[str, Any]:
         # Always weights_only=True, whatever the caller asks: Lightning also loads ddp_spawn's weights here.
         return safe_load(Path(path), map_location)
 
