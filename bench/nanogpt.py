@@ -14,6 +14,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -50,7 +51,7 @@ def prepare(checkout: Path, corpus: Path) -> None:
     subprocess.run([sys.executable, "prepare.py"], cwd=folder, check=True, stdout=subprocess.DEVNULL)
 
 
-def parse_log(text: str, ascii_corpus: bool = True) -> dict:
+def parse_log(text: str, ascii_corpus: bool = True) -> dict[str, Any]:
     """nanoGPT's printed log -> a history (one row per evaluation: step, wall_s, val_loss, train_loss) and
     figures. nanoGPT times each iteration from the end of the previous one, so an iteration that evaluates
     first includes its evaluation: wall time at evaluation k is the sum of iteration times through iteration
@@ -80,7 +81,7 @@ def parse_log(text: str, ascii_corpus: bool = True) -> dict:
             "ms_per_step": 1000 * sum(training) / len(training)}
 
 
-def run(checkout: Path, corpus: Path, run_dir: Path, extra: list[str]) -> dict:
+def run(checkout: Path, corpus: Path, run_dir: Path, extra: list[str]) -> dict[str, Any]:
     """nanoGPT's CPU recipe (plus `extra` overrides, e.g. --max_iters=500) with run_dir as its out_dir."""
     prepare(checkout, corpus)
     run_dir.mkdir(parents=True, exist_ok=True)

@@ -36,7 +36,9 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -73,7 +75,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def run(overrides: list[str], data: list[str], run_dir: Path) -> dict:
+def run(overrides: list[str], data: list[str], run_dir: Path) -> dict[str, Any]:
     """Train one configuration on `data` (data.* overrides); return its validation history and figures."""
     command = [sys.executable, str(ROOT / "train.py"), *overrides, *data,
                "trainer.enable_progress_bar=false", "logger=none", f"hydra.run.dir={run_dir.resolve()}"]
@@ -88,7 +90,7 @@ def run(overrides: list[str], data: list[str], run_dir: Path) -> dict:
 
 
 def run_one(config: str, args: argparse.Namespace, data: list[str], held_out: str | None, seed: int,
-            run_dir: Path) -> dict:
+            run_dir: Path) -> dict[str, Any]:
     """One configuration once: nanoGPT's recipe or train.py's overrides (measured on nanoGPT's val text too)."""
     if config == NANOGPT:  # nanoGPT has no seed option: every round runs its fixed seed (1337)
         result = nanogpt.run(args.nanogpt, Path(args.corpus), run_dir, shlex.split(args.nanogpt_args))
@@ -149,7 +151,7 @@ def main(argv: list[str] | None = None) -> None:
         nanogpt.check_checkout(args.nanogpt)
         configs = [NANOGPT, *configs]
         data, held_out = split_texts(Path(args.corpus), out / "nanogpt_split")
-    results: dict[str, list[dict]] = {config: [] for config in configs}
+    results: dict[str, list[dict[str, Any]]] = {config: [] for config in configs}
     rounds = [(repeat, seed) for repeat in range(args.repeats) for seed in range(args.seeds)]
     for repeat, seed in rounds:
         for index, config in enumerate(configs):
@@ -159,7 +161,7 @@ def main(argv: list[str] | None = None) -> None:
                   f"{result['steps']} steps, {result['wall_s']:.1f} s training, {result['process_s']:.1f} s in all, "
                   f"{crossing(result['history'], args.target):.1f} s to {args.target}", flush=True)
 
-    def median(config: str, key: object) -> float:
+    def median(config: str, key: str | Callable[[dict[str, Any]], float]) -> float:
         return statistics.median(key(r) if callable(key) else r[key] for r in results[config])
 
     first = results[configs[0]]
