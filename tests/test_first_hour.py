@@ -9,6 +9,8 @@ from pathlib import Path
 import lightning as L
 import pytest
 import torch
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.errors import OverrideParseException
 from lightning.pytorch.callbacks import Timer
 
 import generate
@@ -17,7 +19,7 @@ from gpt.__main__ import main as cli
 from gpt.data.tokenizers import CharTokenizer, WordTokenizer
 from gpt.inference.checkpoint import load_checkpoint, save_model
 from gpt.training.checks import check_config, trainer_arguments
-from gpt.training.preflight import preflight
+from gpt.training.preflight import parsed, preflight
 from gpt.training.resume import resume_from
 from tests.conftest import build, files_in, run_cli
 from tests.test_configs import compose_with
@@ -116,6 +118,17 @@ def test_bad_values_and_keys_are_one_line_naming_only_that_field(argv: list[str]
     assert exit_.value.code == 2 and err.count("\n") == 1 and err.startswith("error: ") and message in err, err
     assert "resume" not in err and "Traceback" not in err
     assert list(tmp_path.iterdir()) == []
+
+
+def test_an_override_hydra_cannot_read_without_a_word_is_still_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Its message's first line was taken as str(err).splitlines()[0]: an IndexError, not the line, when Hydra's
+    error said nothing."""
+    def unreadable(self: OverridesParser, overrides: list[str]) -> None:
+        raise OverrideParseException(overrides[0], "")
+
+    monkeypatch.setattr(OverridesParser, "parse_overrides", unreadable)
+    with pytest.raises(ValueError, match=r"^cannot read the override 'model.heads=2' \(OverrideParseException\)"):
+        parsed(["model.heads=2"])
 
 
 def test_an_unknown_top_level_key_lists_the_groups_beside_the_settings(capsys: pytest.CaptureFixture) -> None:

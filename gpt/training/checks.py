@@ -28,7 +28,7 @@ from gpt.training.callbacks import LossAtLengths, ResumeCheckpoint, SampleText
 from gpt.training.init_from import check_init_from
 from gpt.training.loggers import WandbMode
 from gpt.training.optim import OptimConfig, check_sharding
-from gpt.validate import PositiveInt, Range, check_section, check_value, declared_types
+from gpt.validate import PositiveInt, Range, check_section, check_value, declared_types, first_line
 
 SET_BY_TRAIN = ("callbacks", "logger", "plugins", "default_root_dir")  # train() passes these to the Trainer itself
 SECTIONS = ("model", "data", "optim", "trainer", "callbacks.checkpoint", "callbacks.sample", "logger")
@@ -163,7 +163,7 @@ def check_config(cfg: DictConfig, overrides: Sequence[str] | None = None, sweep:
         raise ValueError(f"{err.full_key} is missing from the config: train.py needs it (drop ~{err.full_key})") \
             from None
     except OmegaConfBaseException as err:  # an interpolation to nowhere: ${nope}
-        raise ValueError(f"{err.full_key}: {str(err).splitlines()[0]}") from None
+        raise ValueError(f"{err.full_key}: {first_line(err)}") from None
 
 
 def check_sections(cfg: DictConfig) -> None:

@@ -33,7 +33,7 @@ def parsed(overrides: list[str]) -> list[Override]:
         try:
             parser.parse_overrides([override])
         except OverrideParseException as err:
-            raise ValueError(f"cannot read the override {override!r} ({str(err).splitlines()[0]}): write "
+            raise ValueError(f"cannot read the override {override!r} ({first_line(err)}): write "
                              "key=value, e.g. model.heads=4") from None
     found = parser.parse_overrides(overrides)
     for override in found:

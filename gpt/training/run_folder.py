@@ -18,7 +18,7 @@ from typing import Any, TextIO
 
 from gpt.atomic import atomic_write
 from gpt.model.config import ModelConfig
-from gpt.validate import fits
+from gpt.validate import first_line, fits
 
 SUMMARY = "summary.json"
 HISTORY = "history.csv"
@@ -121,7 +121,7 @@ def read_summary(run_dir: Path) -> dict[str, Any] | None:
     try:
         summary = json.loads(path.read_text())
     except ValueError as err:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
-        raise damaged(path, str(err).splitlines()[0]) from None
+        raise damaged(path, first_line(err)) from None
     if not isinstance(summary, dict):
         raise damaged(path, "not a JSON object")
     wrong = next((key for key, check in SHAPES.items() if key in summary and not check(summary[key])), None)
