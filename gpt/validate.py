@@ -151,6 +151,12 @@ def check_value(name: str, value: Any, hint: Any) -> None:
         raise ValueError(f"{name}={value!r} must be {describe(hint) or f'of type {hint}'}")
 
 
+def check_choice(name: str, value: Any, choices: Iterable[str]) -> None:
+    """Refuse a value that is none of `choices` (a registry's names), listing them."""
+    if value not in choices:
+        raise ValueError(f"{name}={value!r} is unknown; choose one of: {', '.join(sorted(choices))}")
+
+
 def check_section(prefix: str, values: Mapping[str, Any], consumer: Callable[..., Any] | type,
                   not_settable: Iterable[str] = ()) -> None:
     """Each of `values` (one config section) is a parameter of `consumer` and of the type it declares."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from gpt.validate import PositiveFloat, PositiveInt, Probability, check_fields, check_known_fields
+from gpt.validate import PositiveFloat, PositiveInt, Probability, check_choice, check_fields, check_known_fields
 
 INIT_STD = 0.02  # GPT-2's initial std of every weight matrix and embedding
 # The initial std of token embeddings, and of the additive position tables beside them, under each model.init.
@@ -56,8 +56,7 @@ class ModelConfig:
         # The fields' own types and ranges; whether the named parts exist and suit each other is checked where the
         # parts are (gpt.model.gpt.check_parts, when a GPT is built), since the parts read this config.
         check_fields(self)
-        if self.init not in EMBEDDING_STD:
-            raise ValueError(f"model.init={self.init!r} is unknown; choose one of: {', '.join(EMBEDDING_STD)}")
+        check_choice("model.init", self.init, EMBEDDING_STD)
         if self.random_positions is not None and self.random_positions < self.block_size:
             raise ValueError(f"model.random_positions={self.random_positions} is below block_size={self.block_size}: "
                              "positions are drawn from 0..random_positions-1, so raise it to at least block_size")

@@ -19,6 +19,7 @@ from gpt.model.config import INIT_STD, ModelConfig
 from gpt.model.mlp import MLP
 from gpt.model.norm import NORM
 from gpt.model.positional import POSITIONAL, AtPositions, random_positions
+from gpt.validate import check_choice
 
 
 def check_parts(cfg: ModelConfig) -> None:
@@ -26,9 +27,7 @@ def check_parts(cfg: ModelConfig) -> None:
     at least one position, ALiBi with an attention that forms scores, ...): each part checks its own needs."""
     for field_name, registry in (("attention", ATTENTION), ("pos", POSITIONAL), ("norm", NORM), ("mlp", MLP),
                                  ("kernel", KERNELS)):
-        value = getattr(cfg, field_name)
-        if value not in registry:
-            raise ValueError(f"{field_name}={value!r} is unknown; choose one of: {', '.join(sorted(registry))}")
+        check_choice(field_name, getattr(cfg, field_name), registry)
     POSITIONAL[cfg.pos].validate(cfg, ATTENTION[cfg.attention].rotated(cfg))
     ATTENTION[cfg.attention].validate(cfg)
 

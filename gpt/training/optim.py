@@ -14,7 +14,7 @@ from torch import nn
 
 from gpt.training.muon import Muon
 from gpt.validate import (NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt, Probability, Range,
-                          check_fields, check_known_fields)
+                          check_choice, check_fields, check_known_fields)
 
 
 @dataclass(frozen=True)
@@ -38,9 +38,7 @@ class OptimConfig:
         # command line the same way); what is left are the registry names and the one rule between two fields.
         check_fields(self)
         for name, registry in (("name", OPTIMIZERS), ("schedule", SCHEDULES)):
-            if getattr(self, name) not in registry:
-                raise ValueError(f"optim.{name}={getattr(self, name)!r} is unknown; choose one of: "
-                                 f"{', '.join(sorted(registry))}")
+            check_choice(f"optim.{name}", getattr(self, name), registry)
         if self.min_lr > self.lr:
             raise ValueError(f"optim.min_lr={self.min_lr} must be between 0 and optim.lr={self.lr}")
 
