@@ -23,6 +23,12 @@ def causal_mask(q_len: int, k_len: int, start: int, device: torch.device) -> tor
     return torch.ones(q_len, k_len, dtype=torch.bool, device=device).tril(diagonal=start)
 
 
+def check_capacity(positions: int, capacity: int) -> None:
+    """Refuse to cache more positions than a cache may hold: past them it would overwrite, or index past its end."""
+    if positions > capacity:
+        raise RuntimeError(f"KV cache overflow: {positions} positions > capacity {capacity}")
+
+
 class Cache(Protocol):
     """What the model and the decode loop ask of any variant's cache (KVCache, a window's ring, linear attention's
     state, per-head caches): how many positions it has seen, and to forget them."""
@@ -49,8 +55,7 @@ class KVCache:
     def append(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Store keys/values (B, H, T, D) after those cached; return all of them (B, H, length, D)."""
         end = self.length + k.shape[2]
-        if end > self.k.shape[2]:
-            raise RuntimeError(f"KV cache overflow: {end} positions > capacity {self.k.shape[2]}")
+        check_capacity(end, self.k.shape[2])
         self.k[:, :, self.length:end] = k
         self.v[:, :, self.length:end] = v
         self.length = end

@@ -75,8 +75,8 @@ class WindowCache:
     def store(self, k: torch.Tensor, v: torch.Tensor) -> None:
         """Write the keys/values (B, H, T, D) of the next T positions into their slots (the last `slots` of them)."""
         slots, T = self.k.shape[2], k.shape[2]
-        if self.capacity is not None and self.length + T > self.capacity:
-            raise RuntimeError(f"KV cache overflow: {self.length + T} positions > capacity {self.capacity}")
+        if self.capacity is not None:
+            base.check_capacity(self.length + T, self.capacity)
         if T == 1:
             slot = self.length % slots
             self.k[:, :, slot:slot + 1], self.v[:, :, slot:slot + 1] = k, v
