@@ -121,7 +121,7 @@ def test_the_processes_one_launcher_starts_share_the_run_folder_the_first_claims
     monkeypatch.setattr(run_folder, "_held", [])
     argv = ["model.dim=64", "hydra.run.dir=runs/${model.dim}"]
     try:
-        assert preflight(argv, CONFIGS, check_config, claim=True) == ["model.dim=64", "hydra.run.dir='runs/64'"]
+        assert preflight(argv, CONFIGS, check_config, claim=True) == ["model.dim=64", "hydra.run.dir=runs/64"]
         with pytest.raises(SystemExit) as exit_:
             preflight(argv, CONFIGS, check_config, claim=True)
         assert exit_.value.code == 2 and capsys.readouterr().err == \

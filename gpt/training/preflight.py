@@ -17,7 +17,7 @@ from hydra.errors import HydraException, MissingConfigException, OverrideParseEx
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
-from gpt.overrides import override_key, override_value
+from gpt.overrides import override_key, override_value, quoted
 from gpt.training.run_folder import SUMMARY, finished
 from gpt.training.run_folder import claim as claim_run_folder
 from gpt.validate import closest, did_you_mean, first_line
@@ -209,13 +209,6 @@ def top_level_hint(name: str, keys: list[str], group_names: list[str], overrides
         return f"; did you mean {match}?"
     others = [g for g in group_names if g not in keys]
     return f"; its settings: {', '.join(keys)}, and the groups {', '.join(others)} (group=option)"
-
-
-def quoted(value: str) -> str:
-    """`value` as one quoted value of Hydra's override grammar: quotes escaped, and the backslashes before a quote
-    or before the closing quote doubled (Hydra reads other backslashes as they are)."""
-    escaped = re.sub(r"(\\*)'", lambda m: m.group(1) * 2 + "\\'", value)
-    return "'" + re.sub(r"(\\+)$", lambda m: m.group(1) * 2, escaped) + "'"
 
 
 def preflight(argv: list[str], config_dir: Path, check: Callable[[DictConfig], None],
