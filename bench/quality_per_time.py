@@ -120,13 +120,13 @@ def text_loss(model_path: Path, text: str, batch_size: int = 64) -> float:
     return nanogpt.window_loss(model, torch.tensor(tokenizer.encode(text)), model.cfg.block_size, batch_size)
 
 
-def at_budget(history: list[dict], budget: float) -> float:
+def at_budget(history: list[dict[str, float]], budget: float) -> float:
     """The val loss of the last evaluation finished within `budget` seconds (inf when none was)."""
     within = [row["val_loss"] for row in history if row["wall_s"] <= budget]
     return within[-1] if within else float("inf")
 
 
-def crossing(history: list[dict], target: float) -> float:
+def crossing(history: list[dict[str, float]], target: float) -> float:
     """Seconds until val loss first reached `target` (inf when it never did)."""
     return next((row["wall_s"] for row in history if row["val_loss"] <= target), float("inf"))
 

@@ -29,7 +29,7 @@ def run_rounds(engines: list[Engine], args: argparse.Namespace, vocab_size: int)
     others = {name: sum(held.values()) - own for name, own in held.items()}
     for batch in args.batch:
         for depth in args.depths:
-            runs: dict[str, list] = {e.name: [] for e in engines}
+            runs: dict[str, list[Measure]] = {e.name: [] for e in engines}
             failed: set[str] = set()  # out of memory at this batch and depth: not tried again in its later rounds
             # Untimed: an engine's first call at a shape pays one-time costs (lazy initialisation, kernel choice, the
             # allocator growing), which were in the first round's figures; one decoded token warms the steps too.
