@@ -92,7 +92,7 @@ def test_too_long_input_is_refused(tiny_cfg: ModelConfig) -> None:
         build(tiny_cfg)(torch.zeros(1, 17, dtype=torch.long))
 
 
-@pytest.mark.parametrize("shape", [(5,), (1, 0), (1, 2, 3)])
+@pytest.mark.parametrize("shape", [(5,), (1, 0), (0, 3), (1, 2, 3)])
 def test_ids_not_shaped_batch_by_length_are_refused_naming_the_shape(tiny_cfg: ModelConfig,
                                                                      shape: tuple[int, ...]) -> None:
     # A single sequence (T,) or an empty prompt reached torch as "tuple index out of range" or a failed reshape.
@@ -100,6 +100,24 @@ def test_ids_not_shaped_batch_by_length_are_refused_naming_the_shape(tiny_cfg: M
     for call in (lambda ids: model(ids), lambda ids: generate(model, ids, 2, temperature=0)):
         with pytest.raises(ValueError, match=rf"token ids of shape {re.escape(str(shape))}: pass a \(batch, length\)"):
             call(torch.zeros(shape, dtype=torch.long))
+
+
+@pytest.mark.parametrize("ids, named", [(torch.zeros(1, 3), "of dtype torch.float32"),
+                                        (torch.zeros(1, 3, dtype=torch.bool), "of dtype torch.bool"),
+                                        ([[1, 2, 3]], "are a list")])
+def test_ids_that_are_not_an_integer_tensor_are_refused_naming_the_fix(tiny_cfg: ModelConfig, ids: object,
+                                                                       named: str) -> None:
+    # Float ids reached torch's embedding ("Expected tensor for argument #1 'indices' ..."), a list an AttributeError.
+    model = build(tiny_cfg).eval()
+    for call in (model, lambda ids: generate(model, ids, 2, temperature=0), model.attention_maps):
+        with pytest.raises(ValueError, match=f"token ids {named}: pass"):
+            call(ids)
+
+
+def test_int32_ids_are_token_ids_as_long_ones_are(tiny_cfg: ModelConfig) -> None:
+    model = build(tiny_cfg).eval()
+    ids = torch.randint(0, tiny_cfg.vocab_size, (2, 5))
+    torch.testing.assert_close(model(ids.int()), model(ids))
 
 
 def test_attention_maps_are_causal_rows_that_sum_to_one(tiny_cfg: ModelConfig) -> None:

@@ -57,13 +57,22 @@ def settings_read(cfg: ModelConfig) -> set[str]:
     return {name for name in names if reads[name] > checked[name]}
 
 
+IDS_DTYPES = (torch.long, torch.int)  # what nn.Embedding looks up
+
+
 def check_ids(idx: torch.Tensor) -> None:
-    """Raise ValueError naming the fix unless idx is token ids (B, T) with T >= 1: torch's own errors for a single
-    sequence (T,) or an empty prompt ("tuple index out of range", "cannot reshape tensor of 0 elements") name
-    neither the shape expected nor the fix."""
-    if idx.dim() != 2 or idx.shape[1] == 0:
-        raise ValueError(f"token ids of shape {tuple(idx.shape)}: pass a (batch, length) tensor with length >= 1, "
-                         "e.g. ids[None] for one sequence")
+    """Raise ValueError naming the fix unless idx is integer token ids (B, T) with B, T >= 1: torch's own errors
+    for a list, float ids, a single sequence (T,) or an empty prompt or batch ("'list' object has no attribute",
+    "Expected tensor for argument #1 'indices'", "tuple index out of range", "cannot reshape tensor of 0
+    elements") name neither what is expected nor the fix."""
+    if not isinstance(idx, torch.Tensor):
+        raise ValueError(f"token ids are a {type(idx).__name__}: pass a (batch, length) tensor of integer ids, "
+                         "e.g. torch.tensor([ids])")
+    if idx.dtype not in IDS_DTYPES:
+        raise ValueError(f"token ids of dtype {idx.dtype}: pass integer ids, e.g. ids.long()")
+    if idx.dim() != 2 or 0 in idx.shape:
+        raise ValueError(f"token ids of shape {tuple(idx.shape)}: pass a (batch, length) tensor with batch and "
+                         "length >= 1, e.g. ids[None] for one sequence")
 
 
 class GPT(nn.Module):
