@@ -98,6 +98,14 @@ def test_bad_sampling_settings_are_refused(tiny_cfg: ModelConfig, kwargs: dict, 
         list(stream(build(tiny_cfg), torch.zeros(1, 1, dtype=torch.long), **args))
 
 
+def test_a_vocab_size_outside_the_model_is_refused(tiny_cfg: ModelConfig) -> None:
+    """vocab_size=0 failed in torch's amax over no logits; one past the model's vocabulary was ignored silently."""
+    model = build(tiny_cfg)
+    for vocab_size in (0, tiny_cfg.vocab_size + 1):
+        with pytest.raises(ValueError, match=f"vocab_size={vocab_size} must be in 1..{tiny_cfg.vocab_size}"):
+            generate(model, torch.zeros(1, 1, dtype=torch.long), 3, vocab_size=vocab_size)
+
+
 def test_ids_outside_the_vocabulary_are_one_line(tiny_cfg: ModelConfig) -> None:
     """Ids from another tokenizer ended in torch's 'IndexError: index out of range in self' inside the embedding."""
     model = build(tiny_cfg)

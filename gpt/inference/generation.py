@@ -67,6 +67,11 @@ def stream(model: GPT, idx: torch.Tensor, max_new_tokens: int, temperature: floa
     if idx.numel() and not (0 <= int(idx.min()) and int(idx.max()) < vocab):
         raise ValueError(f"token ids {int(idx.min())}..{int(idx.max())} fall outside this model's vocabulary of "
                          f"{vocab} (ids 0..{vocab - 1}): encode the prompt with the model's own tokenizer")
+    # 0 left no logit to choose from (torch's "Expected reduction dim -1 to have non-zero size"); more than the model
+    # has kept nothing out, silently.
+    if vocab_size is not None and not 1 <= vocab_size <= vocab:
+        raise ValueError(f"vocab_size={vocab_size} must be in 1..{vocab}, this model's vocabulary: pass the "
+                         "tokenizer's vocab_size, or None to choose among every id")
     if max_new_tokens == 0:
         return
     block_size = model.cfg.block_size
