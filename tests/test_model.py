@@ -1,9 +1,11 @@
+import inspect
 import re
 from pathlib import Path
 
 import pytest
 import torch
 
+import gpt
 from gpt import GPT, ModelConfig, generate, load_checkpoint
 from gpt.data.tokenizers import CharTokenizer
 from gpt.inference.checkpoint import save_model
@@ -127,3 +129,18 @@ def test_attention_maps_are_causal_rows_that_sum_to_one(tiny_cfg: ModelConfig) -
         assert weights.shape == (1, tiny_cfg.heads, 6, 6)
         torch.testing.assert_close(weights.sum(-1), torch.ones(1, tiny_cfg.heads, 6))
         assert torch.all(weights.triu(diagonal=1) == 0)
+
+
+@pytest.mark.parametrize("name", gpt.__all__)
+def test_every_public_name_documents_itself_and_its_public_methods(name: str) -> None:
+    # help(gpt.GPT) showed nn.Module's "Base class for all neural network modules.", and help(gpt.ModelConfig) the
+    # signature a dataclass writes when its class has no docstring.
+    obj = getattr(gpt, name)
+    if not callable(obj):  # a registry, documented where the docs name it
+        return
+    own = vars(obj).get("__doc__") if inspect.isclass(obj) else obj.__doc__
+    assert own and not own.startswith(f"{name}("), f"{name} has no docstring of its own"
+    methods = {key: getattr(value, "fget", value) for key, value in vars(obj).items()
+               if not key.startswith("_") and (callable(value) or isinstance(value, (property, classmethod)))}
+    undocumented = [key for key, method in methods.items() if not getattr(method, "__doc__", None)]
+    assert not undocumented, f"{name} leaves undocumented: {', '.join(undocumented)}"

@@ -54,6 +54,7 @@ class TextModel:
 
     @property
     def device(self) -> torch.device:
+        """Where the model's weights are, and so where prompts are put."""
         return next(self.model.parameters()).device
 
     def prompt_ids(self, prompt: str) -> list[int]:

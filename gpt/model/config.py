@@ -15,6 +15,10 @@ EMBEDDING_STD = {"gpt2": INIT_STD, "torch": 1.0}
 
 @dataclass(frozen=True)
 class ModelConfig:
+    """What a GPT is: its sizes and the name of each part, frozen. The fields are the `model.*` keys of
+    `python train.py`; `ModelConfig(vocab_size=...)` is the model it trains by default. A field of the wrong type or
+    range is a ValueError naming it and the fix; part names are checked when a GPT is built."""
+
     vocab_size: PositiveInt
     layers: PositiveInt = 2
     heads: PositiveInt = 4
@@ -69,12 +73,15 @@ class ModelConfig:
 
     @property
     def head_dim(self) -> int:
+        """Width of one attention head: dim / heads."""
         return self.dim // self.heads
 
     def to_dict(self) -> dict[str, Any]:
+        """Every field by name, as model.pt stores it; from_dict reads it back."""
         return asdict(self)
 
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> ModelConfig:
+        """A config from field names and values; a name it lacks is a ValueError listing the known ones."""
         check_known_fields(cls, values, "model")
         return cls(**values)

@@ -76,6 +76,10 @@ def check_ids(idx: torch.Tensor) -> None:
 
 
 class GPT(nn.Module):
+    """A GPT built from a ModelConfig: `GPT(cfg)(ids)` maps token ids (B, T) to next-token logits
+    (B, T, vocab_size). Generate with `gpt.generate(model.eval(), ids, max_new_tokens)`; an unknown part name or
+    parts that do not suit each other are a ValueError when it is built."""
+
     def __init__(self, cfg: ModelConfig) -> None:
         check_parts(cfg)
         super().__init__()
