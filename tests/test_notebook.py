@@ -2,6 +2,7 @@
 the committed copy shows the outputs of one such run, so it reads well on a repository page."""
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import nbformat
@@ -23,6 +24,14 @@ def test_committed_notebook_shows_one_clean_run() -> None:
     assert [cell.execution_count for cell in code] == list(range(1, len(code) + 1))  # top to bottom, once
     assert not outputs_of(nb, "error")
     assert len([out for out in outputs_of(nb, "display_data") if "image/png" in out.data]) >= 3
+    assert not broken_pictures(nb)
+
+
+def broken_pictures(nb: nbformat.NotebookNode) -> list[str]:
+    """Pictures a shown Markdown output (the sweep report) links by a path relative to its own folder, which a
+    notebook page resolves against the notebook's and so draws as a broken image."""
+    shown = "".join(out.data.get("text/markdown", "") for out in outputs_of(nb, "display_data"))
+    return re.findall(r"!\[[^\]]*\]\([^)]+\)", shown)
 
 
 def test_notebook_runs_top_to_bottom(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -40,3 +49,6 @@ def test_notebook_runs_top_to_bottom(tmp_path: Path, monkeypatch: pytest.MonkeyP
         assert f"attention={variant}" in text
     assert len([out for out in outputs_of(nb, "display_data") if "image/png" in out.data]) >= 3
     assert len(list(tmp_path.glob("tinygpt-notebook-*/sweep/*/model.pt"))) == 3
+    assert not broken_pictures(nb)
+    for history in tmp_path.glob("tinygpt-notebook-*/sweep/*/history.csv"):  # loss.png draws curves, not dots
+        assert len(history.read_text().splitlines()) - 1 > 1, history
