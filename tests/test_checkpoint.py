@@ -9,6 +9,7 @@ import torch
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+import gpt
 from gpt import ModelConfig, load_checkpoint
 from gpt.data.tokenizers import EOT, BPETokenizer, InstallError, WordTokenizer
 from gpt.inference.checkpoint import CheckpointError, newest_checkpoint, save_model
@@ -60,6 +61,16 @@ def test_missing_and_foreign_files_fail_with_one_line(tmp_path: Path) -> None:
     torch.save({"state_dict": {}}, tmp_path / "other.pt")
     with pytest.raises(CheckpointError, match="not a tinygpt model.pt"):
         load_checkpoint(tmp_path / "other.pt")
+
+
+@pytest.mark.parametrize("device, message", [("gpu", "device 'gpu' is not a device name: use cpu, cuda"),
+                                             ("meta", "device 'meta': tinygpt runs on cpu, cuda")])
+def test_a_device_it_cannot_use_is_named_as_the_python_api_takes_it(small_model_pt: Path, device: str,
+                                                                    message: str) -> None:
+    # gpt.load(path, device="gpu") was told "--device gpu is not a device name", a flag of the commands only.
+    with pytest.raises(ValueError, match=re.escape(message)) as refused:
+        gpt.load(small_model_pt, device=device)
+    assert "--device" not in str(refused.value)
 
 
 def test_pickle_that_would_run_code_is_refused(tmp_path: Path) -> None:

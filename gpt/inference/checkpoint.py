@@ -181,20 +181,20 @@ def first_non_finite(weights: dict[str, torch.Tensor]) -> str:
 
 
 def check_device(name: str) -> None:
-    """Refuse, in one line, a device this torch cannot use (torch's own error is a long assertion)."""
+    """Refuse, in one line, a device this torch cannot use (torch's own error is a long assertion). Worded for
+    both gpt.load(path, device=...) and the commands' --device, which pass the name through here."""
     try:
         device = torch.device(name)
     except RuntimeError:
-        raise ValueError(f"--device {name} is not a device name: use cpu, cuda, cuda:<index> or mps") from None
+        raise ValueError(f"device {name!r} is not a device name: use cpu, cuda, cuda:<index> or mps") from None
     if device.type not in ("cpu", "cuda", "mps"):  # meta, xla, ...: names torch knows that cannot run a model here
-        raise ValueError(f"--device {name}: tinygpt runs on cpu, cuda, cuda:<index> or mps")
+        raise ValueError(f"device {name!r}: tinygpt runs on cpu, cuda, cuda:<index> or mps")
     if device.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"--device {name}: this torch ({torch.__version__}) has no CUDA device it can use; "
-                         "use --device cpu")
+        raise ValueError(f"device {name!r}: this torch ({torch.__version__}) has no CUDA device it can use; use cpu")
     if device.type == "cuda" and (device.index or 0) >= torch.cuda.device_count():
-        raise ValueError(f"--device {name}: only {torch.cuda.device_count()} CUDA device(s) here")
+        raise ValueError(f"device {name!r}: only {torch.cuda.device_count()} CUDA device(s) here")
     if device.type == "mps" and not torch.backends.mps.is_available():
-        raise ValueError(f"--device {name}: MPS is not available here; use --device cpu")
+        raise ValueError(f"device {name!r}: MPS is not available here; use cpu")
 
 
 def describe(path: Path, meta: dict[str, Any]) -> str:
