@@ -74,6 +74,13 @@ def test_sampling_is_reproducible_by_seed_and_greedy_by_default_only_on_line_cor
     assert len(running.complete("ab", max_new_tokens=7, seed=0)) == 7  # one character per token
 
 
+def test_a_seed_beside_a_generator_is_refused_rather_than_ignored() -> None:
+    # The generator was used and the seed dropped silently, so the sample was not the seed's.
+    text_model = calculator_model()
+    with pytest.raises(ValueError, match="seed=1 and a generator were both given: pass seed= .* or generator="):
+        text_model.complete("two plus", temperature=1.0, seed=1, generator=torch.Generator().manual_seed(0))
+
+
 def test_running_text_of_one_line_documents_starts_an_empty_prompt_after_the_end_of_text_token() -> None:
     # A char vocabulary learned from JSONL of one-line documents has no line break: an empty prompt (generate.py's
     # default, and the training sample's) was refused for a '\n' nobody typed, which ended training at its first

@@ -102,6 +102,9 @@ class TextModel:
                generator: torch.Generator | None = None) -> Iterator[str]:
         """Yield the continuation of `prompt` piece by piece as it is decoded (the prompt itself is not
         repeated). Pass `seed` for a reproducible sample, or a `generator` to continue one across calls."""
+        if seed is not None and generator is not None:  # the seed would be ignored, the sample not the one asked for
+            raise ValueError(f"seed={seed} and a generator were both given: pass seed= for a sample of its own, or "
+                             "generator= to continue one across calls")
         max_new_tokens, temperature, stop = self.defaults(max_new_tokens, temperature)
         check_sampling(temperature, top_k, top_p, max_new_tokens)
         ids = self.prompt_ids(prompt)
