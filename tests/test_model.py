@@ -116,6 +116,13 @@ def test_ids_that_are_not_an_integer_tensor_are_refused_naming_the_fix(tiny_cfg:
             call(ids)
 
 
+def test_targets_passed_as_nanogpt_takes_them_are_refused_naming_the_loss(tiny_cfg: ModelConfig) -> None:
+    # model(x, y) read y as the caches: "Boolean value of Tensor with more than one value is ambiguous".
+    ids = torch.randint(0, tiny_cfg.vocab_size, (2, 5))
+    with pytest.raises(ValueError, match=r"takes no targets .* F.cross_entropy\(logits.flatten\(0, 1\)"):
+        build(tiny_cfg)(ids, ids)
+
+
 def test_int32_ids_are_token_ids_as_long_ones_are(tiny_cfg: ModelConfig) -> None:
     model = build(tiny_cfg).eval()
     ids = torch.randint(0, tiny_cfg.vocab_size, (2, 5))

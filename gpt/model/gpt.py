@@ -120,6 +120,9 @@ class GPT(nn.Module):
     def forward(self, idx: torch.Tensor, caches: list[Cache] | None = None) -> torch.Tensor:
         """Token ids (B, T) -> logits (B, T, vocab_size). With caches, idx continues the cached positions."""
         check_ids(idx)
+        if isinstance(caches, torch.Tensor):  # nanoGPT's model(x, targets): torch said "Boolean value of Tensor ..."
+            raise ValueError("GPT(ids) takes no targets and returns logits alone (its second argument is the KV "
+                             "caches): compute the loss as F.cross_entropy(logits.flatten(0, 1), targets.flatten())")
         if self.shapes_pending:
             self.shapes_pending = False
             with print_shapes(self, idx):
