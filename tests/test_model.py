@@ -129,6 +129,17 @@ def test_int32_ids_are_token_ids_as_long_ones_are(tiny_cfg: ModelConfig) -> None
     torch.testing.assert_close(model(ids.int()), model(ids))
 
 
+def test_attention_maps_of_a_model_in_training_mode_are_its_evaluation_maps(tiny_cfg: ModelConfig) -> None:
+    # GPT(cfg) starts in training mode: its dropout and random positions made every call's maps differ.
+    cfg = ModelConfig(**{**tiny_cfg.to_dict(), "dropout": 0.5, "random_positions": 4 * tiny_cfg.block_size})
+    model = build(cfg).train()
+    idx = torch.randint(0, cfg.vocab_size, (1, 6))
+    maps = model.attention_maps(idx)
+    assert model.training
+    for got, expected in zip(maps, model.eval().attention_maps(idx)):
+        torch.testing.assert_close(got, expected, rtol=0, atol=0)
+
+
 def test_attention_maps_are_causal_rows_that_sum_to_one(tiny_cfg: ModelConfig) -> None:
     maps = build(tiny_cfg).attention_maps(torch.randint(0, tiny_cfg.vocab_size, (1, 6)))
     assert len(maps) == tiny_cfg.layers

@@ -145,14 +145,18 @@ class GPT(nn.Module):
 
     @torch.no_grad()
     def attention_maps(self, idx: torch.Tensor) -> list[torch.Tensor]:
-        """Attention weights (B, H, T, T) of every layer for token ids (B, T), for plotting. Variants that
-        never form them (has_weights False) compute them the explicit way while this call lasts."""
+        """Attention weights (B, H, T, T) of every layer for token ids (B, T), for plotting, as the model attends
+        in evaluation whatever its mode: no dropout, positions 0..T-1. Variants that never form them (has_weights
+        False) compute them the explicit way while this call lasts."""
+        was_training = self.training
+        self.eval()  # a model fresh from GPT(cfg) is in training mode: its maps would change from call to call
         for block in self.blocks:
             block.attn.keep_weights = True
         try:
             self(idx)
             return [block.attn.weights for block in self.blocks]
         finally:
+            self.train(was_training)
             for block in self.blocks:
                 block.attn.keep_weights, block.attn.weights = False, None
 
