@@ -79,6 +79,18 @@ def test_every_tokenizer_learns_a_corpus_with_end_of_text_and_round_trips_throug
 
 
 @pytest.mark.parametrize("name", sorted(TOKENIZERS))
+def test_an_id_outside_the_vocabulary_is_refused_in_decoding_naming_it(name: str) -> None:
+    # -1 decoded as the last entry of a list-backed vocabulary, silently; past the end it was IndexError, KeyError
+    # or OverflowError by tokenizer. Learned by each, and gpt2's full vocabulary beside its compact one.
+    learned = TOKENIZERS[name].learn(Texts(["to be or not to be\n", play(5)]), 300)
+    for tokenizer in [learned] + ([GPT2Tokenizer()] if name == "gpt2" else []):
+        size = tokenizer.vocab_size
+        for bad in (-1, size):
+            with pytest.raises(ValueError, match=rf"id {bad} is outside this tokenizer's {size} ids \(0..{size - 1}\)"):
+                tokenizer.decode([0, bad])
+
+
+@pytest.mark.parametrize("name", sorted(TOKENIZERS))
 def test_encode_many_gives_each_texts_own_ids(name: str) -> None:
     """As `encode` of each text, even where joining them would change the ids (spaces that BPE would merge across
     texts, a text that spells end-of-text), and refusing what `encode` refuses."""

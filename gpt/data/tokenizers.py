@@ -65,6 +65,17 @@ def unknown_pieces_error(kind: str, unknown: list[str], known: dict[str, int]) -
     return ValueError(f"{kind} {', '.join(map(repr, unknown))} not in the vocabulary of this model{hint}")
 
 
+def decodable(ids: Iterable[int], vocab_size: int) -> list[int]:
+    """`ids` as a list, or ValueError naming an id outside 0..vocab_size-1: a list-backed vocabulary read -1 as its
+    last entry, silently, and a past-the-end id was an IndexError, KeyError or OverflowError by tokenizer."""
+    ids = list(ids)
+    bad = next((i for i in ids if not 0 <= i < vocab_size), None)
+    if bad is not None:
+        raise ValueError(f"id {bad} is outside this tokenizer's {vocab_size} ids (0..{vocab_size - 1}): decode the "
+                         "ids of a model that uses it (gpt.generate's vocab_size= keeps new ids below its size)")
+    return ids
+
+
 def utf8_text(text: str) -> str:
     """`text`, refused in one line where it holds a lone surrogate (a \\ud800 escape, or a byte that is not UTF-8
     in a command-line argument, which Python reads as one): tiktoken encodes it as U+FFFD without a word, and the
@@ -129,7 +140,7 @@ class CharTokenizer:
         return table
 
     def decode(self, ids: list[int]) -> str:
-        return "".join(self.chars[i] for i in ids)
+        return "".join(self.chars[i] for i in decodable(ids, self.vocab_size))
 
     def to_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "vocab": self.chars}
@@ -179,7 +190,7 @@ class WordTokenizer:
 
     def decode(self, ids: list[int]) -> str:
         out: list[str] = []
-        for i in ids:
+        for i in decodable(ids, self.vocab_size):
             word = self.words[i]
             if word != self.NEWLINE and word not in self._closing and out and out[-1] != self.NEWLINE:
                 out.append(" ")
@@ -313,7 +324,8 @@ class GPT2Tokenizer:
         return ids.astype(np.uint32), lengths
 
     def decode(self, ids: list[int]) -> str:
-        bpe = list(ids) if self.vocab is None else [self.vocab[i] for i in ids]
+        ids = decodable(ids, self.vocab_size)
+        bpe = ids if self.vocab is None else [self.vocab[i] for i in ids]
         return self.enc.decode(bpe)  # a BPE piece cut mid-character decodes to U+FFFD, never raises
 
     def to_dict(self) -> dict[str, Any]:
@@ -377,7 +389,7 @@ class BPETokenizer:
         return encode_ordinary_many(self.enc, texts)
 
     def decode(self, ids: list[int]) -> str:
-        return self.enc.decode(list(ids))  # a cut mid-character decodes to U+FFFD
+        return self.enc.decode(decodable(ids, self.vocab_size))  # a cut mid-character decodes to U+FFFD
 
     def to_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "vocab": self.tok.to_str()}
@@ -484,7 +496,7 @@ class HFTokenizer:
         return concatenate([self.encode(text) for text in texts])
 
     def decode(self, ids: list[int]) -> str:
-        return self.backend.decode(list(ids), skip_special_tokens=False)
+        return self.backend.decode(decodable(ids, self.vocab_size), skip_special_tokens=False)
 
     def to_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "vocab": self.spec}
