@@ -163,6 +163,7 @@ class TextModel:
 
 
 def load(path: str | Path, device: str = "cpu") -> TextModel:
-    """A model.pt (from train.py) as a TextModel; CheckpointError with a one-line reason if it cannot load."""
+    """A model.pt from train.py, or the run folder holding it, as a TextModel on `device` (cpu, cuda, cuda:<index>
+    or mps); CheckpointError with a one-line reason if it cannot load."""
     model, tokenizer, meta = load_checkpoint(path, device=device, with_meta=True)
     return TextModel(model, tokenizer, meta)
