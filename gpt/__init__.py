@@ -23,3 +23,8 @@ def __getattr__(name: str) -> Any:
     if name not in _HOMES:
         raise AttributeError(f"module 'gpt' has no attribute {name!r}")
     return getattr(importlib.import_module(_HOMES[name]), name)
+
+
+def __dir__() -> list[str]:
+    """The public names beside the module's own, so `gpt.<Tab>` and dir(gpt) offer them before their first use."""
+    return sorted({*globals(), *__all__})

@@ -162,3 +162,8 @@ def test_every_public_name_documents_itself_and_its_public_methods(name: str) ->
                if not key.startswith("_") and (callable(value) or isinstance(value, (property, classmethod)))}
     undocumented = [key for key, method in methods.items() if not getattr(method, "__doc__", None)]
     assert not undocumented, f"{name} leaves undocumented: {', '.join(undocumented)}"
+
+
+def test_dir_of_the_package_offers_every_public_name() -> None:
+    # The names are imported on first use, so dir(gpt) (what `gpt.<Tab>` completes from) listed none of them.
+    assert set(gpt.__all__) <= set(dir(gpt))
