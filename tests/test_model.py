@@ -123,6 +123,15 @@ def test_targets_passed_as_nanogpt_takes_them_are_refused_naming_the_loss(tiny_c
         build(tiny_cfg)(ids, ids)
 
 
+def test_ids_outside_the_vocabulary_are_refused_by_the_forward_naming_the_fix(tiny_cfg: ModelConfig) -> None:
+    # A training loop whose tokenizer outgrew model.vocab_size met torch's "index out of range in self".
+    model = build(tiny_cfg)
+    for bad in (tiny_cfg.vocab_size, -1):
+        with pytest.raises(ValueError, match=rf"outside this model's vocabulary of {tiny_cfg.vocab_size} .* "
+                                             "vocab_size=tokenizer.vocab_size"):
+            model(torch.tensor([[0, bad]]))
+
+
 def test_int32_ids_are_token_ids_as_long_ones_are(tiny_cfg: ModelConfig) -> None:
     model = build(tiny_cfg).eval()
     ids = torch.randint(0, tiny_cfg.vocab_size, (2, 5))

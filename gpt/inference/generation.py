@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import torch
 from torch.nn import functional as F
 
-from gpt.model.gpt import GPT, check_ids
+from gpt.model.gpt import GPT, check_ids, outside_vocabulary
 
 
 def check_sampling(temperature: float, top_k: int | None, top_p: float | None, max_new_tokens: int) -> None:
@@ -63,10 +63,9 @@ def stream(model: GPT, idx: torch.Tensor, max_new_tokens: int, temperature: floa
     check_sampling(temperature, top_k, top_p, max_new_tokens)
     check_ids(idx)
     vocab = model.cfg.vocab_size
-    # Checked once here, not in every forward: torch's own error is "index out of range in self", naming nothing.
-    if idx.numel() and not (0 <= int(idx.min()) and int(idx.max()) < vocab):
-        raise ValueError(f"token ids {int(idx.min())}..{int(idx.max())} fall outside this model's vocabulary of "
-                         f"{vocab} (ids 0..{vocab - 1}): encode the prompt with the model's own tokenizer")
+    # Checked once here, before any work: a forward on a GPU has no IndexError to turn into this line (gpt.py).
+    if not (0 <= int(idx.min()) and int(idx.max()) < vocab):
+        raise outside_vocabulary(idx, vocab)
     # 0 left no logit to choose from (torch's "Expected reduction dim -1 to have non-zero size"); more than the model
     # has kept nothing out, silently.
     if vocab_size is not None and not 1 <= vocab_size <= vocab:

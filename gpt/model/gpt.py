@@ -75,6 +75,13 @@ def check_ids(idx: torch.Tensor) -> None:
                          "length >= 1, e.g. ids[None] for one sequence")
 
 
+def outside_vocabulary(idx: torch.Tensor, vocab_size: int) -> ValueError:
+    """The one-line error for token ids (some of them outside 0..vocab_size-1) that a model cannot embed."""
+    return ValueError(f"token ids {int(idx.min())}..{int(idx.max())} fall outside this model's vocabulary of "
+                      f"{vocab_size} (ids 0..{vocab_size - 1}): encode with the model's own tokenizer, or build the "
+                      "model with vocab_size=tokenizer.vocab_size")
+
+
 class GPT(nn.Module):
     """A GPT built from a ModelConfig: `GPT(cfg)(ids)` maps token ids (B, T) to next-token logits
     (B, T, vocab_size). Generate with `gpt.generate(model.eval(), ids, max_new_tokens)`; an unknown part name or
@@ -133,7 +140,11 @@ class GPT(nn.Module):
         pos = self.pos
         if self.training and self.cfg.random_positions and not caches:  # Ruoss et al. 2023; evaluation uses 0..T-1
             pos = AtPositions(self.pos, random_positions(*idx.shape, self.cfg.random_positions, idx.device))
-        x = self.drop(pos.embed(self.tok_emb(idx), start))  # (B, T, C)
+        try:
+            tokens = self.tok_emb(idx)  # (B, T, C)
+        except IndexError:  # torch's "index out of range in self" named nothing; caught, a step costs nothing more
+            raise outside_vocabulary(idx, self.cfg.vocab_size) from None
+        x = self.drop(pos.embed(tokens, start))  # (B, T, C)
         for i, block in enumerate(self.blocks):
             x = block(x, pos, caches[i] if caches else None)
         return self.head(self.norm(x))  # (B, T, V)
