@@ -132,6 +132,11 @@ def test_ids_outside_the_vocabulary_are_refused_by_the_forward_naming_the_fix(ti
             model(torch.tensor([[0, bad]]))
 
 
+def test_a_gpt_built_from_a_mapping_is_refused_naming_model_config(tiny_cfg: ModelConfig) -> None:
+    with pytest.raises(ValueError, match=r"GPT takes a ModelConfig, not a dict: .* ModelConfig.from_dict\(values\)"):
+        GPT(tiny_cfg.to_dict())
+
+
 def test_int32_ids_are_token_ids_as_long_ones_are(tiny_cfg: ModelConfig) -> None:
     model = build(tiny_cfg).eval()
     ids = torch.randint(0, tiny_cfg.vocab_size, (2, 5))

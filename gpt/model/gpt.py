@@ -88,6 +88,9 @@ class GPT(nn.Module):
     parts that do not suit each other are a ValueError when it is built."""
 
     def __init__(self, cfg: ModelConfig) -> None:
+        if not isinstance(cfg, ModelConfig):  # a dict read from YAML was "'dict' object has no attribute 'attention'"
+            raise ValueError(f"GPT takes a ModelConfig, not a {type(cfg).__name__}: GPT(ModelConfig(vocab_size=...)), "
+                             "or ModelConfig.from_dict(values) for a mapping")
         check_parts(cfg)
         super().__init__()
         self.cfg = cfg
