@@ -58,6 +58,7 @@ def test_stream_complete_and_complete_batch_agree() -> None:
         singles = [text_model.complete(p) for p in PROMPTS]
         assert singles == [("".join(text_model.stream(p))).lstrip(" ") for p in PROMPTS]
         assert text_model.complete_batch(PROMPTS, max_new_tokens=24) == singles
+        assert text_model.complete_batch(PROMPTS) == singles  # complete's default length: required here before
 
 
 def test_sampling_is_reproducible_by_seed_and_greedy_by_default_only_on_line_corpora() -> None:

@@ -137,9 +137,13 @@ class TextModel:
         return text.lstrip(" ") if self.line_based else text
 
     @torch.no_grad()
-    def complete_batch(self, prompts: list[str], max_new_tokens: int, batch_size: int = 512) -> list[str]:
+    def complete_batch(self, prompts: list[str], max_new_tokens: int | None = None, batch_size: int = 512
+                       ) -> list[str]:
         """Greedy completions of many prompts, batched by token length so no padding is needed; each stops at the
-        end of its line on line-based corpora, at end-of-text on running text. Same answers as `complete`."""
+        end of its line on line-based corpora, at end-of-text on running text, or after max_new_tokens (by default
+        complete's: block_size on line-based corpora, else 200). Same answers as `complete(prompt, temperature=0)`
+        with its default length."""
+        max_new_tokens = self.defaults(max_new_tokens, None)[0]
         was_training = self.model.training
         self.model.eval()
         by_length: dict[int, list[tuple[int, list[int]]]] = defaultdict(list)
