@@ -214,8 +214,8 @@ def test_generate_device_the_torch_lacks_is_one_line(trained: Path, capsys: pyte
     if torch.cuda.is_available():
         pytest.skip("this torch has CUDA")
     assert generate.main(["--ckpt", str(trained), "--device", "cuda"]) == 2
-    assert capsys.readouterr().err == f"error: --device cuda: this torch ({torch.__version__}) has no CUDA device " \
-                                      "it can use; use --device cpu\n"
+    assert capsys.readouterr().err == f"error: device 'cuda': this torch ({torch.__version__}) has no CUDA device " \
+                                      "it can use; use cpu\n"
 
 
 def test_evaluate_refuses_a_corpus_it_cannot_grade_and_a_seed_that_would_overlap_training(
