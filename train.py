@@ -73,9 +73,9 @@ def train(cfg: DictConfig, run_dir: Path | None = None) -> Path | None:
     from gpt.sweeps.repeats import recorded_sweep, repeated
     from gpt.training.callbacks import (HeldOutAccuracy, Interrupted, LossAtLengths, ResumeCheckpoint, SampleText,
                                         StepProgressBar, StopOnInterrupt, ValidateAtEnd)
-    from gpt.training.checks import (check_accelerator, check_config, check_fits, check_lengths, check_settings_read,
-                                     forced_unread, given_model_settings, model_accepts, model_config, optim_config,
-                                     trainer_arguments)
+    from gpt.training.checks import (check_accelerator, check_config, check_fits, check_launch, check_lengths,
+                                     check_settings_read, forced_unread, given_model_settings, model_accepts,
+                                     model_config, optim_config, trainer_arguments)
     from gpt.training.init_from import start_from
     from gpt.training.lit import LitGPT
     from gpt.training.loggers import finish, make_logger
@@ -115,6 +115,7 @@ def train(cfg: DictConfig, run_dir: Path | None = None) -> Path | None:
     precision = arguments["precision"]
     trainer = L.Trainer(**arguments, callbacks=callbacks,
                         logger=make_logger(cfg.get("logger")), plugins=[AtomicCheckpointIO()], default_root_dir=run_dir)
+    check_launch(trainer, cfg.trainer.strategy, in_sweep)
     L.seed_everything(cfg.seed, verbose=False)
     data = load_data(cfg, overrides)
     # From scratch, or init_from's architecture and weights when its tokenizer is the corpus's.

@@ -4,7 +4,9 @@ receive it. Sweeps through the launcher are run in tests/test_report.py and test
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
+import lightning as L
 import pytest
 import torch
 from hydra import initialize_config_dir
@@ -87,6 +89,26 @@ def test_a_slurm_sweep_off_a_cluster_is_one_line_and_no_folder(monkeypatch: pyte
     assert list(tmp_path.iterdir()) == []
     monkeypatch.setattr(preflight_module.shutil, "which", lambda tool: f"/usr/bin/{tool}")
     assert preflight(argv, ROOT / "configs", checks.check_config, claim=True) == argv
+
+
+@pytest.mark.parametrize("settings, refused", [
+    ({"devices": 2}, True),  # strategy=auto picks Lightning's ddp, which re-runs the command line
+    ({"devices": 2, "strategy": "ddp"}, True),
+    ({"devices": 2, "strategy": "ddp_spawn"}, False),  # trainer=ddp's: started from inside the job
+    ({"devices": 1}, False),
+])
+def test_a_sweep_job_on_processes_that_re_run_the_command_is_refused(settings: dict[str, Any], refused: bool) -> None:
+    """Under -m, `trainer.devices=2` alone made the second process run the whole sweep again: each job trained twice
+    at once into the same folder and the report was written twice. A single run re-run that way is one run."""
+    trainer = L.Trainer(accelerator="cpu", logger=False, enable_checkpointing=False, **settings)
+    strategy = settings.get("strategy", "auto")
+    checks.check_launch(trainer, strategy, in_sweep=False)
+    if not refused:
+        checks.check_launch(trainer, strategy, in_sweep=True)
+        return
+    with pytest.raises(ValueError, match=f"trainer.strategy={strategy} on 2 processes .* re-runs the whole sweep: "
+                                         "pass trainer.strategy=ddp_spawn"):
+        checks.check_launch(trainer, strategy, in_sweep=True)
 
 
 def test_the_expected_time_counts_the_jobs_that_run_at_once(monkeypatch: pytest.MonkeyPatch,

@@ -14,6 +14,7 @@ import torch
 from lightning.fabric.utilities.exceptions import MisconfigurationException
 from lightning.pytorch.callbacks import Timer
 from lightning.pytorch.loggers import WandbLogger
+from lightning.pytorch.strategies.launchers import _SubprocessScriptLauncher
 from hydra.utils import get_class
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException
@@ -96,6 +97,16 @@ def check_accelerator(trainer: DictConfig) -> None:
     if trainer.accelerator in ("gpu", "cuda") and not torch.cuda.is_available():
         raise ValueError(f"trainer.accelerator={trainer.accelerator} needs a CUDA GPU and torch sees none here: drop "
                          "trainer=gpu or trainer=fsdp to train on the CPU")
+
+
+def check_launch(trainer: L.Trainer, strategy: str, in_sweep: bool) -> None:
+    """Lightning's ddp, which trainer.strategy=auto picks for several devices, starts each other process by running
+    the command line again: under -m that process ran the whole sweep a second time, its jobs trained twice at once
+    into the same folders and the report written twice. ddp_spawn starts them from inside the job."""
+    if in_sweep and isinstance(trainer.strategy.launcher, _SubprocessScriptLauncher):
+        raise ValueError(f"trainer.strategy={strategy} on {trainer.world_size} processes starts the others by running "
+                         "the command again, which under -m re-runs the whole sweep: pass trainer.strategy=ddp_spawn "
+                         "(or trainer=ddp)")
 
 
 def given_model_settings(cfg: DictConfig, overrides: Sequence[str], forced: bool = False) -> dict[str, Any]:
