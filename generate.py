@@ -52,11 +52,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--compile", action="store_true",
                         help="compile the decode step (AOTInductor, or torch.compile): tens of seconds once on a "
                              "small CPU, then several times faster per token; worth it for long generations")
-    parser.add_argument("--attention-map", metavar="PATH",
-                        help="draw every layer and head's attention over the prompt into this PNG (no generation)")
-    parser.add_argument("--attention-html", metavar="PATH",
-                        help="generate with the settings above, then write an interactive, offline viewer of every "
-                             "layer and head's attention over the prompt and the new tokens into this .html file")
+    # Both given, the map was drawn and the viewer left out without a word.
+    attention = parser.add_mutually_exclusive_group()
+    attention.add_argument("--attention-map", metavar="PATH",
+                           help="draw every layer and head's attention over the prompt into this PNG (no generation)")
+    attention.add_argument("--attention-html", metavar="PATH",
+                           help="generate with the settings above, then write an interactive, offline viewer of "
+                                "every layer and head's attention over the prompt and the new tokens into this .html "
+                                "file")
     return parser.parse_args(argv)
 
 

@@ -102,3 +102,14 @@ def test_cli_refuses_a_prompt_longer_than_the_block_in_one_line_naming_it(tmp_pa
     assert capsys.readouterr().err == "error: --prompt is 19 tokens to this model, more than the block_size=16 it " \
                                       "attends over: shorten it\n"
     assert not out.exists()
+
+
+def test_cli_refuses_both_attention_outputs_at_once(tmp_path: Path, cfg: ModelConfig, tokenizer: WordTokenizer,
+                                                    capsys: pytest.CaptureFixture) -> None:
+    # The map was drawn and the viewer left out without a word, the command ending in status 0.
+    maps, view = tmp_path / "maps.png", tmp_path / "view.html"
+    assert generate.main(["--ckpt", str(save(tmp_path, cfg, tokenizer)), "--prompt", PROMPT,
+                          "--attention-map", str(maps), "--attention-html", str(view)]) == 2
+    assert capsys.readouterr().err == "error: argument --attention-html: not allowed with argument --attention-map " \
+                                      "(see python generate.py --help)\n"
+    assert not maps.exists() and not view.exists()
