@@ -29,7 +29,7 @@ from gpt.training.callbacks import LossAtLengths, ResumeCheckpoint, SampleText
 from gpt.training.init_from import check_init_from
 from gpt.training.loggers import WandbMode
 from gpt.training.optim import OptimConfig, check_sharding
-from gpt.validate import PositiveInt, Range, check_section, check_value, declared_types, first_line
+from gpt.validate import NonNegativeFloat, PositiveInt, Range, check_section, check_value, declared_types, first_line
 
 SET_BY_TRAIN = ("callbacks", "logger", "plugins", "default_root_dir")  # train() passes these to the Trainer itself
 SECTIONS = ("model", "data", "optim", "trainer", "callbacks.checkpoint", "callbacks.sample", "logger")
@@ -201,6 +201,9 @@ def check_sections(cfg: DictConfig) -> None:
     check_max_time(arguments.get("max_time"))
     # Lightning takes these at 0, then divides by them once training starts: a traceback after the run folder is made.
     check_value("trainer.accumulate_grad_batches", arguments.get("accumulate_grad_batches", 1), PositiveInt)
+    # Lightning's fp32 path skips a clip <= 0; in bf16-mixed and FSDP LitGPT clips itself, and torch's clip_grad_norm_
+    # takes -1 as a factor of -1/norm: every gradient flipped, the loss climbing.
+    check_value("trainer.gradient_clip_val", arguments.get("gradient_clip_val"), NonNegativeFloat | None)
     if arguments.get("val_check_interval") == 0:
         raise ValueError("trainer.val_check_interval=0: it counts the batches between validations, at least 1; every "
                          "run validates at its last step, so to validate only there set it to trainer.max_steps")
