@@ -100,6 +100,8 @@ BAD = [  # (command line, what the one line must say)
     (["trainer.val_check_interval=0"], "trainer.val_check_interval=0: it counts the batches between validations, at "
      "least 1; every run validates at its last step, so to validate only there set it to trainer.max_steps"),
     (["trainer.accumulate_grad_batches=0"], "error: trainer.accumulate_grad_batches=0 must be a positive integer"),
+    # Lightning's TypeError traceback after the run folder was made (-1 means every GPU on a GPU)
+    (["trainer.devices=-1"], "error: trainer.devices=-1 must be one of auto or a positive integer"),
     # bf16-mixed clipped by a factor of -1/norm: the gradients flipped, val loss 9.36 after 20 steps against 1.82
     (["trainer.gradient_clip_val=-1"], "error: trainer.gradient_clip_val=-1 must be a number >= 0 or null"),
     # Hydra's own option (basic, in docs/sweeps.md) was missing from the list, so no "did you mean" either

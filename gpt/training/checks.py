@@ -7,7 +7,7 @@ import inspect
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import lightning as L
 import torch
@@ -223,6 +223,8 @@ def check_sections(cfg: DictConfig) -> None:
             check_value("logger.mode", cfg.logger.mode, WandbMode)
     for key, hint in declared_types(RunSettings).items():
         check_value(key, cfg.get(key), hint)
+    if cfg.trainer.accelerator == "cpu":  # -1 (every GPU on a GPU) was Lightning's TypeError after the run folder
+        check_value("trainer.devices", cfg.trainer.devices, PositiveInt | Literal["auto"])
     if str(cfg.trainer.precision).startswith("16") and cfg.trainer.accelerator == "cpu":
         raise ValueError(f"trainer.precision={cfg.trainer.precision} needs a GPU: on CPU use "
                          "trainer.precision=bf16-mixed or 32")
