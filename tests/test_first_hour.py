@@ -4,6 +4,7 @@ the text API returns; `python -m gpt evaluate` refuses what it cannot grade hone
 travel (the README's Python snippet is run in tests/test_docs.py)."""
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 
 import lightning as L
@@ -189,6 +190,8 @@ def test_a_folder_holding_finished_results_is_not_started_afresh(monkeypatch: py
     # where the job runs, not where it is composed (a cluster's login node has no GPU); Lightning's words were bare
     *([(["trainer=gpu"], "error: trainer.accelerator=gpu needs a CUDA GPU and torch sees none here")]
       if not torch.cuda.is_available() else []),
+    *([(["trainer.accelerator=tpu"], "error: trainer.accelerator=tpu needs torch_xla, which this Python lacks")]
+      if importlib.util.find_spec("torch_xla") is None else []),  # was a traceback, and the run folder stayed
 ])
 def test_train_cli_refuses_in_one_line_and_leaves_no_run_folder(tmp_path: Path, argv: list[str],
                                                                 message: str) -> None:

@@ -3,6 +3,7 @@ what it is passed to (gpt/validate.py), the model's parts, each task's knobs, th
 Also what train.py builds from that config: ModelConfig, OptimConfig's fields, the precision to train in."""
 from __future__ import annotations
 
+import importlib.util
 import inspect
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -97,6 +98,10 @@ def check_accelerator(trainer: DictConfig) -> None:
     if trainer.accelerator in ("gpu", "cuda") and not torch.cuda.is_available():
         raise ValueError(f"trainer.accelerator={trainer.accelerator} needs a CUDA GPU and torch sees none here: drop "
                          "trainer=gpu or trainer=fsdp to train on the CPU")
+    # Lightning's answer was its ModuleNotFoundError's traceback, and the run folder left behind.
+    if trainer.accelerator == "tpu" and importlib.util.find_spec("torch_xla") is None:
+        raise ValueError("trainer.accelerator=tpu needs torch_xla, which this Python lacks: run on a TPU machine with "
+                         "it installed, or drop trainer.accelerator=tpu to train on the CPU")
 
 
 def check_launch(trainer: L.Trainer, strategy: str, in_sweep: bool) -> None:
