@@ -198,6 +198,20 @@ def test_a_window_shorter_than_the_text_changes_the_function() -> None:
     assert not torch.allclose(windowed(idx)[:, 4:], reference(idx)[:, 4:])
 
 
+@pytest.mark.parametrize("kernel", ["math", "sdpa"])
+@pytest.mark.parametrize("length", [5, 129])
+def test_a_window_cut_into_query_blocks_sees_what_its_whole_mask_allows(kernel: str, length: int) -> None:
+    """A prompt one past the window (the fused kernel's causal square would see one key too many) and one past a
+    query block of 128 (its last block is a single query, whose mask is skipped because its key range is all it
+    sees): the outputs equal those with the weights kept, which apply the whole (T, T) window mask."""
+    model = build(make("sliding_window", block_size=256, kernel=kernel))
+    idx = torch.randint(0, 37, (1, length))
+    blocked = model(idx)
+    for block in model.blocks:
+        block.attn.keep_weights = True
+    torch.testing.assert_close(blocked, model(idx), rtol=1e-4, atol=1e-5)
+
+
 @pytest.mark.parametrize("attention", ["mha", "sliding_window"])
 def test_a_cache_shorter_than_asked_overflows_rather_than_attending_to_less(attention: str) -> None:
     """new_caches(max_len=3) with window=4: the window's ring of 3 slots overwrote a position the window still sees
