@@ -83,6 +83,29 @@ def test_stop_token_ends_generation(tiny_cfg: ModelConfig) -> None:
     assert out.shape == (1, 4)
 
 
+class ScriptedModel:
+    """Stands in for a GPT in `stream`: at its n-th call, row b's last logits put all the weight on script[b][n]."""
+
+    def __init__(self, script: list[list[int]], vocab_size: int = 4) -> None:
+        self.script, self.calls = script, 0
+        self.cfg = SimpleNamespace(vocab_size=vocab_size, block_size=64)
+
+    def __call__(self, idx: torch.Tensor, caches: None) -> torch.Tensor:
+        logits = torch.zeros(idx.shape[0], idx.shape[1], self.cfg.vocab_size)
+        for row, tokens in enumerate(self.script):
+            logits[row, -1, tokens[self.calls]] = 10.0
+        self.calls += 1
+        return logits
+
+
+def test_a_batch_stops_once_every_row_has_met_the_stop_token_at_any_step() -> None:
+    """Row 0 says the stop token (0) first, row 1 two steps later: decoding ends there, each row having stopped once,
+    though no single step had both rows say it."""
+    model = ScriptedModel([[0, 1, 1, 1, 1, 1], [1, 1, 0, 1, 1, 1]])
+    out = generate(model, torch.ones(2, 1, dtype=torch.long), 6, temperature=0, use_cache=False, stop_token=0)
+    assert out[:, 1:].tolist() == [[0, 1, 1], [1, 1, 0]]
+
+
 @pytest.mark.parametrize("kwargs, message", [
     ({"top_p": 1.5}, "top_p=1.5 must be in"),
     ({"max_new_tokens": -1}, "max_new_tokens=-1 must be 0 or more"),
