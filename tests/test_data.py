@@ -24,7 +24,7 @@ from gpt.__main__ import main as cli
 from gpt.data.corpus import TextData
 import gpt.data.download as corpora
 import gpt.data.prepare as prepare
-from gpt.data.shards import TokenShards
+from gpt.data.shards import ShardWriter, TokenShards, token_dtype
 from gpt.data.tokenizers import EOT
 from gpt.inference.checkpoint import load_checkpoint, save_model
 from tests.conftest import ROOT, files_in, play, run_cli
@@ -179,6 +179,18 @@ def test_an_id_past_the_vocabulary_in_a_shard_whose_mtime_was_kept_is_named_at_t
         next(iter(data.train_dataloader()))
     with pytest.raises(ValueError, match=message):
         getattr(data.corpus, split).to_array()  # what evaluation and the length callback read
+
+
+@pytest.mark.parametrize("vocab_size", [2**16, 2**16 + 1, 2**20])
+def test_every_id_of_a_vocabulary_comes_back_from_its_shards(tmp_path: Path, vocab_size: int) -> None:
+    """Shards are uint16 while every id fits: the last id of a vocabulary of 2**16 + 1 (65,536) would come back as 0."""
+    ids = np.array([0, 1, vocab_size // 2, vocab_size - 1], dtype=np.int64)
+    dtype = token_dtype(vocab_size)
+    writer = ShardWriter(tmp_path, "train", shard_tokens=3, dtype=dtype)
+    writer.write(ids)
+    paths = [tmp_path / entry["file"] for entry in writer.close()]
+    assert TokenShards.open(paths, str(dtype), vocab_size).to_array().tolist() == ids.tolist()
+    assert dtype.itemsize == (2 if vocab_size <= 2**16 else 4)  # no wider than the ids need
 
 
 def test_an_id_past_the_vocabulary_is_named_at_its_place_in_its_shard() -> None:
