@@ -149,6 +149,7 @@ def test_unique_tokens_never_repeat_in_a_line() -> None:
 def test_doubling_ranges_end_where_asked() -> None:
     assert doubling(8, 64) == [(0, 8), (8, 16), (16, 32), (32, 64)]
     assert doubling(8, 63) == [(0, 8), (8, 16), (16, 32), (32, 63)] and doubling(8, 8) == [(0, 8)]
+    assert doubling(8, 5) == [(0, 5)]  # evaluate --lengths shorter than block_size: no range past the last position
 
 
 def test_task_data_scores_only_answers_and_the_line_end() -> None:
