@@ -155,6 +155,11 @@ def test_lines_longer_than_the_block_are_refused_naming_the_block_to_train_with(
     with pytest.raises(ValueError, match=r"^these lines run to 10 tokens, past the model's block_size=8: train it "
                                          r"with model.block_size=10 or more to grade them$"):
         grade(model, TOKENIZER, [COPY])
+    one_short = GPT(ModelConfig(vocab_size=TOKENIZER.vocab_size, layers=1, heads=2, dim=8, block_size=9))
+    with pytest.raises(ValueError, match="run to 10 tokens, past the model's block_size=9"):
+        grade(one_short, TOKENIZER, [COPY])
+    just_enough = GPT(ModelConfig(vocab_size=TOKENIZER.vocab_size, layers=1, heads=2, dim=8, block_size=10))
+    assert len(grade(just_enough, TOKENIZER, [COPY])) == len(COPY.examples)  # the block the message asks for grades
 
 
 def test_evaluate_prints_each_accuracy_beside_what_a_guess_scores_on_it(tmp_path: Path,
