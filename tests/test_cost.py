@@ -283,6 +283,20 @@ def test_an_engine_out_of_memory_in_a_later_round_is_out_of_memory(monkeypatch: 
     assert "| big | out of memory |" in table([small, big])
 
 
+def test_a_row_reads_its_rounds_as_rates_per_token_and_ratios_against_each_reference() -> None:
+    """Batch 2, depth 8, 3 new tokens; the engine's rounds take 2 s and 4 s to prefill and 6 s and 12 s to decode, the
+    reference's half as long: x is the reference's time over this engine's (0.5, slower), ms/token is a step's time
+    whatever the batch, tokens/s counts every row of it."""
+    engine = Engine()
+    engine.name, engine.model = "slow", torch.nn.Module()
+    runs = [Measure(2.0, 6.0, 0.0, 0.0, 2 * 2**20, 64), Measure(4.0, 12.0, 0.0, 0.0, 4 * 2**20, 64)]
+    reference = [Measure(1.0, 3.0, 0.0, 0.0, 0, 64), Measure(2.0, 6.0, 0.0, 0.0, 0, 64)]
+    row = rounds.summarise(engine, runs, {"fast": reference}, batch=2, depth=8, new_tokens=3)
+    assert row["prefill_x"] == {"fast": 0.5} and row["decode_x"] == {"fast": 0.5}
+    assert row["prefill_tokens_per_s"] == 2 * 8 / 3.0 and row["decode_tokens_per_s"] == 2 * 3 / 9.0
+    assert row["decode_ms_per_token"] == 1000 * 9.0 / 3 and row["prefill_peak_mib"] == 3.0
+
+
 def test_a_rows_peak_memory_holds_its_own_weights_not_the_other_rows(tmp_path: Path) -> None:
     # Every engine stays in memory while one is measured: mha's peak at 512 dims read 301 MiB measured alone and
     # 529 MiB beside the other 5 variants, whose weights it held.
