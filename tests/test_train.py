@@ -15,7 +15,7 @@ import torch
 from hydra import compose, initialize_config_dir
 
 import generate
-from gpt import load_checkpoint
+from gpt import ModelConfig, load_checkpoint
 from gpt.data.tasks.calculator import split_problems
 from gpt.inference.generation import generate as generate_ids
 from gpt.training import checks
@@ -121,6 +121,16 @@ def test_impossible_settings_are_refused_by_check_config(overrides: list[str], m
         cfg = compose(config_name="train", overrides=overrides)
     with pytest.raises(ValueError, match=message.replace("+", r"\+").replace("=", "=")):
         check_config(cfg)
+
+
+def test_a_block_must_hold_the_corpus_longest_line_and_may_be_exactly_as_long() -> None:
+    """check_fits, before training: a longest line whose inputs (max_tokens: every token but the last) are one token
+    longer than the block is refused naming the block it needs; inputs exactly as long as the block fit."""
+    model_cfg = ModelConfig(vocab_size=10, layers=1, heads=2, dim=8, block_size=12)
+    checks.check_fits(model_cfg, SimpleNamespace(max_tokens=12))
+    with pytest.raises(ValueError, match=r"^model.block_size=12 is shorter than the corpus's longest line \(13 "
+                                         r"tokens\): set model.block_size=13 or more$"):
+        checks.check_fits(model_cfg, SimpleNamespace(max_tokens=13))
 
 
 @pytest.mark.parametrize("args, message", [
