@@ -71,6 +71,17 @@ def test_loss_by_position_averages_whole_windows_and_records_what_it_can() -> No
     assert record["lengths"]["8"]["loss"] == pytest.approx(float(losses.mean()), rel=1e-5)
 
 
+def test_the_shortest_text_a_length_is_scored_on_gives_a_finite_loss_and_one_shorter_is_refused() -> None:
+    """10 tokens score length 8 (one window) and refuse length 9: with too_long one token laxer, length 9 was scored
+    on no window at all, and its loss was 0 / 0."""
+    model = GPT(replace(CFG, pos="rope"))
+    ids = np.arange(10) % 11
+    losses, windows = loss_by_position(model, ids, 8)
+    assert windows == 1 and bool(torch.isfinite(losses).all())
+    with pytest.raises(ValueError, match="^length 9: the validation text has only 10 tokens"):
+        loss_by_position(model, ids, 9)
+
+
 def test_a_configuration_refused_at_every_length_is_a_row_of_the_report_not_its_end() -> None:
     """pos=learned in a sweep whose callbacks.lengths.at all lie past its table records no length: drawing it was an
     IndexError, and the sweep ended without its report."""
