@@ -295,6 +295,15 @@ def test_sweeps_merged_under_one_folder_count_each_seed_once(tmp_path: Path) -> 
     assert "beyond seed noise (difference > 2 standard errors): none; within it: `attention=a`." in report
 
 
+def test_a_seed_failed_twice_is_reported_with_its_later_failure(tmp_path: Path) -> None:
+    """The same seed failed in two sweeps under one folder: the later run stands for it (its reason is the one that
+    holds now), as a later finished run would."""
+    fake_run(tmp_path / "10-00-00" / "0", ["attention=a", "seed=0"], {"status": "failed", "reason": "boom before"})
+    fake_run(tmp_path / "11-00-00" / "0", ["attention=a", "seed=0"], {"status": "failed", "reason": "boom again"})
+    report = markdown(tmp_path, find_runs(tmp_path))
+    assert "| `attention=a` | 0 | failed: boom again |" in report and "boom before" not in report
+
+
 def test_ablation_preset_sweeps_every_attention_variant_over_three_seeds() -> None:
     cfg = compose_with("experiment=attention_ablation")  # composes into a valid run configuration
     spec = OmegaConf.load(ROOT / "configs" / "experiment" / "attention_ablation.yaml").hydra
