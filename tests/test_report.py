@@ -304,6 +304,14 @@ def test_a_seed_failed_twice_is_reported_with_its_later_failure(tmp_path: Path) 
     assert "| `attention=a` | 0 | failed: boom again |" in report and "boom before" not in report
 
 
+def test_runs_are_read_in_job_order_not_the_order_of_their_names(tmp_path: Path) -> None:
+    """Job 10 after job 2: sorted as text, job 10 came second, and a seed run again in it was taken for the earlier
+    run."""
+    for job in range(11):
+        fake_run(tmp_path / str(job), [f"optim.lr={job}"], {"status": "ok", "val_loss": 1.0})
+    assert [run.path.name for run in find_runs(tmp_path)] == [str(job) for job in range(11)]
+
+
 def test_ablation_preset_sweeps_every_attention_variant_over_three_seeds() -> None:
     cfg = compose_with("experiment=attention_ablation")  # composes into a valid run configuration
     spec = OmegaConf.load(ROOT / "configs" / "experiment" / "attention_ablation.yaml").hydra
