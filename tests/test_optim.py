@@ -43,6 +43,16 @@ def test_wsd_holds_the_peak_then_falls_linearly_over_the_last_decay_fraction() -
     assert lrs[83] - lrs[84] == pytest.approx(lrs[100] - lrs[101])  # a straight line
 
 
+def test_wsd_whose_decay_would_start_inside_warmup_warms_up_whole_then_decays_to_the_end() -> None:
+    """decay_fraction=0.8 of 100 steps would start decaying at step 20, inside a warmup of 50: the warmup runs whole
+    (the rise did not jump from 0.4 to most of the peak at step 20), then the decay takes the 50 steps left."""
+    cfg = OptimConfig(lr=1e-2, min_lr=1e-3, warmup_steps=50, max_steps=100, decay_fraction=0.8)
+    lrs = [SCHEDULES["wsd"](step, cfg) for step in range(101)]
+    assert lrs[:50] == pytest.approx([(s + 1) / 50 for s in range(50)])
+    assert lrs[50] == pytest.approx(1.0) and lrs[75] == pytest.approx((1 + cfg.min_ratio) / 2)
+    assert lrs[100] == pytest.approx(cfg.min_ratio)
+
+
 def test_constant_holds_the_peak_after_warmup() -> None:
     assert curve("constant")[10:] == pytest.approx([1.0] * (CFG.max_steps + 10))
 
