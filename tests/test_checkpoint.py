@@ -73,6 +73,16 @@ def test_a_device_it_cannot_use_is_named_as_the_python_api_takes_it(small_model_
     assert "--device" not in str(refused.value)
 
 
+def test_a_model_pt_of_another_format_version_is_refused_naming_both(tmp_path: Path, tiny_cfg: ModelConfig) -> None:
+    """A later tinygpt's model.pt may lay its fields out otherwise: read as this version's, it would fail somewhere
+    inside loading, or load wrong."""
+    save_model(tmp_path / "model.pt", build(tiny_cfg), WordTokenizer([f"w{i}" for i in range(tiny_cfg.vocab_size)]))
+    payload = torch.load(tmp_path / "model.pt", weights_only=True)
+    torch.save({**payload, "version": 2}, tmp_path / "model.pt")
+    with pytest.raises(CheckpointError, match="has format version 2; this tinygpt reads 1$"):
+        load_checkpoint(tmp_path / "model.pt")
+
+
 def test_pickle_that_would_run_code_is_refused(tmp_path: Path) -> None:
     marker = tmp_path / "pwned"
     torch.save({"format": "tinygpt", "version": 1, "evil": CodeRunningPickle(marker)}, tmp_path / "model.pt")
