@@ -32,7 +32,9 @@ def test_matrix_pools_seeds_bolds_the_best_and_marks_gaps_beyond_noise(tmp_path:
             fake_run(tmp_path / str(i), [f"attention={name}", f"seed={i}"],
                      {"status": "ok", "val_loss": 1.0, "val_acc": {"recall": recall, "distance_33_63": far, "all": 0}})
             i += 1
-    fake_run(tmp_path / str(i), ["attention=d", "seed=0"], {"status": "failed", "reason": "boom"})
+    # Should a failed run's summary hold scores, they are no configuration's result: only finished runs pool.
+    fake_run(tmp_path / str(i), ["attention=d", "seed=0"], {"status": "failed", "reason": "boom",
+                                                            "val_acc": {"recall": 0.99, "distance_33_63": 0.99}})
     rows = matrix_rows(markdown(tmp_path, find_runs(tmp_path)))
     header = rows["configuration"]
     assert header[1:] == ["recall", "distance_33_63"]  # "all" is the main table's; groups in the runs' order
