@@ -193,6 +193,17 @@ def test_every_id_of_a_vocabulary_comes_back_from_its_shards(tmp_path: Path, voc
     assert dtype.itemsize == (2 if vocab_size <= 2**16 else 4)  # no wider than the ids need
 
 
+def test_a_split_of_block_size_plus_one_tokens_is_enough_and_one_token_fewer_is_refused(tmp_path: Path) -> None:
+    """A window is block_size + 1 tokens (inputs and the targets one token on): 22 tokens of validation text hold one
+    at block_size=21 and none at 22."""
+    (tmp_path / "train.txt").write_text(play(lines=12))
+    (tmp_path / "val.txt").write_text("a held-out line.\nmore")  # 22 char tokens
+    settings = {"val_path": str(tmp_path / "val.txt")}
+    assert len(load(tmp_path / "train.txt", tmp_path / "data", block_size=21, **settings).corpus.val) == 22
+    with pytest.raises(ValueError, match=r"has 22 char tokens, fewer than model.block_size\+1=23"):
+        load(tmp_path / "train.txt", tmp_path / "data", block_size=22, **settings)
+
+
 def test_an_id_past_the_vocabulary_is_named_at_its_place_in_its_shard() -> None:
     tokens = np.arange(100, dtype=np.uint16) % 10
     tokens[57] = 10
