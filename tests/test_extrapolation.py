@@ -72,14 +72,15 @@ def test_loss_by_position_averages_whole_windows_and_records_what_it_can() -> No
 
 
 def test_the_shortest_text_a_length_is_scored_on_gives_a_finite_loss_and_one_shorter_is_refused() -> None:
-    """10 tokens score length 8 (one window) and refuse length 9: with too_long one token laxer, length 9 was scored
-    on no window at all, and its loss was 0 / 0."""
+    """10 tokens hold one window of length 9 and refuse length 10 (scored on no window, its loss was 0 / 0); 20
+    tokens hold two windows of 9 tokens' inputs and targets, where one token was held back and only one was scored."""
     model = GPT(replace(CFG, pos="rope"))
-    ids = np.arange(10) % 11
-    losses, windows = loss_by_position(model, ids, 8)
+    ids = np.arange(20) % 11
+    losses, windows = loss_by_position(model, ids[:10], 9)
     assert windows == 1 and bool(torch.isfinite(losses).all())
-    with pytest.raises(ValueError, match="^length 9: the validation text has only 10 tokens"):
-        loss_by_position(model, ids, 9)
+    with pytest.raises(ValueError, match="^length 10: the validation text has only 10 tokens"):
+        loss_by_position(model, ids[:10], 10)
+    assert loss_by_position(model, ids, 9)[1] == 2
 
 
 def test_a_configuration_refused_at_every_length_is_a_row_of_the_report_not_its_end() -> None:

@@ -25,7 +25,7 @@ def longest(model: GPT) -> int | None:
 
 def too_long(length: int, tokens: int | None) -> bool:
     """Whether `tokens` of text (None: unknown) hold no window of `length` + 1 tokens to score a length on."""
-    return tokens is not None and tokens < length + 2
+    return tokens is not None and tokens < length + 1
 
 
 def check_length(model: GPT, length: int, tokens: int | None = None) -> None:
@@ -59,7 +59,7 @@ def loss_by_position(model: GPT, ids: np.ndarray, length: int, windows: int = 12
     """((length,) loss in nats at each position, averaged over windows; how many windows): up to `windows`
     windows of length + 1 tokens, evenly spread over `ids` without overlapping."""
     check_length(model, length, len(ids))
-    count = min(windows, (len(ids) - 1) // (length + 1))
+    count = min(windows, len(ids) // (length + 1))
     model = at_length(model, length)
     device = next(model.parameters()).device
     was_training = model.training

@@ -273,4 +273,4 @@ def check_lengths(at: Sequence[int] | None, data: L.LightningDataModule) -> None
     longest = max(at or [0])
     if too_long(longest, tokens):
         raise ValueError(f"callbacks.lengths.at has {longest}, but the validation text has only {tokens:,} tokens: "
-                         f"list lengths up to {tokens - 2} (or validate on more text)")
+                         f"list lengths up to {tokens - 1} (or validate on more text)")
