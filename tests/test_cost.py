@@ -79,7 +79,7 @@ def test_a_trained_model_is_measured_under_each_kernel(tmp_path: Path, capsys: p
     (["--depths", "-1"], "error: --depths -1: each must be 0 or more"),
     (["--attention", "mhq"], "error: --attention mhq is unknown; choose from: weightless"),
     (["--kernel", "flash"], "error: --kernel flash is unknown; choose from: math, sdpa"),
-    (["--heads", "5"], "error: heads=5 does not divide dim=256"),
+    (["--heads", "5"], "error: --heads 5 does not divide --dim 256: pick --heads from [1, 2, 4, 8, 16, 32, 64]"),
     (["--device", "gpu0"], "error: --device gpu0 is not a device; use cpu, or cuda on a GPU"),
     (["--device", "meta"], "error: --device meta: the cost command measures on cpu or cuda"),
     pytest.param(["--device", "cuda"], "error: --device cuda: this machine has no CUDA GPU; measure with --device cpu",
@@ -92,9 +92,28 @@ def test_a_bad_flag_is_one_line(flags: list[str], message: str, tmp_path: Path, 
 
 
 @pytest.mark.parametrize("flags, message", [
+    (["--attention", "sliding_window", "--window", "0"],
+     "error: --window 0 must be at least 1 (a position always sees itself): set --window\n"),
+    (["--vocab", "0"], "error: --vocab 0 must be a positive integer\n"),
+    (["--mlp", "foo"], "error: --mlp foo is unknown; choose one of: gelu, gelu_exact, relu2, swiglu\n"),
+    (["--attention", "gqa", "--kv-heads", "3"], "error: --kv-heads 3 must divide --heads 8: pick --kv-heads from "
+                                                "[1, 2, 4, 8]\n"),
+    (["--dim", "32"], "error: --latent 64 and the rotary key of 2 cache 66 numbers a position, no fewer than the 64 of "
+                      "every head's keys and values (2 x --dim 32): a latent that saves nothing; set --latent below "
+                      "62, or drop mla from --attention\n"),
+])
+def test_a_shape_the_model_refuses_is_named_in_the_commands_flags(flags: list[str], message: str, tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture) -> None:
+    # The model's refusals name train.py's settings (model.window, vocab_size=0, use attention=mha), which this
+    # command has no flags for: a user could not act on them as written.
+    assert main(["cost", *flags, "--out", str(tmp_path)]) == 2
+    assert capsys.readouterr().err == message
+
+
+@pytest.mark.parametrize("flags, message", [
     (["--pos", "rop"], "error: --pos rop is unknown; choose from: "),
-    (["--dim", "40", "--heads", "8"], "error: pos=rope rotates feature pairs, so it needs an even "
-                                      "width; attention=mha rotates dim/heads=5"),
+    (["--dim", "40", "--heads", "8"], "error: --pos rope rotates feature pairs, so it needs an even width; "
+                                      "--attention mha rotates dim/heads=5: change --dim or --heads"),
 ])
 def test_a_pos_no_row_can_take_is_refused(flags: list[str], message: str, tmp_path: Path,
                                           capsys: pytest.CaptureFixture) -> None:

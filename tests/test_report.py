@@ -99,7 +99,7 @@ def test_failed_configuration_is_a_row_with_its_reason(sweep: Path) -> None:
     for pos in ("rope", "learned"):
         row = rows[f"model.heads=3 pos={pos}"]
         assert row[header.index("seeds")] == "0"
-        assert row[header.index("status")] == ("refused: heads=3 does not divide dim=32: pick heads from "
+        assert row[header.index("status")] == ("refused: heads=3 does not divide dim=32: pick model.heads from "
                                                 "[1, 2, 4, 8, 16, 32]")
         assert row[header.index("val loss")] == "—"
     assert len(rows) == 5  # header + four configurations

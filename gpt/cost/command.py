@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import re
 import shlex
 import sys
 from pathlib import Path
@@ -31,6 +32,16 @@ DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 # The shape measured with random weights, where no --ckpt is given; with --ckpt the checkpoint's own is measured.
 SHAPE = {"attention": VARIANTS, "layers": 4, "heads": 8, "dim": 256, "kv_heads": 2, "window": 1024, "latent": 64,
          "vocab": 256, "mlp": "swiglu", "pos": "rope"}
+# The ModelConfig field each flag sets: the shape is built through it, and the model's refusals, which name fields as
+# train.py sets them, are spoken back through it in this command's flags.
+FIELDS = {"vocab_size": "vocab", "layers": "layers", "heads": "heads", "dim": "dim", "kv_heads": "kv_heads",
+          "window": "window", "kv_latent_dim": "latent", "mlp": "mlp", "pos": "pos", "attention": "attention",
+          "kernel": "kernel"}
+# A field as a refusal names it: model.<field> (the setting to change) or <field>=<value> (what was given); a field
+# inside a formula (dim/heads=5) or a word of the prose ("every head's keys") is left as it is.
+_FIELD = "(" + "|".join(FIELDS) + ")"
+QUOTE = "'"  # around a string value in a field's refusal (mlp='foo'), not in a flag's
+NAMED = re.compile(rf"(?<![\w./])(?:model\.{_FIELD}\b|{_FIELD}=('[^']*'|[^\s,:;)]+))")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -108,11 +119,34 @@ def longest(args: argparse.Namespace) -> int:
     return max(*args.depths, 1) + args.new_tokens
 
 
+def in_flags(message: str, attention: str) -> str:
+    """A refusal of the model's, which names train.py's settings, in this command's flags: `kv_latent_dim=64` is
+    `--latent 64`, `set model.window` is `set --window`, and its advice to use another variant is to drop this one
+    from --attention, which measures several."""
+    message = re.sub(r"\buse attention=\S+", f"drop {attention} from --attention", message)
+
+    def flag(named: re.Match[str]) -> str:
+        setting, given, value = named.groups()
+        name = "--" + FIELDS[setting or given].replace("_", "-")
+        return name if setting else f"{name} {value.strip(QUOTE)}"
+
+    return NAMED.sub(flag, message)
+
+
 def shape_config(args: argparse.Namespace, attention: str, kernel: str, block_size: int) -> ModelConfig:
-    """The measured shape as a ModelConfig; RoPE (or --pos) where the variant takes it, else learned positions."""
-    cfg = ModelConfig(vocab_size=args.vocab, layers=args.layers, heads=args.heads, dim=args.dim, block_size=block_size,
-                      attention=attention, pos=args.pos, mlp=args.mlp, kv_heads=args.kv_heads, window=args.window,
-                      kv_latent_dim=args.latent, kernel=kernel)
+    """The measured shape as a ModelConfig; RoPE (or --pos) where the variant takes it, else learned positions. A
+    shape the model refuses is a ValueError in this command's flags."""
+    try:
+        return checked_config(args, attention, kernel, block_size)
+    except ValueError as err:
+        raise ValueError(in_flags(str(err), attention)) from None
+
+
+def checked_config(args: argparse.Namespace, attention: str, kernel: str, block_size: int) -> ModelConfig:
+    """shape_config's config, its refusals naming train.py's settings."""
+    given = {"attention": attention, "kernel": kernel}
+    cfg = ModelConfig(block_size=block_size, **{field: given.get(field, getattr(args, FIELDS[field]))
+                                                for field in FIELDS})
     # Only a variant that cannot take --pos falls back to learned positions: a shape --pos itself cannot take (RoPE
     # with an odd head width) would otherwise measure every row with learned positions, and say nothing.
     POSITIONAL[cfg.pos].validate(cfg, ATTENTION[cfg.attention].rotated(cfg))

@@ -68,7 +68,7 @@ class ModelConfig:
             raise ValueError(f"mlp_ratio={self.mlp_ratio} makes the MLP 0 wide at dim={self.dim}: raise "
                              f"model.mlp_ratio to at least {1 / self.dim:g}")
         if self.dim % self.heads:
-            raise ValueError(f"heads={self.heads} does not divide dim={self.dim}: pick heads from "
+            raise ValueError(f"heads={self.heads} does not divide dim={self.dim}: pick model.heads from "
                              f"{[h for h in range(1, self.dim + 1) if self.dim % h == 0 and h <= 64]}")
 
     @property
