@@ -224,6 +224,20 @@ def test_a_cache_shorter_than_asked_overflows_rather_than_attending_to_less(atte
         model(idx[:, 3:4], caches)
 
 
+@pytest.mark.parametrize("attention", list(ATTENTION))
+@pytest.mark.parametrize("built, fed", [(2, 1), (1, 2)])
+def test_caches_built_for_another_batch_are_refused_naming_both_batches(attention: str, built: int, fed: int) -> None:
+    # torch's own errors came from deep in a layer: "mat1 and mat2 shapes cannot be multiplied" feeding one sequence
+    # to caches of two, "expanded size ... must match" the reverse; neither named the caches or their fix.
+    model = build(make(attention, pos="learned")).eval()
+    caches = model.new_caches(built)
+    with pytest.raises(ValueError) as err:
+        model(torch.zeros(fed, 3, dtype=torch.long), caches)
+    assert str(err.value) == f"caches built for a batch of {built} fed token ids of batch {fed}: build caches for " \
+                             f"these ids with model.new_caches({fed})"
+    assert caches[0].length == 0  # refused before any layer wrote to them
+
+
 class AllocatedBytes(TorchDispatchMode):
     """Counts the bytes of every new tensor the ops under it return (views and in-place results excluded)."""
 

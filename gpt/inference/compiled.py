@@ -47,7 +47,7 @@ class _CacheView(KVCache):
     """A KVCache over given buffers whose length is a traced size, for exporting the one-token step."""
 
     def __init__(self, k: torch.Tensor, v: torch.Tensor, length: int) -> None:
-        self.k, self.v, self.length = k, v, length
+        self.k, self.v, self.batch, self.length = k, v, k.shape[0], length
 
 
 class _OneTokenStep(nn.Module):

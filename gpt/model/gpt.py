@@ -138,6 +138,9 @@ class GPT(nn.Module):
             with print_shapes(self, idx):
                 return self(idx, caches)
         start = caches[0].length if caches else 0
+        if caches and caches[0].batch != idx.shape[0]:  # torch's own error was a shape mismatch deep in a layer
+            raise ValueError(f"caches built for a batch of {caches[0].batch} fed token ids of batch {idx.shape[0]}: "
+                             f"build caches for these ids with model.new_caches({idx.shape[0]})")
         if start + idx.shape[1] > self.cfg.block_size:
             raise ValueError(f"sequence of {start + idx.shape[1]} tokens exceeds block_size={self.cfg.block_size}")
         pos = self.pos

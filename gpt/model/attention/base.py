@@ -31,7 +31,10 @@ def check_capacity(positions: int, capacity: int) -> None:
 
 class Cache(Protocol):
     """What the model and the decode loop ask of any variant's cache (KVCache, a window's ring, linear attention's
-    state, per-head caches): how many positions it has seen, and to forget them."""
+    state, per-head caches): how many sequences it holds, how many positions it has seen, and to forget them."""
+
+    @property
+    def batch(self) -> int: ...
 
     @property
     def length(self) -> int: ...
@@ -50,6 +53,7 @@ class KVCache:
         self.k = torch.empty(batch, heads, max_len, head_dim, device=device, dtype=dtype)
         self.v = torch.empty(batch, heads, max_len, head_dim if value_dim is None else value_dim, device=device,
                              dtype=dtype)
+        self.batch = batch
         self.length = 0
 
     def append(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -72,6 +72,10 @@ class HeadCaches(list):
     """One KV cache per independent head, read as one cache by the model and the decode loop."""
 
     @property
+    def batch(self) -> int:
+        return self[0].batch
+
+    @property
     def length(self) -> int:
         return self[0].length
 

@@ -29,6 +29,7 @@ class LinearState:
         self.kv = torch.zeros(batch, heads, features, head_dim, device=device, dtype=dtype)
         self.k = torch.zeros(batch, heads, features, device=device, dtype=dtype)
         self.recent = torch.zeros(batch, remembered, dim, device=device, dtype=dtype)
+        self.batch = batch
         self.length = 0
 
     def reset(self) -> None:

@@ -53,6 +53,7 @@ class WindowCache:
                  device: torch.device, dtype: torch.dtype, capacity: int | None = None) -> None:
         self.k = torch.empty(batch, heads, slots, head_dim, device=device, dtype=dtype)  # read only once written
         self.v = torch.empty_like(self.k)
+        self.batch = batch
         self.length = 0
         # Positions it may take in all, when its ring is shorter than the window: past them the ring would overwrite
         # positions the window still sees, and attention would silently see fewer (KVCache raises there too).
