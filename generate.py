@@ -19,14 +19,11 @@ import torch
 
 from gpt.inference.checkpoint import CheckpointError, describe, model_file, newest_checkpoint
 from gpt.inference.compiled import compile_for_decoding
-from gpt.inference.text import PromptWarning, TextModel, load
+from gpt.inference.text import SEEDS, PromptWarning, TextModel, load
 from gpt.pipe import exit_with
 from gpt.validate import OneLineParser
 
 SEPARATOR = "---"  # printed between --num-samples outputs
-
-
-SEEDS = (-2**63, 2**64 - 1)  # what torch.Generator.manual_seed takes
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:

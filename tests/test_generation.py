@@ -2,6 +2,7 @@ import dataclasses
 import warnings
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
 import torch
 
@@ -112,6 +113,13 @@ def test_a_batch_stops_once_every_row_has_met_the_stop_token_at_any_step() -> No
     ({"temperature": -0.5}, "temperature=-0.5 must be a finite number >= 0"),
     ({"temperature": float("nan")}, "temperature=nan must be a finite number >= 0"),
     ({"top_k": 0}, "top_k=0 must be at least 1"),
+    # Types: these failed in Python or torch, naming neither the setting nor what it takes.
+    ({"max_new_tokens": None}, "max_new_tokens=None must be an integer$"),  # '<' not supported between NoneType ...
+    ({"max_new_tokens": 2.5}, "max_new_tokens=2.5 must be an integer$"),  # 'float' object cannot be interpreted ...
+    ({"max_new_tokens": True}, "max_new_tokens=True must be an integer$"),
+    ({"top_k": 2.5}, "top_k=2.5 must be an integer or None$"),  # torch.topk(): argument 'k' must be int
+    ({"temperature": "0.8"}, "temperature='0.8' must be a number$"),
+    ({"top_p": "0.9"}, "top_p='0.9' must be a number or None$"),
     ({"temperature": 0, "top_k": 5}, "top_k=5 narrows sampling, but temperature=0 decodes greedily"),
     ({"temperature": 0, "top_p": 0.9}, "top_p=0.9 narrows sampling, but temperature=0 decodes greedily"),
 ])
@@ -119,6 +127,14 @@ def test_bad_sampling_settings_are_refused(tiny_cfg: ModelConfig, kwargs: dict, 
     args = {"max_new_tokens": 5, **kwargs}
     with pytest.raises(ValueError, match=message):
         list(stream(build(tiny_cfg), torch.zeros(1, 1, dtype=torch.long), **args))
+
+
+def test_numpy_scalars_are_settings_as_python_numbers_are(tiny_cfg: ModelConfig) -> None:
+    # The type checks take numbers as Python's arithmetic and torch do: a length counted with numpy still decodes.
+    model, idx = build(tiny_cfg).eval(), torch.zeros(1, 1, dtype=torch.long)
+    drawn = [generate(model, idx, n, temperature=t, top_k=k, top_p=p, generator=torch.Generator().manual_seed(0))
+             for n, t, k, p in ((4, 0.5, 3, 0.9), (np.int64(4), np.float32(0.5), np.int64(3), np.float64(0.9)))]
+    assert torch.equal(*drawn)
 
 
 def test_a_vocab_size_outside_the_model_is_refused(tiny_cfg: ModelConfig) -> None:

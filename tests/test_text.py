@@ -82,6 +82,20 @@ def test_a_seed_beside_a_generator_is_refused_rather_than_ignored() -> None:
         text_model.complete("two plus", temperature=1.0, seed=1, generator=torch.Generator().manual_seed(0))
 
 
+@pytest.mark.parametrize("kwargs, message", [
+    ({"seed": "1"}, "seed='1' must be an integer or None"),
+    ({"seed": 1.0}, "seed=1.0 must be an integer or None"),
+    ({"seed": 2**64}, "seed=18446744073709551616 must be in [-9223372036854775808, 18446744073709551615]"),
+    ({"max_new_tokens": 2.5}, "max_new_tokens=2.5 must be an integer"),
+])
+def test_a_seed_or_length_of_the_wrong_type_is_refused_in_one_line(kwargs: dict, message: str) -> None:
+    # torch's manual_seed raised a RuntimeError ("manual_seed expected a long") for seed="1", and overflowed past its
+    # range; a float length failed in range().
+    with pytest.raises(ValueError) as err:
+        calculator_model().complete("two plus", **{"temperature": 1.0, **kwargs})
+    assert str(err.value) == message
+
+
 def test_running_text_of_one_line_documents_starts_an_empty_prompt_after_the_end_of_text_token() -> None:
     # A char vocabulary learned from JSONL of one-line documents has no line break: an empty prompt (generate.py's
     # default, and the training sample's) was refused for a '\n' nobody typed, which ended training at its first

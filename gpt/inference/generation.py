@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Iterator
 
 import torch
@@ -10,8 +11,23 @@ from torch.nn import functional as F
 from gpt.model.gpt import GPT, check_ids, outside_vocabulary
 
 
+def check_kind(name: str, value: object, kind: type[numbers.Number], optional: bool = False) -> None:
+    """Refuse a value that is not an integer (kind numbers.Integral) or a number (numbers.Real), or None where
+    `optional`. numpy's scalars count, as Python's arithmetic and torch take them; bools do not."""
+    if (value is None and optional) or (isinstance(value, kind) and not isinstance(value, bool)):
+        return
+    expected = "an integer" if kind is numbers.Integral else "a number"
+    raise ValueError(f"{name}={value!r} must be {expected}{' or None' if optional else ''}")
+
+
 def check_sampling(temperature: float, top_k: int | None, top_p: float | None, max_new_tokens: int) -> None:
     """Refuse settings a user can get wrong, naming the fix."""
+    # Types first: a wrong one failed later in Python or torch ("'<' not supported between NoneType and int",
+    # range() or torch.topk of a float), naming neither the setting nor what it takes.
+    check_kind("max_new_tokens", max_new_tokens, numbers.Integral)
+    check_kind("temperature", temperature, numbers.Real)
+    check_kind("top_k", top_k, numbers.Integral, optional=True)
+    check_kind("top_p", top_p, numbers.Real, optional=True)
     if max_new_tokens < 0:
         raise ValueError(f"max_new_tokens={max_new_tokens} must be 0 or more")
     if not 0 <= temperature < math.inf:  # nan and inf too

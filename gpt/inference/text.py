@@ -11,6 +11,7 @@ token between documents, where its vocabulary has one. generate.py, gpt.evaluati
 training callbacks all decode through here, so that convention lives in one place."""
 from __future__ import annotations
 
+import numbers
 import warnings
 from collections import defaultdict
 from collections.abc import Iterator
@@ -21,9 +22,10 @@ import torch
 
 from gpt.data.tokenizers import Tokenizer, split_before_a_word
 from gpt.inference.checkpoint import load_checkpoint
-from gpt.inference.generation import check_sampling, generate, stream
+from gpt.inference.generation import check_kind, check_sampling, generate, stream
 from gpt.model.gpt import GPT
 
+SEEDS = (-2**63, 2**64 - 1)  # what torch.Generator.manual_seed takes
 RUNNING_TEXT_TOKENS = 200  # default length of a continuation of running text
 RUNNING_TEXT_TEMPERATURE = 0.8  # running text has no one right answer; greedy decoding of it loops
 UNFINISHED = "\ufffd"  # what a byte-level tokenizer decodes the first bytes of a multi-byte character to
@@ -105,6 +107,10 @@ class TextModel:
         if seed is not None and generator is not None:  # the seed would be ignored, the sample not the one asked for
             raise ValueError(f"seed={seed} and a generator were both given: pass seed= for a sample of its own, or "
                              "generator= to continue one across calls")
+        # torch's manual_seed said only "manual_seed expected a long" of seed="1", and overflowed past its range.
+        check_kind("seed", seed, numbers.Integral, optional=True)
+        if seed is not None and not SEEDS[0] <= seed <= SEEDS[1]:
+            raise ValueError(f"seed={seed} must be in [{SEEDS[0]}, {SEEDS[1]}]")
         max_new_tokens, temperature, stop = self.defaults(max_new_tokens, temperature)
         check_sampling(temperature, top_k, top_p, max_new_tokens)
         ids = self.prompt_ids(prompt)
