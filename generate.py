@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from gpt.inference.checkpoint import CheckpointError, describe, model_file, newest_checkpoint
+from gpt.inference.checkpoint import DEVICE_HELP, CheckpointError, describe, model_file, newest_checkpoint
 from gpt.inference.compiled import compile_for_decoding
 from gpt.inference.text import SEEDS, PromptWarning, TextModel, load
 from gpt.pipe import exit_with
@@ -45,7 +45,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                                                                    f"'{SEPARATOR}' line (default: 1)")
     parser.add_argument("--seed", type=int, default=0,
                         help="seed of the sampling random stream; same seed, same samples (default: 0)")
-    parser.add_argument("--device", default="cpu", help="cpu, cuda, cuda:<index> or mps (default: cpu)")
+    parser.add_argument("--device", default="cpu", help=DEVICE_HELP)
     parser.add_argument("--compile", action="store_true",
                         help="compile the decode step (AOTInductor, or torch.compile): tens of seconds once on a "
                              "small CPU, then several times faster per token; worth it for long generations")

@@ -7,12 +7,13 @@ from pathlib import Path
 
 import pytest
 
+import generate
 from gpt import GPT, ModelConfig
 from gpt.__main__ import VERBS, main, parser_for
 from gpt.data.tasks.calculator import Calculator, split_problems, vocabulary
 from gpt.data.tasks.datamodule import TaskData
 from gpt.data.tokenizers import WordTokenizer
-from gpt.inference.checkpoint import newest_checkpoint, save_model
+from gpt.inference.checkpoint import DEVICE_HELP, describe, newest_checkpoint, save_model
 from tests.conftest import run_cli
 
 
@@ -36,6 +37,29 @@ def test_the_help_names_every_folder_the_default_checkpoint_is_taken_from(verb: 
     text = " ".join(parser_for(verb).format_help().split())
     roots = inspect.signature(newest_checkpoint).parameters["roots"].default
     assert all(f"{root}/" in text for root in roots), text
+
+
+def test_every_command_that_loads_a_model_says_the_same_of_its_device(capsys: pytest.CaptureFixture) -> None:
+    # generate.py and evaluate each wrote the devices out, so one could drift from what check_device takes.
+    with pytest.raises(SystemExit):
+        generate.parse_args(["--help"])
+    helps = [capsys.readouterr().out, parser_for("evaluate").format_help()]
+    assert all(f"--device DEVICE {DEVICE_HELP}" in " ".join(text.split()) for text in helps), helps
+
+
+def test_a_model_that_records_no_corpus_is_named_alike_by_every_command(tmp_path: Path,
+                                                                        capsys: pytest.CaptureFixture) -> None:
+    # which-split said "its corpus: unrecorded" where evaluate and generate.py said "an unrecorded corpus".
+    tokenizer = WordTokenizer(vocabulary())
+    save_model(tmp_path / "model.pt", GPT(ModelConfig(vocab_size=tokenizer.vocab_size, dim=8, heads=2, layers=1)),
+               tokenizer)
+    assert describe(tmp_path / "model.pt", {}) == f"model: {tmp_path / 'model.pt'} (trained on an unrecorded corpus)"
+    assert main(["which-split", "two plus three equals", "--model", str(tmp_path)]) == 2
+    assert main(["evaluate", "--ckpt", str(tmp_path)]) == 2
+    which_split, evaluate = capsys.readouterr().err.splitlines()
+    assert which_split == f"error: {tmp_path} was trained on an unrecorded corpus, not the calculator: which-split " \
+                          "places calculator problems"
+    assert evaluate.startswith(f"error: {tmp_path / 'model.pt'} was trained on an unrecorded corpus, which has no ")
 
 
 @pytest.mark.parametrize("argv, message", [
@@ -94,7 +118,8 @@ def test_which_split_reads_a_model_s_seed_fractions_and_operations(tmp_path: Pat
     save_model(tmp_path / "text.pt", GPT(ModelConfig(vocab_size=tokenizer.vocab_size, dim=8, heads=2, layers=1)),
                tokenizer, {"corpus": "shakespeare.txt"})
     assert main(["which-split", held.prompt, "--model", str(tmp_path / "text.pt")]) == 2
-    assert "was not trained on the calculator (its corpus: shakespeare.txt)" in capsys.readouterr().err
+    assert "text.pt was trained on shakespeare.txt, not the calculator: which-split places calculator problems" \
+        in capsys.readouterr().err
 
 
 def test_which_split_reads_the_training_lines_a_model_was_trained_on(tmp_path: Path,

@@ -18,7 +18,7 @@ from gpt.data.tasks.datamodule import build_tasks, held_out, repeats_note
 from gpt.evaluation.bpb import byte_counts, text_loss
 from gpt.evaluation.extrapolation import check_length, loss_by_position
 from gpt.evaluation.grading import grade, scores_by_group
-from gpt.inference.checkpoint import model_file, newest_checkpoint
+from gpt.inference.checkpoint import DEVICE_HELP, corpus_of, model_file, newest_checkpoint
 from gpt.inference.text import TextModel, load
 
 
@@ -65,7 +65,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="held-out split of a task model's lines (default: test); running text has val only")
     parser.add_argument("--seed", type=int, help="data.seed the model was trained with, for a model.pt that does "
                                                  "not record it (default: from model.pt)")
-    parser.add_argument("--device", default="cpu", help="cpu, cuda, cuda:<index> or mps (default: cpu)")
+    parser.add_argument("--device", default="cpu", help=DEVICE_HELP)
     parser.add_argument("--lengths", type=int, nargs="+", metavar="N",
                         help="text models: loss at these evaluation lengths and per position, past the trained "
                              "block too where the positional encoding allows (learned positions do not)")
@@ -99,7 +99,7 @@ def run(args: argparse.Namespace) -> None:
         raise ValueError("--lengths scores running text at longer lengths; a task model is graded per length by its "
                          "task (data=length): drop --lengths")
     if "tasks" not in meta:
-        raise ValueError(f"{path} was trained on {meta.get('corpus', 'an unrecorded corpus')}, which has no right "
+        raise ValueError(f"{path} was trained on {corpus_of(meta)}, which has no right "
                          "answers to grade; python -m gpt evaluate grades models of a task (data=calculator, recall, "
                          "copy, distance, length, tasks) and measures text models trained on prepared shards")
     if args.seed is None and "seed" not in meta:

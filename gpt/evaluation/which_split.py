@@ -42,14 +42,14 @@ def from_flags(args: argparse.Namespace) -> tuple[int, Calculator]:
 def from_model(path: Path) -> tuple[int, Calculator, int | None]:
     """The data.seed, calculator and data.train_lines (None: every training problem) a model.pt was trained with,
     from the metadata train.py saves in it."""
-    from gpt.inference.checkpoint import read_checkpoint  # torch: only when a model.pt is read
+    from gpt.inference.checkpoint import corpus_of, read_checkpoint  # torch: only when a model.pt is read
 
     meta = read_checkpoint(path).get("meta", {})
     tasks = build_tasks(meta["tasks"]) if "tasks" in meta else ()
     calculator = next((task for task in tasks if isinstance(task, Calculator)), None)
     if calculator is None or "seed" not in meta:
-        raise ValueError(f"{path} was not trained on the calculator (its corpus: {meta.get('corpus', 'unrecorded')}): "
-                         "which-split places calculator problems")
+        raise ValueError(f"{path} was trained on {corpus_of(meta)}, not the calculator: which-split places "
+                         "calculator problems")
     return meta["seed"], calculator, meta.get("train_lines")
 
 

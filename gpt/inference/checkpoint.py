@@ -21,6 +21,8 @@ FORMAT = "tinygpt"
 VERSION = 1
 # Debugging switches are for the run that set them: a saved model never carries them into later generations.
 RUN_ONLY = {"trace_shapes": False}
+DEVICES = "cpu, cuda, cuda:<index> or mps"  # what check_device takes
+DEVICE_HELP = f"{DEVICES} (default: cpu)"  # the --device help of each command that loads a model.pt
 
 
 class CheckpointError(ValueError):
@@ -186,9 +188,9 @@ def check_device(name: str) -> None:
     try:
         device = torch.device(name)
     except RuntimeError:
-        raise ValueError(f"device {name!r} is not a device name: use cpu, cuda, cuda:<index> or mps") from None
+        raise ValueError(f"device {name!r} is not a device name: use {DEVICES}") from None
     if device.type not in ("cpu", "cuda", "mps"):  # meta, xla, ...: names torch knows that cannot run a model here
-        raise ValueError(f"device {name!r}: tinygpt runs on cpu, cuda, cuda:<index> or mps")
+        raise ValueError(f"device {name!r}: tinygpt runs on {DEVICES}")
     if device.type == "cuda" and not torch.cuda.is_available():
         raise ValueError(f"device {name!r}: this torch ({torch.__version__}) has no CUDA device it can use; use cpu")
     if device.type == "cuda" and (device.index or 0) >= torch.cuda.device_count():
@@ -197,11 +199,16 @@ def check_device(name: str) -> None:
         raise ValueError(f"device {name!r}: MPS is not available here; use cpu")
 
 
+def corpus_of(meta: dict[str, Any]) -> str:
+    """The corpus a model.pt's meta names, as a message says what a model was trained on; a model.pt saved without
+    one (by save_model from Python) still reads as a sentence."""
+    return meta.get("corpus", "an unrecorded corpus")
+
+
 def describe(path: Path, meta: dict[str, Any]) -> str:
     """Which model was loaded, in one line: its path and the corpus it learned (model.pt's meta)."""
-    corpus = meta.get("corpus", "an unrecorded corpus")
     source = f" ({meta['path']})" if meta.get("path") else ""
-    return f"model: {path} (trained on {corpus}{source})"
+    return f"model: {path} (trained on {corpus_of(meta)}{source})"
 
 
 def newest_checkpoint(roots: tuple[str, ...] = ("outputs", "multirun")) -> Path:
