@@ -2,7 +2,9 @@
 of decoding (stream, complete, complete_batch, the low-level generate) agrees token for token."""
 from __future__ import annotations
 
+import re
 import warnings
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -94,6 +96,19 @@ def test_a_seed_or_length_of_the_wrong_type_is_refused_in_one_line(kwargs: dict,
     with pytest.raises(ValueError) as err:
         calculator_model().complete("two plus", **{"temperature": 1.0, **kwargs})
     assert str(err.value) == message
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda m: m.complete(5), "the prompt is a int: pass text"),
+    (lambda m: m.complete_batch("two plus"), "complete_batch takes a list of prompts, not one string"),
+    (lambda m: m.complete_batch(["two plus"], batch_size=0), "batch_size=0 must be at least 1"),
+])
+def test_a_prompt_that_is_not_text_or_a_batch_that_is_not_a_list_is_refused(call: Callable[[TextModel], object],
+                                                                             message: str) -> None:
+    """complete_batch("two plus") completed each of its characters as a prompt of its own, without a word;
+    complete(5) and batch_size=0 failed inside Python ("'int' object is not iterable", "range() arg 3")."""
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}"):
+        call(calculator_model())
 
 
 def test_running_text_of_one_line_documents_starts_an_empty_prompt_after_the_end_of_text_token() -> None:

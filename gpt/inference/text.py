@@ -62,6 +62,9 @@ class TextModel:
     def prompt_ids(self, prompt: str) -> list[int]:
         """The ids the model is fed for `prompt`: after a line start on line-based corpora; running text with
         no prompt starts as after a line break, or after the end-of-text token in a vocabulary without one."""
+        if not isinstance(prompt, str):  # complete(5) was "'int' object is not iterable" from inside the tokenizer
+            raise ValueError(f"the prompt is a {type(prompt).__name__}: pass text, e.g. complete(\"one plus two "
+                             "equals\")")
         if self.line_based:
             return line_prompt_ids(self.tokenizer, prompt)
         ids = self.tokenizer.encode(prompt)
@@ -149,6 +152,13 @@ class TextModel:
         end of its line on line-based corpora, at end-of-text on running text, or after max_new_tokens (by default
         complete's: block_size on line-based corpora, else 200). Same answers as `complete(prompt, temperature=0)`
         with its default length."""
+        # A string is a sequence too: each of its characters was completed as a prompt of its own, without a word.
+        if isinstance(prompts, str):
+            raise ValueError("complete_batch takes a list of prompts, not one string: complete_batch([prompt]), or "
+                             "complete(prompt)")
+        check_kind("batch_size", batch_size, numbers.Integral)
+        if batch_size < 1:  # range() said "arg 3 must not be zero"
+            raise ValueError(f"batch_size={batch_size} must be at least 1")
         max_new_tokens = self.defaults(max_new_tokens, None)[0]
         was_training = self.model.training
         self.model.eval()
