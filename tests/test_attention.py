@@ -4,6 +4,7 @@ tested the moment it is registered."""
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 import torch
@@ -210,6 +211,20 @@ def test_a_window_cut_into_query_blocks_sees_what_its_whole_mask_allows(kernel: 
     for block in model.blocks:
         block.attn.keep_weights = True
     torch.testing.assert_close(blocked, model(idx), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("batch, max_len, message", [
+    (2.5, None, "new_caches(batch=2.5): batch must be an integer of at least 1"),
+    (0, None, "new_caches(batch=0): batch must be an integer of at least 1"),
+    (1, 0, "new_caches(max_len=0): max_len must be 1..16"),
+    (1, 17, "new_caches(max_len=17): max_len must be 1..16"),
+])
+def test_caches_of_no_batch_or_of_a_length_the_block_cannot_hold_are_refused(batch: float, max_len: int | None,
+                                                                              message: str) -> None:
+    """new_caches(2.5) failed in torch.empty's TypeError, new_caches(0) was accepted, and max_len=0 read as "not
+    given": a cache of the whole block."""
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+        build(make("mha")).new_caches(batch, max_len=max_len)
 
 
 @pytest.mark.parametrize("attention", ["mha", "sliding_window"])

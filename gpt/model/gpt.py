@@ -3,6 +3,7 @@ embeddings unless model.tie_embeddings=false (Radford et al. 2019, with the part
 from __future__ import annotations
 
 import math
+import numbers
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -82,6 +83,11 @@ def outside_vocabulary(idx: torch.Tensor, vocab_size: int) -> ValueError:
                       "model with vocab_size=tokenizer.vocab_size")
 
 
+def countable(value: object) -> bool:
+    """Whether `value` is an integer of at least 1 (numpy's too; not a bool)."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool) and value >= 1
+
+
 class GPT(nn.Module):
     """A GPT built from a ModelConfig: `GPT(cfg)(ids)` maps token ids (B, T) to next-token logits
     (B, T, vocab_size). Generate with `gpt.generate(model.eval(), ids, max_new_tokens)`; an unknown part name or
@@ -123,6 +129,11 @@ class GPT(nn.Module):
     def new_caches(self, batch: int, device: torch.device | None = None, dtype: torch.dtype | None = None,
                    max_len: int | None = None) -> list[Cache]:
         """One empty cache per block, holding up to max_len positions (block_size unless given)."""
+        # torch.empty's TypeError named neither setting; batch 0 and max_len=0 (read as "not given") were accepted.
+        if not countable(batch):
+            raise ValueError(f"new_caches(batch={batch!r}): batch must be an integer of at least 1")
+        if max_len is not None and not (countable(max_len) and max_len <= self.cfg.block_size):
+            raise ValueError(f"new_caches(max_len={max_len!r}): max_len must be 1..{self.cfg.block_size}")
         weight = self.tok_emb.weight
         return [block.attn.new_cache(batch, max_len or self.cfg.block_size, device or weight.device,
                                      dtype or weight.dtype) for block in self.blocks]
