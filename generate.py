@@ -9,6 +9,7 @@ as `gpt.load(path).complete(prompt, ...)` returns it, after the prompt.
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 import warnings
 from collections.abc import Callable
@@ -157,8 +158,9 @@ def main(argv: list[str] | None = None) -> int:
                 print(piece, end="", flush=True)
             print()
     except (ValueError, CheckpointError) as err:
-        message = str(err).replace("max_new_tokens", "--max-new-tokens").replace("top_p", "--top-p")
-        message = message.replace("top_k", "--top-k").replace("temperature=", "--temperature ")
+        # The API's names as this command's flags, each alike: "--top-p=1.5", "--temperature=-0.5".
+        message = re.sub(r"\b(max_new_tokens|top_p|top_k|temperature)\b", lambda m: "--" + m[1].replace("_", "-"),
+                         str(err))
         print(f"error: {message}{chosen}", file=sys.stderr)
         return 2
     return 0

@@ -140,7 +140,8 @@ def test_a_block_must_hold_the_corpus_longest_line_and_may_be_exactly_as_long() 
     (["--top-p", "1.5"], "error: --top-p=1.5 must be in (0, 1]"),
     (["--max-new-tokens", "-1"], "error: --max-new-tokens=-1 must be 0 or more"),
     # greedy by default on a line corpus: these printed the same answer, silently unsampled
-    (["--top-k", "5"], "error: --top-k=5 narrows sampling, but --temperature 0 decodes greedily"),
+    (["--top-k", "5"], "error: --top-k=5 narrows sampling, but --temperature=0 decodes greedily"),
+    (["--temperature", "-0.5"], "error: --temperature=-0.5 must be a finite number >= 0"),
     (["--num-samples", "3"], "error: --num-samples=3 would print the same greedy answer 3 times"),
 ])
 def test_generate_user_errors_are_one_line(trained: Path, monkeypatch: pytest.MonkeyPatch,
