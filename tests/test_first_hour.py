@@ -192,6 +192,9 @@ def test_a_folder_holding_finished_results_is_not_started_afresh(monkeypatch: py
       if not torch.cuda.is_available() else []),
     *([(["trainer.accelerator=tpu"], "error: trainer.accelerator=tpu needs torch_xla, which this Python lacks")]
       if importlib.util.find_spec("torch_xla") is None else []),  # was a traceback, and the run folder stayed
+    # trainer=ddp's accelerator=auto trains on the CPU where torch sees no GPU: Lightning's TypeError traceback
+    *([(["trainer=ddp", "trainer.devices=-1"], "error: trainer.devices=-1 must be one of auto or a positive integer")]
+      if not torch.cuda.is_available() and not torch.backends.mps.is_available() else []),
 ])
 def test_train_cli_refuses_in_one_line_and_leaves_no_run_folder(tmp_path: Path, argv: list[str],
                                                                 message: str) -> None:

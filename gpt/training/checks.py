@@ -98,6 +98,9 @@ def check_accelerator(trainer: DictConfig) -> None:
     if trainer.accelerator in ("gpu", "cuda") and not torch.cuda.is_available():
         raise ValueError(f"trainer.accelerator={trainer.accelerator} needs a CUDA GPU and torch sees none here: drop "
                          "trainer=gpu or trainer=fsdp to train on the CPU")
+    # auto trains on this CPU where torch sees no GPU (trainer=ddp here): devices=-1 was Lightning's TypeError.
+    if trainer.accelerator == "auto" and not torch.cuda.is_available() and not torch.backends.mps.is_available():
+        check_value("trainer.devices", trainer.devices, PositiveInt | Literal["auto"])
     # Lightning's answer was its ModuleNotFoundError's traceback, and the run folder left behind.
     if trainer.accelerator == "tpu" and importlib.util.find_spec("torch_xla") is None:
         raise ValueError("trainer.accelerator=tpu needs torch_xla, which this Python lacks: run on a TPU machine with "
