@@ -8,6 +8,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 import torch
@@ -75,6 +76,31 @@ def one_thread() -> Iterator[None]:
 def build(cfg: ModelConfig, seed: int = 0) -> GPT:
     torch.manual_seed(seed)
     return GPT(cfg).eval()
+
+
+# At init (std 0.02, zero biases, unit norm gains) attention scores are about 1e-4 and the softmax nearly uniform:
+# two computations of the same function then agree whatever the scale, a bias, a gain, a mask edge or a rotation
+# (a wrong MLA decode scale moved the logits by 1e-7). Drawn at this std, scores span several units.
+OFF_INIT_STD = 0.5
+Module = TypeVar("Module", bound=torch.nn.Module)
+
+
+def off_init(model: Module, std: float = OFF_INIT_STD, seed: int = 0) -> Module:
+    """`model` with every parameter (weights, biases, norm gains, embeddings) redrawn in place from a seeded
+    N(0, std), so its attention is far from uniform; returned for chaining. Twins compared after a
+    load_state_dict get the same draw."""
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for param in model.parameters():  # tied weights are one parameter, drawn once
+            param.copy_(torch.randn(param.shape, generator=generator) * std)
+    return model
+
+
+def assert_close_scaled(actual: torch.Tensor, expected: torch.Tensor, rtol: float = 1e-4, atol: float = 1e-5) -> None:
+    """assert_close with `atol` counted in units of the largest |expected| (at least 1): off init, logits run to
+    tens and gradients to hundreds, and float rounding grows with them, where at init both stay below 1."""
+    scale = max(expected.detach().abs().max().item(), 1.0)
+    torch.testing.assert_close(actual, expected, rtol=rtol, atol=atol * scale)
 
 
 # 30 steps validated every 20: the last step falls between two intervals and must still validate.

@@ -19,7 +19,7 @@ from gpt.model.attention import ATTENTION
 from gpt.model.attention.linear import LinearAttention
 from gpt.model.gpt import check_parts
 from gpt.model.positional import POSITIONAL
-from tests.conftest import build, calculator_data
+from tests.conftest import assert_close_scaled, build, calculator_data, off_init
 
 BASE = dict(vocab_size=37, layers=2, heads=4, dim=32, block_size=16, window=4, kv_heads=2, kv_latent_dim=12)
 
@@ -71,7 +71,7 @@ def test_bad_variant_parameters_name_the_field(overrides: dict, message: str) ->
 def test_rope_takes_an_odd_head_width_where_the_variant_rotates_an_even_one(attention: str, overrides: dict) -> None:
     # RoPE required dim/heads even for every variant; these rotate dim, mla's even rotary part, or linear_features,
     # and were refused at dim/heads=3 although they run.
-    model = build(make(attention, dim=12, heads=4, **overrides))
+    model = off_init(build(make(attention, dim=12, heads=4, **overrides)))
     idx = torch.randint(0, 37, (2, 16))
     full = model(idx)
     caches = model.new_caches(2)
@@ -93,7 +93,7 @@ def test_rope_names_the_width_each_variant_rotates(overrides: dict, message: str
 
 @pytest.mark.parametrize("attention, pos", PAIRS)
 def test_future_tokens_do_not_change_past_logits(attention: str, pos: str) -> None:
-    model = build(make(attention, pos))
+    model = off_init(build(make(attention, pos)))
     idx = torch.randint(0, 37, (2, 16))
     t = 6
     changed = idx.clone()
@@ -106,7 +106,7 @@ def test_future_tokens_do_not_change_past_logits(attention: str, pos: str) -> No
 @pytest.mark.parametrize("attention, pos", PAIRS)
 def test_cached_logits_match_full_forward(attention: str, pos: str) -> None:
     """A prompt shorter than, as long as, longer than window=4, and as long as block_size, then one token at a time."""
-    model = build(make(attention, pos))
+    model = off_init(build(make(attention, pos)))
     idx = torch.randint(0, 37, (2, 16))
     full = model(idx)
     for prefill in (1, 4, 7, 16):
@@ -118,7 +118,7 @@ def test_cached_logits_match_full_forward(attention: str, pos: str) -> None:
 @pytest.mark.parametrize("attention, pos", PAIRS)
 def test_cached_and_uncached_greedy_tokens_are_identical(attention: str, pos: str) -> None:
     """Prompts shorter than the window, as long as block_size, and longer; decoding runs past both."""
-    model = build(make(attention, pos))
+    model = off_init(build(make(attention, pos)))
     for prompt_len in (3, 16, 21):
         idx = torch.randint(0, 37, (2, prompt_len))
         cached = generate(model, idx, 8, temperature=0, use_cache=True)
@@ -128,14 +128,15 @@ def test_cached_and_uncached_greedy_tokens_are_identical(attention: str, pos: st
 @pytest.mark.parametrize("attention", list(ATTENTION))
 def test_cached_prompts_run_under_bf16_autocast(attention: str) -> None:
     """Caches are built in the weights' dtype while autocast computes keys in bf16: a prompt past the window, then
-    one token, still gives the full forward's logits (to bf16 precision)."""
-    model = build(make(attention, "learned"))
+    one token, still gives the full forward's logits (to bf16 precision: 3% of the largest logit, the 0.02 this
+    allowed at init, where logits stay below 0.7; off init they reach about 6)."""
+    model = off_init(build(make(attention, "learned")))
     idx = torch.randint(0, 37, (2, 16))
     with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
         full = model(idx).float()
         caches = model.new_caches(2)
         cached = torch.cat([model(idx[:, :15], caches), model(idx[:, 15:], caches)], dim=1).float()
-    torch.testing.assert_close(cached, full, rtol=0.05, atol=0.02)
+    assert_close_scaled(cached, full, rtol=0.03, atol=0.03)
 
 
 def mha_state_as(attention: str, state: dict[str, torch.Tensor], heads: int) -> dict[str, torch.Tensor]:
@@ -174,7 +175,7 @@ def test_twins_of_mha_compute_the_same_function(twin: str, pos: str, qk_norm: bo
     extra = {"kv_heads": 4, "window": 16}
     if not accepts(twin, pos) or (twin == "torch_mha" and qk_norm):
         pytest.skip(f"{twin} refuses pos={pos} / qk_norm")
-    reference = build(make("mha", pos, qk_norm=qk_norm))
+    reference = off_init(build(make("mha", pos, qk_norm=qk_norm)))
     model = GPT(make(twin, pos, qk_norm=qk_norm, **extra)).eval()
     model.load_state_dict(mha_state_as(twin, reference.state_dict(), heads=4))
     idx = torch.randint(0, 37, (3, 16))
@@ -182,7 +183,7 @@ def test_twins_of_mha_compute_the_same_function(twin: str, pos: str, qk_norm: bo
 
 
 def test_mqa_is_gqa_with_one_key_value_head() -> None:
-    gqa = build(make("gqa", kv_heads=1))
+    gqa = off_init(build(make("gqa", kv_heads=1)))
     mqa = GPT(make("mqa")).eval()
     mqa.load_state_dict(gqa.state_dict())
     idx = torch.randint(0, 37, (2, 16))
@@ -191,7 +192,7 @@ def test_mqa_is_gqa_with_one_key_value_head() -> None:
 
 def test_a_window_shorter_than_the_text_changes_the_function() -> None:
     """The negative control of the window >= T equality: the window really cuts attention."""
-    reference = build(make("mha"))
+    reference = off_init(build(make("mha")))
     windowed = GPT(make("sliding_window", window=4)).eval()
     windowed.load_state_dict(reference.state_dict())
     idx = torch.randint(0, 37, (2, 16))
@@ -205,7 +206,7 @@ def test_a_window_cut_into_query_blocks_sees_what_its_whole_mask_allows(kernel: 
     """A prompt one past the window (the fused kernel's causal square would see one key too many) and one past a
     query block of 128 (its last block is a single query, whose mask is skipped because its key range is all it
     sees): the outputs equal those with the weights kept, which apply the whole (T, T) window mask."""
-    model = build(make("sliding_window", block_size=256, kernel=kernel))
+    model = off_init(build(make("sliding_window", block_size=256, kernel=kernel)))
     idx = torch.randint(0, 37, (1, length))
     blocked = model(idx)
     for block in model.blocks:
@@ -318,7 +319,7 @@ def test_weights_of_fused_kernels_are_mhas_and_keeping_them_changes_no_output(tw
     """The fused kernel's weights, formed the written-out way when kept, and torch's own per-head weights are the
     maths' weights, and the model gives the same logits while it keeps them (so the maps describe the function
     that runs)."""
-    reference = build(make("mha", pos, kernel="math"))
+    reference = off_init(build(make("mha", pos, kernel="math")))
     model = GPT(make(twin, pos, kernel="sdpa")).eval()
     model.load_state_dict(mha_state_as(twin, reference.state_dict(), heads=4))
     idx = torch.randint(0, 37, (2, 12))
