@@ -22,7 +22,7 @@ from gpt.model.attention.kernels import KERNELS
 from gpt.model.attention.linear import LinearAttention
 from gpt.model.attention.torch_mha import TorchMultiheadAttention
 from gpt.model.positional import Positional
-from tests.conftest import build
+from tests.conftest import assert_close_scaled, build, off_init
 from tests.test_attention import BASE, PAIRS, make
 
 SOFTMAX = [name for name, cls in ATTENTION.items() if issubclass(cls, Attention)
@@ -34,7 +34,7 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 
 def twin(cfg: ModelConfig, **changes: object) -> tuple[GPT, GPT]:
     """A model and the same weights under changed settings (another kernel, ...)."""
-    model = build(cfg)
+    model = off_init(build(cfg))
     other = GPT(ModelConfig(**{**cfg.to_dict(), **changes})).eval()
     other.load_state_dict(model.state_dict())
     return model, other
@@ -63,7 +63,7 @@ def test_math_and_sdpa_kernels_compute_the_same_function(attention: str, pos: st
 def test_a_prompt_cut_into_blocks_of_queries_equals_one_block(attention: str, pos: str, kernel: str,
                                                              monkeypatch: pytest.MonkeyPatch) -> None:
     """A score budget of 48 cuts 16 queries (x 2 rows x 4 heads) into blocks of one or a few; with a cache too."""
-    model = build(make(attention, pos, kernel=kernel))
+    model = off_init(build(make(attention, pos, kernel=kernel)))
     idx = torch.randint(0, 37, (2, 16))
     whole, cached = model(idx), prefill_then_decode(model, idx, 16)
     monkeypatch.setattr(gpt.model.attention.base, "SCORE_BUDGET", 48)
@@ -79,7 +79,7 @@ def test_window_bands_and_ring_equal_the_full_mask_at_every_step(pos: str, kerne
                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     """A window of 3 over 16 tokens: blocks of queries against their band of keys, and a ring of 3 slots written in
     place (never reallocated) for every step past the window, give what the window mask over every key gives."""
-    model = build(make("sliding_window", pos, kernel=kernel, window=3))
+    model = off_init(build(make("sliding_window", pos, kernel=kernel, window=3)))
     idx = torch.randint(0, 37, (2, 16))
     full = model(idx)
     layer = type(model.blocks[0].attn)
@@ -103,7 +103,7 @@ def test_window_chunks_batched_into_one_call_equal_the_blocks(pos: str, kernel: 
     """The GPU's prefill (chunks of 5 queries batched against their 10 keys, the last chunk padded), made to run
     here: the blocks' outputs and gradients, whole and after a cached prompt whose keys start in the ring; the
     written-out kernel in groups of chunks under a small score budget too."""
-    model = build(make("sliding_window", pos, kernel=kernel, window=4, block_size=32))
+    model = off_init(build(make("sliding_window", pos, kernel=kernel, window=4, block_size=32)))
     idx = torch.randint(0, 37, (2, 23))
     blocks, blocks_cached = model(idx), prefill_then_decode(model, idx, 23)
     blocks_grads = torch.autograd.grad(blocks.square().sum(), list(model.parameters()))
@@ -119,7 +119,8 @@ def test_window_chunks_batched_into_one_call_equal_the_blocks(pos: str, kernel: 
     assert calls and set(calls) == {5}
     torch.testing.assert_close(chunked, blocks, rtol=1e-4, atol=1e-5)
     for grad, expected in zip(torch.autograd.grad(chunked.square().sum(), list(model.parameters())), blocks_grads):
-        torch.testing.assert_close(grad, expected, rtol=1e-4, atol=1e-5)
+        # Off init gradients reach hundreds and float32 rounding grows with them, to 1.7e-6 of the largest here.
+        assert_close_scaled(grad, expected, atol=5e-6)
     torch.testing.assert_close(prefill_then_decode(model, idx, 23), blocks_cached, rtol=1e-4, atol=1e-5)
     caches = model.new_caches(2)
     model(idx[:, :6], caches)
@@ -130,7 +131,7 @@ def test_window_chunks_batched_into_one_call_equal_the_blocks(pos: str, kernel: 
 def test_a_prompt_after_cached_ones_that_fills_the_ring_sees_what_the_whole_sees(kernel: str) -> None:
     """A window of 4 fed 3 tokens at a time: the second prompt's keys join the 3 kept before the ring has wrapped,
     when the kept keys are views of slots that this prompt's own positions are written into."""
-    model = build(make("sliding_window", "learned", kernel=kernel, window=4))
+    model = off_init(build(make("sliding_window", "learned", kernel=kernel, window=4)))
     idx = torch.randint(0, 37, (2, 16))
     caches = model.new_caches(2)
     chunks = torch.cat([model(idx[:, t:t + 3], caches) for t in range(0, 16, 3)], dim=1)
@@ -140,7 +141,7 @@ def test_a_prompt_after_cached_ones_that_fills_the_ring_sees_what_the_whole_sees
 def test_window_chunks_that_see_too_far_are_caught(monkeypatch: pytest.MonkeyPatch) -> None:
     """The negative control: chunks whose band mask forgets the window (every earlier key of the two chunks)
     differ from the blocks."""
-    model = build(make("sliding_window", "rope", kernel="math", window=4, block_size=32))
+    model = off_init(build(make("sliding_window", "rope", kernel="math", window=4, block_size=32)))
     idx = torch.randint(0, 37, (2, 23))
     blocks = model(idx)
     layer = type(model.blocks[0].attn)
@@ -157,13 +158,8 @@ def test_window_chunks_that_see_too_far_are_caught(monkeypatch: pytest.MonkeyPat
 @pytest.mark.parametrize("bias", [False, True])
 def test_absorbed_mla_decoding_equals_rebuilding_keys_and_values(pos: str, bias: bool) -> None:
     """A decode step scored against the cached latents (queries mapped into the latent space, values mapped out
-    after) gives what rebuilding every head's keys and values gives, biases included. Weights are moved off their
-    init first: at init the biases are zero and the scores so small that a wrong scale or a dropped bias shows in
-    none of the logits."""
-    model = build(make("mla", pos, bias=bias, kernel="math"))
-    with torch.no_grad():
-        for param in model.parameters():
-            param.add_(torch.randn_like(param) * 0.3)
+    after) gives what rebuilding every head's keys and values gives, biases included."""
+    model = off_init(build(make("mla", pos, bias=bias, kernel="math")))
     idx = torch.randint(0, 37, (2, 16))
     absorbed = prefill_then_decode(model, idx, 5)
     for block in model.blocks:
@@ -176,7 +172,7 @@ def test_absorbed_mla_decoding_equals_rebuilding_keys_and_values(pos: str, bias:
 
 
 def test_mla_with_qk_norm_rebuilds_when_decoding_and_says_so_once() -> None:
-    model = build(make("mla", qk_norm=True))
+    model = off_init(build(make("mla", qk_norm=True)))
     idx = torch.randint(0, 37, (1, 8))
     with pytest.warns(UserWarning, match="model.qk_norm=false to decode from the latents") as caught:
         torch.testing.assert_close(prefill_then_decode(model, idx, 3), model(idx), rtol=1e-4, atol=1e-5)
@@ -208,7 +204,7 @@ def test_chunkwise_linear_attention_equals_its_recurrence(features: int | None,
 def test_linear_features_size_the_state_and_keep_it_causal_and_cache_consistent(pos: str, conv: int) -> None:
     """The state is features x head width per head, plus the last conv - 1 inputs the short convolution reads;
     with it, a prompt then decode steps still equal the whole sequence at once."""
-    model = build(make("linear", pos, linear_features=4, linear_conv=conv))
+    model = off_init(build(make("linear", pos, linear_features=4, linear_conv=conv)))
     caches = model.new_caches(3)
     assert caches[0].kv.shape == (3, 4, 4, 8)  # (B, H, features, head width)
     assert caches[0].recent.shape == (3, max(conv - 1, 0), 32)  # (B, width - 1, C)
@@ -273,7 +269,7 @@ def test_a_decode_step_with_threads_left_idle_cuts_its_keys_into_slices(attentio
     cut = []
     original = kernels.sliced_keys_attention
     monkeypatch.setattr(kernels, "sliced_keys_attention", lambda *args: cut.append(args[-1]) or original(*args))
-    model = build(make(attention, kernel="sdpa", kv_heads=kv_heads, block_size=2100))
+    model = off_init(build(make(attention, kernel="sdpa", kv_heads=kv_heads, block_size=2100)))
     idx = torch.randint(0, 37, (1, 2049))
 
     def last_step(threads: int) -> torch.Tensor:
@@ -296,7 +292,7 @@ def test_a_decode_step_with_threads_left_idle_cuts_its_keys_into_slices(attentio
 def test_a_decode_step_cut_into_slices_runs_under_autocast(monkeypatch: pytest.MonkeyPatch) -> None:
     """bf16 autocast over a model and cache in fp32 hands the kernel bf16 queries and fp32 keys: torch's sdpa casts
     them itself, the private kernel the slices go to is no autocast op and refused the mix."""
-    model = build(make("mqa", kernel="sdpa", kv_heads=1, block_size=2100))
+    model = off_init(build(make("mqa", kernel="sdpa", kv_heads=1, block_size=2100)))
     idx = torch.randint(0, 37, (1, 2049))
 
     def last_step(threads: int) -> torch.Tensor:
@@ -318,7 +314,7 @@ def test_shared_key_value_heads_are_never_repeated(attention: str, pos: str, ker
     """Training (with attention dropout, which torch's fused kernel otherwise hands to a fallback that repeats
     them), a prompt and decode steps run no op that repeats keys/values per query head, and grouped-query attention
     equals mha with its key/value heads repeated."""
-    model = build(make(attention, pos, kernel=kernel, dropout=0.1))
+    model = off_init(build(make(attention, pos, kernel=kernel, dropout=0.1)))
     idx = torch.randint(0, 37, (2, 16))
     with profile() as trace:
         model.train()
