@@ -148,19 +148,19 @@ def mha_state_as(attention: str, state: dict[str, torch.Tensor], heads: int) -> 
             out[name] = value
             continue
         attn = {k.partition(".attn.")[2]: v for k, v in state.items() if k.startswith(prefix + ".attn.")}
-        if attention == "mha_fused" and leaf == "query.weight":
-            weights = [attn["query.weight"], attn["key.weight"], attn["value.weight"]]
-            out[f"{prefix}.attn.qkv.weight"] = torch.cat(weights)
-        elif attention == "torch_mha" and leaf == "query.weight":
-            out[f"{prefix}.attn.mha.in_proj_weight"] = torch.cat([attn["query.weight"], attn["key.weight"],
-                                                                 attn["value.weight"]])
-        elif attention == "torch_mha" and leaf == "proj.weight":
-            out[f"{prefix}.attn.mha.out_proj.weight"] = value
-        elif attention == "mha_wrapper" and leaf != "proj.weight":
-            part, _, param = leaf.partition(".")
+        part, _, param = leaf.partition(".")  # ("query", "weight"), ("proj", "bias"), ("q_norm", "weight"), ...
+        joined = torch.cat([attn[f"query.{param}"], attn[f"key.{param}"], attn[f"value.{param}"]]) \
+            if part == "query" else None
+        if attention == "mha_fused" and part == "query":
+            out[f"{prefix}.attn.qkv.{param}"] = joined
+        elif attention == "torch_mha" and part == "query":
+            out[f"{prefix}.attn.mha.in_proj_{param}"] = joined
+        elif attention == "torch_mha" and part == "proj":
+            out[f"{prefix}.attn.mha.out_proj.{param}"] = value
+        elif attention == "mha_wrapper" and part != "proj":
             for i in range(heads):  # head i owns rows i*D:(i+1)*D of each projection; norms are per head already
-                out[f"{prefix}.attn.heads.{i}.{part}.{param}"] = value if "norm" in part else value.chunk(heads)[i]
-        elif attention in ("mha_fused", "torch_mha") and leaf in ("key.weight", "value.weight"):
+                out[f"{prefix}.attn.heads.{i}.{leaf}"] = value if "norm" in part else value.chunk(heads)[i]
+        elif attention in ("mha_fused", "torch_mha") and part in ("key", "value"):
             continue
         else:
             out[name] = value
@@ -169,13 +169,13 @@ def mha_state_as(attention: str, state: dict[str, torch.Tensor], heads: int) -> 
 
 @pytest.mark.parametrize("twin", ["mha_wrapper", "mha_fused", "torch_mha", "gqa", "sliding_window"])
 @pytest.mark.parametrize("pos", list(POSITIONAL))
-@pytest.mark.parametrize("qk_norm", [False, True])
-def test_twins_of_mha_compute_the_same_function(twin: str, pos: str, qk_norm: bool) -> None:
-    """gqa with kv_heads == heads and sliding_window with window >= T are mha too."""
-    extra = {"kv_heads": 4, "window": 16}
+@pytest.mark.parametrize("qk_norm, bias", [(False, False), (True, False), (False, True)])
+def test_twins_of_mha_compute_the_same_function(twin: str, pos: str, qk_norm: bool, bias: bool) -> None:
+    """gqa with kv_heads == heads and sliding_window with window >= T are mha too, biases and norm gains included."""
+    extra = {"kv_heads": 4, "window": 16, "bias": bias}
     if not accepts(twin, pos) or (twin == "torch_mha" and qk_norm):
         pytest.skip(f"{twin} refuses pos={pos} / qk_norm")
-    reference = off_init(build(make("mha", pos, qk_norm=qk_norm)))
+    reference = off_init(build(make("mha", pos, qk_norm=qk_norm, bias=bias)))
     model = GPT(make(twin, pos, qk_norm=qk_norm, **extra)).eval()
     model.load_state_dict(mha_state_as(twin, reference.state_dict(), heads=4))
     idx = torch.randint(0, 37, (3, 16))
