@@ -9,13 +9,13 @@ import torch
 from gpt import ModelConfig, generate
 from gpt.inference.compiled import compile_for_decoding
 from gpt.inference.generation import sample_next, stream
-from tests.conftest import build
+from tests.conftest import build, off_init
 
 
 @pytest.mark.parametrize("prompt_len, new", [(3, 10), (16, 5), (25, 30)])
 def test_cached_and_uncached_greedy_tokens_are_identical(tiny_cfg: ModelConfig, prompt_len: int, new: int) -> None:
     """Prompts shorter than, equal to and longer than block_size; decoding runs past block_size."""
-    model = build(tiny_cfg)
+    model = off_init(build(tiny_cfg))
     idx = torch.randint(0, tiny_cfg.vocab_size, (2, prompt_len))
     cached = generate(model, idx, new, temperature=0, use_cache=True)
     uncached = generate(model, idx, new, temperature=0, use_cache=False)
@@ -31,7 +31,7 @@ def test_compiled_decoding_chooses_the_eager_tokens(tiny_cfg: ModelConfig, overr
     single-token steps (written-out attention with a window mask, a score bias, grouped keys), the step that
     fills the cache and the refill once the window slides past block_size; MLA's step decodes from its latents,
     linear attention's prompt runs chunkwise."""
-    model = build(dataclasses.replace(tiny_cfg, **overrides))
+    model = off_init(build(dataclasses.replace(tiny_cfg, **overrides)))
     idx = torch.randint(0, tiny_cfg.vocab_size, (2, 3))
     eager = generate(model, idx, tiny_cfg.block_size + 4, temperature=0)
     torch._dynamo.reset()  # graphs compiled for other models here would count towards the recompile limit
@@ -45,7 +45,7 @@ def test_compiled_decoding_chooses_the_eager_tokens(tiny_cfg: ModelConfig, overr
 
 
 def test_cached_logits_match_full_forward(tiny_cfg: ModelConfig) -> None:
-    model = build(tiny_cfg)
+    model = off_init(build(tiny_cfg))
     idx = torch.randint(0, tiny_cfg.vocab_size, (2, 12))
     full = model(idx)
     caches = model.new_caches(2)
@@ -157,7 +157,7 @@ def test_a_step_that_does_not_export_decodes_through_torch_compile(tiny_cfg: Mod
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     """Export refuses some code (torch's nn.MultiheadAttention with ALiBi does): the step then goes through
     torch.compile, saying so once, and still chooses the eager tokens."""
-    model = build(tiny_cfg)
+    model = off_init(build(tiny_cfg))
     idx = torch.randint(0, tiny_cfg.vocab_size, (1, 3))
     eager = generate(model, idx, 8, temperature=0)
 
