@@ -49,8 +49,9 @@ def random_hf(family: str, **overrides: Any) -> Any:
 
 def hf_greedy(hf: Any, idx: torch.Tensor, new: int) -> torch.Tensor:
     """transformers' greedy decoding of exactly `new` tokens; the explicit mask keeps it from reading the
-    pad id (needed for a batch) as padding where it occurs in idx."""
-    return hf.generate(idx, attention_mask=torch.ones_like(idx), max_new_tokens=new, min_new_tokens=new,
+    pad id (needed for a batch) as padding where it occurs in idx. No end-of-text id: min_new_tokens forbade it
+    (its logit set to -inf), so where it was the argmax transformers chose the runner-up and tinygpt did not."""
+    return hf.generate(idx, attention_mask=torch.ones_like(idx), max_new_tokens=new, eos_token_id=None,
                        do_sample=False, pad_token_id=0)
 
 
