@@ -10,7 +10,7 @@ import torch
 
 from gpt import ModelConfig, generate
 from gpt.hf import FAMILIES, family_for, from_hf, to_hf
-from tests.conftest import build
+from tests.conftest import build, off_init
 
 transformers = pytest.importorskip("transformers")
 
@@ -35,16 +35,13 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def random_hf(family: str, **overrides: Any) -> Any:
-    """A random model of the family; every tensor perturbed so biases and norm gains are not their defaults."""
+    """A random model of the family, every parameter drawn off its init (off_init), so biases and norm gains are not
+    their defaults and attention is far from uniform."""
     torch.manual_seed(0)
     config = HF_CONFIGS[family]()
     for key, value in overrides.items():
         setattr(config, key, value)
-    model = transformers.AutoModelForCausalLM.from_config(config, dtype=torch.float32).eval()
-    with torch.no_grad():
-        for param in model.parameters():
-            param.add_(torch.randn_like(param) * 0.1)
-    return model
+    return off_init(transformers.AutoModelForCausalLM.from_config(config, dtype=torch.float32).eval())
 
 
 def hf_greedy(hf: Any, idx: torch.Tensor, new: int) -> torch.Tensor:
@@ -136,10 +133,7 @@ TINYGPT_MODELS = [
 
 @pytest.mark.parametrize("family, parts", TINYGPT_MODELS)
 def test_tinygpt_to_hf_picks_the_family_by_parts_and_keeps_the_function(family: str, parts: dict) -> None:
-    model = build(ModelConfig(**BASE, **parts))
-    with torch.no_grad():
-        for param in model.parameters():  # norm gains and biases away from 1 and 0
-            param.add_(torch.randn_like(param) * 0.1)
+    model = off_init(build(ModelConfig(**BASE, **parts)))
     hf = to_hf(model)
     assert hf.config.model_type == family
     idx = torch.randint(0, 37, (2, 16))
