@@ -129,6 +129,9 @@ def main(argv: list[str] | None = None) -> int:
             raise ValueError(f"--num-samples={args.num_samples} would print the same greedy answer {args.num_samples} "
                              "times (temperature 0, the default on one-example-per-line corpora): pass "
                              "--temperature 0.8 to sample")
+        if args.num_samples > 1 and args.top_k == 1:  # sampling from the single likeliest token is greedy decoding
+            raise ValueError(f"--num-samples={args.num_samples} would print the same answer {args.num_samples} times: "
+                             "--top-k 1 keeps only the likeliest token; pass --top-k 2 or more, or drop it")
         if args.attention_map:
             return write_attention(args.attention_map, "--attention-map",
                                    lambda: attention_map_png(text_model, args.prompt, args.attention_map))
