@@ -89,6 +89,7 @@ def test_a_seed_beside_a_generator_is_refused_rather_than_ignored() -> None:
     ({"seed": 1.0}, "seed=1.0 must be an integer or None"),
     ({"seed": 2**64}, "seed=18446744073709551616 must be in [-9223372036854775808, 18446744073709551615]"),
     ({"max_new_tokens": 2.5}, "max_new_tokens=2.5 must be an integer"),
+    ({"generator": 5}, "generator=5 must be a torch.Generator: pass seed=5 for a seed"),  # was ignored when greedy
 ])
 def test_a_seed_or_length_of_the_wrong_type_is_refused_in_one_line(kwargs: dict, message: str) -> None:
     # torch's manual_seed raised a RuntimeError ("manual_seed expected a long") for seed="1", and overflowed past its

@@ -110,6 +110,8 @@ class TextModel:
         if seed is not None and generator is not None:  # the seed would be ignored, the sample not the one asked for
             raise ValueError(f"seed={seed} and a generator were both given: pass seed= for a sample of its own, or "
                              "generator= to continue one across calls")
+        if generator is not None and not isinstance(generator, torch.Generator):  # greedy decoding ignored it unread
+            raise ValueError(f"generator={generator!r} must be a torch.Generator: pass seed={generator!r} for a seed")
         # torch's manual_seed said only "manual_seed expected a long" of seed="1", and overflowed past its range.
         check_kind("seed", seed, numbers.Integral, optional=True)
         if seed is not None and not SEEDS[0] <= seed <= SEEDS[1]:
