@@ -8,6 +8,7 @@ import dataclasses
 import difflib
 import inspect
 import math
+import numbers
 import types
 import typing
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -149,6 +150,20 @@ def did_you_mean(name: str, choices: Iterable[str], prefix: str = "") -> str:
 def check_value(name: str, value: Any, hint: Any) -> None:
     if not fits(value, hint):
         raise ValueError(f"{name}={value!r} must be {describe(hint) or f'of type {hint}'}")
+
+
+def is_kind(value: object, kind: type[numbers.Number]) -> bool:
+    """Whether `value` is an integer (kind numbers.Integral) or a number (numbers.Real): numpy's scalars count, as
+    Python's arithmetic and torch take them; bools do not."""
+    return isinstance(value, kind) and not isinstance(value, bool)
+
+
+def check_kind(name: str, value: object, kind: type[numbers.Number], optional: bool = False) -> None:
+    """Refuse a value that is_kind does not take, or None where `optional`, naming what it must be."""
+    if (value is None and optional) or is_kind(value, kind):
+        return
+    expected = "an integer" if kind is numbers.Integral else "a number"
+    raise ValueError(f"{name}={value!r} must be {expected}{' or None' if optional else ''}")
 
 
 def check_choice(name: str, value: Any, choices: Iterable[str]) -> None:

@@ -9,15 +9,7 @@ import torch
 from torch.nn import functional as F
 
 from gpt.model.gpt import GPT, check_ids, outside_vocabulary
-
-
-def check_kind(name: str, value: object, kind: type[numbers.Number], optional: bool = False) -> None:
-    """Refuse a value that is not an integer (kind numbers.Integral) or a number (numbers.Real), or None where
-    `optional`. numpy's scalars count, as Python's arithmetic and torch take them; bools do not."""
-    if (value is None and optional) or (isinstance(value, kind) and not isinstance(value, bool)):
-        return
-    expected = "an integer" if kind is numbers.Integral else "a number"
-    raise ValueError(f"{name}={value!r} must be {expected}{' or None' if optional else ''}")
+from gpt.validate import check_kind
 
 
 def check_sampling(temperature: float, top_k: int | None, top_p: float | None, max_new_tokens: int) -> None:

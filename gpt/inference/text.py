@@ -22,8 +22,9 @@ import torch
 
 from gpt.data.tokenizers import Tokenizer, split_before_a_word
 from gpt.inference.checkpoint import load_checkpoint
-from gpt.inference.generation import check_kind, check_sampling, generate, stream
+from gpt.inference.generation import check_sampling, generate, stream
 from gpt.model.gpt import GPT
+from gpt.validate import check_kind
 
 SEEDS = (-2**63, 2**64 - 1)  # what torch.Generator.manual_seed takes
 RUNNING_TEXT_TOKENS = 200  # default length of a continuation of running text

@@ -20,7 +20,7 @@ from gpt.model.config import INIT_STD, ModelConfig
 from gpt.model.mlp import MLP
 from gpt.model.norm import NORM
 from gpt.model.positional import POSITIONAL, AtPositions, random_positions
-from gpt.validate import check_choice
+from gpt.validate import check_choice, is_kind
 
 
 def check_parts(cfg: ModelConfig) -> None:
@@ -83,11 +83,6 @@ def outside_vocabulary(idx: torch.Tensor, vocab_size: int) -> ValueError:
                       "model with vocab_size=tokenizer.vocab_size")
 
 
-def countable(value: object) -> bool:
-    """Whether `value` is an integer of at least 1 (numpy's too; not a bool)."""
-    return isinstance(value, numbers.Integral) and not isinstance(value, bool) and value >= 1
-
-
 class GPT(nn.Module):
     """A GPT built from a ModelConfig: `GPT(cfg)(ids)` maps token ids (B, T) to next-token logits
     (B, T, vocab_size). Generate with `gpt.generate(model.eval(), ids, max_new_tokens)`; an unknown part name or
@@ -130,9 +125,9 @@ class GPT(nn.Module):
                    max_len: int | None = None) -> list[Cache]:
         """One empty cache per block, holding up to max_len positions (block_size unless given)."""
         # torch.empty's TypeError named neither setting; batch 0 and max_len=0 (read as "not given") were accepted.
-        if not countable(batch):
+        if not (is_kind(batch, numbers.Integral) and batch >= 1):
             raise ValueError(f"new_caches(batch={batch!r}): batch must be an integer of at least 1")
-        if max_len is not None and not (countable(max_len) and max_len <= self.cfg.block_size):
+        if max_len is not None and not (is_kind(max_len, numbers.Integral) and 1 <= max_len <= self.cfg.block_size):
             raise ValueError(f"new_caches(max_len={max_len!r}): max_len must be 1..{self.cfg.block_size}")
         weight = self.tok_emb.weight
         return [block.attn.new_cache(batch, max_len or self.cfg.block_size, device or weight.device,

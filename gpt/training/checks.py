@@ -32,6 +32,7 @@ from gpt.training.loggers import WandbMode
 from gpt.training.optim import OptimConfig, check_sharding
 from gpt.validate import NonNegativeFloat, PositiveInt, Range, check_section, check_value, declared_types, first_line
 
+CPU_DEVICES = PositiveInt | Literal["auto"]  # what Lightning takes as trainer.devices on the CPU
 SET_BY_TRAIN = ("callbacks", "logger", "plugins", "default_root_dir")  # train() passes these to the Trainer itself
 SECTIONS = ("model", "data", "optim", "trainer", "callbacks.checkpoint", "callbacks.sample", "logger")
 
@@ -100,7 +101,7 @@ def check_accelerator(trainer: DictConfig) -> None:
                          "trainer=gpu or trainer=fsdp to train on the CPU")
     # auto trains on this CPU where torch sees no GPU (trainer=ddp here): devices=-1 was Lightning's TypeError.
     if trainer.accelerator == "auto" and not torch.cuda.is_available() and not torch.backends.mps.is_available():
-        check_value("trainer.devices", trainer.devices, PositiveInt | Literal["auto"])
+        check_value("trainer.devices", trainer.devices, CPU_DEVICES)
     # Lightning's answer was its ModuleNotFoundError's traceback, and the run folder left behind.
     if trainer.accelerator == "tpu" and importlib.util.find_spec("torch_xla") is None:
         raise ValueError("trainer.accelerator=tpu needs torch_xla, which this Python lacks: run on a TPU machine with "
@@ -232,7 +233,7 @@ def check_sections(cfg: DictConfig) -> None:
     for key, hint in declared_types(RunSettings).items():
         check_value(key, cfg.get(key), hint)
     if cfg.trainer.accelerator == "cpu":  # -1 (every GPU on a GPU) was Lightning's TypeError after the run folder
-        check_value("trainer.devices", cfg.trainer.devices, PositiveInt | Literal["auto"])
+        check_value("trainer.devices", cfg.trainer.devices, CPU_DEVICES)
     if str(cfg.trainer.precision).startswith("16") and cfg.trainer.accelerator == "cpu":
         raise ValueError(f"trainer.precision={cfg.trainer.precision} needs a GPU: on CPU use "
                          "trainer.precision=bf16-mixed or 32")
