@@ -2,7 +2,8 @@
 each combination summarised as one row: medians over rounds, and speed ratios against the first engine and the
 first Hugging Face one, paired within each round so a machine others share stretches both sides of a ratio alike.
 An engine that runs out of memory at a batch and depth gets a row saying so there, and the rest are measured.
-Every engine's weights stay in memory while one is measured: a row's peak memory holds its own, not the others'."""
+Every engine stays in memory while one is measured: a row's peak memory holds its own weights and state, not the
+others'."""
 from __future__ import annotations
 
 import argparse
@@ -23,10 +24,6 @@ def run_rounds(engines: list[Engine], args: argparse.Namespace, vocab_size: int)
     """Every engine at every batch and depth, rounds alternating over the engines; one result row per combination."""
     rows, total, done, start = [], len(args.batch) * len(args.depths) * args.repeats * len(engines), 0, time.time()
     device = torch.device(args.device)
-    held = {e.name: held_bytes(e.model) for e in engines}
-    # The other engines' weights, resident beside each one: in its peak they made a row's memory depend on which
-    # rows were measured with it (mha at 512 dims read 301 MiB alone and 529 beside the 5 other variants).
-    others = {name: sum(held.values()) - own for name, own in held.items()}
     for batch in args.batch:
         for depth in args.depths:
             runs: dict[str, list[Measure]] = {e.name: [] for e in engines}
@@ -34,11 +31,10 @@ def run_rounds(engines: list[Engine], args: argparse.Namespace, vocab_size: int)
             # Untimed: an engine's first call at a shape pays one-time costs (lazy initialisation, kernel choice, the
             # allocator growing), which were in the first round's figures; one decoded token warms the steps too.
             for engine in engines:
-                attempt(engine, batch, depth, 1, vocab_size, device, failed, others[engine.name])
+                attempt(engine, batch, depth, 1, vocab_size, device, failed, engines)
             for _ in range(args.repeats):
                 for engine in engines:
-                    last = attempt(engine, batch, depth, args.new_tokens, vocab_size, device, failed,
-                                   others[engine.name])
+                    last = attempt(engine, batch, depth, args.new_tokens, vocab_size, device, failed, engines)
                     done += 1
                     if last is None:
                         print(f"[{done}/{total} {time.time() - start:,.0f} s] batch {batch} depth {depth:,} "
@@ -58,18 +54,41 @@ def run_rounds(engines: list[Engine], args: argparse.Namespace, vocab_size: int)
 
 
 def held_bytes(model: nn.Module) -> int:
-    """Bytes a model's weights and buffers hold, each storage once (tied weights share one)."""
-    tensors = (*model.parameters(), *model.buffers())
+    """Bytes a model holds, each storage once (tied weights share one): its weights and buffers, and the tensors its
+    modules keep in plain attributes (RoPE's angle tables, grown with the longest prompt it has seen)."""
+    tensors = [*model.parameters(), *model.buffers()]
+    for module in model.modules():
+        tensors += [t for name, value in vars(module).items() if name not in MODULE_REGISTRIES
+                    for t in tensors_in(value)]
     return sum({t.untyped_storage().data_ptr(): t.untyped_storage().nbytes() for t in tensors}.values())
 
 
+MODULE_REGISTRIES = ("_parameters", "_buffers", "_modules")  # counted above, or walked as modules of their own
+
+
+def tensors_in(value: Any) -> list[torch.Tensor]:
+    """The tensors in a value, through dicts, lists and tuples."""
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, dict):
+        value = list(value.values())
+    if isinstance(value, (list, tuple)):
+        return [t for item in value for t in tensors_in(item)]
+    return []
+
+
 def attempt(engine: Engine, batch: int, depth: int, new_tokens: int, vocab_size: int, device: torch.device,
-            failed: set[str], others: int) -> Measure | None:
-    """One measure, its peak less `others` (the bytes of the other engines' weights), or None where the engine ran
-    out of memory now or earlier at this shape (named in `failed`): a long prompt that does not fit one engine
-    (Hugging Face's Mistral builds its whole mask) must not end the run and lose every other row's figures."""
+            failed: set[str], engines: list[Engine]) -> Measure | None:
+    """One measure, its peak less what the other engines hold (their weights, and what their earlier prompts left
+    them holding), or None where the engine ran out of memory now or earlier at this shape (named in `failed`): a
+    long prompt that does not fit one engine (Hugging Face's Mistral builds its whole mask) must not end the run and
+    lose every other row's figures."""
     if engine.name in failed:
         return None
+    # What the others hold now, not at the start: each of tinygpt's RoPE engines keeps its angle tables after a
+    # prompt (32 MiB after 64k tokens at the default shape), and mha's 64k prefill read 713 MiB measured before the
+    # other engines' prompts and 857 after them (an H200, bf16).
+    others = sum(held_bytes(e.model) for e in engines if e is not engine)
     try:
         result = measure(engine, batch, depth, new_tokens, vocab_size, device)
         return dataclasses.replace(result, peak_bytes=result.peak_bytes - others)
