@@ -26,6 +26,7 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig
 
+from gpt.overrides import as_typed
 from gpt.training.preflight import preflight
 from gpt.validate import first_line
 
@@ -86,7 +87,7 @@ def train(cfg: DictConfig, run_dir: Path | None = None) -> Path | None:
     start = time.perf_counter()
     quiet_lightning()
     run_dir = run_dir or Path(HydraConfig.get().runtime.output_dir)
-    overrides = HydraConfig.get().overrides.task
+    overrides = as_typed(HydraConfig.get().overrides.task)
     in_sweep = HydraConfig.get().mode == RunMode.MULTIRUN
     sweep = recorded_sweep(Path(HydraConfig.get().sweep.dir)) if in_sweep else []
     check_config(cfg, overrides, sweep)

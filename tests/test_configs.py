@@ -14,6 +14,7 @@ from gpt.model.attention import ATTENTION
 from gpt.model.config import ModelConfig
 from gpt.model.gpt import GPT
 from gpt.model.positional import POSITIONAL
+from gpt.overrides import as_typed
 from gpt.training.checks import RunSettings, check_config
 from gpt.training.optim import OptimConfig
 from tests.conftest import ROOT
@@ -89,3 +90,18 @@ def test_run_settings_are_train_yamls_own_keys() -> None:
     """train.py's top-level keys are typed in one place (RunSettings), checked before any work."""
     own = [k for k, v in OmegaConf.load(CONFIGS / "train.yaml").items() if k not in ("defaults", "hydra")]
     assert own == [field.name for field in dataclasses.fields(RunSettings)]
+
+
+def test_a_value_whose_interpolation_names_no_setting_is_refused_naming_where_it_is_written() -> None:
+    # The checks skip interpolated values, and building the data met it later with no key named.
+    with pytest.raises(ValueError, match=r"^data\.path: Interpolation key 'y' not found"):
+        check_config(compose_with("data=text", "data.path=/tmp/x${y}.txt"))
+    with pytest.raises(ValueError, match=r"^data\.path\.1: Interpolation key 'nope' not found"):
+        check_config(compose_with("data=text", "data.path=[a.txt,${nope}]"))
+
+
+def test_the_command_lines_overrides_are_read_as_typed_not_resolved() -> None:
+    # Each is a string Hydra parses again: resolved on reading, an escaped \${ came back as an interpolation.
+    task = OmegaConf.create({"task": [r"data.path=/tmp/x\${y}.txt", "data.path=/tmp/${nope}"]}).task
+    assert as_typed(task) == [r"data.path=/tmp/x\${y}.txt", "data.path=/tmp/${nope}"]
+    assert as_typed(["model.dim=64"]) == ["model.dim=64"]

@@ -18,7 +18,7 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
-from gpt.overrides import override_key
+from gpt.overrides import as_typed, override_key
 from gpt.sweeps.parallel import command_line_values, running_at_once, sweep_jobs, sweep_overrides
 from gpt.sweeps.repeats import repeated
 from gpt.training.checks import forced_unread, model_accepts, resolve_precision
@@ -34,7 +34,7 @@ JOB_SETUP_S = 2.5
 def job_steps(config: DictConfig) -> list[int]:
     """trainer.max_steps of the sweep's jobs: the command line's values (a comma list sweeps them), else the
     config's (which a trainer=... group on the command line has already set); none when they are not integers."""
-    values = command_line_values(list(config.hydra.overrides.task)).get("trainer.max_steps")
+    values = command_line_values(as_typed(config.hydra.overrides.task)).get("trainer.max_steps")
     values = [str(v).strip() for v in values or [config.trainer.max_steps]]
     return [int(v) for v in values] if all(v.isdigit() for v in values) else []
 
@@ -52,7 +52,7 @@ def repeating_jobs(config: DictConfig) -> int:
     """Jobs of the sweep that repeat another job's run, which train.py records without training: each job composed
     and asked as train.py asks it (gpt/sweeps/repeats.py), where the sweep sweeps a `++` setting, the only kind of
     setting a job may leave unread."""
-    sweep = sweep_overrides(dict(config.hydra.sweeper.get("params") or {}), list(config.hydra.overrides.task))
+    sweep = sweep_overrides(dict(config.hydra.sweeper.get("params") or {}), as_typed(config.hydra.overrides.task))
     values = command_line_values(sweep)
     forced = {override_key(o) for o in sweep if o.startswith("++") and len(values.get(override_key(o), [])) > 1}
     if not forced:

@@ -22,6 +22,7 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, open_dict, read_write
 
+from gpt.overrides import as_typed
 from gpt.training.run_folder import LOCK, claim, discard_if_never_started, in_use, release
 
 # Set by the process that launches a sweep, inherited by its joblib workers: how a job knows it runs in a worker
@@ -61,7 +62,7 @@ def sweep_sizes(params: dict[str, str], overrides: list[str]) -> dict[str, int]:
 def sweep_jobs(config: DictConfig) -> int:
     """The number of jobs the sweep will run."""
     params = dict(config.hydra.sweeper.get("params") or {})
-    return math.prod(sweep_sizes(params, list(config.hydra.overrides.task)).values())
+    return math.prod(sweep_sizes(params, as_typed(config.hydra.overrides.task)).values())
 
 
 def running_at_once(config: DictConfig, jobs: int) -> int:

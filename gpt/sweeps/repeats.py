@@ -8,7 +8,7 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
-from gpt.overrides import override_key
+from gpt.overrides import as_typed, override_key
 from gpt.sweeps.parallel import command_line_values, sweep_overrides
 
 MULTIRUN_RECORD = "multirun.yaml"  # Hydra writes the sweep's config into its folder before the first job starts
@@ -22,7 +22,7 @@ def recorded_sweep(sweep_dir: Path) -> list[str]:
         return []
     saved = OmegaConf.load(path)
     return sweep_overrides(OmegaConf.select(saved, "hydra.sweeper.params") or {},
-                           list(OmegaConf.select(saved, "hydra.overrides.task")))
+                           as_typed(OmegaConf.select(saved, "hydra.overrides.task")))
 
 
 def repeated(ignored: Sequence[str], sweep: Sequence[str],

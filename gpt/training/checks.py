@@ -17,15 +17,16 @@ from lightning.pytorch.callbacks import Timer
 from lightning.pytorch.loggers import WandbLogger
 from lightning.pytorch.strategies.launchers import _SubprocessScriptLauncher
 from hydra.utils import get_class
-from omegaconf import DictConfig, OmegaConf
-from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException
+from omegaconf import DictConfig, ListConfig, OmegaConf
+from omegaconf.errors import (ConfigAttributeError, ConfigKeyError, InterpolationKeyError, OmegaConfBaseException,
+                              UnsupportedInterpolationType)
 
 from gpt.data.tasks.datamodule import build_tasks
 from gpt.evaluation.extrapolation import too_long
 from gpt.machine import cpu_info
 from gpt.model.config import ModelConfig
 from gpt.model.gpt import check_parts, settings_read
-from gpt.overrides import as_override, override_key, override_value
+from gpt.overrides import as_override, as_typed, override_key, override_value
 from gpt.training.callbacks import LossAtLengths, ResumeCheckpoint, SampleText
 from gpt.training.init_from import check_init_from
 from gpt.training.loggers import WandbMode
@@ -174,7 +175,7 @@ def check_config(cfg: DictConfig, overrides: Sequence[str] | None = None, sweep:
     command line (`overrides`; a composed config's own by default) gives against what the model reads (init_from's
     model: once it is loaded). `sweep`: the overrides of the sweep this run is a job of, which its advice repeats."""
     if overrides is None:
-        overrides = cfg.hydra.overrides.task if "hydra" in cfg else ()
+        overrides = as_typed(cfg.hydra.overrides.task) if "hydra" in cfg else ()
     try:
         check_sections(cfg)
         if not cfg.init_from:
@@ -186,7 +187,24 @@ def check_config(cfg: DictConfig, overrides: Sequence[str] | None = None, sweep:
         raise ValueError(f"{err.full_key}: {first_line(err)}") from None
 
 
+def check_resolves(node: DictConfig | ListConfig, prefix: str = "") -> None:
+    """Refuse a value whose ${...} names no setting, naming where it is written: the checks below skip interpolated
+    values, and building the data or model met it with no key named."""
+    for key in range(len(node)) if isinstance(node, ListConfig) else node:
+        if not prefix and key == "hydra":  # Hydra's own section, read by Hydra
+            continue
+        try:
+            value = node[key]
+        except (InterpolationKeyError, UnsupportedInterpolationType) as err:  # ${hydra:...} resolves in the run only
+            raise ValueError(f"{prefix}{key}: {first_line(err)}") from None
+        except OmegaConfBaseException:
+            continue
+        if isinstance(value, (DictConfig, ListConfig)):
+            check_resolves(value, f"{prefix}{key}.")
+
+
 def check_sections(cfg: DictConfig) -> None:
+    check_resolves(cfg)
     for key in SECTIONS:  # a section replaced by a value (callbacks.sample=7) or removed (~data)
         node = OmegaConf.select(cfg, key)
         if not isinstance(node, DictConfig) and not (key == "logger" and node is None):  # logger=none is null

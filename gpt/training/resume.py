@@ -16,7 +16,7 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from gpt.atomic import atomic_open
 from gpt.inference.checkpoint import CheckpointError, safe_load
-from gpt.overrides import override_key, pasted
+from gpt.overrides import as_typed, override_key, pasted
 from gpt.training.lit import LitGPT
 from gpt.training.optim import OPTIMIZERS, SCHEDULES, OptimConfig
 from gpt.training.run_folder import NOT_IDENTITY, REPORT, read_summary, whole_model
@@ -91,7 +91,7 @@ def run_identity(cfg: DictConfig) -> dict[str, Any]:
 def sweep_identity(cfg: DictConfig) -> dict[str, Any]:
     """What makes a sweep the same sweep: the config every job starts from, the preset's swept values and the
     command line's overrides (sweeps included), less those that only say how to start."""
-    overrides = [o for o in cfg.hydra.overrides.task if override_key(o) not in NOT_IDENTITY]
+    overrides = [o for o in as_typed(cfg.hydra.overrides.task) if override_key(o) not in NOT_IDENTITY]
     params = cfg.hydra.sweeper.get("params")
     return {"config": run_identity(cfg), "overrides": sorted(overrides),
             "params": OmegaConf.to_container(params) if params else {}}
