@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -316,46 +317,54 @@ def test_a_row_reads_its_rounds_as_rates_per_token_and_ratios_against_each_refer
     assert row["decode_ms_per_token"] == 1000 * 9.0 / 3 and row["prefill_peak_mib"] == 3.0
 
 
-def test_a_rows_peak_memory_holds_its_own_weights_not_the_other_rows(tmp_path: Path) -> None:
+class Echo(Engine):
+    """An engine whose prompt and step do no work: a row's peak is what the engine holds."""
+
+    def __init__(self, name: str, model: torch.nn.Module) -> None:
+        self.name, self.model = name, model
+
+    def prefill(self, prompt: torch.Tensor, max_len: int) -> tuple[None, torch.Tensor]:
+        return None, prompt[:, -1:]
+
+    def step(self, token: torch.Tensor, cache: None) -> torch.Tensor:
+        return token
+
+
+ONE_ROUND = argparse.Namespace(batch=[1], depths=[8], repeats=1, new_tokens=2, device="cpu")
+
+
+def peak_alone_and_beside(others: Callable[[], list[Engine]]) -> tuple[float, float]:
+    """A small mha's prefill peak MiB measured alone, and then measured last beside the engines `others` makes (after
+    the first measure, which would otherwise hold their memory as the process's)."""
+    small = GPTEngine("mha", build(make("mha", block_size=16)))
+    alone = rounds.run_rounds([small], ONE_ROUND, vocab_size=5)[0]["prefill_peak_mib"]
+    return alone, rounds.run_rounds([*others(), small], ONE_ROUND, vocab_size=5)[-1]["prefill_peak_mib"]
+
+
+def test_a_rows_peak_memory_holds_its_own_weights_not_the_other_rows() -> None:
     # Every engine stays in memory while one is measured: mha's peak at 512 dims read 301 MiB measured alone and
     # 529 MiB beside the other 5 variants, whose weights it held.
-    class Weights(Engine):  # 256 MiB of weights, touched so they are resident, and a trivial prompt and step
-        def __init__(self) -> None:
-            self.name, self.model = "weights", torch.nn.Linear(2 ** 13, 2 ** 13)
-            self.model.weight.data.fill_(1.0)
+    made: list[Engine] = []
 
-        def prefill(self, prompt: torch.Tensor, max_len: int) -> tuple[None, torch.Tensor]:
-            return None, prompt[:, -1:]
+    def weights() -> list[Engine]:  # 256 MiB, touched so that they are resident
+        made.append(Echo("weights", torch.nn.Linear(2 ** 13, 2 ** 13)))
+        made[0].model.weight.data.fill_(1.0)
+        return made
 
-        def step(self, token: torch.Tensor, cache: None) -> torch.Tensor:
-            return token
-
-    small = GPTEngine("mha", build(make("mha", block_size=16)))
-    args = argparse.Namespace(batch=[1], depths=[8], repeats=1, new_tokens=2, device="cpu")
-    alone = rounds.run_rounds([small], args, vocab_size=5)[0]["prefill_peak_mib"]
-    beside, big = rounds.run_rounds([small, Weights()], args, vocab_size=5)
-    assert abs(beside["prefill_peak_mib"] - alone) < 32, (alone, beside["prefill_peak_mib"])
-    assert big["prefill_peak_mib"] >= 256 > beside["prefill_peak_mib"] - alone  # its own weights it does hold
+    alone, beside = peak_alone_and_beside(weights)
+    assert abs(beside - alone) < 32, (alone, beside)
+    assert rounds.run_rounds(made, ONE_ROUND, vocab_size=5)[0]["prefill_peak_mib"] >= 256  # its own it holds
 
 
 def test_a_rows_peak_memory_leaves_out_what_the_other_engines_prompts_left_them_holding() -> None:
     # tinygpt's RoPE engines keep their angle tables after a prompt, outside their weights: on an H200 mha's 64k
     # prefill read 713 MiB measured before the other engines' prompts and 857 after them.
-    class Keeps(Engine):  # no weights; its prompt leaves it holding 256 MiB, as a table grown for a long prompt
-        def __init__(self) -> None:
-            self.name, self.model = "keeps", torch.nn.Module()
-
+    class Keeps(Echo):  # no weights; its prompt leaves it holding 256 MiB, as a table grown for a long prompt
         def prefill(self, prompt: torch.Tensor, max_len: int) -> tuple[None, torch.Tensor]:
             self.model._tables = {"angles": (torch.ones(2 ** 25), torch.ones(2 ** 25))}
-            return None, prompt[:, -1:]
+            return super().prefill(prompt, max_len)
 
-        def step(self, token: torch.Tensor, cache: None) -> torch.Tensor:
-            return token
-
-    small = GPTEngine("mha", build(make("mha", block_size=16)))
-    args = argparse.Namespace(batch=[1], depths=[8], repeats=1, new_tokens=2, device="cpu")
-    alone = rounds.run_rounds([small], args, vocab_size=5)[0]["prefill_peak_mib"]
-    after = rounds.run_rounds([Keeps(), small], args, vocab_size=5)[1]["prefill_peak_mib"]
+    alone, after = peak_alone_and_beside(lambda: [Keeps("keeps", torch.nn.Module())])
     assert abs(after - alone) < 32, (alone, after)
 
 
