@@ -39,13 +39,21 @@ CONFIGS = Path(__file__).resolve().parent / "configs"
 def quiet_lightning() -> None:
     """Lightning's start-up notes (GPU/TPU availability, a logger advertisement) would bury our own lines, as
     would a deprecation inside Lightning that a user can do nothing about; other warnings still show. Set in
-    train() rather than at import, so that a sweep's worker processes (which never import this file) set it too."""
+    train() rather than at import, so that a sweep's worker processes (which never import this file) set it too,
+    and where trainer=ddp starts a process of its own (below)."""
     logging.getLogger("lightning.pytorch.utilities.rank_zero").setLevel(logging.WARNING)
+    logging.getLogger("lightning.fabric.utilities.distributed").setLevel(logging.WARNING)  # every rank's start-up
     warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\)")
     # On a machine of more than two cores Lightning advises DataLoader workers for both loaders, at every run. The
     # batches are cut from memory-mapped tokens in the main process, and each worker would replay the one seeded
     # stream (gpt/data/batches.py): the advice would duplicate the training data, not speed it.
     warnings.filterwarnings("ignore", message=r"The '\w+' does not have many workers")
+
+
+# trainer=ddp's ranks (ddp_spawn) are new processes that import this file under this name and are handed the
+# Trainer: train() never runs in them, and rank 0 among them trains, so their notes and warnings were all shown.
+if __name__ == "__mp_main__":
+    quiet_lightning()
 
 
 def load_data(cfg: DictConfig, overrides: Sequence[str]) -> L.LightningDataModule:
