@@ -154,14 +154,16 @@ def train(cfg: DictConfig, run_dir: Path | None = None) -> Path | None:
         trainer.callbacks.append(HeldOutAccuracy(data.graded_lines, data.tokenizer, data.groups, data.level_names))
     if cfg.callbacks.lengths.at:
         trainer.callbacks.append(LossAtLengths(**cfg.callbacks.lengths))
-    print(f"model: {lit.model.num_params():,} parameters, precision {precision}; run folder: {run_dir}")
-    for note in data.notes:
-        print(f"note: {note}")
-    # A short run (trainer=debug) never reaches its LR: the steps it trains, not optim.max_steps (its schedule's end,
-    # given apart to keep a continued run's schedule), since every schedule warms up alike.
-    if 0 < (steps := cfg.trainer.max_steps) <= lit.optim.warmup_steps:
-        print(f"note: trainer.max_steps={steps} ends within optim.warmup_steps={lit.optim.warmup_steps}: the LR only "
-              f"warms up, to {steps / lit.optim.warmup_steps:.0%} of its peak; lower optim.warmup_steps to train at it")
+    if trainer.is_global_zero:  # every rank gets here under trainer.strategy=ddp (run again), torchrun or SLURM
+        print(f"model: {lit.model.num_params():,} parameters, precision {precision}; run folder: {run_dir}")
+        for note in data.notes:
+            print(f"note: {note}")
+        # A short run (trainer=debug) never reaches its LR: the steps it trains, not optim.max_steps (its schedule's
+        # end, given apart to keep a continued run's schedule), since every schedule warms up alike.
+        if 0 < (steps := cfg.trainer.max_steps) <= lit.optim.warmup_steps:
+            print(f"note: trainer.max_steps={steps} ends within optim.warmup_steps={lit.optim.warmup_steps}: the LR "
+                  f"only warms up, to {steps / lit.optim.warmup_steps:.0%} of its peak; lower optim.warmup_steps to "
+                  "train at it")
     try:
         trainer.fit(lit, datamodule=data, ckpt_path=resume_point.path if resume_point else None, weights_only=True)
     except SystemExit:  # Lightning's exit(1) after a KeyboardInterrupt: the second Ctrl-C, which aborts at once
