@@ -26,8 +26,8 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig
 
-from gpt.overrides import as_typed
 from gpt.training.preflight import preflight
+from gpt.training.recorded import as_typed
 from gpt.validate import first_line
 
 if TYPE_CHECKING:

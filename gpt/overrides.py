@@ -7,19 +7,10 @@ import shlex
 from collections.abc import Sequence
 from typing import Any
 
-from omegaconf import ListConfig, OmegaConf
-
 # A string Hydra reads back as itself unquoted: ASCII letters, digits and ./_- not starting as a number would, and
 # not a word Hydra reads as null, a bool or a float.
 PLAIN = re.compile(r"(?!\.\d)[A-Za-z_./][\w./-]*", re.ASCII)
 WORDS = {"null", "true", "false", "nan", "inf"}
-
-
-def as_typed(task: ListConfig | Sequence[str]) -> list[str]:
-    """The overrides of a hydra.overrides.task as the command line typed them: each is a string Hydra parses again,
-    and read from the config a ${...} in it was resolved first (an escaped \\${ came out as an interpolation, an
-    unknown one failed with no key named)."""
-    return OmegaConf.to_container(task, resolve=False) if isinstance(task, ListConfig) else list(task)
 
 
 def override_key(override: str) -> str:

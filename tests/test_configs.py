@@ -14,9 +14,9 @@ from gpt.model.attention import ATTENTION
 from gpt.model.config import ModelConfig
 from gpt.model.gpt import GPT
 from gpt.model.positional import POSITIONAL
-from gpt.overrides import as_typed
 from gpt.training.checks import RunSettings, check_config
 from gpt.training.optim import OptimConfig
+from gpt.training.recorded import as_typed
 from tests.conftest import ROOT
 
 CONFIGS = ROOT / "configs"

@@ -18,10 +18,11 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
-from gpt.overrides import as_typed, override_key
+from gpt.overrides import override_key
 from gpt.sweeps.parallel import command_line_values, running_at_once, sweep_jobs, sweep_overrides
 from gpt.sweeps.repeats import repeated
 from gpt.training.checks import forced_unread, model_accepts, resolve_precision
+from gpt.training.recorded import as_typed
 from gpt.training.run_folder import kept_on_resume
 
 # A job's seconds outside its training steps (building data and model, the last grading, its record), which do not

@@ -22,7 +22,7 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, open_dict, read_write
 
-from gpt.overrides import as_typed
+from gpt.training.recorded import as_typed
 from gpt.training.run_folder import LOCK, claim, discard_if_never_started, in_use, release
 
 # Set by the process that launches a sweep, inherited by its joblib workers: how a job knows it runs in a worker

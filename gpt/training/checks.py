@@ -26,11 +26,12 @@ from gpt.evaluation.extrapolation import too_long
 from gpt.machine import cpu_info
 from gpt.model.config import ModelConfig
 from gpt.model.gpt import check_parts, settings_read
-from gpt.overrides import as_override, as_typed, override_key, override_value
+from gpt.overrides import as_override, override_key, override_value
 from gpt.training.callbacks import LossAtLengths, ResumeCheckpoint, SampleText
 from gpt.training.init_from import check_init_from
 from gpt.training.loggers import WandbMode
 from gpt.training.optim import OptimConfig, check_sharding
+from gpt.training.recorded import as_typed
 from gpt.validate import NonNegativeFloat, PositiveInt, Range, check_section, check_value, declared_types, first_line
 
 CPU_DEVICES = PositiveInt | Literal["auto"]  # what Lightning takes as trainer.devices on the CPU

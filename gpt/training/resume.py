@@ -16,9 +16,10 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from gpt.atomic import atomic_open
 from gpt.inference.checkpoint import CheckpointError, safe_load
-from gpt.overrides import as_typed, override_key, pasted
+from gpt.overrides import override_key, pasted
 from gpt.training.lit import LitGPT
 from gpt.training.optim import OPTIMIZERS, SCHEDULES, OptimConfig
+from gpt.training.recorded import as_typed
 from gpt.training.run_folder import NOT_IDENTITY, REPORT, read_summary, whole_model
 from gpt.validate import first_line
 
