@@ -161,8 +161,9 @@ def main(argv: list[str] | None = None) -> int:
                 print(piece, end="", flush=True)
             print()
     except (ValueError, CheckpointError) as err:
-        # The API's names as this command's flags, each alike: "--top-p=1.5", "--temperature=-0.5".
-        message = re.sub(r"\b(max_new_tokens|top_p|top_k|temperature)\b", lambda m: "--" + m[1].replace("_", "-"),
+        # The API's names as this command's flags, each alike: "--top-p=1.5", "--temperature=-0.5"; a name written
+        # as a flag already stays one ("pass --temperature 0.8" came out "----temperature").
+        message = re.sub(r"(?<!-)\b(max_new_tokens|top_p|top_k|temperature)\b", lambda m: "--" + m[1].replace("_", "-"),
                          str(err))
         print(f"error: {message}{chosen}", file=sys.stderr)
         return 2

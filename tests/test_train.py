@@ -142,7 +142,9 @@ def test_a_block_must_hold_the_corpus_longest_line_and_may_be_exactly_as_long() 
     # greedy by default on a line corpus: these printed the same answer, silently unsampled
     (["--top-k", "5"], "error: --top-k=5 narrows sampling, but --temperature=0 decodes greedily"),
     (["--temperature", "-0.5"], "error: --temperature=-0.5 must be a finite number >= 0"),
-    (["--num-samples", "3"], "error: --num-samples=3 would print the same greedy answer 3 times"),
+    # the hint, already a flag, came back with its dashes doubled: "pass ----temperature 0.8"
+    (["--num-samples", "3"], "error: --num-samples=3 would print the same greedy answer 3 times (--temperature 0, "
+     "the default on one-example-per-line corpora): pass --temperature 0.8 to sample"),
     # sampled from the likeliest token alone: three copies of one answer, printed as three samples
     (["--num-samples", "3", "--temperature", "1", "--top-k", "1"], "error: --num-samples=3 would print the same "
      "answer 3 times: --top-k 1 keeps only the likeliest token"),
