@@ -61,6 +61,21 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+def check_attention_options(args: argparse.Namespace) -> None:
+    """Refuse, naming the flag, an option the attention output asked for never reads: each was dropped without a
+    word and the file written as if it had acted."""
+    if args.attention_map:
+        generating = {"--max-new-tokens": args.max_new_tokens, "--temperature": args.temperature, "--top-k": args.top_k,
+                      "--top-p": args.top_p, "--num-samples": args.num_samples if args.num_samples > 1 else None}
+        if given := [flag for flag, value in generating.items() if value is not None]:
+            raise ValueError(f"{given[0]} sets the generation, but --attention-map draws the attention over the "
+                             "prompt alone, without generating: drop it, or pass --attention-html to see the "
+                             "generated tokens too")
+    if args.attention_html and args.num_samples > 1:
+        raise ValueError(f"--num-samples={args.num_samples}: --attention-html shows the attention of one generation; "
+                         "drop --num-samples, or vary --seed for another")
+
+
 def write_attention(path: str, flag: str, write: Callable[[], str]) -> int:
     """Run `write` (it writes `path` and says what it holds): one line saying so, or what to fix; the exit status."""
     try:
@@ -121,6 +136,7 @@ def main(argv: list[str] | None = None) -> int:
             raise ValueError(f"--num-samples={args.num_samples} must be at least 1")
         if not SEEDS[0] <= args.seed <= SEEDS[1]:
             raise ValueError(f"--seed={args.seed} must be in [{SEEDS[0]}, {SEEDS[1]}]")
+        check_attention_options(args)
         path = model_file(args.ckpt or newest_checkpoint())
         text_model = load(path, device=args.device)
         if not args.ckpt:

@@ -113,3 +113,21 @@ def test_cli_refuses_both_attention_outputs_at_once(tmp_path: Path, cfg: ModelCo
     assert capsys.readouterr().err == "error: argument --attention-html: not allowed with argument --attention-map " \
                                       "(see python generate.py --help)\n"
     assert not maps.exists() and not view.exists()
+
+
+@pytest.mark.parametrize("args, flag", [
+    (["--temperature", "0.8"], "--temperature"),
+    (["--max-new-tokens", "5"], "--max-new-tokens"),
+    (["--temperature", "0.8", "--num-samples", "3"], "--temperature"),
+])
+def test_cli_refuses_generation_settings_the_map_never_uses(tmp_path: Path, cfg: ModelConfig,
+                                                           tokenizer: WordTokenizer, capsys: pytest.CaptureFixture,
+                                                           args: list[str], flag: str) -> None:
+    # The map is of the prompt alone: these were dropped without a word and the map written as if they had acted.
+    out = tmp_path / "maps.png"
+    assert generate.main(["--ckpt", str(save(tmp_path, cfg, tokenizer)), "--prompt", PROMPT, *args,
+                          "--attention-map", str(out)]) == 2
+    assert capsys.readouterr().err == f"error: {flag} sets the generation, but --attention-map draws the attention " \
+                                      "over the prompt alone, without generating: drop it, or pass --attention-html " \
+                                      "to see the generated tokens too\n"
+    assert not out.exists()

@@ -197,6 +197,16 @@ def test_generate_writes_the_viewer_of_prompt_and_generated_tokens(tmp_path: Pat
         "left out, past block_size)" in capsys.readouterr().out
 
 
+def test_generate_refuses_more_than_one_sample_for_the_viewer(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    # The page shows one generation: --num-samples 3 wrote one and said nothing of the other two.
+    out = tmp_path / "view.html"
+    assert generate.main(["--ckpt", str(save(tmp_path, make("mha"))), "--prompt", "two plus three equals",
+                          "--temperature", "0.8", "--num-samples", "3", "--attention-html", str(out)]) == 2
+    assert capsys.readouterr().err == "error: --num-samples=3: --attention-html shows the attention of one " \
+                                      "generation; drop --num-samples, or vary --seed for another\n"
+    assert not out.exists()
+
+
 def test_generate_names_the_fix_for_an_unwritable_path(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     out = tmp_path / "missing" / "view.html"
     assert generate.main(["--ckpt", str(save(tmp_path, make("mha"))), "--prompt", "two",
