@@ -166,12 +166,11 @@ def main(argv: list[str] | None = None) -> int:
                 print(SEPARATOR)
             else:  # which model answers, on stderr so stdout stays exactly the text
                 print(describe(path, text_model.meta), file=sys.stderr)
-                prompt_tokens, block_size = len(text_model.prompt_ids(args.prompt)), text_model.model.cfg.block_size
-                if prompt_tokens > block_size:  # the text printed is all of the prompt, the text answered is not
-                    print(f"note: the prompt is {prompt_tokens} tokens, past block_size={block_size}: the model sees "
-                          f"its last {block_size}", file=sys.stderr)
-                if note := text_model.prompt_note(args.prompt):
-                    print(f"note: {note}", file=sys.stderr)
+                # The text printed is all of the prompt, the text answered may not be.
+                cut = text_model.cut_note(text_model.prompt_ids(args.prompt))
+                for note in (cut, text_model.prompt_note(args.prompt)):
+                    if note:
+                        print(f"note: {note}", file=sys.stderr)
             print(args.prompt + first, end="", flush=True)
             for piece in pieces:
                 print(piece, end="", flush=True)

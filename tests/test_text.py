@@ -209,6 +209,22 @@ def test_a_prompt_ending_where_a_word_would_join_it_is_noted_and_fed_as_asked(pr
     assert not TextModel(running.model, CharTokenizer.fit(prompt + "x"), {}).prompt_note(prompt)  # no word pieces
 
 
+def test_a_prompt_past_the_block_is_noted_as_generate_py_notes_it() -> None:
+    """The model sees only the prompt's last block_size tokens: generate.py said so, while complete and complete_batch
+    answered the cut prompt, its line start dropped, as if it were the whole question, without a word."""
+    text_model = calculator_model()  # block_size 24
+    prompt = " plus ".join(["one"] * 12) + " equals"  # 24 words after the line start
+    said = "the prompt is 25 tokens, past block_size=24: the model sees its last 24"
+    for call in (lambda: text_model.complete(prompt), lambda: text_model.complete_batch([prompt, "two plus"])):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            call()
+        assert [str(w.message) for w in caught if w.category is PromptWarning] == [said]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", PromptWarning)
+        text_model.complete(" plus ".join(["one"] * 11) + " equals two")  # exactly block_size: seen whole
+
+
 def test_load_gives_the_text_model_of_a_saved_checkpoint(tmp_path: Path) -> None:
     text_model = calculator_model()
     save_model(tmp_path / "model.pt", text_model.model, text_model.tokenizer, text_model.meta)

@@ -79,6 +79,13 @@ class TextModel:
                                  "pass a prompt") from None
             return [self.tokenizer.eot_id]
 
+    def cut_note(self, ids: list[int]) -> str:
+        """A line on prompt ids past block_size, whose start the model never sees; '' for any other."""
+        block_size = self.model.cfg.block_size
+        if len(ids) <= block_size:
+            return ""
+        return f"the prompt is {len(ids)} tokens, past block_size={block_size}: the model sees its last {block_size}"
+
     def prompt_note(self, prompt: str) -> str:
         """A line on a prompt whose end the model never saw in training, '' for any other."""
         tail = split_before_a_word(self.tokenizer, prompt)
@@ -120,8 +127,10 @@ class TextModel:
         max_new_tokens, temperature, stop = self.defaults(max_new_tokens, temperature)
         check_sampling(temperature, top_k, top_p, max_new_tokens)
         ids = self.prompt_ids(prompt)
-        if note := self.prompt_note(prompt):  # the ids stay as asked: the prompt may mean to end there
-            warnings.warn(note, PromptWarning, stacklevel=3)
+        # The ids stay as asked: the prompt may mean to end there, and its start is the caller's to drop.
+        for note in (self.cut_note(ids), self.prompt_note(prompt)):
+            if note:
+                warnings.warn(note, PromptWarning, stacklevel=3)
         if generator is None and seed is not None:
             generator = torch.Generator(device=self.device).manual_seed(seed)
         shown = self.tokenizer.decode(ids)
@@ -168,6 +177,8 @@ class TextModel:
         by_length: dict[int, list[tuple[int, list[int]]]] = defaultdict(list)
         for i, prompt in enumerate(prompts):
             ids = self.prompt_ids(prompt)
+            if note := self.cut_note(ids):
+                warnings.warn(note, PromptWarning, stacklevel=3)  # past torch.no_grad's wrapper, to the caller
             by_length[len(ids)].append((i, ids))
         outputs = [""] * len(prompts)
         for group in by_length.values():
