@@ -210,6 +210,17 @@ def test_a_folders_tokenizer_json_round_trips_through_its_dict(tmp_path: Path) -
         learn_tokenizer("nope", Texts([text]), 300)
 
 
+def test_a_folder_with_a_model_and_no_tokenizer_files_is_refused(tmp_path: Path) -> None:
+    """transformers builds a GPT-2 folder without vocab.json and merges.txt an empty tokenizer (no ids but its
+    end-of-text): data.tokenizer=<that folder> prepared every text as nothing, a corpus of end-of-text tokens alone."""
+    transformers = pytest.importorskip("transformers")
+    config = transformers.GPT2Config(n_layer=1, n_head=1, n_embd=8, n_positions=8, vocab_size=64, bos_token_id=0,
+                                           eos_token_id=0)
+    transformers.GPT2LMHeadModel(config).save_pretrained(tmp_path)
+    with pytest.raises(ValueError, match=r"has no tokenizer.json and transformers could not build one from its files"):
+        learn_tokenizer(str(tmp_path), Texts(["to be or not to be"]), 300)
+
+
 def test_an_unreadable_bpe_vocabulary_is_a_value_error() -> None:
     """The tokenizers library raises a bare Exception for JSON it cannot read: model.pt's loader, which turns a
     ValueError into one line naming the damaged file, let a truncated bpe vocabulary out as a traceback."""

@@ -465,6 +465,10 @@ class HFTokenizer:
             self.backend = tokenizers.Tokenizer.from_str(spec)
         except Exception as err:  # the tokenizers library raises a bare Exception for JSON it cannot read
             raise ValueError(f"not a tokenizer.json the tokenizers library can read ({err})") from None
+        # What transformers builds for a folder whose model has no tokenizer files (GPT-2's without vocab.json and
+        # merges.txt): it would encode every text as nothing.
+        if self.backend.get_vocab_size(with_added_tokens=False) == 0:
+            raise ValueError("a tokenizer with no vocabulary but its special tokens")
         self.backend.encode_special_tokens = True  # as the other kinds: "<|endoftext|>" in text is text, not the token
         self.vocab_size = self.backend.get_vocab_size(with_added_tokens=True)
         # Its end-of-document token under the names the model families use (GPT-2/Qwen, Llama 3, Llama 2/Mistral).
