@@ -738,6 +738,14 @@ def user_error(tmp_path: Path, case: str) -> tuple[dict, str]:
         packed.write_bytes(gzip.compress(b'{"text": "fine"}\n'))
         return {"path": str(packed)}, (rf"^data.path={packed} is compressed: decompress it first \(gzip -dk {packed}\) "
                                        "and name the file that gives$")
+    if case in ("utf-16", "utf-16 without a byte order mark"):  # Windows' "Unicode", PowerShell 5's > redirection
+        text = tmp_path / "notes.txt"
+        text.write_bytes(play(20).encode("utf-16" if case == "utf-16" else "utf-16-le"))
+        if case == "utf-16":  # once "not UTF-8", naming iconv -f latin1, which made it text with a NUL byte in two
+            return {"path": str(text)}, rf"^{text} is UTF-16, not UTF-8: convert it \(iconv -f utf-16 -t utf-8\)$"
+        # its ASCII is UTF-8 too, a NUL byte beside each character: once trained on without a word
+        return {"path": str(text)}, (rf"^{text} holds a NUL byte at byte offset 1, which text does not: it is UTF-16 "
+                                     r"\(convert it: iconv -f utf-16le -t utf-8\) or binary$")
     if case == "no field":
         jsonl.write_text('{"body": "the text is here"}\n')
         return {"path": str(jsonl)}, rf"^{jsonl}:1 has no text field 'text': set data.text_field=<the key"
@@ -840,9 +848,9 @@ def test_an_arrow_file_with_a_flipped_bit_is_read_or_refused_in_one_line(table_b
 
 
 @pytest.mark.parametrize("case", ["not json", "a huge number", "deep nesting", "compressed", "no field", "a number",
-                                  "null", "lone surrogate", "no column", "numbers column", "arrow numbers column",
-                                  "not parquet", "another tokenizer", "another setting", "a fraction beside --val",
-                                  "a prepared folder among inputs"])
+                                  "null", "lone surrogate", "utf-16", "utf-16 without a byte order mark", "no column",
+                                  "numbers column", "arrow numbers column", "not parquet", "another tokenizer",
+                                  "another setting", "a fraction beside --val", "a prepared folder among inputs"])
 def test_bad_inputs_are_one_line_naming_the_file_and_the_fix(tmp_path: Path, case: str) -> None:
     kwargs, pattern = user_error(tmp_path, case)
     inputs = files_in(tmp_path)

@@ -17,6 +17,7 @@ MARKER = b"<|endoftext|>"  # separates documents in a text file (TinyStories' co
 MARKER_LINE = len(MARKER) + 2  # the bytes a marker and the line ending after it take
 REACH = 4  # the bytes a part may span, in doc_bytes: 2 * doc_bytes of text, twice that where every line is a \r\n
 BOM = b"\xef\xbb\xbf"  # what Windows editors put before UTF-8 text: a mark, not a character of the first document
+UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")  # what a UTF-16 file starts with (little- or big-endian): no UTF-8 text does
 JSON_TYPES = {bool: "true or false", int: "a number", float: "a number", type(None): "null", list: "an array",
               dict: "an object"}  # what a JSON value that is not a string is, as JSON names it
 SURROGATE = re.compile("[\ud800-\udfff]")  # half of a UTF-16 pair: JSON can escape one alone, UTF-8 cannot hold it
@@ -39,6 +40,14 @@ class Part(NamedTuple):  # a tuple: millions are made
 
 
 def _utf8(raw: bytes, path: str, offset: int) -> str:
+    # UTF-16 (Windows' "Unicode", PowerShell 5's > redirection) is named as such: converted from latin1, as bytes that
+    # are not UTF-8 are told to be, it would keep a NUL byte beside each character; without a byte order mark its ASCII
+    # is valid UTF-8 and those NULs were trained on. A NUL byte is no text.
+    if offset == 0 and raw.startswith(UTF16_BOMS):
+        raise ValueError(f"{path} is UTF-16, not UTF-8: convert it (iconv -f utf-16 -t utf-8)")
+    if (nul := raw.find(b"\x00")) != -1:
+        raise ValueError(f"{path} holds a NUL byte at byte offset {offset + nul}, which text does not: it is UTF-16 "
+                         "(convert it: iconv -f utf-16le -t utf-8) or binary")
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as err:
