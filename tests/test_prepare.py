@@ -596,6 +596,28 @@ def test_command_line_mistakes_name_its_own_arguments(tmp_path: Path, monkeypatc
     assert not (tmp_path / "data").exists()
 
 
+@pytest.mark.parametrize("args, message", [
+    (["outer", "outer/b.dataset"], "outer/b.dataset is named twice (outer/b.dataset/data-00000-of-00001.arrow and "
+                                   "outer/b.dataset, one perhaps through its folder)"),
+    (["outer", "--val", "outer/b.dataset"], "{arrow} is in both the inputs and --val: validation text must be "
+                                            "held out"),
+], ids=["twice", "in both"])
+def test_a_saved_dataset_named_again_through_a_folder_above_it_is_refused(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch,
+                                                                          capsys: pytest.CaptureFixture,
+                                                                          args: list[str], message: str) -> None:
+    """A saved dataset's folder was compared as itself, not as the *.arrow files it reads, which a folder above it
+    reads too: its text trained twice, and as --val it was held out and trained on alike."""
+    monkeypatch.chdir(tmp_path)
+    write(tmp_path / "outer" / "b.dataset", stories(5, seed=15))
+    capsys.readouterr()  # what saving it printed
+    assert cli(["prepare", *args, "--root", str(tmp_path / "data")]) == 2
+    err = capsys.readouterr().err
+    arrow = tmp_path / "outer" / "b.dataset" / "data-00000-of-00001.arrow"
+    assert err.startswith(f"error: {message.format(arrow=arrow)}") and err.count("\n") == 1, err
+    assert not (tmp_path / "data").exists()
+
+
 KILL = """
 import os, signal, sys
 import gpt.__main__ as cli, gpt.data.prepare as prepare, gpt.data.shards as shards

@@ -458,10 +458,17 @@ def input_files(paths: list[str], named: str) -> list[Path]:
             files.append(path)
     seen: dict[Path, Path] = {}
     for file in files:  # named twice, or a folder beside a file in it: its text would train twice, unsaid
-        if (first := seen.setdefault(file.resolve(), file)) is not file:
-            raise ValueError(f"{named.format(file)} is named twice ({first} and {file}, one perhaps through its "
-                             "folder): name each input once")
+        for member in read_files(file):
+            if (first := seen.setdefault(member, file)) is not file:
+                raise ValueError(f"{named.format(file)} is named twice ({first} and {file}, one perhaps through its "
+                                 "folder): name each input once")
     return files
+
+
+def read_files(path: Path) -> list[Path]:
+    """The files, resolved, that an input of input_files reads: a saved dataset's *.arrow files (which a folder above
+    it gives too), or the file itself."""
+    return sorted(p.resolve() for p in path.glob("*.arrow")) if path.is_dir() else [path.resolve()]
 
 
 def fingerprint(path: Path) -> list[list[str | int]]:

@@ -20,7 +20,7 @@ from typing import Annotated, Any, NamedTuple, TypeVar
 import numpy as np
 from tqdm import tqdm
 
-from gpt.data.formats import FORMATS, Part, Unit, fingerprint, format_of, input_files
+from gpt.data.formats import FORMATS, Part, Unit, fingerprint, format_of, input_files, read_files
 from gpt.data.pool import ordered_map
 from gpt.data.shards import ShardWriter, TokenShards, check_shard, save_shard, token_dtype, write_file
 from gpt.data.tokenizers import TOKENIZERS, Tokenizer, learn_tokenizer, tokenizer_from_dict, tokenizer_label
@@ -85,7 +85,7 @@ def split_files(inputs: list[str], val_inputs: list[str],
                 names: Names = TRAINING_NAMES) -> tuple[list[Path], list[Path]]:
     """The training and the validation input files, refused when one is in both."""
     train_files, val_files = input_files(inputs, names.inputs), input_files(val_inputs, names.val_inputs)
-    if both := {p.resolve() for p in train_files} & {p.resolve() for p in val_files}:
+    if both := {m for p in train_files for m in read_files(p)} & {m for p in val_files for m in read_files(p)}:
         raise ValueError(f"{', '.join(map(str, sorted(both)))} is in both {names.both}: validation text must be "
                          "held out")
     return train_files, val_files
