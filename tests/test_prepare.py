@@ -749,6 +749,14 @@ def user_error(tmp_path: Path, case: str) -> tuple[dict, str]:
     if case == "not json":
         jsonl.write_text('{"text": "fine"}\n{"text": "cut off\n')
         return {"path": str(jsonl)}, rf"^{jsonl}:2 is not JSON \(.*\): fix or delete that line$"
+    if case in ("a json array", "json over several lines"):  # once "1 is not JSON: fix or delete that line"
+        records = [{"text": "fine"}, {"text": "fine too"}]
+        jsonl = tmp_path / "records.json"
+        jsonl.write_text(json.dumps(records if case == "a json array" else records[0], indent=2))
+        what, query = ("a JSON array", "'.[]'") if case == "a json array" else ("JSON over several lines", ".")
+        return {"path": str(jsonl)}, (rf"^{jsonl} is {what}, not JSON Lines \(an object per line\): write each "
+                                      rf"record on a line of its own, e.g. jq -c {re.escape(query)} {jsonl} > "
+                                      r"<new file>.jsonl$")
     if case in ("a huge number", "deep nesting"):  # JSON, but once a traceback or a message naming no line
         other = "9" * 5000 if case == "a huge number" else "[" * 100_000 + "]" * 100_000
         jsonl.write_text(f'{{"text": "fine"}}\n{{"text": "fine too", "other": {other}}}\n')
@@ -869,10 +877,11 @@ def test_an_arrow_file_with_a_flipped_bit_is_read_or_refused_in_one_line(table_b
     prepare_with_a_flipped_bit(table_bytes[".arrow"], ".arrow", at, bit)
 
 
-@pytest.mark.parametrize("case", ["not json", "a huge number", "deep nesting", "compressed", "no field", "a number",
-                                  "null", "lone surrogate", "utf-16", "utf-16 without a byte order mark", "no column",
-                                  "numbers column", "arrow numbers column", "not parquet", "another tokenizer",
-                                  "another setting", "a fraction beside --val", "a prepared folder among inputs"])
+@pytest.mark.parametrize("case", ["not json", "a json array", "json over several lines", "a huge number",
+                                  "deep nesting", "compressed", "no field", "a number", "null", "lone surrogate",
+                                  "utf-16", "utf-16 without a byte order mark", "no column", "numbers column",
+                                  "arrow numbers column", "not parquet", "another tokenizer", "another setting",
+                                  "a fraction beside --val", "a prepared folder among inputs"])
 def test_bad_inputs_are_one_line_naming_the_file_and_the_fix(tmp_path: Path, case: str) -> None:
     kwargs, pattern = user_error(tmp_path, case)
     inputs = files_in(tmp_path)

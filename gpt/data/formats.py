@@ -205,6 +205,13 @@ class JsonlFormat:
         for number, raw in enumerate(lines, unit.first_line):
             if not raw.strip():
                 continue
+            # A JSON document (an array of records, an object over several lines) fails at its first line, whose own
+            # fix would be wrong: the rest is no JSON Lines either.
+            opening = raw.strip()[:1] if number == 1 else b""
+            if opening == b"[" or opening == raw.strip() == b"{":
+                what, query = ("a JSON array", "'.[]'") if opening == b"[" else ("JSON over several lines", ".")
+                raise ValueError(f"{unit.path} is {what}, not JSON Lines (an object per line): write each record on a "
+                                 f"line of its own, e.g. jq -c {query} {unit.path} > <new file>.jsonl")
             try:
                 record = json.loads(raw)
             except UnicodeDecodeError:
