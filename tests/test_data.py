@@ -214,6 +214,26 @@ def test_an_id_past_the_vocabulary_is_named_at_its_place_in_its_shard() -> None:
         shards.rows(np.array([0, 50]), 20)
 
 
+def test_more_shards_than_a_process_may_open_are_refused_in_one_line(tmp_path: Path) -> None:
+    """Every shard is mapped at once, each map holding a file descriptor: a small data.shard_tokens on a corpus of
+    many tokens ended the run in a traceback of OSError: Too many open files."""
+    import resource
+
+    paths = [tmp_path / f"train_{i:05d}.bin" for i in range(64)]
+    for path in paths:
+        np.zeros(2, np.uint16).tofile(path)
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (len(os.listdir("/proc/self/fd")) + 16, hard))
+    try:
+        too_many = (rf"^{tmp_path}: its 64 shards are more files than a process may open at once \(Too many open "
+                    r"files\): prepare the corpus again with a larger data.shard_tokens \(--shard-tokens\), or raise "
+                    r"that limit \(ulimit -n\)$")
+        with pytest.raises(ValueError, match=too_many):
+            TokenShards.open(paths, "uint16")
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
 def test_gpt2_vocabulary_is_compacted_on_a_small_corpus_unless_turned_off(text_file: Path, tmp_path: Path) -> None:
     full = load(text_file, tmp_path, tokenizer="gpt2", compact_vocab=False)
     assert full.vocab_size == 50257

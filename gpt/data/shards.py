@@ -2,6 +2,7 @@
 sha256 and read back as one sequence through memory maps, so a corpus of any size costs a shard of memory."""
 from __future__ import annotations
 
+import errno
 import hashlib
 from collections.abc import Callable
 from pathlib import Path
@@ -91,7 +92,14 @@ class TokenShards:
 
     @classmethod
     def open(cls, paths: list[Path], dtype: str, vocab_size: int | None = None, fix: str = "") -> TokenShards:
-        return cls([np.memmap(p, dtype=dtype, mode="r") for p in paths], paths, vocab_size, fix)
+        try:
+            return cls([np.memmap(p, dtype=dtype, mode="r") for p in paths], paths, vocab_size, fix)
+        except OSError as err:  # each map holds a file descriptor: a small data.shard_tokens makes too many
+            if err.errno != errno.EMFILE:
+                raise
+            raise ValueError(f"{paths[0].parent}: its {len(paths)} shards are more files than a process may open at "
+                             f"once ({err.strerror}): prepare the corpus again with a larger data.shard_tokens "
+                             "(--shard-tokens), or raise that limit (ulimit -n)") from None
 
     def __reduce__(self) -> tuple[Callable[..., TokenShards], tuple[Any, ...]]:
         """Spawned processes (ddp_spawn) map the files again rather than receive copies of the ids."""
