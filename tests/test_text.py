@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from gpt import GPT, ModelConfig, TextModel, generate, load
-from gpt.data.tokenizers import EOT, BPETokenizer, CharTokenizer, GPT2Tokenizer
+from gpt.data.tokenizers import EOT, BPETokenizer, CharTokenizer, GPT2Tokenizer, tokenizer_from_dict
 from gpt.inference.checkpoint import save_model
 from gpt.inference.compiled import compile_for_decoding
 from gpt.inference.text import PromptWarning
@@ -123,6 +123,20 @@ def test_running_text_of_one_line_documents_starts_an_empty_prompt_after_the_end
     bare = TextModel(running.model, CharTokenizer(list("abcde")), {})
     with pytest.raises(ValueError, match="no line break or end-of-text token to start from: pass a prompt"):
         bare.complete("")
+
+
+def test_a_tokenizer_that_drops_line_breaks_starts_an_empty_prompt_after_the_end_of_text_token() -> None:
+    """A folder's tokenizer whose pre-tokenizer splits on whitespace encodes '\\n' as nothing: the training sample fed
+    the model no ids, and the run ended at its first validation in 'token ids of dtype torch.float32'."""
+    tokenizers = pytest.importorskip("tokenizers")
+    words = tokenizers.Tokenizer(tokenizers.models.WordLevel({"[UNK]": 0, "</s>": 1, "to": 2, "be": 3},
+                                                             unk_token="[UNK]"))
+    words.pre_tokenizer = tokenizers.pre_tokenizers.Whitespace()
+    tokenizer = tokenizer_from_dict({"kind": "hf", "vocab": words.to_str()})
+    assert tokenizer.encode("\n") == []
+    running = TextModel(build(ModelConfig(vocab_size=4, layers=1, heads=2, dim=32, block_size=16)), tokenizer, {})
+    assert running.prompt_ids("") == running.prompt_ids(" ") == [1]
+    assert isinstance(running.complete("", max_new_tokens=5, seed=0), str)
 
 
 def chain_model(chain: list[int], vocab_size: int) -> GPT:

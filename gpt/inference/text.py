@@ -72,12 +72,15 @@ class TextModel:
         if ids:
             return ids
         try:
-            return self.tokenizer.encode("\n")
+            # A folder's tokenizer that splits on whitespace encodes a line break as nothing
+            if newline := self.tokenizer.encode("\n"):
+                return newline
         except ValueError:  # a corpus of one-line documents (JSONL, Parquet) has no line break to start after
-            if self.tokenizer.eot_id is None:
-                raise ValueError("this model's vocabulary has no line break or end-of-text token to start from: "
-                                 "pass a prompt") from None
-            return [self.tokenizer.eot_id]
+            pass
+        if self.tokenizer.eot_id is None:
+            raise ValueError("this model's vocabulary has no line break or end-of-text token to start from: pass a "
+                             "prompt")
+        return [self.tokenizer.eot_id]
 
     def cut_note(self, ids: list[int]) -> str:
         """A line on prompt ids past block_size, whose start the model never sees; '' for any other."""
