@@ -101,3 +101,7 @@ def test_a_sample_prompt_that_ends_its_line_stops_the_run_before_training() -> N
     with pytest.raises(ValueError, match=r"callbacks.sample.prompt='ab\\n': the prompt 'ab\\n' ends its line"):
         callbacks.SampleText(CharTokenizer.fit("ab\n"), {"one_example_per_line": True}, prompt="ab\n")
     callbacks.SampleText(CharTokenizer.fit("ab\n"), {}, prompt="ab\n")  # running text goes on after a line break
+    # Nor did it try running text's empty prompt in a vocabulary with no line break and no end-of-text token
+    with pytest.raises(ValueError, match=r"^callbacks.sample.prompt='': this model's vocabulary has no line break or "
+                                         r"end-of-text token to start from: pass a prompt$"):
+        callbacks.SampleText(CharTokenizer.fit("ab"), {})

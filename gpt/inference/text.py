@@ -43,6 +43,22 @@ def line_prompt_ids(tokenizer: Tokenizer, prompt: str) -> list[int]:
     return [newline, *ids]
 
 
+def running_prompt_ids(tokenizer: Tokenizer, prompt: str) -> list[int]:
+    """`prompt`'s ids in running text; no prompt starts as after a line break, or after the end-of-text token in a
+    vocabulary without one; ValueError in a vocabulary with neither."""
+    if ids := tokenizer.encode(prompt):
+        return ids
+    try:
+        # A folder's tokenizer that splits on whitespace encodes a line break as nothing
+        if newline := tokenizer.encode("\n"):
+            return newline
+    except ValueError:  # a corpus of one-line documents (JSONL, Parquet) has no line break to start after
+        pass
+    if tokenizer.eot_id is None:
+        raise ValueError("this model's vocabulary has no line break or end-of-text token to start from: pass a prompt")
+    return [tokenizer.eot_id]
+
+
 class PromptWarning(UserWarning):
     """A prompt the model may continue poorly though it encodes; generate.py prints it as a note of its own."""
 
@@ -66,21 +82,7 @@ class TextModel:
         if not isinstance(prompt, str):  # complete(5) was "'int' object is not iterable" from inside the tokenizer
             raise ValueError(f"the prompt is a {type(prompt).__name__}: pass text, e.g. complete(\"one plus two "
                              "equals\")")
-        if self.line_based:
-            return line_prompt_ids(self.tokenizer, prompt)
-        ids = self.tokenizer.encode(prompt)
-        if ids:
-            return ids
-        try:
-            # A folder's tokenizer that splits on whitespace encodes a line break as nothing
-            if newline := self.tokenizer.encode("\n"):
-                return newline
-        except ValueError:  # a corpus of one-line documents (JSONL, Parquet) has no line break to start after
-            pass
-        if self.tokenizer.eot_id is None:
-            raise ValueError("this model's vocabulary has no line break or end-of-text token to start from: pass a "
-                             "prompt")
-        return [self.tokenizer.eot_id]
+        return (line_prompt_ids if self.line_based else running_prompt_ids)(self.tokenizer, prompt)
 
     def cut_note(self, ids: list[int]) -> str:
         """A line on prompt ids past block_size, whose start the model never sees; '' for any other."""

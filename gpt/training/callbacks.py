@@ -15,7 +15,7 @@ from gpt.data.tasks import Line
 from gpt.data.tokenizers import Tokenizer
 from gpt.evaluation.extrapolation import extrapolation
 from gpt.evaluation.grading import grade, scores_by_group, scores_by_level
-from gpt.inference.text import TextModel, line_prompt_ids
+from gpt.inference.text import TextModel, line_prompt_ids, running_prompt_ids
 from gpt.overrides import pasted
 from gpt.training.loggers import log_text
 from gpt.validate import NonNegativeFloat, NonNegativeInt, PositiveInt
@@ -138,7 +138,7 @@ class SampleText(L.Callback):
         self.tokenizer, self.meta, self.prompt, self.max_new_tokens = tokenizer, meta, prompt, max_new_tokens
         self.temperature, self.seed = temperature, seed
         try:  # now, so a prompt the text API refuses stops the run before training, not at its first validation
-            line_prompt_ids(tokenizer, prompt) if meta.get("one_example_per_line") else tokenizer.encode(prompt)
+            (line_prompt_ids if meta.get("one_example_per_line") else running_prompt_ids)(tokenizer, prompt)
         except ValueError as err:
             raise ValueError(f"callbacks.sample.prompt={prompt!r}: {err}") from None
 
