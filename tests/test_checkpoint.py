@@ -58,6 +58,12 @@ def test_missing_and_foreign_files_fail_with_one_line(tmp_path: Path) -> None:
     (tmp_path / "notes.txt").write_text("hello")
     with pytest.raises(CheckpointError, match="not a readable torch file"):
         load_checkpoint(tmp_path / "notes.txt")
+    exported = tmp_path / "my-model"  # python -m gpt export's folder given back: it said to train one
+    exported.mkdir()
+    (exported / "config.json").write_text("{}")
+    with pytest.raises(CheckpointError, match=f"^{exported} is a Hugging Face folder, not a tinygpt run: load it "
+                                              f"with transformers, or train from it with init_from={exported}$"):
+        load_checkpoint(exported)
     torch.save({"state_dict": {}}, tmp_path / "other.pt")
     with pytest.raises(CheckpointError, match="not a tinygpt model.pt"):
         load_checkpoint(tmp_path / "other.pt")

@@ -101,6 +101,9 @@ def read_checkpoint(path: str | Path) -> dict[str, Any]:
             raise CheckpointError(f"no model.pt in {path.parent}: it holds {len(runs)} run folder(s) with one, such "
                                   f"as {runs[0].parent}: give one of them (python -m gpt report {path.parent} "
                                   "compares them)")
+        if path.name == "model.pt" and (path.parent / "config.json").is_file():  # what python -m gpt export writes
+            raise CheckpointError(f"{path.parent} is a Hugging Face folder, not a tinygpt run: load it with "
+                                  f"transformers, or train from it with init_from={path.parent}")
         raise CheckpointError(f"no checkpoint at {path}: train one with `python train.py`, or give the path of a "
                               "model.pt or of the run folder holding it")
     payload = safe_load(path)
