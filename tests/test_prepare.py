@@ -401,6 +401,10 @@ def test_command_line_prepares_what_training_then_finds(tmp_path: Path, monkeypa
                                       "it or choose another --out\n"
     assert cli(["prepare", str(corpus), "--out", str(tmp_path), "--num-proc", "1"]) == 2
     assert "exists and is not a prepared corpus" in capsys.readouterr().err
+    # Preparation leaves nothing at --out unless whole, so what is there is the user's: it said to delete the input
+    assert cli(["prepare", str(corpus), "--out", str(corpus), "--num-proc", "1"]) == 2
+    assert capsys.readouterr().err == f"error: {corpus} exists and is not a prepared corpus (no manifest.json): " \
+                                      "choose another --out, a folder that does not exist yet\n"
 
 
 def test_the_printed_train_command_pastes_whole_whatever_the_paths(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,

@@ -303,8 +303,9 @@ def prepare(recipe: Recipe, out: Path, num_proc: int | None = None, progress: bo
                                  "choose another --out")
             return out
         if out.exists():
-            # A training run's cache names no --out: a manifest deleted by hand, or a folder copied in part
-            fix = remake(out, cached) if cached else "delete it or choose another --out"
+            # A training run's cache names no --out: a manifest deleted by hand, or a folder copied in part. A folder
+            # named with --out holds what the user put there (a preparation leaves nothing there unless whole).
+            fix = remake(out, cached) if cached else "choose another --out, a folder that does not exist yet"
             raise ValueError(f"{out} exists and is not a prepared corpus (no manifest.json): {fix}")
         for stale in out.parent.glob(f".{out.name}.tmp-*"):
             shutil.rmtree(stale, ignore_errors=True)  # from a preparer that died (we hold the lock)
