@@ -772,6 +772,9 @@ def user_error(tmp_path: Path, case: str) -> tuple[dict, str]:
         packed.write_bytes(gzip.compress(b'{"text": "fine"}\n'))
         return {"path": str(packed)}, (rf"^data.path={packed} is compressed: decompress it first \(gzip -dk {packed}\) "
                                        "and name the file that gives$")
+    if case == "utf-16 jsonl":  # once "2 is not UTF-8 (convert the file, e.g. iconv -t utf-8)", which keeps it so
+        jsonl.write_bytes('{"text": "fine"}\n{"text": "fine too"}\n'.encode("utf-16"))
+        return {"path": str(jsonl)}, rf"^{jsonl} is UTF-16, not UTF-8: convert it \(iconv -f utf-16 -t utf-8\)$"
     if case in ("utf-16", "utf-16 without a byte order mark"):  # Windows' "Unicode", PowerShell 5's > redirection
         text = tmp_path / "notes.txt"
         text.write_bytes(play(20).encode("utf-16" if case == "utf-16" else "utf-16-le"))
@@ -883,9 +886,9 @@ def test_an_arrow_file_with_a_flipped_bit_is_read_or_refused_in_one_line(table_b
 
 @pytest.mark.parametrize("case", ["not json", "a json array", "json over several lines", "a huge number",
                                   "deep nesting", "compressed", "no field", "a number", "null", "lone surrogate",
-                                  "utf-16", "utf-16 without a byte order mark", "no column", "numbers column",
-                                  "arrow numbers column", "not parquet", "another tokenizer", "another setting",
-                                  "a fraction beside --val", "a prepared folder among inputs"])
+                                  "utf-16", "utf-16 without a byte order mark", "utf-16 jsonl", "no column",
+                                  "numbers column", "arrow numbers column", "not parquet", "another tokenizer",
+                                  "another setting", "a fraction beside --val", "a prepared folder among inputs"])
 def test_bad_inputs_are_one_line_naming_the_file_and_the_fix(tmp_path: Path, case: str) -> None:
     kwargs, pattern = user_error(tmp_path, case)
     inputs = files_in(tmp_path)

@@ -39,12 +39,18 @@ class Part(NamedTuple):  # a tuple: millions are made
     ends_document: bool
 
 
+def _not_utf16(start: bytes, path: str) -> None:
+    """Refuse a file whose `start` is a UTF-16 byte order mark."""
+    if start.startswith(UTF16_BOMS):
+        raise ValueError(f"{path} is UTF-16, not UTF-8: convert it (iconv -f utf-16 -t utf-8)")
+
+
 def _utf8(raw: bytes, path: str, offset: int) -> str:
     # UTF-16 (Windows' "Unicode", PowerShell 5's > redirection) is named as such: converted from latin1, as bytes that
     # are not UTF-8 are told to be, it would keep a NUL byte beside each character; without a byte order mark its ASCII
     # is valid UTF-8 and those NULs were trained on. A NUL byte is no text.
-    if offset == 0 and raw.startswith(UTF16_BOMS):
-        raise ValueError(f"{path} is UTF-16, not UTF-8: convert it (iconv -f utf-16 -t utf-8)")
+    if offset == 0:
+        _not_utf16(raw, path)
     if (nul := raw.find(b"\x00")) != -1:
         raise ValueError(f"{path} holds a NUL byte at byte offset {offset + nul}, which text does not: it is UTF-16 "
                          "(convert it: iconv -f utf-16le -t utf-8) or binary")
@@ -203,6 +209,8 @@ class JsonlFormat:
             f.seek(unit.start)
             lines = f.read(unit.stop - unit.start).split(b"\n")
         for number, raw in enumerate(lines, unit.first_line):
+            if number == 1:  # json.loads reads a line of UTF-16 too, and fails at the next
+                _not_utf16(raw, unit.path)
             if not raw.strip():
                 continue
             # A JSON document (an array of records, an object over several lines) fails at its first line, whose own
