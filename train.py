@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import os
 import shlex
+import signal
 import sys
 import time
 import traceback
@@ -19,6 +20,7 @@ import warnings
 from collections.abc import Sequence
 from contextlib import nullcontext
 from pathlib import Path
+from types import FrameType
 from typing import TYPE_CHECKING
 
 import hydra
@@ -50,10 +52,17 @@ def quiet_lightning() -> None:
     warnings.filterwarnings("ignore", message=r"The '\w+' does not have many workers")
 
 
+def end_rank(signum: int, frame: FrameType | None) -> None:
+    sys.exit(130)
+
+
 # trainer=ddp's ranks (ddp_spawn) are new processes that import this file under this name and are handed the
 # Trainer: train() never runs in them, and rank 0 among them trains, so their notes and warnings were all shown.
 if __name__ == "__mp_main__":
     quiet_lightning()
+    # Until StopOnInterrupt listens, Ctrl-C ends the rank with an exit status the waiting process sees. As a
+    # KeyboardInterrupt, torch's spawn wrapper ended the rank with 0 and no result, which that process awaited forever.
+    signal.signal(signal.SIGINT, end_rank)
 
 
 def load_data(cfg: DictConfig, overrides: Sequence[str]) -> L.LightningDataModule:
@@ -74,6 +83,8 @@ def train(cfg: DictConfig, run_dir: Path | None = None) -> Path | None:
     # torch and Lightning are imported by the process that trains, here: `python train.py --help` and the process
     # that launches a sweep's jobs into worker processes never pay for them (seconds of start-up).
     import lightning as L
+    from lightning.pytorch.strategies.launchers import _MultiProcessingLauncher
+    from torch.multiprocessing import ProcessExitedException
 
     from gpt.evaluation.bpb import byte_counts
     from gpt.inference.checkpoint import save_model
@@ -88,7 +99,7 @@ def train(cfg: DictConfig, run_dir: Path | None = None) -> Path | None:
     from gpt.training.init_from import start_from
     from gpt.training.lit import LitGPT
     from gpt.training.loggers import finish, make_logger
-    from gpt.training.resume import AtomicCheckpointIO, check_resumable, resume_from
+    from gpt.training.resume import AtomicCheckpointIO, check_resumable, load_resume_checkpoint, resume_from
     from gpt.training.run_folder import kept_on_resume, read_history, read_summary, record_duplicate
     from gpt.training.run_record import RunRecord, finished_line, summary_line
 
@@ -164,16 +175,26 @@ def train(cfg: DictConfig, run_dir: Path | None = None) -> Path | None:
             print(f"note: trainer.max_steps={steps} ends within optim.warmup_steps={lit.optim.warmup_steps}: the LR "
                   f"only warms up, to {steps / lit.optim.warmup_steps:.0%} of its peak; lower optim.warmup_steps to "
                   "train at it")
+    # trainer=ddp (ddp_spawn): the ranks train in processes that this one starts and waits for
+    spawned = isinstance(trainer.strategy.launcher, _MultiProcessingLauncher)
     try:
-        trainer.fit(lit, datamodule=data, ckpt_path=resume_point.path if resume_point else None, weights_only=True)
-    except SystemExit:  # Lightning's exit(1) after a KeyboardInterrupt: the second Ctrl-C, which aborts at once
-        if not stopper.requested:
+        with stopper.while_ranks_train() if spawned else nullcontext():
+            trainer.fit(lit, datamodule=data, ckpt_path=resume_point.path if resume_point else None,
+                        weights_only=True)
+    # SystemExit: Lightning's exit(1) after a KeyboardInterrupt, the second Ctrl-C, which aborts at once. A rank's exit
+    # 130 (end_rank): under trainer=ddp the first reached the ranks still starting up, before they listened.
+    except (SystemExit, ProcessExitedException) as err:
+        if not stopper.requested or isinstance(err, ProcessExitedException) and err.exit_code != 130:
             raise
+        if spawned:  # a rank may still be writing the checkpoint of the stop the first Ctrl-C asked for
+            for rank in trainer.strategy.launcher.procs:
+                rank.join()
         after = (f"continue from {checkpoint.path} with the same overrides plus "
                  f"{pasted('ckpt_path', str(checkpoint.path))} (or resume=true)" if checkpoint.path.is_file()
                  else "no checkpoint was written yet: start again")
-        raise Interrupted(f"aborted by a second Ctrl-C at step {trainer.global_step}, before model.pt was written; "
-                          f"{after}") from None
+        how = "a second Ctrl-C" if isinstance(err, SystemExit) else "Ctrl-C"
+        where = "" if spawned else f" at step {trainer.global_step}"  # under trainer=ddp this process trains no step
+        raise Interrupted(f"aborted by {how}{where}, before model.pt was written; {after}") from None
     if resume_point and resume_point.step == trainer.max_steps:
         # A run killed after its final checkpoint: Lightning restored it and skipped the training loop with its hooks.
         # End it as that loop ends: a checkpoint in this folder, the final validation (its grading) and the record.
@@ -187,8 +208,11 @@ def train(cfg: DictConfig, run_dir: Path | None = None) -> Path | None:
         return path
     finish(trainer.loggers)
     save_model(path, lit.model, data.tokenizer, meta=data.meta)
-    # From the record on disk: under trainer=ddp (spawn) rank 0 trained in another process, not in this one
+    # From the records on disk: under trainer=ddp (spawn) rank 0 trained in another process, not in this one. A stop's
+    # summary.json holds no steps; the last.ckpt that the stop wrote does.
     steps = (read_summary(run_dir) or {}).get("steps", trainer.global_step)
+    if spawned and stopper.requested:
+        steps = load_resume_checkpoint(checkpoint.path)["global_step"]
     print(summary_line(read_history(run_dir), steps, time.perf_counter() - start, path, stopper.requested))
     # A line-based corpus suggests one of its own held-out questions; running text starts after a newline (a
     # placeholder prompt would be refused by a word-level vocabulary).
@@ -197,7 +221,7 @@ def train(cfg: DictConfig, run_dir: Path | None = None) -> Path | None:
     command = ["python", "generate.py", "--ckpt", str(path), *(["--prompt", example] if example else [])]
     print(f"generate with: {shlex.join(command)}")
     if stopper.requested:
-        raise Interrupted(f"stopped {stopper.how} at step {trainer.global_step}; continue with the same overrides "
+        raise Interrupted(f"stopped {stopper.how} at step {steps}; continue with the same overrides "
                           f"plus {pasted('ckpt_path', str(checkpoint.path))} (or resume=true)")
     return path
 

@@ -1,9 +1,16 @@
 """trainer=ddp on CPU: two gloo processes (ddp_spawn) train the same model on a sharded text corpus as one
 process accumulating two batches per step, because each rank reads its own share of the one seeded batch stream
-(and the spawned ranks map the shards again rather than receive copies)."""
+(and the spawned ranks map the shards again rather than receive copies). Ctrl-C stops such a run as it stops a single
+process."""
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -12,8 +19,10 @@ from torch.nn import functional as F
 
 from gpt import load_checkpoint
 from gpt.data.corpus import TextData
-from tests.conftest import play, run_cli
+from gpt.training.resume import load_resume_checkpoint
+from tests.conftest import ROOT, child_env, play, run_cli
 
+DDP = ["trainer=ddp", "trainer.accelerator=cpu", "trainer.devices=2"]
 TINY = ["trainer=debug", "trainer.max_steps=6", "trainer.val_check_interval=100", "model.layers=1", "model.dim=32",
         "model.heads=2", "data=text", "data.path=corpus.txt", "data.doc_bytes=256", "data.shard_tokens=20000",
         "data.num_proc=1", "data.batch_size=16", "data.val_windows=256", "optim=adamw", "optim.warmup_steps=2",
@@ -33,8 +42,7 @@ def val_loss(path: Path, folder: Path) -> float:
 
 def test_ddp_on_two_cpu_processes_matches_one_process_over_the_same_global_batch(tmp_path: Path) -> None:
     (tmp_path / "corpus.txt").write_text(play(2000))
-    ddp = run_cli("train.py", *TINY, "trainer=ddp", "trainer.accelerator=cpu", "trainer.devices=2",
-                  "hydra.run.dir=ddp", cwd=tmp_path)
+    ddp = run_cli("train.py", *TINY, *DDP, "hydra.run.dir=ddp", cwd=tmp_path)
     assert ddp.returncode == 0, ddp.stderr[-3000:]
     # Our own lines once, none of Lightning's start-up notes and deprecations from the two rank processes (a single
     # run shows none); that two processes ran is in summary.json's tokens/s below.
@@ -55,3 +63,33 @@ def test_ddp_on_two_cpu_processes_matches_one_process_over_the_same_global_batch
     for run in ("ddp", "single"):
         summary = json.loads((tmp_path / run / "summary.json").read_text())
         assert summary["tokens_per_s"] * summary["ms_per_step"] / 1000 == pytest.approx(2 * 16 * block_size)
+
+
+def test_ctrl_c_to_a_ddp_run_stops_it_as_it_stops_a_single_run(tmp_path: Path) -> None:
+    """The process that starts the ranks trains none and had no Ctrl-C handler: the ranks stopped and saved last.ckpt,
+    but it ended with exit status 1, no model.pt and no word of how to go on."""
+    (tmp_path / "corpus.txt").write_text(play(2000))
+    run = tmp_path / "ddp"
+    proc = subprocess.Popen([sys.executable, str(ROOT / "train.py"), *TINY, *DDP, "trainer.max_steps=100000",
+                             "callbacks.checkpoint.every_n_steps=5", "hydra.run.dir=ddp"], cwd=tmp_path,
+                            start_new_session=True, env=child_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not (run / "checkpoints/last.ckpt").exists() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        os.killpg(proc.pid, signal.SIGINT)  # a terminal's Ctrl-C reaches every process of its foreground group
+        out, err = proc.communicate(timeout=120)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 130, err[-3000:]
+    checkpoint = load_resume_checkpoint(run / "checkpoints/last.ckpt")
+    step = checkpoint["global_step"]
+    assert 5 <= step < 100000
+    assert f"stopped by Ctrl-C at step {step}; continue with the same overrides plus ckpt_path=" in err
+    assert "stopped after " in out and f"step {step}" in out and "done in" not in out
+    assert json.loads((run / "summary.json").read_text())["reason"] == f"stopped by Ctrl-C at step {step}"
+    model, _ = load_checkpoint(run / "model.pt")  # the weights the ranks stopped with
+    for name, weight in model.state_dict().items():
+        assert torch.equal(weight, checkpoint["state_dict"][f"model.{name}"]), name

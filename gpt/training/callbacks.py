@@ -3,7 +3,8 @@ is always good (atomic, finite, with RNG state), and a clean stop on Ctrl-C."""
 from __future__ import annotations
 
 import signal
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -250,8 +251,26 @@ class StopOnInterrupt(L.Callback):
         self.requested = True
         signal.signal(signal.SIGINT, self._previous)
 
-    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+    def _listen(self) -> None:
         self._previous = signal.signal(signal.SIGINT, self._request)
+
+    def _stop_listening(self) -> None:
+        if self._previous is not None and not self.requested:
+            signal.signal(signal.SIGINT, self._previous)
+
+    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self._listen()
+
+    @contextmanager
+    def while_ranks_train(self) -> Iterator[None]:
+        """In the process that starts trainer=ddp's ranks (ddp_spawn) and waits for them, training in none of its
+        own: Ctrl-C reaches the ranks too, which stop as above, so here the first only notes that it came. Taken as a
+        KeyboardInterrupt, Lightning ended this process with exit status 1 and no model.pt, saying nothing."""
+        self._listen()
+        try:
+            yield
+        finally:
+            self._stop_listening()
 
     def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any,
                            batch_idx: int) -> None:
@@ -263,8 +282,7 @@ class StopOnInterrupt(L.Callback):
             trainer.should_stop = True
 
     def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        if self._previous is not None and not self.requested:
-            signal.signal(signal.SIGINT, self._previous)
+        self._stop_listening()
 
     def on_exception(self, trainer: L.Trainer, pl_module: L.LightningModule, exception: BaseException) -> None:
         self.on_train_end(trainer, pl_module)
