@@ -9,6 +9,7 @@ export. The pieces live in gpt/training/; this file only wires them.
 """
 from __future__ import annotations
 
+import atexit
 import logging
 import os
 import shlex
@@ -56,6 +57,15 @@ def end_rank(signum: int, frame: FrameType | None) -> None:
     sys.exit(130)
 
 
+def end_process_group() -> None:
+    """Lightning destroys an NCCL process group at exit, but not the gloo one of trainer=ddp on CPU, whose worker
+    threads then live on into the interpreter's teardown: a known way for a rank to abort as it ends ("terminate called
+    without an active exception"), which fails a run that had trained and saved."""
+    distributed = sys.modules.get("torch.distributed")
+    if distributed is not None and distributed.is_available() and distributed.is_initialized():
+        distributed.destroy_process_group()
+
+
 # trainer=ddp's ranks (ddp_spawn) are new processes that import this file under this name and are handed the
 # Trainer: train() never runs in them, and rank 0 among them trains, so their notes and warnings were all shown.
 if __name__ == "__mp_main__":
@@ -63,6 +73,7 @@ if __name__ == "__mp_main__":
     # Until StopOnInterrupt listens, Ctrl-C ends the rank with an exit status the waiting process sees. As a
     # KeyboardInterrupt, torch's spawn wrapper ended the rank with 0 and no result, which that process awaited forever.
     signal.signal(signal.SIGINT, end_rank)
+    atexit.register(end_process_group)
 
 
 def load_data(cfg: DictConfig, overrides: Sequence[str]) -> L.LightningDataModule:
