@@ -66,6 +66,9 @@ def end_process_group() -> None:
         distributed.destroy_process_group()
 
 
+# Every process that trains as a rank: trainer=ddp's (ddp_spawn) and those torchrun or SLURM start (strategy=ddp)
+atexit.register(end_process_group)
+
 # trainer=ddp's ranks (ddp_spawn) are new processes that import this file under this name and are handed the
 # Trainer: train() never runs in them, and rank 0 among them trains, so their notes and warnings were all shown.
 if __name__ == "__mp_main__":
@@ -73,7 +76,6 @@ if __name__ == "__mp_main__":
     # Until StopOnInterrupt listens, Ctrl-C ends the rank with an exit status the waiting process sees. As a
     # KeyboardInterrupt, torch's spawn wrapper ended the rank with 0 and no result, which that process awaited forever.
     signal.signal(signal.SIGINT, end_rank)
-    atexit.register(end_process_group)
 
 
 def load_data(cfg: DictConfig, overrides: Sequence[str]) -> L.LightningDataModule:
