@@ -145,6 +145,18 @@ def test_a_vocab_size_outside_the_model_is_refused(tiny_cfg: ModelConfig) -> Non
             generate(model, torch.zeros(1, 1, dtype=torch.long), 3, vocab_size=vocab_size)
 
 
+def test_a_stop_token_no_id_can_be_is_refused(tiny_cfg: ModelConfig) -> None:
+    """A stop token past the ids decoding chooses among was never said: decoding ran to its length, silently."""
+    model, idx = build(tiny_cfg), torch.zeros(1, 1, dtype=torch.long)
+    for stop, vocab_size in ((tiny_cfg.vocab_size, None), (-1, None), (5, 5)):
+        choosable = vocab_size or tiny_cfg.vocab_size
+        with pytest.raises(ValueError, match=f"^stop_token={stop} is no id this model can choose "
+                                             f"\\(0..{choosable - 1}\\)"):
+            generate(model, idx, 3, temperature=0, stop_token=stop, vocab_size=vocab_size)
+    with pytest.raises(ValueError, match="^stop_token='\\\\n' must be an integer or None$"):
+        generate(model, idx, 3, temperature=0, stop_token="\n")
+
+
 def test_ids_outside_the_vocabulary_are_one_line(tiny_cfg: ModelConfig) -> None:
     """Ids from another tokenizer ended in torch's 'IndexError: index out of range in self' inside the embedding."""
     model = build(tiny_cfg)

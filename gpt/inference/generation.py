@@ -79,6 +79,12 @@ def stream(model: GPT, idx: torch.Tensor, max_new_tokens: int, temperature: floa
     if vocab_size is not None and not 1 <= vocab_size <= vocab:
         raise ValueError(f"vocab_size={vocab_size} must be in 1..{vocab}, this model's vocabulary: pass the "
                          "tokenizer's vocab_size, or None to choose among every id")
+    check_kind("stop_token", stop_token, numbers.Integral, optional=True)
+    # One that is never chosen never stopped decoding: it ran to max_new_tokens, silently.
+    choosable = vocab if vocab_size is None else vocab_size
+    if stop_token is not None and not 0 <= stop_token < choosable:
+        raise ValueError(f"stop_token={stop_token} is no id this model can choose (0..{choosable - 1}): pass one of "
+                         "its tokenizer's, such as tokenizer.eot_id or tokenizer.encode('\\n')[0]")
     if max_new_tokens == 0:
         return
     block_size = model.cfg.block_size
