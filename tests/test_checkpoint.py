@@ -119,7 +119,7 @@ def test_a_damaged_model_pt_is_refused_in_one_line_and_left_as_it_is(tmp_path: P
     if damage == "cut short":
         path.write_bytes(path.read_bytes()[:path.stat().st_size // 2])
         message = (rf"^{path} is not a readable torch file \(not written by torch.save, or cut short\): point at a "
-                   r"model.pt or .ckpt that training wrote, or train it again$")
+                   r"model.pt that training wrote, or train it again$")  # generate.py refuses a .ckpt
     else:
         member = "archive/data/3" if "weight" in damage else "archive/data.pkl"  # torch.save into a file object
         flip_a_bit_in(path, member)

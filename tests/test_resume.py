@@ -210,6 +210,16 @@ def test_a_run_folder_as_ckpt_path_is_named_a_folder(tmp_path: Path) -> None:
         load_resume_checkpoint(tmp_path)
 
 
+def test_a_cut_short_ckpt_path_is_told_to_point_at_a_last_ckpt(tmp_path: Path) -> None:
+    """Its advice was the one shared with model.pt: "a model.pt or .ckpt", and a model.pt cannot resume training."""
+    (path := tmp_path / "last.ckpt").write_bytes(b"PK")
+    for load in (load_resume_checkpoint, AtomicCheckpointIO().load_checkpoint):
+        with pytest.raises(CheckpointError, match=rf"^{path} is not a readable torch file \(not written by torch.save, "
+                                                  r"or cut short\): point at a checkpoints/last.ckpt that training "
+                                                  r"wrote, or train it again$"):
+            load(path)
+
+
 @pytest.mark.parametrize("max_time, refused", [("00:00:00:05", True), ("{seconds:5}", True), ("00:00:00:09", False),
                                                ("null", False)])
 def test_a_run_that_spent_its_max_time_is_refused_naming_a_larger_one(tmp_path: Path, max_time: str,

@@ -47,10 +47,11 @@ def save_model(path: str | Path, model: GPT, tokenizer: Tokenizer, meta: dict[st
         }, f)
 
 
-def safe_load(path: Path, map_location: Any = "cpu") -> Any:
+def safe_load(path: Path, reads: str, map_location: Any = "cpu") -> Any:
     """torch.load with weights_only=True: plain tensors and containers only, so a crafted pickle cannot
     run code. Every stored file's CRC-32 is checked first, so a flipped bit is found rather than loaded as a
-    weight. Any failure is a CheckpointError of one line saying what is wrong with the file."""
+    weight. Any failure is a CheckpointError of one line saying what is wrong with the file; one that is no torch
+    file at all is told to point at what the caller `reads` instead (model.pt, checkpoints/last.ckpt)."""
     try:
         readable = zipfile.is_zipfile(path)  # torch.save writes a zip; anything else is not a checkpoint at all
         if readable:
@@ -61,7 +62,7 @@ def safe_load(path: Path, map_location: Any = "cpu") -> Any:
         raise CheckpointError(f"{path} is damaged ({err}): train it again, or copy it again") from None
     if not readable:
         raise CheckpointError(f"{path} is not a readable torch file (not written by torch.save, or cut short): "
-                              "point at a model.pt or .ckpt that training wrote, or train it again")
+                              f"point at a {reads} that training wrote, or train it again")
     if damaged:
         raise CheckpointError(f"{path} is damaged: its {damaged} does not match its checksum: train it again, or "
                               "copy it again")
@@ -106,7 +107,7 @@ def read_checkpoint(path: str | Path) -> dict[str, Any]:
                                   f"transformers, or train from it with init_from={path.parent}")
         raise CheckpointError(f"no checkpoint at {path}: train one with `python train.py`, or give the path of a "
                               "model.pt or of the run folder holding it")
-    payload = safe_load(path)
+    payload = safe_load(path, "model.pt")
     if not isinstance(payload, dict) or payload.get("format") != FORMAT:
         raise CheckpointError(f"{path} is not a tinygpt model.pt (a Lightning .ckpt is for resuming training; "
                               "generate from the model.pt next to it)")

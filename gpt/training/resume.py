@@ -43,7 +43,7 @@ class AtomicCheckpointIO(TorchCheckpointIO):
     def load_checkpoint(self, path: str | Path, map_location: Any = None,
                         weights_only: bool | None = None) -> dict[str, Any]:
         # Always weights_only=True, whatever the caller asks: Lightning also loads ddp_spawn's weights here.
-        return safe_load(Path(path), map_location)
+        return safe_load(Path(path), CHECKPOINT, map_location)
 
 
 def load_resume_checkpoint(path: str | Path, map_location: Any = "cpu") -> dict[str, Any]:
@@ -54,7 +54,7 @@ def load_resume_checkpoint(path: str | Path, map_location: Any = "cpu") -> dict[
                               "folder), or use resume=true")
     if not path.is_file():
         raise CheckpointError(f"ckpt_path={path} does not exist: pass a checkpoints/last.ckpt or use resume=true")
-    checkpoint = safe_load(path, map_location)
+    checkpoint = safe_load(path, CHECKPOINT, map_location)
     if not isinstance(checkpoint, dict) or "loops" not in checkpoint or "optimizer_states" not in checkpoint:
         raise CheckpointError(f"{path} is not a Lightning training checkpoint (a model.pt cannot resume "
                               "training: its optimizer state is not saved)")
