@@ -139,7 +139,7 @@ def verb_arguments() -> st.SearchStrategy[list[str]]:
 @given(argv=verb_arguments())
 @example(argv=["prepare", "{play}", "--root", "{play}"])  # NotADirectoryError: a file where the shards' folder goes
 @example(argv=["prepare", "{play}", "--doc-bytes", str(10**30)])  # OverflowError deep in the text reader
-@example(argv=["prepare", "{text}"])  # a binary file: refused naming its first byte that is not UTF-8
+@example(argv=["prepare", "{text}"])  # a binary file: refused as not text
 @settings(max_examples=scaled(100))
 def test_any_front_door_command_line_runs_or_is_one_line(files: Path, argv: list[str]) -> None:
     with tempfile.TemporaryDirectory() as case:

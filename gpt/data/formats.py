@@ -21,6 +21,11 @@ UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")  # what a UTF-16 file starts with (littl
 JSON_TYPES = {bool: "true or false", int: "a number", float: "a number", type(None): "null", list: "an array",
               dict: "an object"}  # what a JSON value that is not a string is, as JSON names it
 SURROGATE = re.compile("[\ud800-\udfff]")  # half of a UTF-16 pair: JSON can escape one alone, UTF-8 cannot hold it
+# The ASCII control characters but whitespace and NUL: text in an 8-bit encoding (Latin-1, Windows-1252) holds none,
+# nor does UTF-16 but the NUL beside each ASCII character; random or compressed bytes hold about one in ten. Past
+# BINARY_SHARE of them bytes are no text, and converting them as text would make garbage to train on.
+CONTROL = bytes([*range(0x01, 0x09), *range(0x0e, 0x20), 0x7f])
+BINARY_SHARE = 0.05
 
 
 @dataclass(frozen=True)
@@ -45,6 +50,16 @@ def _not_utf16(start: bytes, path: str) -> None:
         raise ValueError(f"{path} is UTF-16, not UTF-8: convert it (iconv -f utf-16 -t utf-8)")
 
 
+def _not_binary(raw: bytes, path: str, offset: int) -> None:
+    """Refuse `raw`, which is not UTF-8, when more of its bytes are control characters than text in any encoding
+    holds."""
+    control = len(raw) - len(raw.translate(None, CONTROL))
+    if control > BINARY_SHARE * len(raw):
+        raise ValueError(f"{path} is not text (binary?): {control / len(raw):.0%} of its bytes from byte offset "
+                         f"{offset} are control characters, which text in no encoding holds so many of: give a text "
+                         "file")
+
+
 def _utf8(raw: bytes, path: str, offset: int) -> str:
     # UTF-16 (Windows' "Unicode", PowerShell 5's > redirection) is named as such: converted from latin1, as bytes that
     # are not UTF-8 are told to be, it would keep a NUL byte beside each character; without a byte order mark its ASCII
@@ -52,11 +67,13 @@ def _utf8(raw: bytes, path: str, offset: int) -> str:
     if offset == 0:
         _not_utf16(raw, path)
     if (nul := raw.find(b"\x00")) != -1:
+        _not_binary(raw, path, offset)
         raise ValueError(f"{path} holds a NUL byte at byte offset {offset + nul}, which text does not: it is UTF-16 "
                          "(convert it: iconv -f utf-16le -t utf-8) or binary")
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as err:
+        _not_binary(raw, path, offset)
         raise ValueError(f"{path} is not UTF-8: byte 0x{raw[err.start]:02x} at byte offset {offset + err.start} "
                          "(convert it, e.g. iconv -f latin1 -t utf-8)") from None
 
