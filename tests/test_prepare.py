@@ -834,6 +834,15 @@ def user_error(tmp_path: Path, case: str) -> tuple[dict, str]:
                 "prepared folder keeps its own: set data.val_fraction=0.1, or prepare it again with --val-fraction 0.5 "
                 r"and without --val \(whose files are validation whatever the fraction\)$")
     build([write(tmp_path / "a.txt", stories(60, seed=11))], prepared)
+    if case == "a run folder in the folder":  # its logged samples trained as text, silently
+        run = tmp_path / "corpus" / "outputs" / "run"
+        (run / ".hydra").mkdir(parents=True)
+        (run / "csv" / "version_0").mkdir(parents=True)
+        (run / "csv" / "version_0" / "samples.txt").write_text("step 100: what the model wrote\n")
+        (tmp_path / "corpus" / "story.txt").write_text(play(20))
+        return ({"path": str(tmp_path / "corpus")},
+                rf"^data.path={tmp_path / 'corpus'} holds {run}, the folder of a training run \(it has \.hydra/\), "
+                r"whose csv/version_0/samples.txt would train as text: name the text's own files or folder$")
     if case == "a prepared folder among inputs":  # was "a folder with no *.txt ... files: add some"
         return ({"path": [str(tmp_path / "a.txt"), str(prepared)]},
                 rf"^data.path={prepared} is a corpus prepared already, which trains only as the one data.path: name "
@@ -900,7 +909,8 @@ def test_an_arrow_file_with_a_flipped_bit_is_read_or_refused_in_one_line(table_b
                                   "utf-16", "utf-16 without a byte order mark", "utf-16 jsonl", "binary",
                                   "binary without a NUL byte", "latin-1", "no column",
                                   "numbers column", "arrow numbers column", "not parquet", "another tokenizer",
-                                  "another setting", "a fraction beside --val", "a prepared folder among inputs"])
+                                  "another setting", "a fraction beside --val", "a prepared folder among inputs",
+                                  "a run folder in the folder"])
 def test_bad_inputs_are_one_line_naming_the_file_and_the_fix(tmp_path: Path, case: str) -> None:
     kwargs, pattern = user_error(tmp_path, case)
     inputs = files_in(tmp_path)

@@ -463,6 +463,16 @@ def _one_split(folder: Path, found: list[Path], named: str) -> None:
                      f"which would all train, held-out text included: name the {split} split alone ({one})")
 
 
+def _no_run_folder(folder: Path, members: list[Path], found: list[Path], named: str) -> None:
+    """Refuse a folder whose files include a training run's: a run's folder is where Hydra keeps its .hydra/."""
+    runs = [member.parent for member in members if member.name == ".hydra" and member.is_dir()]
+    for file in found:
+        # Such as the csv logger's samples.txt: what the model wrote, which would train as text, unsaid.
+        if run := next((run for run in runs if run in file.parents), None):
+            raise ValueError(f"{named.format(folder)} holds {run}, the folder of a training run (it has .hydra/), "
+                             f"whose {file.relative_to(run)} would train as text: name the text's own files or folder")
+
+
 def input_files(paths: list[str], named: str) -> list[Path]:
     """The inputs in a fixed order: each file, a saved dataset's folder, or every file of a known suffix under a
     folder (so a `datasets` cache folder gives its *.arrow files; one holding several splits is refused). `named` is
@@ -480,11 +490,13 @@ def input_files(paths: list[str], named: str) -> list[Path]:
             raise ValueError(f"{named.format(path)} is compressed: decompress it first ({tool} {path}) and name the "
                              "file that gives")
         if path.is_dir() and not (path / "state.json").exists():
-            found = sorted(p for p in path.rglob("*") if p.suffix.lower() in SUFFIXES and p.is_file())
+            members = list(path.rglob("*"))
+            found = sorted(p for p in members if p.suffix.lower() in SUFFIXES and p.is_file())
             if not found:
                 raise ValueError(f"{named.format(path)} is a folder with no *.txt, *.jsonl, *.parquet or *.arrow "
                                  "files: add some or point at a file")
             _one_split(path, found, named)
+            _no_run_folder(path, members, found, named)
             files.extend(found)
         else:
             files.append(path)
