@@ -209,4 +209,10 @@ class OneLineParser(argparse.ArgumentParser):
     of argparse's usage block."""
 
     def error(self, message: str) -> NoReturn:
+        if message.startswith("unrecognized arguments:"):
+            # Python 3.11's argparse suggests nothing for --top_k, spelt as train.py's keys are (data.num_proc).
+            dashed = {"--" + flag[2:].replace("-", "_"): flag for action in self._actions
+                      for flag in action.option_strings if "-" in flag[2:]}
+            if meant := [dashed[name] for word in message.split() if (name := word.split("=")[0]) in dashed]:
+                message = f"{message}: did you mean {', '.join(meant)}?"
         raise ValueError(f"{message} (see {self.prog} --help)")

@@ -81,6 +81,16 @@ def test_a_mistake_is_one_line_and_exit_2(argv: list[str], message: str, capsys:
     assert err.startswith(message) and err.count("\n") == 1, err
 
 
+def test_a_flag_spelt_with_underscores_is_named_with_its_dashes(capsys: pytest.CaptureFixture) -> None:
+    """Python 3.11's argparse said only "unrecognized arguments: --top_k 5", suggesting nothing."""
+    with pytest.raises(ValueError, match=r"^unrecognized arguments: --top_k 5: did you mean --top-k\? \(see python "
+                                         r"generate.py --help\)$"):
+        generate.parse_args(["--top_k", "5"])
+    assert main(["prepare", "x.txt", "--num_proc=2"]) == 2
+    assert capsys.readouterr().err == ("error: unrecognized arguments: --num_proc=2: did you mean --num-proc? (see "
+                                       "python -m gpt prepare --help)\n")
+
+
 def test_which_split_names_the_split_of_a_problem(capsys: pytest.CaptureFixture) -> None:
     held_out = split_problems(0, 0.1, 0.1)["test"][0]
     assert main(["which-split", held_out.prompt]) == 0
