@@ -783,14 +783,17 @@ def user_error(tmp_path: Path, case: str) -> tuple[dict, str]:
         # its ASCII is UTF-8 too, a NUL byte beside each character: once trained on without a word
         return {"path": str(text)}, (rf"^{text} holds a NUL byte at byte offset 1, which text does not: it is UTF-16 "
                                      r"\(convert it: iconv -f utf-16le -t utf-8\) or binary$")
-    if case in ("binary", "binary without a NUL byte", "latin-1"):  # binary was told to iconv -f latin1 it: garbage
+    if case in ("binary", "binary without a NUL byte", "latin-1", "windows-1252"):  # binary was told to iconv it
         raw = random.Random(0).randbytes(20000)
         raw = {"binary": raw, "binary without a NUL byte": raw.replace(b"\x00", b"\x01"),
-               "latin-1": play(20).replace("e", "\u00e9").encode("latin-1")}[case]
+               "latin-1": play(20).replace("e", "\u00e9").encode("latin-1"),
+               # Windows' curly quotes: from latin1 they were invisible control characters, trained as text
+               "windows-1252": f"\u201c{play(20)}\u201d".encode("cp1252")}[case]
         (text := tmp_path / "notes.txt").write_bytes(raw)
-        if case == "latin-1":  # text in another encoding keeps the advice that converts it
-            return {"path": str(text)}, (rf"^{text} is not UTF-8: byte 0xe9 at byte offset \d+ \(convert it, e.g. "
-                                         r"iconv -f latin1 -t utf-8\)$")
+        if case in ("latin-1", "windows-1252"):  # text in another encoding keeps the advice that converts it
+            byte, source = ("0xe9", "latin1") if case == "latin-1" else ("0x93", "cp1252")
+            return {"path": str(text)}, (rf"^{text} is not UTF-8: byte {byte} at byte offset \d+ \(convert it, e.g. "
+                                         rf"iconv -f {source} -t utf-8\)$")
         return {"path": str(text)}, (rf"^{text} is not text \(binary\?\): \d+% of its bytes from byte offset 0 are "
                                      r"control characters, which text in no encoding holds so many of: give a text "
                                      r"file$")
@@ -907,7 +910,7 @@ def test_an_arrow_file_with_a_flipped_bit_is_read_or_refused_in_one_line(table_b
 @pytest.mark.parametrize("case", ["not json", "a json array", "json over several lines", "a huge number",
                                   "deep nesting", "compressed", "no field", "a number", "null", "lone surrogate",
                                   "utf-16", "utf-16 without a byte order mark", "utf-16 jsonl", "binary",
-                                  "binary without a NUL byte", "latin-1", "no column",
+                                  "binary without a NUL byte", "latin-1", "windows-1252", "no column",
                                   "numbers column", "arrow numbers column", "not parquet", "another tokenizer",
                                   "another setting", "a fraction beside --val", "a prepared folder among inputs",
                                   "a run folder in the folder"])

@@ -26,6 +26,7 @@ SURROGATE = re.compile("[\ud800-\udfff]")  # half of a UTF-16 pair: JSON can esc
 # BINARY_SHARE of them bytes are no text, and converting them as text would make garbage to train on.
 CONTROL = bytes([*range(0x01, 0x09), *range(0x0e, 0x20), 0x7f])
 BINARY_SHARE = 0.05
+WINDOWS_1252 = re.compile(rb"[\x80-\x9f]")  # Windows-1252's printable bytes where latin1 has control characters
 
 
 @dataclass(frozen=True)
@@ -75,7 +76,17 @@ def _utf8(raw: bytes, path: str, offset: int) -> str:
     except UnicodeDecodeError as err:
         _not_binary(raw, path, offset)
         raise ValueError(f"{path} is not UTF-8: byte 0x{raw[err.start]:02x} at byte offset {offset + err.start} "
-                         "(convert it, e.g. iconv -f latin1 -t utf-8)") from None
+                         f"(convert it, e.g. iconv -f {eight_bit_source(raw)} -t utf-8)") from None
+
+
+def eight_bit_source(raw: bytes) -> str:
+    """The 8-bit encoding `raw` is likely in: Windows-1252 where it holds 0x80-0x9f, its curly quotes, dashes and euro
+    sign (converted from latin1 they became invisible control characters, trained as text), else latin1."""
+    try:
+        raw.decode("cp1252")
+    except UnicodeDecodeError:  # five bytes of 0x80-0x9f are in no Windows-1252 text
+        return "latin1"
+    return "cp1252" if WINDOWS_1252.search(raw) else "latin1"
 
 
 def _past_line_end(buf: bytes, at: int) -> int:
