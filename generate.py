@@ -44,7 +44,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                              "(default: all)")
     parser.add_argument("--num-samples", type=int, default=1, help=f"samples to draw, separated by a "
                                                                    f"'{SEPARATOR}' line (default: 1)")
-    parser.add_argument("--seed", type=int, default=0,
+    parser.add_argument("--seed", type=int, default=None,
                         help="seed of the sampling random stream; same seed, same samples (default: 0)")
     parser.add_argument("--device", default="cpu", help=DEVICE_HELP)
     parser.add_argument("--compile", action="store_true",
@@ -134,17 +134,22 @@ def main(argv: list[str] | None = None) -> int:
                         top_p=args.top_p)
         if args.num_samples < 1:
             raise ValueError(f"--num-samples={args.num_samples} must be at least 1")
-        if not SEEDS[0] <= args.seed <= SEEDS[1]:
+        if args.seed is not None and not SEEDS[0] <= args.seed <= SEEDS[1]:
             raise ValueError(f"--seed={args.seed} must be in [{SEEDS[0]}, {SEEDS[1]}]")
         check_attention_options(args)
         path = model_file(args.ckpt or newest_checkpoint())
         text_model = load(path, device=args.device)
         if not args.ckpt:
             chosen = f" [{describe(path, text_model.meta)}, the newest; --ckpt picks another]"
-        if args.num_samples > 1 and text_model.defaults(args.max_new_tokens, args.temperature)[1] == 0:
+        greedy = text_model.defaults(args.max_new_tokens, args.temperature)[1] == 0
+        if args.num_samples > 1 and greedy:
             raise ValueError(f"--num-samples={args.num_samples} would print the same greedy answer {args.num_samples} "
                              "times (temperature 0, the default on one-example-per-line corpora): pass "
                              "--temperature 0.8 to sample")
+        if args.seed is not None and greedy:  # no random number is drawn: another seed, the same answer
+            raise ValueError(f"--seed={args.seed} seeds sampling, but --temperature=0 decodes greedily (the default on "
+                             "one-example-per-line corpora): pass --temperature 0.8 to sample, or drop --seed")
+        seed = args.seed or 0
         if args.num_samples > 1 and args.top_k == 1:  # sampling from the single likeliest token is greedy decoding
             raise ValueError(f"--num-samples={args.num_samples} would print the same answer {args.num_samples} times: "
                              "--top-k 1 keeps only the likeliest token; pass --top-k 2 or more, or drop it")
@@ -153,10 +158,10 @@ def main(argv: list[str] | None = None) -> int:
                                    lambda: attention_map_png(text_model, args.prompt, args.attention_map))
         if args.attention_html:
             return write_attention(args.attention_html, "--attention-html", lambda: attention_html(
-                text_model, args.prompt, args.attention_html, **settings, seed=args.seed))
+                text_model, args.prompt, args.attention_html, **settings, seed=seed))
         if args.compile:
             text_model.model = compile_for_decoding(text_model.model)
-        generator = torch.Generator(device=args.device).manual_seed(args.seed)
+        generator = torch.Generator(device=args.device).manual_seed(seed)
         for sample in range(args.num_samples):
             pieces = text_model.stream(args.prompt, **settings, generator=generator)
             with warnings.catch_warnings():

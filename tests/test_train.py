@@ -145,6 +145,9 @@ def test_a_block_must_hold_the_corpus_longest_line_and_may_be_exactly_as_long() 
     # the hint, already a flag, came back with its dashes doubled: "pass ----temperature 0.8"
     (["--num-samples", "3"], "error: --num-samples=3 would print the same greedy answer 3 times (--temperature 0, "
      "the default on one-example-per-line corpora): pass --temperature 0.8 to sample"),
+    # greedy decoding draws no random number: another seed printed the same answer as if it were another sample
+    (["--seed", "7"], "error: --seed=7 seeds sampling, but --temperature=0 decodes greedily (the default on "
+     "one-example-per-line corpora): pass --temperature 0.8 to sample, or drop --seed"),
     # sampled from the likeliest token alone: three copies of one answer, printed as three samples
     (["--num-samples", "3", "--temperature", "1", "--top-k", "1"], "error: --num-samples=3 would print the same "
      "answer 3 times: --top-k 1 keeps only the likeliest token"),
