@@ -571,6 +571,31 @@ def test_resuming_a_named_sweep_with_other_overrides_names_them(tmp_path: Path) 
         sweep_to_resume(sweep("trainer=debug", "trainer.max_steps=200", "seed=0,1", "resume=true"))
 
 
+def test_resuming_a_sweep_with_its_axes_in_another_order_is_refused(tmp_path: Path) -> None:
+    """`seed=0,1 attention=mha,gqa` resumed `attention=mha,gqa seed=0,1`: the same overrides, but Hydra numbers the
+    jobs in the order of the swept ones, so job 1 (gqa, seed 0) ran in the folder of (mha, seed 1): it kept or
+    continued another job's results under its own config, and the report pooled them into the wrong row."""
+    from hydra import initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.types import RunMode
+
+    from gpt.training.resume import sweep_to_resume
+
+    def sweep(*overrides: str) -> DictConfig:
+        with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base="1.3"):
+            return GlobalHydra.instance().config_loader().load_configuration(
+                "train", ["trainer=debug", *overrides, f"hydra.sweep.dir={tmp_path}"], RunMode.MULTIRUN)
+
+    OmegaConf.save(sweep("attention=mha,gqa", "trainer.max_steps=30", "seed=0,1"), tmp_path / "multirun.yaml")
+    # The overrides that sweep nothing number no jobs: their order is free.
+    assert sweep_to_resume(sweep("trainer.max_steps=30", "attention=mha,gqa", "seed=0,1", "resume=true")) == tmp_path
+    with pytest.raises(ValueError, match=rf"^resume=true: the sweep in {tmp_path} was made with its swept overrides in "
+                                         r"the order attention=mha,gqa seed=0,1 \(the order that numbers its jobs\) "
+                                         r"where this command has seed=0,1 attention=mha,gqa; resume it with the "
+                                         r"overrides it was made with"):
+        sweep_to_resume(sweep("seed=0,1", "attention=mha,gqa", "trainer.max_steps=30", "resume=true"))
+
+
 def test_resume_picks_the_sweep_that_has_not_ended_over_a_newer_one_that_has(tmp_path: Path,
                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     """The same sweep killed, then run again afresh to its end: resume=true went to the newest, the ended one, so the

@@ -10,6 +10,7 @@ from typing import Any
 
 import torch
 import yaml
+from hydra.core.override_parser.overrides_parser import OverridesParser
 from lightning.pytorch.callbacks import Timer
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 from omegaconf import DictConfig, ListConfig, OmegaConf
@@ -91,11 +92,17 @@ def run_identity(cfg: DictConfig) -> dict[str, Any]:
 
 def sweep_identity(cfg: DictConfig) -> dict[str, Any]:
     """What makes a sweep the same sweep: the config every job starts from, the preset's swept values and the
-    command line's overrides (sweeps included), less those that only say how to start."""
+    command line's overrides (sweeps included), less those that only say how to start; the swept ones in their order,
+    which numbers the jobs (their folders): reordered, job 1 would be kept or continued from another job's folder."""
     overrides = [o for o in as_typed(cfg.hydra.overrides.task) if override_key(o) not in NOT_IDENTITY]
     params = cfg.hydra.sweeper.get("params")
-    return {"config": run_identity(cfg), "overrides": sorted(overrides),
+    return {"config": run_identity(cfg), "overrides": sorted(overrides), "axes": swept(overrides),
             "params": OmegaConf.to_container(params) if params else {}}
+
+
+def swept(overrides: list[str]) -> list[str]:
+    """The overrides that sweep (`seed=0,1`), in the order given."""
+    return [o.input_line for o in OverridesParser.create().parse_overrides(overrides) if o.is_sweep_override()]
 
 
 def sweep_ended(folder: Path) -> bool:
@@ -127,6 +134,8 @@ def sweep_to_resume(cfg: DictConfig) -> Path:
         there, here = set(theirs["overrides"]), set(mine["overrides"])
         what = f"{' '.join(sorted(there - here)) or 'nothing'} where this command has " \
             f"{' '.join(sorted(here - there)) or 'nothing'}" if there != here else \
+            f"its swept overrides in the order {' '.join(theirs['axes'])} (the order that numbers its jobs) where " \
+            f"this command has {' '.join(mine['axes'])}" if theirs["axes"] != mine["axes"] else \
             "these overrides on another config (configs/ or the preset changed since)"
         raise ValueError(f"resume=true: the sweep in {root} was made with {what}; resume it with the overrides it was "
                          "made with, or drop resume=true and pass another hydra.sweep.dir= to start a new sweep")
