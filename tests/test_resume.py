@@ -659,6 +659,8 @@ def test_a_run_killed_after_its_final_checkpoint_is_finished_from_it(tmp_path: P
     summary = json.loads((finished / "summary.json").read_text())
     assert summary["status"] == "ok" and summary["steps"] == 10 and "all" in summary["val_acc"]
     assert summary["tokens_per_s"] is None  # nothing trained here: no speed to report
+    # nor a peak memory: validation's alone, below any training's, was the report's best of its column
+    assert summary["peak_memory_bytes"] is None
     history = (finished / "history.csv").read_text().splitlines()
     assert [row.split(",")[0] for row in history[1:]] == ["10"]  # the final validation once, not twice
     # Its clock counted the repeated validation twice: that of the run it finishes, as an uninterrupted run's.

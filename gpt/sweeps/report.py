@@ -257,8 +257,8 @@ def markdown(sweep_dir: Path, runs: list[Run], best_notes: Sequence[str] = ()) -
     missing = [c.header for c in COLUMNS if c not in columns and not (c.per_corpus and validated)]
     lines += ["", *([noise, ""] if noise else []), *([empty_note(runs, missing), ""] if missing else []),
               "Mean ± sample std over seeds (over the seeds that recorded a value where a cell ends in \"(k of n)\", "
-              "e.g. no tokens/s for a run finished from its checkpoint without training); **bold** is the best "
-              "value of its column. Val loss, perplexity, "
+              "e.g. no tokens/s or peak memory for a run finished from its checkpoint without training); **bold** is "
+              "the best value of its column. Val loss, perplexity, "
               "bpb (bits per UTF-8 byte of the text predicted, comparable across tokenizers; text corpora) "
               "and exact match (the held-out answers the corpus grades, calculator problems or task answers, "
               "written whole by greedy decoding) are from the last validation. Train tok/s "

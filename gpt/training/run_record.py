@@ -123,11 +123,12 @@ class RunRecord(L.Callback):
             "val_loss": last.get("val_loss"),
             "val_ppl": last.get("val_ppl"),
             "val_bpb": last.get("val_bpb"),  # text corpora only: bits per UTF-8 byte, comparable across tokenizers
-            # training only, this session: none for a run only finished here (killed after its final checkpoint)
+            # training only, this session, as is the peak memory: none for a run only finished here (killed after
+            # its final checkpoint)
             "tokens_per_s": tokens / max(seconds - self.val_seconds, 1e-9) if trained else None,
             "ms_per_step": 1000 * (seconds - self.val_seconds) / trained if trained else None,
             "wall_s": self.earlier_seconds + seconds if trained else last.get("wall_s", self.earlier_seconds),
-            "peak_memory_bytes": peak_memory_bytes(pl_module.device),
+            "peak_memory_bytes": peak_memory_bytes(pl_module.device) if trained else None,
             "kv_bytes_per_token": kv_bytes,
             "model": unwrap(pl_module.model).cfg.to_dict(),  # what the report's cost card prices
             "device": str(pl_module.device),
