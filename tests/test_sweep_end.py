@@ -15,7 +15,7 @@ import train
 from gpt.inference.checkpoint import CheckpointError
 from gpt.sweeps import parallel
 from gpt.sweeps.parallel import JobsPerCore
-from gpt.sweeps.report import find_runs, sweep_ending
+from gpt.sweeps.report import WriteReport, find_runs, sweep_ending
 from gpt.training.run_folder import damaged, read_summary
 from tests.conftest import ROOT, child_env
 from tests.test_launchers import sweep_config
@@ -93,6 +93,20 @@ def test_ctrl_c_after_the_sweep_ended_is_no_traceback(tmp_path: Path, monkeypatc
         assert "Ctrl-C" not in capsys.readouterr().err
     finally:
         signal.signal(signal.SIGINT, before)
+
+
+def test_a_sweep_that_cannot_write_its_report_exits_1(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """A finished job's history.csv cut short, its sweep resumed: the report could not be read from the run folders,
+    and the sweep said "no report" but exited 0, so `train.py -m ... && next` went on as if it had one (and an
+    earlier report.md in the folder stayed, looking current)."""
+    finished = {"status": "ok", "params": 100, "val_loss": 1.0, "val_ppl": 3.0, "wall_s": 5.0}
+    for seed in (0, 1):
+        fake_run(tmp_path / str(seed), [f"seed={seed}"], finished)
+    (tmp_path / "1" / "history.csv").write_text("step,wall_s,val_loss\n")
+    with pytest.raises(SystemExit) as stop:
+        WriteReport().on_multirun_end(sweep_config("seed=0,1", f"hydra.sweep.dir={tmp_path}"))
+    assert stop.value.code == 1
+    assert capsys.readouterr().err.startswith(f"no report: {tmp_path / '1' / 'history.csv'} is damaged")
 
 
 @pytest.mark.parametrize("error, status", [

@@ -384,7 +384,7 @@ def write_report(sweep_dir: str | Path, best_of: Sequence[str] = ()) -> Path:
 class WriteReport(Callback):
     """Hydra callback (configs/train.yaml): a job that raised becomes a failed run, and when a multirun
     ends its report is written into the sweep folder (each configuration at its best of `best_of`, if set) and the
-    sweep exits 1 if a job failed."""
+    sweep exits 1 if a job failed or the report cannot be written."""
 
     def __init__(self, best_of: Sequence[str] = ()) -> None:
         self.best_of = list(best_of)
@@ -399,9 +399,9 @@ class WriteReport(Callback):
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         try:
             print(f"report: {write_report(config.hydra.sweep.dir, self.best_of)}")
-        except ValueError as err:  # e.g. hydra.output_subdir=null left no overrides to group runs by
+        except ValueError as err:  # a run's damaged record; hydra.output_subdir=null left no overrides to group by
             print(f"no report: {err}", file=sys.stderr)
-            return
+            raise SystemExit(1) from None  # `train.py -m ... && next` must not go on as if the sweep had its report
         ending = sweep_ending(find_runs(Path(config.hydra.sweep.dir)))
         if ending:
             line, code = ending
