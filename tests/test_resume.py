@@ -512,6 +512,20 @@ def test_a_damaged_sweep_record_is_named_when_resume_searches(tmp_path: Path, sa
         sweep_to_resume(cfg)
 
 
+def test_a_sweep_record_with_an_override_edited_unreadable_is_named(tmp_path: Path) -> None:
+    """Its swept overrides are read with Hydra's parser, to compare their order: one it cannot read stopped
+    resume=true with Hydra's OverrideParseException traceback."""
+    from gpt.training.resume import sweep_to_resume
+
+    sections = {"data": {}, "trainer": {}, "callbacks": {}, "optim": {}, "seed": 0}
+    OmegaConf.save({**sections, "hydra": {"overrides": {"task": ["seed=0,1]"]}}}, tmp_path / "multirun.yaml")
+    cfg = OmegaConf.create({"resume": True, "hydra": {"sweep": {"dir": str(tmp_path)}, "sweeper": {},
+                                                      "overrides": {"task": ["seed=0,1", "resume=true"]}}})
+    with pytest.raises(CheckpointError, match=rf"^{tmp_path / 'multirun.yaml'} is damaged \(Error parsing override "
+                                              r"'seed=0,1\]'\): delete the sweep folder holding it"):
+        sweep_to_resume(cfg)
+
+
 def test_a_saved_config_cut_short_is_named_not_taken_for_another_config(tmp_path: Path) -> None:
     """A run's .hydra/config.yaml or a sweep's multirun.yaml cut short where it still parses (before its optim:
     section): resume=true said it found no run with this config, or that configs/ or the preset had changed since

@@ -11,6 +11,7 @@ from typing import Any
 import torch
 import yaml
 from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.errors import OverrideParseException
 from lightning.pytorch.callbacks import Timer
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 from omegaconf import DictConfig, ListConfig, OmegaConf
@@ -77,7 +78,12 @@ def saved_config(path: Path, sweep: bool = False) -> DictConfig:
         elif missing := [key for key in EVERY_CONFIG if key not in cfg]:
             what = f"no top-level {missing[0]}: emptied or cut short"
         else:
-            return cfg
+            try:
+                if sweep:
+                    swept(as_typed(cfg.hydra.overrides.task))  # what sweep_identity parses: edited, it may not
+                return cfg
+            except OverrideParseException as err:
+                what = first_line(err)
     fix = "delete the sweep folder holding it to run that sweep again" if sweep else \
         f"delete the folder holding it, or pass ckpt_path=<its {CHECKPOINT}> instead of resume=true"
     raise CheckpointError(f"{path} is damaged ({what}): {fix}")
