@@ -7,6 +7,8 @@ import os
 import signal
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -16,7 +18,7 @@ from gpt.inference.checkpoint import CheckpointError
 from gpt.sweeps import parallel
 from gpt.sweeps.parallel import JobsPerCore
 from gpt.sweeps.report import WriteReport, find_runs, sweep_ending
-from gpt.training.run_folder import damaged, read_summary
+from gpt.training.run_folder import LOCK, damaged, read_summary
 from tests.conftest import ROOT, child_env
 from tests.test_launchers import sweep_config
 from tests.test_report import fake_run, table
@@ -107,6 +109,29 @@ def test_a_sweep_that_cannot_write_its_report_exits_1(tmp_path: Path, capsys: py
         WriteReport().on_multirun_end(sweep_config("seed=0,1", f"hydra.sweep.dir={tmp_path}"))
     assert stop.value.code == 1
     assert capsys.readouterr().err.startswith(f"no report: {tmp_path / '1' / 'history.csv'} is damaged")
+
+
+def test_a_second_ctrl_c_to_a_sweep_stops_it_at_once_in_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                   capsys: pytest.CaptureFixture) -> None:
+    """The second Ctrl-C, while the first waited for the running jobs to save, raised KeyboardInterrupt through
+    joblib and Hydra: thirty lines of traceback after the line that says how to go on."""
+    monkeypatch.setattr(parallel, "in_use", lambda folder: True)  # a running job, still finishing its step
+    (tmp_path / "0").mkdir()
+    (tmp_path / "0" / LOCK).touch()
+    before = signal.getsignal(signal.SIGINT)
+    try:
+        parallel.stop_workers_on_ctrl_c(tmp_path)
+        threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT)).start()
+        with pytest.raises((SystemExit, KeyboardInterrupt)) as stop:
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(10)
+    finally:
+        signal.signal(signal.SIGINT, before)
+        parallel.stop_file(str(os.getpid())).unlink(missing_ok=True)
+    assert isinstance(stop.value, SystemExit) and stop.value.code == 130  # as joblib ends its workers on either
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        "Ctrl-C again: the sweep stops now, its running jobs without saving; the same command plus resume=true "
+        "continues each from its last checkpoint")
 
 
 @pytest.mark.parametrize("error, status", [

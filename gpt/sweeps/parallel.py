@@ -183,12 +183,18 @@ def stop_workers_on_ctrl_c(sweep_dir: Path) -> None:
     """In a sweep's process whose jobs run in workers: joblib answers Ctrl-C by killing the workers at once, losing
     every running job's steps since its last checkpoint (all of them when it was validating). Instead the first Ctrl-C
     has each running job finish its step and save, and waits for them (their run folders' locks free) before joblib
-    ends the workers; queued jobs do not start. A second Ctrl-C leaves it to joblib at once."""
+    ends the workers; queued jobs do not start. A second Ctrl-C ends the sweep at once, as joblib does."""
     stop = stop_file(str(os.getpid()))
     stop.unlink(missing_ok=True)  # one left by an earlier process with this pid
 
+    def at_once(signum: int, frame: Any) -> None:
+        # SystemExit, not KeyboardInterrupt: joblib ends its workers on either, and the interrupt ended in a traceback
+        print("Ctrl-C again: the sweep stops now, its running jobs without saving; the same command plus resume=true "
+              "continues each from its last checkpoint", file=sys.stderr, flush=True)
+        raise SystemExit(130)
+
     def on_ctrl_c(signum: int, frame: Any) -> None:
-        signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.signal(signal.SIGINT, at_once)
         print("Ctrl-C: each running job finishes its step and saves its checkpoint, queued jobs do not start; the "
               "same command plus resume=true continues the sweep (Ctrl-C again stops at once)", file=sys.stderr,
               flush=True)
