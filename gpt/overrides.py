@@ -24,7 +24,10 @@ def override_value(overrides: Sequence[str], key: str, default: str) -> str:
 
 
 def as_override(value: Any) -> str:
-    """A value as a command line writes it: true and false as YAML spells them, not Python's True and False."""
+    """A value as a command line writes it: true, false and null as YAML spells them, not Python's True, False and
+    None (which Hydra reads back as the string 'None')."""
+    if value is None:
+        return "null"
     return str(value).lower() if isinstance(value, bool) else str(value)
 
 

@@ -364,7 +364,9 @@ def train_in_process(run_dir: Path, *overrides: str) -> Path:
         HydraConfig.instance().cfg = None
 
 
-@pytest.mark.parametrize("setting, reader", [("data.vocab_size=300", "bpe"), ("data.compact_vocab=true", "gpt2")])
+# null, the default, given too: the advice wrote it as Python's None, which Hydra reads back as the string 'None'.
+@pytest.mark.parametrize("setting, reader", [("data.vocab_size=300", "bpe"), ("data.compact_vocab=true", "gpt2"),
+                                             ("data.compact_vocab=null", "gpt2")])
 def test_a_tokenizer_setting_another_tokenizer_ignores_is_refused(tmp_path: Path, text_file: Path, setting: str,
                                                                 reader: str) -> None:
     """data.vocab_size=300 beside the char tokenizer trained without a word on the char vocabulary (this file's own
