@@ -386,3 +386,17 @@ def test_init_from_a_bpe_model_of_another_vocab_size_names_its_size(tmp_path: Pa
     with pytest.raises(ValueError, match=r"reads a bpe tokenizer of 300 ids but this corpus is tokenized with a bpe "
                                          r"tokenizer of 280 ids: set data.tokenizer=bpe data.vocab_size=300 on the "):
         start_from(str(tmp_path / "model.pt"), ModelConfig(vocab_size=280), ours)
+
+
+def test_init_from_a_task_model_names_its_task_not_a_tokenizer(tmp_path: Path) -> None:
+    # A task's vocabulary follows from its knobs: the refusal said to set data.tokenizer=word "on the text it was
+    # trained on", a setting no task takes, for a model that never saw a text.
+    from gpt.training.init_from import start_from
+
+    its, ours = WordTokenizer([f"k{i}" for i in range(8)]), WordTokenizer([f"k{i}" for i in range(6)])
+    meta = {"corpus": "recall", "tasks": {"recall": {"pairs": [4, 8], "queries": None, "keys": 4, "values": 4}}}
+    save_model(tmp_path / "model.pt", perturbed(ModelConfig(vocab_size=8, layers=1, dim=32, heads=2)), its, meta)
+    with pytest.raises(ValueError, match=r"tokenizer of 6 ids: set data=recall data.tasks.recall.pairs=\[4,8\] "
+                                         r"data.tasks.recall.queries=null data.tasks.recall.keys=4 "
+                                         r"data.tasks.recall.values=4 \(what it was trained on\)$"):
+        start_from(str(tmp_path / "model.pt"), ModelConfig(vocab_size=6), ours)

@@ -10,7 +10,7 @@ from gpt.inference.checkpoint import load_checkpoint, model_file
 from gpt.model.config import ModelConfig
 from gpt.model.gpt import GPT
 from gpt.model.positional import table_size
-from gpt.overrides import as_override
+from gpt.overrides import as_override, quoted
 
 # What init_from takes from the run, not the pretrained model: how long a context to train, how to regularise it,
 # how to compute attention and whether to print shapes; none of them changes a weight's shape or meaning.
@@ -49,8 +49,13 @@ def load_pretrained(path: Path) -> tuple[GPT, Tokenizer, dict[str, Any]]:
     return model, tokenizer, {}
 
 
-def data_setting(tokenizer: Tokenizer, init_from: str) -> str:
-    """The data overrides that give a corpus this tokenizer."""
+def data_setting(tokenizer: Tokenizer, init_from: str, meta: dict[str, Any]) -> str:
+    """The data overrides that give a corpus this tokenizer: for a model of tasks (its model.pt's meta), the tasks
+    and their knobs, which decide a task's vocabulary; no tokenizer setting does."""
+    if "tasks" in meta:
+        knobs = " ".join(f"data.tasks.{task}.{knob}={quoted(value)}"
+                         for task, settings in meta["tasks"].items() for knob, value in settings.items())
+        return f"data={meta['corpus']} {knobs} (what it was trained on)"
     kind = tokenizer.to_dict()["kind"]
     if isinstance(tokenizer, GPT2Tokenizer) and tokenizer.vocab is None:
         # A prepared folder keeps its own vocabulary: the setting alone would be refused, naming the same setting.
@@ -79,7 +84,7 @@ def start_from(init_from: str | None, cfg: ModelConfig, tokenizer: Tokenizer,
                              f"{', '.join(f'model.{field}' for field in TUNABLE)} from the run)")
     if its_tokenizer.to_dict() != tokenizer.to_dict():
         raise ValueError(f"init_from={init_from} reads {describe(its_tokenizer)} but this corpus is tokenized "
-                         f"with {describe(tokenizer)}: set {data_setting(its_tokenizer, init_from)}")
+                         f"with {describe(tokenizer)}: set {data_setting(its_tokenizer, init_from, meta)}")
     state = model.state_dict()
     table = state.get("pos.table.weight")  # learned positions: one row per position
     if table is not None and table.shape[0] < cfg.block_size:
