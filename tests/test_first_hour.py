@@ -65,6 +65,12 @@ BAD = [  # (command line, what the one line must say)
      "all as ++model.rope_base=500)"),
     (["attention=linear", "model.kernel=math"], "model.kernel=math changes nothing in a model of attention=linear"),
     (["attention=single_head", "model.heads=8"], "model.heads=8 changes nothing in a model of attention=single_head"),
+    # schedule settings the schedule never reads: cosine has no stable phase to end, constant never decays
+    (["optim.decay_fraction=0.5"], "optim.decay_fraction=0.5 is read by optim.schedule=wsd only, and this run has "
+     "optim.schedule=cosine: drop optim.decay_fraction (in a sweep whose other jobs read it, give it to all as "
+     "++optim.decay_fraction=0.5)"),
+    (["optim.schedule=constant", "optim.min_lr=1e-4"], "optim.min_lr=0.0001 is read by optim.schedule=cosine or wsd "
+     "only, and this run has optim.schedule=constant: drop optim.min_lr"),
     (["attenton=mha"], "attenton is not a setting; did you mean attention=mha?"),  # a typo'd group
     (["-m", "attenton=mha,gqa"], "attenton is not a setting; did you mean attention=mha?"),
     (["+trainer.nope=1"], "trainer.nope is not a setting of trainer"),

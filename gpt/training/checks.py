@@ -30,7 +30,7 @@ from gpt.overrides import as_override, override_key, override_value
 from gpt.training.callbacks import LossAtLengths, ResumeCheckpoint, SampleText
 from gpt.training.init_from import check_init_from
 from gpt.training.loggers import WandbMode
-from gpt.training.optim import OptimConfig, check_sharding
+from gpt.training.optim import OptimConfig, check_schedule_reads, check_sharding
 from gpt.training.recorded import as_typed
 from gpt.validate import NonNegativeFloat, PositiveInt, Range, check_section, check_value, declared_types, first_line
 
@@ -85,8 +85,14 @@ def data_arguments(cfg: DictConfig, overrides: Sequence[str]) -> dict[str, Any]:
     # Asked of the class the run builds anyway: importing TextData to compare cost every task run's start-up ~20 ms.
     if "given" not in inspect.signature(get_class(cfg.data._target_)).parameters:
         return {}
+    return {"given": given_settings(overrides, "data")}
+
+
+def given_settings(overrides: Sequence[str], section: str) -> list[str]:
+    """The fields of `section` the command line (`overrides`) sets; not those written with `++`, which a sweep gives to
+    every job, some of which may not read them, nor those `~` removes."""
     keys = [override_key(override) for override in overrides if not override.startswith(("++", "~"))]
-    return {"given": [key.removeprefix("data.") for key in keys if key.startswith("data.")]}
+    return [key.removeprefix(f"{section}.") for key in keys if key.startswith(f"{section}.")]
 
 
 def user_values(node: DictConfig) -> dict[str, Any]:
@@ -179,6 +185,7 @@ def check_config(cfg: DictConfig, overrides: Sequence[str] | None = None, sweep:
         overrides = as_typed(cfg.hydra.overrides.task) if "hydra" in cfg else ()
     try:
         check_sections(cfg)
+        check_schedule_reads(OptimConfig.from_dict(optim_config(cfg)), given_settings(overrides, "optim"))
         if not cfg.init_from:
             check_settings_read(given_model_settings(cfg, overrides), model_config(cfg, vocab_size=1), sweep)
     except (ConfigAttributeError, ConfigKeyError) as err:  # a section or key the command line removed with ~

@@ -5,13 +5,14 @@ read, validated once, whose defaults are what `python train.py` trains (optim=mu
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 from typing import Annotated, Any
 
 import torch
 from torch import nn
 
+from gpt.overrides import as_override
 from gpt.training.muon import Muon
 from gpt.validate import (NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt, Probability, Range,
                           check_choice, check_fields, check_known_fields)
@@ -150,3 +151,18 @@ def constant(step: int, cfg: OptimConfig) -> float:
 
 
 SCHEDULES: dict[str, Callable[[int, OptimConfig], float]] = {"cosine": cosine, "wsd": wsd, "constant": constant}
+
+# The settings only some schedules read: constant never decays, so it has no end or floor; cosine no stable phase.
+READ_BY: dict[str, tuple[str, ...]] = {"min_lr": ("cosine", "wsd"), "max_steps": ("cosine", "wsd"),
+                                       "decay_fraction": ("wsd",)}
+
+
+def check_schedule_reads(cfg: OptimConfig, given: Collection[str]) -> None:
+    """Refuse a setting the command line gives (`given`: optim fields) that this schedule never reads: the run would
+    train as without it, and its record would say it had it."""
+    for name, readers in READ_BY.items():
+        if name in given and cfg.schedule not in readers:
+            value = as_override(getattr(cfg, name))
+            raise ValueError(f"optim.{name}={value} is read by optim.schedule={' or '.join(readers)} only, and this "
+                             f"run has optim.schedule={cfg.schedule}: drop optim.{name} (in a sweep whose other jobs "
+                             f"read it, give it to all as ++optim.{name}={value})")
