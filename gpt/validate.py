@@ -108,6 +108,8 @@ def describe(hint: Any) -> str:
         return "one of " + ", ".join(dict.fromkeys(str(a) for a in args))
     if hint in SCALAR_NAMES:
         return SCALAR_NAMES[hint]
+    if origin is tuple and len(args) > 1 and args[-1] is not Ellipsis and len(set(args)) == 1:
+        return f"a list of {len(args)}, each {describe(args[0])}"  # fits() checks the length too: say it
     if origin in SEQUENCES:
         return f"a list, each {describe(args[0])}" if args else "a list"
     if origin is dict or hint is dict:

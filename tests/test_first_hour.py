@@ -38,6 +38,7 @@ BAD = [  # (command line, what the one line must say)
     (["data.batch_size=0"], "data.batch_size=0 must be a positive integer"),
     (["data.tasks.calculator.val_fraction=1.5"], "data.tasks.calculator.val_fraction=1.5 must be a number in (0, 1)"),
     (["optim.lr=-1"], "optim.lr=-1 must be a number > 0"),
+    (["optim.betas=[0.9]"], "optim.betas=[0.9] must be a list of 2, each a number in [0, 1)"),  # said "a list"
     (["callbacks.checkpoint.every_n_steps=0"], "callbacks.checkpoint.every_n_steps=0 must be a positive integer"),
     (["callbacks.sample.temperature=hot"], "callbacks.sample.temperature='hot' must be a number >= 0"),
     (["compile=maybe"], "compile='maybe' must be true or false"),
