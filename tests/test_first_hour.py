@@ -72,6 +72,9 @@ BAD = [  # (command line, what the one line must say)
      "++optim.decay_fraction=0.5)"),
     (["optim.schedule=constant", "optim.min_lr=1e-4"], "optim.min_lr=0.0001 is read by optim.schedule=cosine or wsd "
      "only, and this run has optim.schedule=constant: drop optim.min_lr"),
+    # a task's sample is its one line whatever the length: the run printed the same samples as without it
+    (["callbacks.sample.max_new_tokens=20"], "callbacks.sample.max_new_tokens=20 is the length of a running text's "
+     "sample; a task's is one whole line: drop callbacks.sample.max_new_tokens"),
     (["attenton=mha"], "attenton is not a setting; did you mean attention=mha?"),  # a typo'd group
     (["-m", "attenton=mha,gqa"], "attenton is not a setting; did you mean attention=mha?"),
     (["+trainer.nope=1"], "trainer.nope is not a setting of trainer"),

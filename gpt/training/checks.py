@@ -178,14 +178,20 @@ def model_accepts(cfg: DictConfig, override: str) -> bool:
 
 def check_config(cfg: DictConfig, overrides: Sequence[str] | None = None, sweep: Sequence[str] = ()) -> None:
     """Refuse settings that cannot work, one line each, before any data or model work: every section against
-    the signature of what it is passed to, train.yaml's own keys against RunSettings, and the model settings the
-    command line (`overrides`; a composed config's own by default) gives against what the model reads (init_from's
-    model: once it is loaded). `sweep`: the overrides of the sweep this run is a job of, which its advice repeats."""
+    the signature of what it is passed to, train.yaml's own keys against RunSettings, and the model, schedule and
+    sample settings the command line (`overrides`; a composed config's own by default) gives against what reads them
+    (init_from's model: once it is loaded). `sweep`: the overrides of the sweep this run is a job of, which its
+    advice repeats."""
     if overrides is None:
         overrides = as_typed(cfg.hydra.overrides.task) if "hydra" in cfg else ()
     try:
         check_sections(cfg)
         check_schedule_reads(OptimConfig.from_dict(optim_config(cfg)), given_settings(overrides, "optim"))
+        if "max_new_tokens" in given_settings(overrides, "callbacks.sample") and cfg.data.get("tasks") is not None:
+            value = cfg.callbacks.sample.max_new_tokens
+            raise ValueError(f"callbacks.sample.max_new_tokens={value} is the length of a running text's sample; a "
+                             "task's is one whole line: drop callbacks.sample.max_new_tokens (in a sweep whose other "
+                             f"jobs read it, give it to all as ++callbacks.sample.max_new_tokens={value})")
         if not cfg.init_from:
             check_settings_read(given_model_settings(cfg, overrides), model_config(cfg, vocab_size=1), sweep)
     except (ConfigAttributeError, ConfigKeyError) as err:  # a section or key the command line removed with ~
