@@ -198,7 +198,10 @@ def test_a_folder_holding_finished_results_is_not_started_afresh(monkeypatch: py
     (["data=text", "data.path=nope.txt"], "error: data.path="),  # refused after Hydra makes the run folder
     (["-m", "attention=mha,gqx"], "error: attention=gqx is not an option of attention"),  # no multirun/ folder
     # where the job runs, not where it is composed (a cluster's login node has no GPU); Lightning's words were bare
-    *([(["trainer=gpu"], "error: trainer.accelerator=gpu needs a CUDA GPU and torch sees none here")]
+    *([(["trainer=gpu"], "error: trainer.accelerator=gpu needs a CUDA GPU and torch sees none here"),
+       # told to drop trainer=gpu or trainer=fsdp, which this command never gave
+       (["trainer.accelerator=cuda"], "error: trainer.accelerator=cuda needs a CUDA GPU and torch sees none here: to "
+                                      "train on the CPU drop trainer.accelerator=cuda")]
       if not torch.cuda.is_available() else []),
     *([(["trainer.accelerator=tpu"], "error: trainer.accelerator=tpu needs torch_xla, which this Python lacks")]
       if importlib.util.find_spec("torch_xla") is None else []),  # was a traceback, and the run folder stayed

@@ -105,8 +105,9 @@ def check_accelerator(trainer: DictConfig) -> None:
     """On the machine that trains (not where a command is composed: a cluster's login node has no GPU), a GPU
     trainer needs one. Lightning's own words, "No supported gpu backend found!", name neither setting nor fix."""
     if trainer.accelerator in ("gpu", "cuda") and not torch.cuda.is_available():
-        raise ValueError(f"trainer.accelerator={trainer.accelerator} needs a CUDA GPU and torch sees none here: drop "
-                         "trainer=gpu or trainer=fsdp to train on the CPU")
+        raise ValueError(f"trainer.accelerator={trainer.accelerator} needs a CUDA GPU and torch sees none here: to "
+                         f"train on the CPU drop trainer.accelerator={trainer.accelerator}, or the trainer=gpu or "
+                         "trainer=fsdp that set it")
     # auto trains on this CPU where torch sees no GPU (trainer=ddp here): devices=-1 was Lightning's TypeError.
     if trainer.accelerator == "auto" and not torch.cuda.is_available() and not torch.backends.mps.is_available():
         check_value("trainer.devices", trainer.devices, CPU_DEVICES)
