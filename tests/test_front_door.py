@@ -66,7 +66,10 @@ def test_a_model_that_records_no_corpus_is_named_alike_by_every_command(tmp_path
     (["prepar", "x.txt"], "error: 'prepar' is not a verb of python -m gpt; did you mean prepare?"),
     (["evaluate", "--split", "train"], "error: argument --split: invalid choice: 'train'"),
     (["export"], "error: the following arguments are required: --to"),
-    (["report", str(Path("no") / "such" / "sweep")], "error: no run folders"),
+    # "no run folders under no/such/sweep" left the user to find the typo: the path itself is not there
+    (["report", str(Path("no") / "such" / "sweep")], f"error: {Path('no') / 'such' / 'sweep'} does not exist: pass "
+                                                     "the folder of a sweep"),
+    (["report", __file__], f"error: {__file__} is a file: pass the folder of a sweep"),
     (["which-split", "two plus zebra equals"], "error: 'two plus zebra equals' is not a calculator problem"),
     # A verb's mistake names its own flag: it said data.tasks.calculator.val_fraction=2.0, a key this command has not.
     (["which-split", "two plus three equals", "--val-fraction", "2"], "error: --val-fraction=2.0 must be a number in "

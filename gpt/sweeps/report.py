@@ -362,6 +362,9 @@ def write_report(sweep_dir: str | Path, best_of: Sequence[str] = ()) -> Path:
     """Write report.md and its figures into the sweep folder, each configuration at its best value of the `best_of`
     overrides; return the report's path."""
     sweep_dir = Path(sweep_dir)
+    if not sweep_dir.is_dir():
+        what = "is a file" if sweep_dir.exists() else "does not exist"
+        raise ValueError(f"{sweep_dir} {what}: pass the folder of a sweep made by `python train.py -m ...`")
     runs = find_runs(sweep_dir)
     if not runs:
         raise ValueError(f"no run folders (with {OVERRIDES}) under {sweep_dir}: pass the folder of a sweep "
