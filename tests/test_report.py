@@ -198,7 +198,7 @@ def test_report_command_rewrites_the_same_report(sweep: Path, capsys: pytest.Cap
     assert (sweep / "report.md").read_text() == written
     assert cli(["report", str(sweep / "absent")]) == 2
     assert capsys.readouterr().err.startswith(f"error: {sweep / 'absent'} does not exist")
-    (sweep / "empty").mkdir()
+    (sweep / "empty").mkdir(exist_ok=True)
     assert cli(["report", str(sweep / "empty")]) == 2
     assert capsys.readouterr().err.startswith("error: no run folders")
 
