@@ -100,6 +100,16 @@ def test_a_value_whose_interpolation_names_no_setting_is_refused_naming_where_it
         check_config(compose_with("data=text", "data.path=[a.txt,${nope}]"))
 
 
+def test_a_setting_removed_with_tilde_that_another_names_says_to_drop_the_tilde() -> None:
+    # optim.max_steps is ${trainer.max_steps}: it said "optim.max_steps: Interpolation key 'trainer.max_steps' not
+    # found", naming neither the ~ nor its fix
+    with pytest.raises(ValueError, match=r"^trainer\.max_steps is missing from the config: train\.py needs it "
+                                         r"\(drop ~trainer\.max_steps\)$"):
+        check_config(compose_with("~trainer.max_steps"), ["~trainer.max_steps"])
+    with pytest.raises(ValueError, match=r"^trainer is missing from the config: train\.py needs it \(drop ~trainer\)$"):
+        check_config(compose_with("~trainer"), ["~trainer"])
+
+
 def test_the_command_lines_overrides_are_read_as_typed_not_resolved() -> None:
     # Each is a string Hydra parses again: resolved on reading, an escaped \${ came back as an interpolation.
     task = OmegaConf.create({"task": [r"data.path=/tmp/x\${y}.txt", "data.path=/tmp/${nope}"]}).task

@@ -186,6 +186,7 @@ def check_config(cfg: DictConfig, overrides: Sequence[str] | None = None, sweep:
     if overrides is None:
         overrides = as_typed(cfg.hydra.overrides.task) if "hydra" in cfg else ()
     try:
+        check_removed(cfg, overrides)
         check_sections(cfg)
         check_schedule_reads(OptimConfig.from_dict(optim_config(cfg)), given_settings(overrides, "optim"))
         if "max_new_tokens" in given_settings(overrides, "callbacks.sample") and cfg.data.get("tasks") is not None:
@@ -200,6 +201,15 @@ def check_config(cfg: DictConfig, overrides: Sequence[str] | None = None, sweep:
             from None
     except OmegaConfBaseException as err:  # an interpolation to nowhere: ${nope}
         raise ValueError(f"{err.full_key}: {first_line(err)}") from None
+
+
+def check_removed(cfg: DictConfig, overrides: Sequence[str]) -> None:
+    """Refuse a setting or section the command line removed with ~ that another setting names (optim.max_steps is
+    ${trainer.max_steps}): resolving the other said only that its key was not found."""
+    written = str({k: v for k, v in OmegaConf.to_container(cfg, resolve=False).items() if k != "hydra"})
+    for key in (override_key(o) for o in overrides if o.startswith("~")):
+        if "${" + key + "}" in written or "${" + key + "." in written:  # the key, or a key of the section removed
+            raise ValueError(f"{key} is missing from the config: train.py needs it (drop ~{key})")
 
 
 def check_resolves(node: DictConfig | ListConfig, prefix: str = "") -> None:
