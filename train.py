@@ -114,7 +114,7 @@ def train(cfg: DictConfig, run_dir: Path | None = None) -> Path | None:
     from gpt.training.loggers import finish, make_logger
     from gpt.training.resume import AtomicCheckpointIO, check_resumable, load_resume_checkpoint, resume_from
     from gpt.training.run_folder import kept_on_resume, read_history, read_summary, record_duplicate
-    from gpt.training.run_record import RunRecord, finished_line, summary_line
+    from gpt.training.run_record import RunRecord, finished_line, summary_line, validation_off
 
     start = time.perf_counter()
     quiet_lightning()
@@ -146,6 +146,7 @@ def train(cfg: DictConfig, run_dir: Path | None = None) -> Path | None:
     # The Trainer is built before the data so that its own argument checks also come before any work.
     arguments = trainer_arguments(cfg)
     precision = arguments["precision"]
+    off = validation_off(arguments.get("limit_val_batches"))
     trainer = L.Trainer(**arguments, callbacks=callbacks,
                         logger=make_logger(cfg.get("logger")), plugins=[AtomicCheckpointIO()], default_root_dir=run_dir)
     check_launch(trainer, cfg.trainer.strategy, in_sweep)
@@ -182,6 +183,9 @@ def train(cfg: DictConfig, run_dir: Path | None = None) -> Path | None:
         print(f"model: {lit.model.num_params():,} parameters, precision {precision}; run folder: {run_dir}")
         for note in data.notes:
             print(f"note: {note}")
+        if off:
+            print(f"note: {off} turns validation off: this run records no val loss, held-out exact match or "
+                  "history.csv row, not even at its last step; drop it to validate")
         # A short run (trainer=debug) never reaches its LR: the steps it trains, not optim.max_steps (its schedule's
         # end, given apart to keep a continued run's schedule), since every schedule warms up alike.
         if 0 < (steps := cfg.trainer.max_steps) <= lit.optim.warmup_steps:
@@ -226,7 +230,7 @@ def train(cfg: DictConfig, run_dir: Path | None = None) -> Path | None:
     steps = (read_summary(run_dir) or {}).get("steps", trainer.global_step)
     if spawned and stopper.requested:
         steps = load_resume_checkpoint(checkpoint.path)["global_step"]
-    print(summary_line(read_history(run_dir), steps, time.perf_counter() - start, path, stopper.requested))
+    print(summary_line(read_history(run_dir), steps, time.perf_counter() - start, path, stopper.requested, off))
     # A line-based corpus suggests one of its own held-out questions; running text starts after a newline (a
     # placeholder prompt would be refused by a word-level vocabulary).
     example = getattr(data, "example_prompt", None)

@@ -112,6 +112,27 @@ def test_a_run_resumed_from_a_checkpoint_past_its_last_validation_keeps_the_time
     assert [row["step"] for row in record.history] == [3, 6, 9] and record.history[-1]["wall_s"] >= saved["wall_s"]
 
 
+@pytest.mark.parametrize("limit", [0, 0.0])
+def test_a_run_with_validation_off_says_so_in_its_summary_and_end_line(tmp_path: Path, tiny_cfg: ModelConfig,
+                                                                        limit: float) -> None:
+    """trainer.limit_val_batches=0 validates nowhere, the last step included: the run ended on a line without a val
+    loss, and with a summary.json whose val loss was null unsaid, or, resumed from a run that had validated, the val
+    loss of an earlier step as its final one."""
+    (tmp_path / "history.csv").write_text("step,wall_s,val_loss\n3,1.5,2.0\n")
+    trainer = SimpleNamespace(global_step=3, val_check_interval=3, accumulate_grad_batches=1, max_steps=6,
+                              limit_val_batches=limit, is_global_zero=True, world_size=1, callbacks=[])
+    module = SimpleNamespace(model=build(tiny_cfg), device=torch.device("cpu"))
+    record = RunRecord(tmp_path)
+    record.on_train_start(trainer, module)
+    trainer.global_step = 6
+    record.on_train_end(trainer, module)
+    setting = f"trainer.limit_val_batches={limit}"
+    summary = read_summary(tmp_path)
+    assert summary["validation_off"] == setting and summary["val_loss"] is None
+    line = finished_line(tmp_path)
+    assert f", step 6, not validated ({setting}); model: " in line and "val loss" not in line
+
+
 @pytest.mark.parametrize("resumed_at, max_steps, kept", [(11, 20, [5, 10]), (10, 20, [5, 10]), (7, 7, [5, 7])])
 def test_a_resumed_run_drops_the_validation_its_stop_made_off_the_schedule(tmp_path: Path, resumed_at: int,
                                                                           max_steps: int, kept: list[int]) -> None:

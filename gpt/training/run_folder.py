@@ -90,7 +90,7 @@ SHAPES: dict[str, Callable[[Any], bool]] = {
     **dict.fromkeys(["val_acc", "val_token_acc", "val_prefix", "val_tokens", "val_chance", "val_exact_chance"],
                     mapping(a_number)),
     "val_levels": mapping(mapping(scores, a_count)),
-    **dict.fromkeys(["status", "reason", "device"], lambda value: isinstance(value, str)),
+    **dict.fromkeys(["status", "reason", "device", "validation_off"], lambda value: isinstance(value, str)),
     "model": lambda value: isinstance(value, dict) and a_model(value),
     "val_level_names": lambda value: isinstance(value, dict),
     "val_extrapolation": an_extrapolation,

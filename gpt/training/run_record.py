@@ -14,6 +14,7 @@ import torch
 from torch import nn
 
 from gpt.inference.checkpoint import unwrap
+from gpt.overrides import as_override
 from gpt.inference.depth import peak_memory_bytes, reset_peak_memory, tensor_bytes
 from gpt.training.callbacks import StopOnInterrupt, SummaryPart
 from gpt.training.run_folder import (SUMMARY, damaged, finished, read_history, read_summary, record_failure,
@@ -112,7 +113,9 @@ class RunRecord(L.Callback):
         if self.failure:
             record_failure(self.run_dir, self.failure)
             return
-        last = self.history[-1] if self.history else {}
+        off = validation_off(trainer.limit_val_batches)
+        # Resumed with validation off, the last row is of an earlier step: not this run's final val loss.
+        last = self.history[-1] if self.history and not off else {}
         trained = trainer.global_step - self.start_step
         # Counted in this process alone; every process trains batches of the same shape (its share of the global batch).
         tokens = self.tokens * trainer.world_size
@@ -134,17 +137,28 @@ class RunRecord(L.Callback):
             "device": str(pl_module.device),
             "threads": torch.get_num_threads(),  # of this process: a sweep's launcher gives each job its share
             **({"ignores": self.ignores} if self.ignores else {}),
+            **({"validation_off": off} if off else {}),
             **{k: v for c in trainer.callbacks if isinstance(c, SummaryPart)
                for k, v in c.summary_part(trainer, pl_module).items()},
         })
 
 
-def summary_line(history: list[dict[str, float]], step: int, seconds: float, path: Path, stopped: bool = False) -> str:
+def validation_off(limit_val_batches: Any) -> str | None:
+    """The setting that turns a run's validation off, as the command gives it (trainer.limit_val_batches=0, which
+    times training alone), or None where the run validates."""
+    return f"trainer.limit_val_batches={as_override(limit_val_batches)}" if limit_val_batches == 0 else None
+
+
+def summary_line(history: list[dict[str, float]], step: int, seconds: float, path: Path, stopped: bool = False,
+                 off: str | None = None) -> str:
     """The run in one line: wall time, last val loss and held-out exact match, where model.pt is; `stopped` (by
-    Ctrl-C or its sweep) says so rather than done."""
-    last = history[-1] if history else {}
+    Ctrl-C or its sweep) says so rather than done; `off`, the setting that turned validation off, says so in place
+    of the val loss."""
+    last = history[-1] if history and not off else {}
     minutes, secs = divmod(round(seconds), 60)
     parts = [f"{'stopped after' if stopped else 'done in'} {minutes}m{secs:02d}s", f"step {step}"]
+    if off:
+        parts.append(f"not validated ({off})")
     if "val_loss" in last:
         parts.append(f"val loss {last['val_loss']:.4f}")
     if "val_acc_all" in last:
@@ -160,4 +174,5 @@ def finished_line(run_dir: Path) -> str | None:
     # read_summary has checked each is a number or null (SHAPES): a finished run needs both, and finite
     if any(summary.get(k) is None or not math.isfinite(summary[k]) for k in ("steps", "wall_s")):
         raise damaged(run_dir / SUMMARY, "status ok, but no steps or wall_s")
-    return summary_line(read_history(run_dir), summary["steps"], summary["wall_s"], run_dir / "model.pt")
+    return summary_line(read_history(run_dir), summary["steps"], summary["wall_s"], run_dir / "model.pt",
+                        off=summary.get("validation_off"))
