@@ -32,10 +32,14 @@ def as_override(value: Any) -> str:
 
 
 def quoted(value: Any) -> str:
-    """A value as an override writes it for Hydra to read back unchanged: a list as [a,b], a string of other
-    characters (a space, a comma Hydra reads as a sweep, an =, a quote, a bracket) quoted as Hydra's grammar quotes."""
+    """A value as an override writes it for Hydra to read back unchanged: a list (or the tuple a config made of one)
+    as [a,b], a mapping as {a:1}, a string of other characters (a space, a comma Hydra reads as a sweep, an =, a
+    quote, a bracket) or one Hydra would read as another type ('64', 'true') quoted as Hydra's grammar quotes. The
+    spelling of every value a refusal names, so that it reads as the user typed it, not as Python prints it."""
     if isinstance(value, (list, tuple)):
         return f"[{','.join(quoted(item) for item in value)}]"
+    if isinstance(value, dict):
+        return "{" + ",".join(f"{quoted(key)}:{quoted(item)}" for key, item in value.items()) + "}"
     if not isinstance(value, str):
         return as_override(value)
     if PLAIN.fullmatch(value) and value.lower() not in WORDS:

@@ -1,6 +1,6 @@
 """Every value a user can set, checked against the type (and range) its consumer declares before any work:
 a config section against the signature of what it is passed to, a dataclass against its field types. One
-line names the one field that is wrong: `model.bias='no' must be true or false`."""
+line names the one field that is wrong: `model.bias=no must be true or false`."""
 from __future__ import annotations
 
 import argparse
@@ -14,6 +14,8 @@ import typing
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal, NoReturn, Union
+
+from gpt.overrides import quoted
 
 
 @dataclass(frozen=True)
@@ -151,7 +153,7 @@ def did_you_mean(name: str, choices: Iterable[str], prefix: str = "") -> str:
 
 def check_value(name: str, value: Any, hint: Any) -> None:
     if not fits(value, hint):
-        raise ValueError(f"{name}={value!r} must be {describe(hint) or f'of type {hint}'}")
+        raise ValueError(f"{name}={quoted(value)} must be {describe(hint) or f'of type {hint}'}")
 
 
 def is_kind(value: object, kind: type[numbers.Number]) -> bool:
@@ -171,7 +173,7 @@ def check_kind(name: str, value: object, kind: type[numbers.Number], optional: b
 def check_choice(name: str, value: Any, choices: Iterable[str]) -> None:
     """Refuse a value that is none of `choices` (a registry's names), listing them."""
     if value not in choices:
-        raise ValueError(f"{name}={value!r} is unknown; choose one of: {', '.join(sorted(choices))}")
+        raise ValueError(f"{name}={quoted(value)} is unknown; choose one of: {', '.join(sorted(choices))}")
 
 
 def check_section(prefix: str, values: Mapping[str, Any], consumer: Callable[..., Any] | type,

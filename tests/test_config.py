@@ -6,7 +6,7 @@ from gpt import GPT, ModelConfig
 @pytest.mark.parametrize("overrides, message", [
     ({"heads": 5, "dim": 128}, "heads=5 does not divide dim=128"),
     ({"layers": 0}, "layers=0 must be a positive integer"),
-    ({"heads": "four"}, "heads='four' must be a positive integer"),
+    ({"heads": "four"}, "heads=four must be a positive integer"),
     ({"dropout": 1.5}, "dropout=1.5 must be a number in"),
     # A zero-wide MLP built, then divided by zero in Muon's LR rule (and trained as no MLP under AdamW).
     ({"dim": 8, "heads": 2, "mlp_ratio": 0.1}, "mlp_ratio=0.1 makes the MLP 0 wide at dim=8"),
@@ -17,9 +17,9 @@ def test_bad_config_names_the_field(overrides: dict, message: str) -> None:
 
 
 @pytest.mark.parametrize("overrides, message", [
-    ({"attention": "nope"}, "attention='nope' is unknown; choose one of: "),
-    ({"pos": "nope"}, "pos='nope' is unknown"),
-    ({"norm": "batchnorm"}, "norm='batchnorm' is unknown; choose one of: layernorm, rmsnorm"),
+    ({"attention": "nope"}, "attention=nope is unknown; choose one of: "),
+    ({"pos": "nope"}, "pos=nope is unknown"),
+    ({"norm": "batchnorm"}, "norm=batchnorm is unknown; choose one of: layernorm, rmsnorm"),
 ])
 def test_an_unknown_part_is_named_when_the_model_is_built(overrides: dict, message: str) -> None:
     cfg = ModelConfig(vocab_size=10, **overrides)  # a description; the parts are looked up when a GPT is built

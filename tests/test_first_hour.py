@@ -28,20 +28,20 @@ from train import CONFIGS
 
 
 BAD = [  # (command line, what the one line must say)
-    (["model.bias=no"], "model.bias='no' must be true or false"),
-    (["model.qk_norm=maybe"], "model.qk_norm='maybe' must be true or false"),
-    (["model.dropout=high"], "model.dropout='high' must be a number in [0, 1)"),
+    (["model.bias=no"], "model.bias=no must be true or false"),
+    (["model.qk_norm=maybe"], "model.qk_norm=maybe must be true or false"),
+    (["model.dropout=high"], "model.dropout=high must be a number in [0, 1)"),
     (["model.layers=0"], "model.layers=0 must be a positive integer"),
     (["model.heads=5"], "heads=5 does not divide dim=128"),
-    (["trainer.max_steps=abc"], "trainer.max_steps='abc' must be an integer"),
-    (["trainer.precision=fp8"], "trainer.precision='fp8' must be one of "),
+    (["trainer.max_steps=abc"], "trainer.max_steps=abc must be an integer"),
+    (["trainer.precision=fp8"], "trainer.precision=fp8 must be one of "),
     (["data.batch_size=0"], "data.batch_size=0 must be a positive integer"),
     (["data.tasks.calculator.val_fraction=1.5"], "data.tasks.calculator.val_fraction=1.5 must be a number in (0, 1)"),
     (["optim.lr=-1"], "optim.lr=-1 must be a number > 0"),
     (["optim.betas=[0.9]"], "optim.betas=[0.9] must be a list of 2, each a number in [0, 1)"),  # said "a list"
     (["callbacks.checkpoint.every_n_steps=0"], "callbacks.checkpoint.every_n_steps=0 must be a positive integer"),
-    (["callbacks.sample.temperature=hot"], "callbacks.sample.temperature='hot' must be a number >= 0"),
-    (["compile=maybe"], "compile='maybe' must be true or false"),
+    (["callbacks.sample.temperature=hot"], "callbacks.sample.temperature=hot must be a number >= 0"),
+    (["compile=maybe"], "compile=maybe must be true or false"),
     (["seed=1.5"], "seed=1.5 must be an integer"),
     (["model.head=4"], "model.head is not a setting of model=small; did you mean model.heads?"),
     (["trainer.max_step=10"], "trainer.max_step is not a setting of trainer=default; did you mean trainer.max_steps?"),
@@ -105,8 +105,19 @@ BAD = [  # (command line, what the one line must say)
     # the fix named the first job's value alone: written as told, the sweep over model.window lost its 8
     (["-m", "attention=mha,sliding_window", "model.window=4,8"], "write ++model.window=4,8 to give it to every job"),
     # Lightning refused it once the run folder was made, in a line naming no key
-    (["trainer.max_time=abc"], "trainer.max_time='abc' must be DD:HH:MM:SS (00:01:30:00 is 90 minutes) or a mapping"),
-    (["trainer.max_time={minute:90}"], "trainer.max_time={'minute': 90} must be DD:HH:MM:SS"),
+    (["trainer.max_time=abc"], "trainer.max_time=abc must be DD:HH:MM:SS (00:01:30:00 is 90 minutes) or a mapping"),
+    (["trainer.max_time={minute:90}"], "trainer.max_time={minute:90} must be DD:HH:MM:SS"),
+    # values as the command line wrote them, not as Python prints them: True, None, (4, 0), {'minute': 90}, '64'
+    (["model.dim=true"], "error: model.dim=true must be a positive integer"),
+    (["model.heads=null"], "error: model.heads=null must be a positive integer"),
+    (["model.dim='64'"], 'error: model.dim="64" must be a positive integer'),
+    (["optim.betas=[0.9,null]"], "error: optim.betas=[0.9,null] must be a list of 2, each a number in [0, 1)"),
+    (["data=recall", "data.tasks.recall.pairs=[4,0]"], "error: data.tasks.recall.pairs=[4,0] must be a positive "
+     "integer or a list, each a positive integer"),
+    (["data.tasks.calculator.operations=[plus,true]"], "error: data.tasks.calculator.operations=[plus,true] must be "
+     "a list, each a string or null"),
+    (["data.tasks.calculator=true"], "error: data.tasks.calculator=true must be a mapping of its knobs"),
+    (["callbacks.sample=null"], "error: callbacks.sample must hold settings, not null: "),
     # Lightning took them, then divided by them at the first step: ZeroDivisionError, a run folder left behind
     (["trainer.val_check_interval=0"], "trainer.val_check_interval=0: it counts the batches between validations, at "
      "least 1; every run validates at its last step, so to validate only there set it to trainer.max_steps"),
@@ -192,7 +203,7 @@ def test_a_folder_holding_finished_results_is_not_started_afresh(monkeypatch: py
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["model.bias=no"], "error: model.bias='no' must be true or false"),  # refused before Hydra makes a folder
+    (["model.bias=no"], "error: model.bias=no must be true or false"),  # refused before Hydra makes a folder
     (["data.tasks.calculator.operations=[plus,modulo]"],
      "error: data.tasks.calculator.operations has unknown ['modulo']"),  # a task's knobs, by the task itself
     (["data=text", "data.path=nope.txt"], "error: data.path="),  # refused after Hydra makes the run folder

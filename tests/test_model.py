@@ -85,7 +85,7 @@ def test_torch_mha_fused_projection_follows_the_init() -> None:
 
 
 def test_an_unknown_init_is_named_with_the_choices() -> None:
-    with pytest.raises(ValueError, match="model.init='xavier' is unknown; choose one of: gpt2, torch"):
+    with pytest.raises(ValueError, match="model.init=xavier is unknown; choose one of: gpt2, torch"):
         ModelConfig(vocab_size=50, init="xavier")
 
 

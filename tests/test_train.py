@@ -106,12 +106,12 @@ def test_evaluate_cli_grades_the_test_split(trained: Path) -> None:
     (["trainer.precision=16-mixed"], "trainer.precision=16-mixed needs a GPU"),
     (["resume=true", "ckpt_path=x.ckpt"], "pass either resume=true"),
     (["callbacks.checkpoint.every_n_steps=0"], "every_n_steps=0 must be a positive integer"),
-    (["compile=yes"], "compile='yes' must be true or false"),
-    (["optim.schedule=nope"], "optim.schedule='nope' is unknown; choose one of: constant, cosine, wsd"),
+    (["compile=yes"], "compile=yes must be true or false"),
+    (["optim.schedule=nope"], "optim.schedule=nope is unknown; choose one of: constant, cosine, wsd"),
     (["optim.min_lr=1"], "optim.min_lr=1 must be between 0 and optim.lr=0.003"),
     # passed on to wandb.init, which refused it after the run folder was made, naming neither key nor modes
     (["trainer=fsdp"], "optim=muon orthogonalises whole matrices, which trainer=fsdp shards: use optim=adamw"),
-    (["logger=wandb", "logger.mode=foo"], "logger.mode='foo' must be one of online, offline, disabled or null"),
+    (["logger=wandb", "logger.mode=foo"], "logger.mode=foo must be one of online, offline, disabled or null"),
     # trained on 8-token windows in a 16-token model without a word
     (["data=text", "data.path=x.txt", "data.block_size=8"],
      "data.block_size=8 is not set on its own: it follows model.block_size=16; set model.block_size=8 instead"),

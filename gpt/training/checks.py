@@ -26,7 +26,7 @@ from gpt.evaluation.extrapolation import too_long
 from gpt.machine import cpu_info
 from gpt.model.config import ModelConfig
 from gpt.model.gpt import check_parts, settings_read
-from gpt.overrides import as_override, override_key, override_value
+from gpt.overrides import override_key, override_value, quoted
 from gpt.training.callbacks import LossAtLengths, ResumeCheckpoint, SampleText
 from gpt.training.init_from import check_init_from
 from gpt.training.loggers import WandbMode
@@ -152,7 +152,7 @@ def check_settings_read(given: dict[str, Any], model_cfg: ModelConfig, sweep: Se
     whose values of the setting the advice repeats (`++model.rope_base=100,10000`, not this job's one value)."""
     unread = unread_settings(given, model_cfg)
     if unread:
-        name, value = unread[0], as_override(given[unread[0]])
+        name, value = unread[0], quoted(given[unread[0]])
         swept = override_value(sweep, f"model.{name}", value)
         raise ValueError(f"model.{name}={value} changes nothing in a model of attention={model_cfg.attention}, "
                          f"pos={model_cfg.pos}: none of its parts reads model.{name}; drop it (in a sweep whose other "
@@ -233,8 +233,8 @@ def check_sections(cfg: DictConfig) -> None:
     for key in SECTIONS:  # a section replaced by a value (callbacks.sample=7) or removed (~data)
         node = OmegaConf.select(cfg, key)
         if not isinstance(node, DictConfig) and not (key == "logger" and node is None):  # logger=none is null
-            raise ValueError(f"{key} must hold settings, not {node!r}: drop the override that replaced or removed it "
-                             f"(set one of its settings with {key}.<setting>=<value>)")
+            raise ValueError(f"{key} must hold settings, not {quoted(node)}: drop the override that replaced or "
+                             f"removed it (set one of its settings with {key}.<setting>=<value>)")
     check_section("model", user_values(cfg.model), ModelConfig, not_settable=["vocab_size"])
     check_parts(model_config(cfg, vocab_size=1))
     check_section("data", user_values(cfg.data), get_class(cfg.data._target_), not_settable=["given"])
@@ -302,7 +302,7 @@ def check_max_time(max_time: Any) -> None:
     try:
         Timer(duration=max_time)
     except (MisconfigurationException, TypeError, ValueError):
-        raise ValueError(f"trainer.max_time={max_time!r} must be DD:HH:MM:SS (00:01:30:00 is 90 minutes) or a "
+        raise ValueError(f"trainer.max_time={quoted(max_time)} must be DD:HH:MM:SS (00:01:30:00 is 90 minutes) or a "
                          "mapping of days, hours, minutes and seconds ({minutes:90})") from None
 
 

@@ -14,6 +14,7 @@ import torch
 from gpt.data.batches import BatchedData, RowBatches, line_tensors
 from gpt.data.tasks import TASKS, Line, Task
 from gpt.data.tokenizers import WordTokenizer
+from gpt.overrides import quoted
 from gpt.validate import PositiveInt
 
 
@@ -32,7 +33,8 @@ def build_tasks(spec: Mapping[str, Mapping[str, Any] | None]) -> tuple[Task, ...
             raise ValueError(f"data.tasks.{name} is not a task; choose from {', '.join(TASKS)}")
         known = {f.name for f in fields(TASKS[name])}  # the knobs, not the ClassVars
         if not isinstance(knobs, Mapping | None):
-            raise ValueError(f"data.tasks.{name}={knobs!r} must be a mapping of its knobs: {', '.join(sorted(known))}")
+            raise ValueError(f"data.tasks.{name}={quoted(knobs)} must be a mapping of its knobs: "
+                             f"{', '.join(sorted(known))}")
         unknown = sorted(str(knob) for knob in set(knobs or {}) - known)
         if unknown:
             raise ValueError(f"data.tasks.{name}.{unknown[0]} is not a knob of {name}; its knobs: "
