@@ -846,6 +846,21 @@ def user_error(tmp_path: Path, case: str) -> tuple[dict, str]:
         return ({"path": str(tmp_path / "corpus")},
                 rf"^data.path={tmp_path / 'corpus'} holds {run}, the folder of a training run \(it has \.hydra/\), "
                 r"whose csv/version_0/samples.txt would train as text: name the text's own files or folder$")
+    if case in ("a tokenizer folder in the folder", "a tokenizer folder"):  # GPT-2's merges trained as text, silently
+        tokenizer = tmp_path / "corpus" / "my-model"
+        tokenizer.mkdir(parents=True)
+        for name, text in [("merges.txt", "#version: 0.2\nĠ t\n"), ("vocab.json", '{"!": 0}'),
+                           ("tokenizer_config.json", '{"tokenizer_class": "GPT2Tokenizer"}')]:
+            (tokenizer / name).write_text(text)  # as python -m gpt export writes them for GPT-2's BPE
+        (tmp_path / "corpus" / "story.txt").write_text(play(20))
+        if case == "a tokenizer folder":
+            return ({"path": str(tokenizer)},
+                    rf"^data.path={tokenizer} is a Hugging Face tokenizer's folder \(it has vocab.json and "
+                    r"merges.txt\), whose merges.txt would train as text: name the text's own files or folder$")
+        return ({"path": str(tmp_path / "corpus")},
+                rf"^data.path={tmp_path / 'corpus'} holds {tokenizer}, a Hugging Face tokenizer's folder \(it has "
+                r"vocab.json and merges.txt\), whose merges.txt would train as text: name the text's own files or "
+                "folder$")
     if case == "a prepared folder among inputs":  # was "a folder with no *.txt ... files: add some"
         return ({"path": [str(tmp_path / "a.txt"), str(prepared)]},
                 rf"^data.path={prepared} is a corpus prepared already, which trains only as the one data.path: name "
@@ -913,7 +928,8 @@ def test_an_arrow_file_with_a_flipped_bit_is_read_or_refused_in_one_line(table_b
                                   "binary without a NUL byte", "latin-1", "windows-1252", "no column",
                                   "numbers column", "arrow numbers column", "not parquet", "another tokenizer",
                                   "another setting", "a fraction beside --val", "a prepared folder among inputs",
-                                  "a run folder in the folder"])
+                                  "a run folder in the folder", "a tokenizer folder in the folder",
+                                  "a tokenizer folder"])
 def test_bad_inputs_are_one_line_naming_the_file_and_the_fix(tmp_path: Path, case: str) -> None:
     kwargs, pattern = user_error(tmp_path, case)
     inputs = files_in(tmp_path)

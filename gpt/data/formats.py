@@ -474,14 +474,31 @@ def _one_split(folder: Path, found: list[Path], named: str) -> None:
                      f"which would all train, held-out text included: name the {split} split alone ({one})")
 
 
-def _no_run_folder(folder: Path, members: list[Path], found: list[Path], named: str) -> None:
-    """Refuse a folder whose files include a training run's: a run's folder is where Hydra keeps its .hydra/."""
-    runs = [member.parent for member in members if member.name == ".hydra" and member.is_dir()]
+def _not_text(member: Path) -> str | None:
+    """What the folder of `member` is where `member` shows that its files are not text to train on: a training
+    run's (Hydra keeps its .hydra/ there), or a Hugging Face tokenizer's (python -m gpt export, save_pretrained)."""
+    if member.name == ".hydra" and member.is_dir():
+        return "the folder of a training run (it has .hydra/)"
+    if member.name in ("tokenizer.json", "tokenizer_config.json") and member.is_file():
+        return f"a Hugging Face tokenizer's folder (it has {member.name})"
+    if member.name == "merges.txt" and (member.parent / "vocab.json").is_file():
+        return "a Hugging Face tokenizer's folder (it has vocab.json and merges.txt)"
+    return None
+
+
+def _no_run_or_tokenizer_folder(folder: Path, members: list[Path], found: list[Path], named: str) -> None:
+    """Refuse a folder whose files include a training run's or a Hugging Face tokenizer's."""
+    others: dict[Path, str] = {}
+    for member in sorted(members):  # one reason per folder, the same whatever order the file system lists them in
+        if what := _not_text(member):
+            others.setdefault(member.parent, what)
     for file in found:
-        # Such as the csv logger's samples.txt: what the model wrote, which would train as text, unsaid.
-        if run := next((run for run in runs if run in file.parents), None):
-            raise ValueError(f"{named.format(folder)} holds {run}, the folder of a training run (it has .hydra/), "
-                             f"whose {file.relative_to(run)} would train as text: name the text's own files or folder")
+        # Such as the csv logger's samples.txt (what the model wrote) or GPT-2's merges.txt (its BPE merges, one
+        # pair a line): either would train as text, unsaid.
+        if other := next((parent for parent in file.parents if parent in others), None):
+            where = "is" if other == folder else f"holds {other},"
+            raise ValueError(f"{named.format(folder)} {where} {others[other]}, whose {file.relative_to(other)} would "
+                             "train as text: name the text's own files or folder")
 
 
 def input_files(paths: list[str], named: str) -> list[Path]:
@@ -507,7 +524,7 @@ def input_files(paths: list[str], named: str) -> list[Path]:
                 raise ValueError(f"{named.format(path)} is a folder with no *.txt, *.jsonl, *.parquet or *.arrow "
                                  "files: add some or point at a file")
             _one_split(path, found, named)
-            _no_run_folder(path, members, found, named)
+            _no_run_or_tokenizer_folder(path, members, found, named)
             files.extend(found)
         else:
             files.append(path)
