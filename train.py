@@ -79,15 +79,16 @@ if __name__ == "__mp_main__":
 
 
 def load_data(cfg: DictConfig, overrides: Sequence[str]) -> L.LightningDataModule:
-    from hydra.errors import InstantiationException
-    from hydra.utils import instantiate
+    from hydra.utils import get_class
+    from omegaconf import OmegaConf
 
     from gpt.training.checks import data_arguments
 
-    try:
-        return instantiate(cfg.data, **data_arguments(cfg, overrides))
-    except InstantiationException as err:  # Hydra wraps the DataModule's own one-line ValueError in many lines
-        raise err.__cause__ if isinstance(err.__cause__, ValueError) else err from None
+    # Resolved once and built here, not by Hydra's instantiate: that resolves the section a second time, reading the
+    # literal ${ of an escaped path (data.path='a\${b}/corpus.txt') as an interpolation, and it wraps the DataModule's
+    # own one-line ValueError in many lines.
+    values = OmegaConf.to_container(cfg.data, resolve=True)
+    return get_class(values.pop("_target_"))(**values, **data_arguments(cfg, overrides))
 
 
 def train(cfg: DictConfig, run_dir: Path | None = None) -> Path | None:

@@ -539,6 +539,19 @@ def test_cli_refuses_a_missing_path_in_one_line(tmp_path: Path) -> None:
     assert run.stderr.startswith(f"error: data.path={tmp_path / 'nope.txt'} does not exist")
 
 
+def test_an_escaped_dollar_brace_in_data_path_reaches_the_reader_as_the_path_written(tmp_path: Path) -> None:
+    """data.path='<folder>/a\\${b}/corpus.txt' names a folder really called a${b}: Hydra's instantiate resolved the
+    data section a second time, read the unescaped ${b} as an interpolation and stopped with "Interpolation key 'b'
+    not found"."""
+    corpus = tmp_path / "a${b}" / "corpus.txt"
+    corpus.parent.mkdir()
+    corpus.write_text(play(20))
+    overrides = ["data=text", f"data.path='{tmp_path}/a\\${{b}}/corpus.txt'", f"data.root={tmp_path / 'data'}"]
+    with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base="1.3"):
+        cfg = compose(config_name="train", overrides=overrides)
+    assert train.load_data(cfg, overrides).sources == [str(corpus)]
+
+
 def test_window_stream_resumes_mid_way_and_shares_out_among_ranks_across_shards() -> None:
     """What resume and DDP rely on: skipping `start` batches, and rank r reading every world-th batch; windows
     over several shards equal those over one array holding the same ids."""
