@@ -264,14 +264,14 @@ def run_job(cfg: DictConfig, run_dir: Path, multirun: bool) -> None:
 
     from gpt.inference.checkpoint import CheckpointError
     from gpt.training.callbacks import Interrupted, TrainingStopped
-    from gpt.training.run_folder import Damaged, discard_if_never_started, record_failure
+    from gpt.training.run_folder import Damaged, discard_if_never_started, record_failure, record_stop
 
     try:
         train(cfg, run_dir)
     except Interrupted as err:  # model.pt is saved, but `train && generate` must not go on as if it finished
         print(err, file=sys.stderr)
         if multirun:
-            record_failure(run_dir, err)
+            record_stop(run_dir, first_line(err))
         sys.exit(130)
     except (ValueError, MisconfigurationException, TrainingStopped) as err:  # CheckpointError is a ValueError
         if os.environ.get("HYDRA_FULL_ERROR") == "1":

@@ -282,6 +282,18 @@ def test_best_value_of_each_column_is_bold_and_unfinished_jobs_say_so(tmp_path: 
     assert "exact match %" not in header  # no run graded calculator problems
 
 
+def test_a_stopped_job_is_a_stopped_row_counted_under_its_own_word(tmp_path: Path) -> None:
+    """A job stopped by Ctrl-C read as failed, in its row and in the summary line's failed count."""
+    base = {"status": "ok", "params": 100, "val_loss": 1.0, "val_ppl": 3.0, "wall_s": 5.0}
+    fake_run(tmp_path / "0", ["attention=a", "seed=0"], base)
+    fake_run(tmp_path / "1", ["attention=b", "seed=0"], {"status": "stopped", "reason": "stopped by Ctrl-C at step 7"})
+    fake_run(tmp_path / "2", ["attention=c", "seed=0"], {"status": "failed", "reason": "val loss became nan at step 3"})
+    report = markdown(tmp_path, find_runs(tmp_path))
+    rows = table(report)
+    assert rows["attention=b"][rows["configuration"].index("status")] == "stopped: stopped by Ctrl-C at step 7"
+    assert "failed runs: 1; 1 stopped (Ctrl-C or their sweep's stop; resume=true continues them)." in report
+
+
 def test_sweeps_merged_under_one_folder_count_each_seed_once(tmp_path: Path) -> None:
     """The same sweep run twice under one date folder: its seeds 0 and 1 were pooled as four seeds, the repeats
     (the same numbers on CPU) narrowing the spread until the seed-noise line called a within-noise gap beyond it."""

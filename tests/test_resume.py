@@ -440,7 +440,7 @@ def test_a_sweep_killed_alone_stops_its_workers_leaving_resumable_jobs(tmp_path:
     sweep = next(tmp_path.glob("multirun/*/*"))
     assert sorted(p.name for p in sweep.iterdir() if p.is_dir()) == ["0", "1"]  # the queued jobs never started
     for stopped in (sweep / "0", sweep / "1"):  # recorded as stopped, not finished, with a checkpoint to resume
-        assert json.loads((stopped / "summary.json").read_text())["status"] == "failed"
+        assert json.loads((stopped / "summary.json").read_text())["status"] == "stopped"
         assert 0 < load_resume_checkpoint(stopped / "checkpoints/last.ckpt")["global_step"] < 100000
 
 
@@ -468,7 +468,7 @@ def test_ctrl_c_to_a_sweep_saves_each_running_job_for_resume(tmp_path: Path) -> 
     assert sorted(p.name for p in sweep.iterdir() if p.is_dir()) == ["0", "1"]  # the queued jobs never started
     for stopped in (sweep / "0", sweep / "1"):
         summary = json.loads((stopped / "summary.json").read_text())
-        assert summary["status"] == "failed" and "stopped with its sweep at step" in summary["reason"]
+        assert summary["status"] == "stopped" and "stopped with its sweep at step" in summary["reason"]
         assert 10 <= load_resume_checkpoint(stopped / "checkpoints/last.ckpt")["global_step"] < 100000
 
 
@@ -642,7 +642,7 @@ def test_resume_picks_the_sweep_that_has_not_ended_over_a_newer_one_that_has(tmp
     assert sweep_to_resume(sweep("resume=true")).resolve() == killed
     (killed / "report.md").write_text("# report\n")  # both ended: the newest, as before
     assert sweep_to_resume(sweep("resume=true")).resolve() == ended
-    write_summary(ended / "1", {"status": "failed", "reason": "stopped with its sweep"})  # stopped, not ended
+    write_summary(ended / "1", {"status": "stopped", "reason": "stopped with its sweep"})  # not ended
     os.utime(killed / "multirun.yaml")
     os.utime(ended / "multirun.yaml", (1, 1))
     assert sweep_to_resume(sweep("resume=true")).resolve() == ended
@@ -717,7 +717,7 @@ def test_a_stopped_job_continued_and_killed_before_its_model_pt_is_not_kept_with
     of step 5 under a record of step 10. Now a continued run's folder holds no stale model.pt while it trains."""
     monkeypatch.chdir(tmp_path)
     job = train_in_process(tmp_path / "job", *FINISHED_RUN, "trainer.max_steps=5").parent
-    write_summary(job, {"status": "failed", "reason": "stopped by Ctrl-C at step 5"})  # as the stop records it
+    write_summary(job, {"status": "stopped", "reason": "stopped by Ctrl-C at step 5"})  # as the stop records it
 
     def killed(*args: object, **kwargs: object) -> None:
         raise KeyboardInterrupt  # the process dies before writing model.pt

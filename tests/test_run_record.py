@@ -1,5 +1,5 @@
-"""What a run leaves for the report: KV-cache bytes per token, a NaN run marked failed, a crashed job
-recorded by the Hydra callback."""
+"""What a run leaves for the report: KV-cache bytes per token, a NaN run marked failed, a stopped one marked
+stopped, a crashed job recorded by the Hydra callback."""
 from __future__ import annotations
 
 import json
@@ -19,7 +19,8 @@ from gpt import ModelConfig
 from gpt.__main__ import main as cli
 from gpt.sweeps.report import WriteReport, find_runs, markdown
 from gpt.inference.depth import tensor_bytes
-from gpt.training.run_folder import read_summary, record_failure, write_history, write_summary
+from gpt.training.callbacks import StopOnInterrupt
+from gpt.training.run_folder import finished, read_summary, record_failure, write_history, write_summary
 from gpt.training.run_record import RunRecord, finished_line, kv_cache_bytes_per_token
 from tests.conftest import build
 from tests.fuzzing import scaled
@@ -49,6 +50,20 @@ def test_nan_validation_loss_stops_training_and_marks_the_run_failed(tmp_path: P
     assert summary == {"status": "failed", "reason": "val loss became nan at step 3"}
     history = (tmp_path / "history.csv").read_text().splitlines()
     assert history == ["step,wall_s,val_loss", f"3,{record.history[0]['wall_s']},nan"]
+
+
+@pytest.mark.parametrize("sweep_stopped, how", [(False, "by Ctrl-C"), (True, "with its sweep")])
+def test_a_stopped_run_is_recorded_as_stopped_not_failed(tmp_path: Path, sweep_stopped: bool, how: str) -> None:
+    """Ctrl-C (or its sweep's stop) recorded the run as failed, with the stop as its reason; the report's row then
+    read "failed" for a run nothing went wrong in."""
+    stopper = StopOnInterrupt(lambda: sweep_stopped)
+    trainer = SimpleNamespace(global_step=7, should_stop=False, is_global_zero=True, accumulate_grad_batches=1,
+                              callbacks=[stopper], strategy=SimpleNamespace(reduce_boolean_decision=lambda x, all: x))
+    stopper.requested = not sweep_stopped  # the first Ctrl-C's handler sets it
+    stopper.on_train_batch_end(trainer, None, None, None, 0)
+    RunRecord(tmp_path).on_train_end(trainer, None)
+    assert read_summary(tmp_path) == {"status": "stopped", "reason": f"stopped {how} at step 7"}
+    assert not finished(tmp_path)  # resume=true continues it
 
 
 def test_a_job_that_raised_is_recorded_with_its_type_and_first_line(tmp_path: Path) -> None:

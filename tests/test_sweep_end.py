@@ -69,6 +69,10 @@ def test_a_crashed_job_is_a_failed_row_of_the_report_and_the_sweep_exits_1(tmp_p
                          0)),
     (["refused", "refused"], ("all 2 jobs were refused (their rows in report.md say why): exit status 1", 1)),
     (["ok", "refused", "failed"], ("1 of 3 jobs failed (their rows in report.md say why): exit status 1", 1)),
+    (["ok", "stopped"], ("1 of 2 jobs stopped (their rows in report.md say why; resume=true continues the stopped): "
+                         "exit status 1", 1)),
+    (["failed", "stopped", "ok"], ("1 of 3 jobs failed, 1 stopped (their rows in report.md say why; resume=true "
+                                   "continues the stopped): exit status 1", 1)),
     (["ok", "ok"], None),
 ])
 def test_a_sweep_exits_1_when_a_job_failed_or_none_finished(tmp_path: Path, statuses: list[str],

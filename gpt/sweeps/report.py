@@ -56,6 +56,11 @@ class Run:
         return self.summary.get("status") == "refused"
 
     @property
+    def stopped(self) -> bool:
+        """A job stopped before its end (Ctrl-C, or its sweep's stop): resume=true continues it."""
+        return self.summary.get("status") == "stopped"
+
+    @property
     def duplicate(self) -> bool:
         """A job that would have repeated another job's run (gpt/sweeps/repeats.py), trained there: not a fault."""
         return self.summary.get("status") == "duplicate"
@@ -155,7 +160,7 @@ def status(runs: list[Run]) -> str:
     if not failed:
         return "ok"
     reasons = "; ".join(dict.fromkeys(r.summary.get("reason", "unknown") for r in failed))
-    words = set(r.summary.get("status") for r in failed)  # failed, refused, unfinished: one word for them all
+    words = set(r.summary.get("status") for r in failed)  # failed, stopped, refused, ...: one word for them all
     word = words.pop() if len(words) == 1 else "failed"
     head = word if len(failed) == len(runs) else f"{len(failed)} of {len(runs)} {word}"
     return f"{head}: {reasons}".replace("|", "\\|")
@@ -163,8 +168,9 @@ def status(runs: list[Run]) -> str:
 
 def failed_count(runs: list[Run]) -> str:
     """How many runs did not finish, and why: a sweep read while it runs has jobs still running, not failed."""
-    whys = {"refused": "refused as configurations that cannot work", "unfinished": "unfinished: stopped early or "
-            "still running"}
+    whys = {"refused": "refused as configurations that cannot work",
+            "stopped": "stopped (Ctrl-C or their sweep's stop; resume=true continues them)",
+            "unfinished": "unfinished: stopped early or still running"}
     count = {word: sum(r.summary.get("status") == word for r in runs) for word in whys}
     notes = [f"{n} {whys[word]}" for word, n in count.items() if n]
     failed = sum(not r.ok for r in runs) - sum(count.values())
@@ -176,11 +182,17 @@ def sweep_ending(runs: list[Run]) -> tuple[str, int] | None:
     """The line that ends a sweep with something to say, and its exit status: 1 when a job failed or none
     finished, as a failed single run exits nonzero; refused configurations beside finished ones are answers."""
     runs = [r for r in runs if not r.duplicate]  # each is another job's run, which answers for it
-    failed = [r for r in runs if not r.ok and not r.refused]
+    failed = [r for r in runs if not r.ok and not r.refused and not r.stopped]
+    stopped = [r for r in runs if r.stopped]
     refused = [r for r in runs if r.refused]
     where = "their rows in report.md say why"
-    if failed or (refused and len(refused) == len(runs)):
-        what = f"{len(failed)} of {len(runs)} jobs failed" if failed else f"all {len(runs)} jobs were refused"
+    if failed or stopped or (refused and len(refused) == len(runs)):
+        what = f"{len(failed)} of {len(runs)} jobs failed" if failed else \
+            f"{len(stopped)} of {len(runs)} jobs stopped" if stopped else f"all {len(runs)} jobs were refused"
+        if failed and stopped:
+            what += f", {len(stopped)} stopped"
+        if stopped:
+            where += "; resume=true continues the stopped"
         return f"{what} ({where}): exit status 1", 1
     if refused:
         return f"{len(refused)} of {len(runs)} jobs refused as configurations that cannot work ({where})", 0

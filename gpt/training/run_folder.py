@@ -1,7 +1,7 @@
 """What a training run leaves in its folder for the sweep report, whatever the logger: `history.csv` (one row per
-validation) and `summary.json` (final numbers, or status "failed", "refused" or "duplicate" with a one-line
-reason). Written atomically here and read here, so the report (gpt/sweeps/) and the recorder (run_record.py) share
-one contract; and the folder of a run that failed before it began removed again."""
+validation) and `summary.json` (final numbers, or status "failed", "stopped", "refused" or "duplicate" with a
+one-line reason). Written atomically here and read here, so the report (gpt/sweeps/) and the recorder (run_record.py)
+share one contract; and the folder of a run that failed before it began removed again."""
 from __future__ import annotations
 
 import csv
@@ -161,6 +161,12 @@ def record_failure(run_dir: Path, error: BaseException | str, refused: bool = Fa
         if not isinstance(error, ValueError):  # a user error's message says it all; others need their type
             reason = f"{type(error).__name__}: {reason}".rstrip(": ")
     record_unfinished(run_dir, {"status": "refused" if refused else "failed", "reason": reason})
+
+
+def record_stop(run_dir: Path, reason: str) -> None:
+    """Mark a run stopped before its end (Ctrl-C, or its sweep's stop): not finished, so resume=true continues it, and
+    not failed, since nothing went wrong."""
+    record_unfinished(run_dir, {"status": "stopped", "reason": reason})
 
 
 def record_duplicate(run_dir: Path, reason: str, ignores: list[str]) -> None:

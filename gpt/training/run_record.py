@@ -1,6 +1,6 @@
 """What each training run leaves for the sweep report, whatever the logger: `history.csv` (one row per
 validation: step, wall time, val loss, perplexity, bits per byte on text, held-out accuracy) and `summary.json`
-(final numbers and costs, or status "failed" with a one-line reason)."""
+(final numbers and costs, or status "failed" or "stopped" with a one-line reason)."""
 from __future__ import annotations
 
 import math
@@ -18,7 +18,7 @@ from gpt.overrides import as_override
 from gpt.inference.depth import peak_memory_bytes, reset_peak_memory, tensor_bytes
 from gpt.training.callbacks import StopOnInterrupt, SummaryPart
 from gpt.training.run_folder import (SUMMARY, damaged, finished, read_history, read_summary, record_failure,
-                                     write_history, write_summary)
+                                     record_stop, write_history, write_summary)
 
 
 @torch.no_grad()
@@ -34,8 +34,8 @@ def kv_cache_bytes_per_token(model: nn.Module) -> float:
 
 class RunRecord(L.Callback):
     """Writes history.csv at each validation and summary.json when training ends. A non-finite val loss
-    stops training and marks the run failed (a NaN run's later numbers mean nothing), as does Ctrl-C (the run
-    has not finished)."""
+    stops training and marks the run failed (a NaN run's later numbers mean nothing); Ctrl-C marks it stopped (the
+    run has not finished, and resume=true goes on)."""
 
     def __init__(self, run_dir: str | Path, continues: Path | None = None, ignores: Sequence[str] = ()) -> None:
         """`continues`: the folder of the run this one resumes from a checkpoint of, where that is another folder
@@ -51,6 +51,7 @@ class RunRecord(L.Callback):
         self.start_step = 0
         self.saved_seconds: float | None = None  # the clock a resume checkpoint holds
         self.failure: str | None = None
+        self.stop: str | None = None
 
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         reset_peak_memory(pl_module.device)
@@ -105,13 +106,16 @@ class RunRecord(L.Callback):
     def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         seconds = time.perf_counter() - self.start
         if stopped := next((c for c in trainer.callbacks if isinstance(c, StopOnInterrupt) and c.requested), None):
-            self.failure = f"stopped {stopped.how} at step {trainer.global_step}"  # not finished: resume=true goes on
+            self.stop = f"stopped {stopped.how} at step {trainer.global_step}"
         # Every process runs this forward pass: a sharded (FSDP) model's forward needs all of them.
-        kv_bytes = kv_cache_bytes_per_token(pl_module.model) if not self.failure else None
+        kv_bytes = kv_cache_bytes_per_token(pl_module.model) if not (self.failure or self.stop) else None
         if not trainer.is_global_zero:
             return
         if self.failure:
             record_failure(self.run_dir, self.failure)
+            return
+        if self.stop:
+            record_stop(self.run_dir, self.stop)
             return
         off = validation_off(trainer.limit_val_batches)
         # Resumed with validation off, the last row is of an earlier step: not this run's final val loss.
