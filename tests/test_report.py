@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 from joblib import cpu_count
 from matplotlib.colors import to_rgb
 from matplotlib.image import imread
@@ -292,6 +293,30 @@ def test_a_stopped_job_is_a_stopped_row_counted_under_its_own_word(tmp_path: Pat
     rows = table(report)
     assert rows["attention=b"][rows["configuration"].index("status")] == "stopped: stopped by Ctrl-C at step 7"
     assert "failed runs: 1; 1 stopped (Ctrl-C or their sweep's stop; resume=true continues them)." in report
+
+
+def test_a_finished_job_whose_model_cannot_be_rebuilt_is_a_damaged_row(tmp_path: Path) -> None:
+    """A finished job whose model.pt and last.ckpt were both cut short was an ok row, its model unloadable. One whose
+    last.ckpt is whole stays ok (resume=true writes its model.pt again), as does one whose model.pt was deleted."""
+    base = {"status": "ok", "params": 100, "val_loss": 1.0, "val_ppl": 3.0, "wall_s": 5.0}
+    for index, (name, checkpoint) in enumerate([("lost", b"PK"), ("rebuildable", None), ("deleted", b"PK")]):
+        job = tmp_path / str(index)
+        fake_run(job, [f"attention={name}", "seed=0"], base)
+        (job / "checkpoints").mkdir()
+        if checkpoint is None:
+            torch.save({}, job / "checkpoints/last.ckpt")
+        else:
+            (job / "checkpoints/last.ckpt").write_bytes(checkpoint)
+        if name != "deleted":
+            (job / "model.pt").write_bytes(b"PK\x03\x04")
+    report = markdown(tmp_path, find_runs(tmp_path))
+    rows = table(report)
+    column = rows["configuration"].index("status")
+    assert rows["attention=lost"][column] == "damaged: model.pt is damaged and cannot be rebuilt, its " \
+        "checkpoints/last.ckpt damaged or gone: resume=true trains the job again"
+    assert rows["attention=rebuildable"][column] == rows["attention=deleted"][column] == "ok"
+    assert "failed runs: 0; 1 finished with a damaged model.pt that cannot be rebuilt (resume=true trains them " \
+        "again)." in report
 
 
 def test_sweeps_merged_under_one_folder_count_each_seed_once(tmp_path: Path) -> None:

@@ -31,7 +31,7 @@ from gpt.training.callbacks import ResumeCheckpoint, SampleText, TrainingStopped
 from gpt.training.lit import LitGPT
 from gpt.training.optim import SCHEDULES, OptimConfig
 from gpt.training.resume import AtomicCheckpointIO, find_resume_checkpoint, load_resume_checkpoint, resume_from
-from gpt.training.run_folder import kept_on_resume, read_history, write_summary
+from gpt.training.run_folder import kept_on_resume, read_history, read_summary, record_stop, write_summary
 from tests.conftest import ROOT, TINY_RUN, CodeRunningPickle, child_env, files_in, flip_a_bit_in, play, run_cli
 from tests.fuzzing import fresh_folder, job
 from tests.test_configs import compose_with
@@ -823,6 +823,25 @@ def test_a_sweep_job_whose_record_was_deleted_after_its_training_is_finished_by_
     with pytest.raises(ValueError, match=r"last.ckpt has finished: it is at step 10 of trainer.max_steps=10 \(its "):
         resume_from(OmegaConf.merge(cfg, {"resume": False, "ckpt_path": str(job / "checkpoints/last.ckpt")}), job,
                     in_sweep=True)
+
+
+def test_a_sweep_job_whose_model_pt_and_last_ckpt_are_damaged_trains_again_keeping_its_record(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A finished job whose model.pt and last.ckpt were both cut short: resume=true failed it loading the checkpoint,
+    the failure never replaced its finished record, and so on at every resume, its model never loadable again. Now
+    it trains again from the start, its finished record kept while it does (a stop there leaves it)."""
+    job = tmp_path / "0"
+    (job / "checkpoints").mkdir(parents=True)
+    (job / "checkpoints/last.ckpt").write_bytes(b"PK\x03\x04")
+    (job / "model.pt").write_bytes(b"PK\x03\x04")
+    record = {"status": "ok", "steps": 10, "wall_s": 1.0}
+    write_summary(job, record)
+    cfg = OmegaConf.create({"resume": True, "ckpt_path": None, "trainer": {"max_steps": 10}})
+    assert not kept_on_resume(job) and resume_from(cfg, job, in_sweep=True) is None
+    assert f"training again from the start: {job / 'model.pt'} and {job / 'checkpoints/last.ckpt'} are damaged" in \
+        capsys.readouterr().out
+    record_stop(job, "stopped by Ctrl-C at step 3")
+    assert read_summary(job) == record
 
 
 def test_the_checkpoint_a_refusal_names_pastes_whole_from_a_folder_with_a_space_and_a_comma(

@@ -32,7 +32,8 @@ from gpt.sweeps import capability, capacity, pareto, scaling
 from gpt.sweeps.best_of import best_settings
 from gpt.sweeps.plots import loss_figure, matrix_figure, styles
 from gpt.sweeps.stats import behind_best, best_of, stat_cell
-from gpt.training.run_folder import NOT_IDENTITY, REPORT, SUMMARY, read_history, read_summary, record_failure
+from gpt.training.run_folder import (CHECKPOINT, NOT_IDENTITY, REPORT, SUMMARY, model_rebuildable, read_history,
+                                     read_summary, record_failure)
 from gpt.validate import first_line
 
 OVERRIDES = Path(".hydra") / "overrides.yaml"  # where Hydra records each job's command-line overrides
@@ -105,6 +106,10 @@ def read_run(path: Path) -> Run:
     overrides = read_overrides(path)
     summary = read_summary(path) or {"status": "unfinished",
                                      "reason": f"no {SUMMARY}: the job stopped early or is still running"}
+    # A model.pt that is not there was deleted on purpose (the numbers stand); one there but damaged is not.
+    if summary.get("status") == "ok" and (path / "model.pt").exists() and not model_rebuildable(path):
+        summary = {"status": "damaged", "reason": f"model.pt is damaged and cannot be rebuilt, its {CHECKPOINT} "
+                   "damaged or gone: resume=true trains the job again"}
     return Run(path, overrides, summary, read_history(path))
 
 
@@ -170,6 +175,7 @@ def failed_count(runs: list[Run]) -> str:
     """How many runs did not finish, and why: a sweep read while it runs has jobs still running, not failed."""
     whys = {"refused": "refused as configurations that cannot work",
             "stopped": "stopped (Ctrl-C or their sweep's stop; resume=true continues them)",
+            "damaged": "finished with a damaged model.pt that cannot be rebuilt (resume=true trains them again)",
             "unfinished": "unfinished: stopped early or still running"}
     count = {word: sum(r.summary.get("status") == word for r in runs) for word in whys}
     notes = [f"{n} {whys[word]}" for word, n in count.items() if n]

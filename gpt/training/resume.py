@@ -22,10 +22,10 @@ from gpt.overrides import override_key, pasted
 from gpt.training.lit import LitGPT
 from gpt.training.optim import OPTIMIZERS, SCHEDULES, OptimConfig
 from gpt.training.recorded import as_typed
-from gpt.training.run_folder import NOT_IDENTITY, REPORT, read_summary, whole_model
+from gpt.training.run_folder import (CHECKPOINT, NOT_IDENTITY, REPORT, finished, model_rebuildable, read_summary,
+                                     whole_model)
 from gpt.validate import first_line
 
-CHECKPOINT = "checkpoints/last.ckpt"
 # The top-level keys every run's config has held since the first and no run goes without (train.py refuses each
 # removed; ~model and ~logger train): a saved config without one was cut short, not made by another config. Hydra
 # writes seed after the others, so a file cut anywhere before its line lacks one.
@@ -188,6 +188,12 @@ def resume_from(cfg: DictConfig, run_dir: Path, in_sweep: bool = False) -> Resum
     if cfg.resume and in_sweep:
         path = run_dir / CHECKPOINT
         if not path.is_file():
+            return None
+        if finished(run_dir) and not model_rebuildable(run_dir):
+            # Loading the checkpoint would fail the job, and a failure never replaces a finished record: kept as
+            # finished, its row would stay damaged on every resume.
+            print(f"training again from the start: {run_dir / 'model.pt'} and {path} are damaged, so its model "
+                  "cannot be written again from them")
             return None
     elif cfg.resume:
         path = find_resume_checkpoint(cfg, [Path("outputs"), Path("multirun"), run_dir.parent])

@@ -23,6 +23,7 @@ from gpt.validate import first_line, fits
 SUMMARY = "summary.json"
 HISTORY = "history.csv"
 REPORT = "report.md"  # a sweep's, in its folder: written when the sweep ends
+CHECKPOINT = "checkpoints/last.ckpt"  # the run's checkpoint to resume from, written at its end too
 LOCK = ".lock"  # held by the training run writing into the folder (flock: the kernel drops it if the run dies)
 HYDRA_RECORD = {".hydra", "train.log", LOCK}  # what is in a run folder before the job writes anything of its own
 _held: list[TextIO] = []  # this process's run-folder locks, open until it exits
@@ -136,8 +137,9 @@ def finished(run_dir: Path) -> bool:
 
 
 def whole_model(path: Path) -> bool:
-    """Whether a model.pt is there and whole enough to keep: a zip holding torch's data.pkl. Emptied or cut short (its
-    zip directory is at its end) it is not; its weights are not loaded, so a resumed sweep checks every job cheaply."""
+    """Whether a model.pt (or a last.ckpt) is there and whole enough to keep: a zip holding torch's data.pkl. Emptied or
+    cut short (its zip directory is at its end) it is not; its weights are not loaded, so a resumed sweep checks every
+    job cheaply."""
     try:
         with zipfile.ZipFile(path) as archive:
             return any(name.endswith("/data.pkl") for name in archive.namelist())
@@ -149,6 +151,12 @@ def kept_on_resume(run_dir: Path) -> bool:
     """Whether a resumed sweep keeps the run in this folder as it is: finished, with a whole model.pt (one killed
     before its model.pt, or whose model.pt is damaged, is finished from its final checkpoint)."""
     return finished(run_dir) and whole_model(run_dir / "model.pt")
+
+
+def model_rebuildable(run_dir: Path) -> bool:
+    """Whether the model of the run in this folder can be had: its model.pt is whole, or its last.ckpt is, which
+    resume=true writes model.pt again from. Neither is a finished run that only training again brings back."""
+    return whole_model(run_dir / "model.pt") or whole_model(run_dir / CHECKPOINT)
 
 
 def record_failure(run_dir: Path, error: BaseException | str, refused: bool = False) -> None:
