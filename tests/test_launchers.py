@@ -3,6 +3,7 @@
 receive it. Sweeps through the launcher are run in tests/test_report.py and tests/test_resume.py."""
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,11 @@ from gpt.training import preflight as preflight_module
 from gpt.training.preflight import preflight
 from gpt.training.run_folder import write_summary
 from tests.conftest import ROOT
+
+
+def starting_sweep() -> contextlib.AbstractContextManager:
+    """Hydra initialised on configs/, as while a sweep starts (its callbacks compose the jobs' configs)."""
+    return initialize_config_dir(config_dir=str(ROOT / "configs"), version_base="1.3")
 
 
 def sweep_config(*overrides: str) -> DictConfig:
@@ -115,13 +121,31 @@ def test_the_expected_time_counts_the_jobs_that_run_at_once(monkeypatch: pytest.
                                                             capsys: pytest.CaptureFixture) -> None:
     monkeypatch.setattr(parallel, "cores", lambda: 2)
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
-    cfg = sweep_config("experiment=attention_tasks", "seed=0,1")  # every variant x 2 seeds
-    jobs = 2 * len(str(cfg.hydra.sweeper.params.attention).split(","))
+    cfg = sweep_config("experiment=attention_tasks", "attention=mha,gqa,mqa", "seed=0,1")
     JobsPerCore().on_multirun_start(cfg)
-    ExpectedTime(seconds_per_job=30, steps=cfg.trainer.max_steps, measured="a test").on_multirun_start(cfg)
+    with starting_sweep():
+        ExpectedTime(seconds_per_job=30, steps=cfg.trainer.max_steps, measured="a test").on_multirun_start(cfg)
     assert capsys.readouterr().out.splitlines() == [
-        f"sweep: {jobs} jobs, 2 at a time (2 cores), 1 thread(s) each",
-        f"expected wall time: {jobs} jobs x ~30 s, 2 at a time = ~{round(jobs * 30 / 2 / 60)} min (a test)"]
+        "sweep: 6 jobs, 2 at a time (2 cores), 1 thread(s) each",
+        "expected wall time: 6 jobs x ~30 s, 2 at a time = ~2 min (a test)"]
+
+
+def test_the_expected_time_counts_a_job_its_checks_refuse_as_none(monkeypatch: pytest.MonkeyPatch,
+                                                                  capsys: pytest.CaptureFixture) -> None:
+    """attention_tasks trains every variant with RoPE, which attention=torch_mha refuses in its job before training:
+    the estimate counted its jobs as jobs that train."""
+    monkeypatch.setattr(parallel, "cores", lambda: 2)
+    cfg = sweep_config("experiment=attention_tasks", "attention=mha,torch_mha,gqa", "seed=0,1")
+    alone = sweep_config("experiment=attention_tasks", "attention=torch_mha", "seed=0,1")
+    JobsPerCore().on_multirun_start(cfg)
+    with starting_sweep():
+        ExpectedTime(seconds_per_job=30, steps=cfg.trainer.max_steps, measured="a test").on_multirun_start(cfg)
+        assert capsys.readouterr().out.splitlines()[-1] == \
+            "expected wall time: 4 jobs (2 more refused for their model before training, ~0 s) x ~30 s, 2 at a " \
+            "time = ~60 s (a test)"
+        ExpectedTime(seconds_per_job=30, steps=cfg.trainer.max_steps, measured="a test").on_multirun_start(alone)
+    assert capsys.readouterr().out.splitlines()[-1] == \
+        "expected wall time: none, of 2 jobs 2 more refused for their model before training, ~0 s"
 
 
 # 30 s a job measured at 1,200 steps: 2.5 s of setup (JOB_SETUP_S) and 27.5 s that scale with the steps
@@ -136,12 +160,13 @@ def test_the_expected_time_scales_with_the_steps_the_jobs_train(steps: str, per_
     cfg = sweep_config("experiment=attention_tasks", "attention=mha,gqa", "seed=0", steps)
     jobs = 2 * (2 if "," in steps else 1)
     JobsPerCore().on_multirun_start(cfg)
-    ExpectedTime(seconds_per_job=30, steps=1200, measured="a test").on_multirun_start(cfg)
+    with starting_sweep():
+        ExpectedTime(seconds_per_job=30, steps=1200, measured="a test").on_multirun_start(cfg)
     line = capsys.readouterr().out.splitlines()[-1]
     assert line.startswith(f"expected wall time: {jobs} jobs x ~{per_job} s") and "measured at 1,200" in line
 
 
-@pytest.mark.parametrize("bf16, figure", [(True, "~32 s"), (False, "~62 s")])
+@pytest.mark.parametrize("bf16, figure", [(True, "~35 s"), (False, "~68 s")])
 def test_the_expected_time_of_an_auto_precision_preset_is_the_one_measured_in_the_precision_auto_picks(
         bf16: bool, figure: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
     """attention_tasks trains in the precision the CPU is faster in: its estimate is the one timed in that precision
@@ -149,11 +174,12 @@ def test_the_expected_time_of_an_auto_precision_preset_is_the_one_measured_in_th
     monkeypatch.setattr(parallel, "cores", lambda: 2)
     monkeypatch.setattr(checks, "cpu_trains_faster_in_bf16", lambda: bf16)
     for overrides in ([], ["trainer.precision=32"]):  # auto, then fp32 asked for: fp32's figure whatever the CPU
-        cfg = sweep_config("experiment=attention_tasks", *overrides)
+        cfg = sweep_config("experiment=attention_tasks", "attention=mha", *overrides)
         JobsPerCore().on_multirun_start(cfg)
-        instantiate(cfg.hydra.callbacks.expected_time).on_multirun_start(cfg)
+        with starting_sweep():
+            instantiate(cfg.hydra.callbacks.expected_time).on_multirun_start(cfg)
         line = capsys.readouterr().out.splitlines()[-1]
-        expected = figure if not overrides else "~62 s"
+        expected = figure if not overrides else "~68 s"
         assert f"jobs x {expected}, 2 at a time" in line and ("AMD EPYC" in line) == (bf16 and not overrides)
 
 
@@ -174,8 +200,9 @@ def test_the_expected_time_counts_a_job_that_repeats_another_as_none(monkeypatch
 
 def test_no_expected_time_for_steps_that_are_not_a_number(capsys: pytest.CaptureFixture) -> None:
     """A mistyped trainer.max_steps gets no estimate (and no traceback); each job refuses it in one line."""
-    ExpectedTime(seconds_per_job=30, steps=1200, measured="a test").on_multirun_start(
-        sweep_config("experiment=attention_tasks", "trainer.max_steps=abc"))
+    cfg = sweep_config("experiment=attention_tasks", "trainer.max_steps=abc")
+    with starting_sweep():
+        ExpectedTime(seconds_per_job=30, steps=1200, measured="a test").on_multirun_start(cfg)
     assert "expected wall time" not in capsys.readouterr().out
 
 
@@ -191,6 +218,7 @@ def test_a_resumed_sweep_expects_only_the_jobs_it_has_left(tmp_path: Path, monke
     cfg = sweep_config("experiment=attention_tasks", "attention=mha,gqa", "seed=0,1,2", "resume=true",
                        f"hydra.sweep.dir={tmp_path}")
     JobsPerCore().on_multirun_start(cfg)
-    ExpectedTime(seconds_per_job=30, steps=1200, measured="a test").on_multirun_start(cfg)
+    with starting_sweep():
+        ExpectedTime(seconds_per_job=30, steps=1200, measured="a test").on_multirun_start(cfg)
     assert capsys.readouterr().out.splitlines()[-1] == \
         "expected wall time: 4 jobs left (2 finished before, kept) x ~30 s, 2 at a time = ~60 s (a test)"

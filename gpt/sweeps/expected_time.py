@@ -4,7 +4,8 @@ for the preset (in the precision the jobs will train in, where the preset measur
 part scaled by the steps the jobs train against the steps it was measured at (a job's setup does not scale),
 divided among the jobs that run at once (gpt/sweeps/parallel.py). A sweep resumed with resume=true counts only the
 jobs it has left: those that finished before are kept, not run again. A job that repeats another job's run
-(gpt/sweeps/repeats.py) is recorded without training, and counts as none."""
+(gpt/sweeps/repeats.py) is recorded without training, and counts as none, as does one its own checks will refuse for
+its model before it trains (attention=torch_mha with pos=rope)."""
 from __future__ import annotations
 
 import math
@@ -15,13 +16,14 @@ from typing import Any
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from hydra.core.global_hydra import GlobalHydra
 from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.errors import HydraException
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
 from gpt.overrides import override_key
 from gpt.sweeps.parallel import command_line_values, running_at_once, sweep_jobs, sweep_overrides
 from gpt.sweeps.repeats import repeated
-from gpt.training.checks import forced_unread, model_accepts, resolve_precision
+from gpt.training.checks import forced_unread, model_accepts, model_refused, resolve_precision
 from gpt.training.recorded import as_typed
 from gpt.training.run_folder import kept_on_resume
 
@@ -49,36 +51,74 @@ def finished_jobs(config: DictConfig) -> int:
     return sum(kept_on_resume(run) for run in folder.iterdir() if run.is_dir()) if folder.is_dir() else 0
 
 
-def repeating_jobs(config: DictConfig) -> int:
+class SweepJobs:
+    """The sweep's jobs, each as the overrides its sweeper gives it, and each one's model as the job composes it."""
+
+    def __init__(self, config: DictConfig) -> None:
+        self.config = config
+        self.sweep = sweep_overrides(dict(config.hydra.sweeper.get("params") or {}),
+                                     as_typed(config.hydra.overrides.task))
+        self.values = command_line_values(self.sweep)
+        self.loader = GlobalHydra.instance().config_loader()
+        parser = OverridesParser.create(config_loader=self.loader)
+        [self.each] = BasicSweeper.split_arguments(parser.parse_overrides(self.sweep), None)
+        # A job's model is made of its model settings and the groups it picks (a group may set model keys).
+        self.shaping = {key for key in self.values
+                        if key.startswith("model.") or key == "init_from" or self.loader.get_group_options(key)}
+        self.composed: dict[tuple[str, ...], DictConfig] = {}
+
+    def shaped_by(self, job: list[str]) -> tuple[str, ...]:
+        """The job's overrides that shape its model: jobs alike in these have one model."""
+        return tuple(o for o in job if override_key(o) in self.shaping)
+
+    def config_of(self, job: list[str]) -> DictConfig:
+        """The job's config as the job composes it, for its model: composed once for each combination of the settings
+        that shape it, not for each seed too, as composing takes a good part of a second."""
+        which = self.shaped_by(job)
+        if which not in self.composed:
+            self.composed[which] = self.loader.load_sweep_config(self.config, job)
+        return self.composed[which]
+
+
+def repeating_jobs(jobs: SweepJobs) -> int:
     """Jobs of the sweep that repeat another job's run, which train.py records without training: each job composed
     and asked as train.py asks it (gpt/sweeps/repeats.py), where the sweep sweeps a `++` setting, the only kind of
     setting a job may leave unread."""
-    sweep = sweep_overrides(dict(config.hydra.sweeper.get("params") or {}), as_typed(config.hydra.overrides.task))
-    values = command_line_values(sweep)
-    forced = {override_key(o) for o in sweep if o.startswith("++") and len(values.get(override_key(o), [])) > 1}
+    values = jobs.values
+    forced = {override_key(o) for o in jobs.sweep if o.startswith("++") and len(values.get(override_key(o), [])) > 1}
     if not forced:
         return 0
-    loader = GlobalHydra.instance().config_loader()
-    [jobs] = BasicSweeper.split_arguments(OverridesParser.create(config_loader=loader).parse_overrides(sweep), None)
-    # A job's model is made of its model settings and the groups it picks (a group may set model keys): composing
-    # once for each of their combinations, not for each seed too, as composing takes a good part of a second.
-    shaping = {key for key in values if key.startswith("model.") or key == "init_from" or loader.get_group_options(key)}
-    composed: dict[tuple[str, ...], DictConfig] = {}
     count = 0
-    for job in jobs:
+    for job in jobs.each:
         # A job at the first value of every swept ++ setting is the one of its kind that runs.
         if all(o.split("=", 1)[1] == values[override_key(o)][0] for o in job if override_key(o) in forced):
             continue
-        which = tuple(o for o in job if override_key(o) in shaping)
-        if which not in composed:
-            composed[which] = loader.load_sweep_config(config, job)
-        cfg = composed[which]
+        cfg = jobs.config_of(job)
         try:
             ignores = [] if cfg.init_from else forced_unread(cfg, job)
         except (TypeError, ValueError):  # a model its job refuses in one line: not a repeat
             continue
-        count += bool(repeated(ignores, sweep, lambda override: model_accepts(cfg, override)))
+        count += bool(repeated(ignores, jobs.sweep, lambda override: model_accepts(cfg, override)))
     return count
+
+
+def refused_jobs(jobs: SweepJobs) -> int:
+    """Jobs of the sweep that its own checks will refuse for their model before they train (attention=torch_mha with
+    pos=rope in the attention presets), each model checked once as its job checks it. A sweep that sets no model
+    setting gives every job the config's model; one from init_from= is checked once loaded, by its job alone."""
+    if not jobs.shaping:
+        return len(jobs.each) * (not jobs.config.init_from and model_refused(jobs.config, jobs.sweep))
+    verdicts: dict[tuple[str, ...], bool] = {}
+    for job in jobs.each:
+        which = jobs.shaped_by(job)
+        if which not in verdicts:
+            try:
+                cfg = jobs.config_of(job)
+            except HydraException:  # a job that cannot be composed fails as Hydra says when it starts: counted in full
+                verdicts[which] = False
+                continue
+            verdicts[which] = not cfg.init_from and model_refused(cfg, job)
+    return sum(verdicts[jobs.shaped_by(job)] for job in jobs.each)
 
 
 class ExpectedTime(Callback):
@@ -103,12 +143,15 @@ class ExpectedTime(Callback):
         if not counts:  # no estimate for a mistyped trainer.max_steps: each job refuses it in one line
             return
         seconds_per_job, measured = self.figures(config)
-        kept, repeating = min(finished_jobs(config), jobs), repeating_jobs(config)
-        left = max(0, jobs - kept - repeating)  # a kept job finished, which a repeating one never does
+        each = SweepJobs(config)
+        kept, repeating, refused = min(finished_jobs(config), jobs), repeating_jobs(each), refused_jobs(each)
+        left = max(0, jobs - kept - repeating - refused)  # a kept job finished, which the others never do
+        aside = [f"{kept} finished before, kept"] * bool(kept) + \
+            [f"{repeating} more repeating another job's run, not trained"] * bool(repeating) + \
+            [f"{refused} more refused for their model before training, ~0 s"] * bool(refused)
         if not left:
-            print(f"expected wall time: none, all {jobs} jobs finished before and are kept" if not repeating else
-                  f"expected wall time: none, of {jobs} jobs {kept} finished before (kept) and {repeating} repeating "
-                  "another job's run (not trained)", flush=True)
+            print(f"expected wall time: none, all {jobs} jobs finished before and are kept" if kept == jobs else
+                  f"expected wall time: none, of {jobs} jobs {'; '.join(aside)}", flush=True)
             return
         at_once = running_at_once(config, left)
         steps = mean(counts)
@@ -117,8 +160,6 @@ class ExpectedTime(Callback):
         scaled = "" if steps == self.steps else f" ({steps:,.0f} steps a job; measured at {self.steps:,})"
         seconds = math.ceil(left / at_once) * per_job
         total = f"~{seconds:.0f} s" if seconds < 90 else f"~{seconds / 60:.0f} min"
-        aside = [f"{kept} finished before, kept"] * bool(kept) + \
-            [f"{repeating} more repeating another job's run, not trained"] * bool(repeating)
         counted = f"{left} jobs" + " left" * bool(kept) + (f" ({'; '.join(aside)})" if aside else "")
         print(f"expected wall time: {counted} x ~{per_job:.0f} s{scaled}, {at_once} at a time = {total} "
               f"({measured})", flush=True)

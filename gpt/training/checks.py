@@ -177,6 +177,19 @@ def model_accepts(cfg: DictConfig, override: str) -> bool:
     return True
 
 
+def model_refused(cfg: DictConfig, overrides: Sequence[str]) -> bool:
+    """Whether a job of this config and these overrides is refused for its model before it trains, by the checks it
+    runs: a model setting that none of its parts reads, or parts that do not suit each other (attention=torch_mha
+    with pos=rope)."""
+    try:
+        model_cfg = model_config(cfg, vocab_size=1)
+        check_settings_read(given_model_settings(cfg, overrides), model_cfg)
+        check_parts(model_cfg)
+    except (TypeError, ValueError, OmegaConfBaseException):  # an interpolation to nowhere: check_config refuses it
+        return True
+    return False
+
+
 def check_config(cfg: DictConfig, overrides: Sequence[str] | None = None, sweep: Sequence[str] = ()) -> None:
     """Refuse settings that cannot work, one line each, before any data or model work: every section against
     the signature of what it is passed to, train.yaml's own keys against RunSettings, and the model, schedule and
