@@ -53,8 +53,8 @@ def marks(summaries: dict[str, list[dict[str, Any]]], cols: list[str]) -> list[l
 
 def unscored(summaries: dict[str, list[dict[str, Any]]]) -> list[str]:
     """Why each configuration (in matrix()'s row order) has no value in any column, as its report.md status reads
-    (refused, failed, unfinished: "failed" for a mix), or "" where a run finished: a blank row in the heatmap read
-    as a configuration never swept."""
+    (refused, failed, stopped, damaged, unfinished: "failed" for a mix), or "" where a run finished: a blank row in
+    the heatmap read as a configuration never swept."""
     def why(runs: list[dict[str, Any]]) -> str:
         if not runs or any(s.get("status") == "ok" for s in runs):
             return ""
