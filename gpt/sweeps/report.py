@@ -20,7 +20,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
 from hydra.core.utils import JobReturn, JobStatus
 from hydra.experimental.callback import Callback
 from matplotlib.figure import Figure
@@ -32,11 +31,9 @@ from gpt.sweeps import capability, capacity, pareto, scaling
 from gpt.sweeps.best_of import best_settings
 from gpt.sweeps.plots import loss_figure, matrix_figure, styles
 from gpt.sweeps.stats import behind_best, best_of, stat_cell
-from gpt.training.run_folder import (CHECKPOINT, NOT_IDENTITY, REPORT, SUMMARY, model_rebuildable, read_history,
-                                     read_summary, record_failure)
-from gpt.validate import first_line
+from gpt.training.run_folder import (CHECKPOINT, NOT_IDENTITY, OVERRIDES, REPORT, SUMMARY, model_rebuildable,
+                                     read_history, read_overrides, read_summary, record_failure)
 
-OVERRIDES = Path(".hydra") / "overrides.yaml"  # where Hydra records each job's command-line overrides
 NOT_CONFIG = ("seed", *NOT_IDENTITY)
 
 
@@ -83,23 +80,6 @@ class Run:
 def natural_key(path: Path) -> list[Any]:
     """Job folders in job order (2 before 10)."""
     return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", str(path))]
-
-
-def read_overrides(path: Path) -> list[str]:
-    """A job's overrides (Hydra's .hydra/overrides.yaml), or one line naming the file when it is damaged: read as
-    whatever it parses to, an emptied or edited one put its run in another configuration's row, or under none."""
-    file = path / OVERRIDES
-    try:
-        overrides = yaml.safe_load(file.read_text())
-    except (yaml.YAMLError, ValueError) as err:  # UnicodeDecodeError is a ValueError
-        what = first_line(err)
-    else:  # Hydra writes a list, `[]` when there are none; each override sets (`key=value`) or deletes (`~key`)
-        if isinstance(overrides, list) and all(isinstance(o, str) and ("=" in o or o.startswith("~"))
-                                               for o in overrides):
-            return overrides
-        what = "not a list of overrides"
-    raise ValueError(f"{file} is damaged ({what}): write it again from hydra.overrides.task in the hydra.yaml beside "
-                     f"it, or delete {path}")
 
 
 def read_run(path: Path) -> Run:

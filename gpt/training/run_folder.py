@@ -16,12 +16,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
+import yaml
+
 from gpt.atomic import atomic_write
 from gpt.model.config import ModelConfig
 from gpt.validate import first_line, fits
 
 SUMMARY = "summary.json"
 HISTORY = "history.csv"
+OVERRIDES = Path(".hydra") / "overrides.yaml"  # where Hydra records each job's command-line overrides
 REPORT = "report.md"  # a sweep's, in its folder: written when the sweep ends
 CHECKPOINT = "checkpoints/last.ckpt"  # the run's checkpoint to resume from, written at its end too
 LOCK = ".lock"  # held by the training run writing into the folder (flock: the kernel drops it if the run dies)
@@ -196,6 +199,23 @@ def record_unfinished(run_dir: Path, summary: dict[str, Any]) -> None:
     write_summary(run_dir, summary)
 
 
+def read_overrides(path: Path) -> list[str]:
+    """A job's overrides (Hydra's .hydra/overrides.yaml), or one line naming the file when it is damaged: read as
+    whatever it parses to, an emptied or edited one put its run in another configuration's row, or under none."""
+    file = path / OVERRIDES
+    try:
+        overrides = yaml.safe_load(file.read_text())
+    except (yaml.YAMLError, ValueError) as err:  # UnicodeDecodeError is a ValueError
+        what = first_line(err)
+    else:  # Hydra writes a list, `[]` when there are none; each override sets (`key=value`) or deletes (`~key`)
+        if isinstance(overrides, list) and all(isinstance(o, str) and ("=" in o or o.startswith("~"))
+                                               for o in overrides):
+            return overrides
+        what = "not a list of overrides"
+    raise ValueError(f"{file} is damaged ({what}): write it again from hydra.overrides.task in the hydra.yaml beside "
+                     f"it, or delete {path}")
+
+
 def write_history(run_dir: Path, rows: list[dict[str, float]]) -> None:
     text = io.StringIO(newline="")
     writer = csv.DictWriter(text, fieldnames=list(rows[-1]))
@@ -267,6 +287,11 @@ def in_use(run_dir: Path) -> bool:
         return False
 
 
+def holds_work(run_dir: Path) -> bool:
+    """Whether a run folder holds a file of the run's own: more than Hydra's record of its start and the lock."""
+    return any(p.is_file() and p.relative_to(run_dir).parts[0] not in HYDRA_RECORD for p in run_dir.rglob("*"))
+
+
 def discard_if_never_started(run_dir: Path) -> None:
     """Remove the folder Hydra made for a run that failed before writing anything of its own, and the date
     folder above it if that is left empty: failed configs leave no empty outputs/<date>/<time>/ behind."""
@@ -274,8 +299,7 @@ def discard_if_never_started(run_dir: Path) -> None:
     run_dir = run_dir.resolve()
     if run_dir == cwd or cwd.is_relative_to(run_dir) or not run_dir.is_dir():
         return
-    own = [p for p in run_dir.rglob("*") if p.is_file() and p.relative_to(run_dir).parts[0] not in HYDRA_RECORD]
-    if own:
+    if holds_work(run_dir):
         return
     shutil.rmtree(run_dir)
     for parent in run_dir.parents:
