@@ -844,6 +844,64 @@ def test_a_sweep_job_whose_model_pt_and_last_ckpt_are_damaged_trains_again_keepi
     assert read_summary(job) == record
 
 
+def test_a_sweep_whose_multirun_yaml_is_damaged_resumes_by_its_jobs_own_records(tmp_path: Path) -> None:
+    """A truncated or hand-edited multirun.yaml: resume=true refused, advising to delete the sweep folder and with it
+    the finished jobs' results. Each job's .hydra records its overrides and config: where every job that did work
+    was made as this command's job of its number, the finished ones are kept and the others continue; where one
+    was not, or its record is damaged, the refusal names that job."""
+    from hydra import initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.types import RunMode
+
+    from gpt.training.resume import sweep_to_resume
+
+    sweep = ["-m", *FINISHED_RUN, "seed=0,1", "hydra.sweep.dir=sweep", "hydra.launcher.n_jobs=1"]  # in one process
+    first = run_cli("train.py", *sweep, cwd=tmp_path)
+    assert first.returncode == 0, first.stderr[-2000:]
+    folder, kept, unfinished = tmp_path / "sweep", tmp_path / "sweep/0", tmp_path / "sweep/1"
+    whole = (folder / "multirun.yaml").read_text()
+    (folder / "multirun.yaml").write_text(whole[:whole.index("\noptim:") + 1])  # cut short
+    (folder / "report.md").unlink()
+    (unfinished / "summary.json").unlink()  # killed after its final checkpoint
+    (unfinished / "model.pt").unlink()
+    record = kept / "summary.json"
+    before = record.read_bytes()
+
+    def resumed(*overrides: str) -> Path:
+        with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base="1.3", job_name="train"):
+            return sweep_to_resume(GlobalHydra.instance().config_loader().load_configuration(
+                "train", [*FINISHED_RUN, *overrides, f"hydra.sweep.dir={folder}", "resume=true"], RunMode.MULTIRUN))
+
+    with pytest.raises(ValueError, match=rf"^resume=true: {folder / 'multirun.yaml'} is damaged, and the sweep in "
+                                         rf"{folder} has its job {unfinished} made with seed=1 where this command's "
+                                         r"job 1 has seed=2; resume it with the overrides it was made "
+                                         r"with \(its jobs' .hydra/overrides.yaml\)"):
+        resumed("seed=0,2")
+    with pytest.raises(ValueError, match=rf"has a job in {unfinished}, which this command's sweep of 1 jobs has none"):
+        resumed("seed=0")
+    config = kept / ".hydra/config.yaml"
+    saved = config.read_text()
+    config.write_text(saved.replace("seed: 0", "seed: 7"))
+    with pytest.raises(ValueError, match=rf"has its job {kept} made with these overrides on another config"):
+        resumed("seed=0,1")
+    config.write_text(saved[:saved.index("\noptim:") + 1])
+    with pytest.raises(CheckpointError, match=rf"^{config} is damaged \(no top-level optim: emptied or cut short\): "
+                                              rf"delete that job's folder {kept} to run the job again \(the sweep's "
+                                              r"other jobs are kept\)$"):
+        resumed("seed=0,1")
+    config.write_text(saved)
+    assert resumed("seed=0,1") == folder
+
+    again = run_cli("train.py", *sweep, "resume=true", cwd=tmp_path)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert again.stdout.count("finished before, kept") == 1 and record.read_bytes() == before
+    assert f"finishing {unfinished / 'checkpoints/last.ckpt'}: its training reached step 10" in again.stdout
+    assert (folder / "multirun.yaml").read_text() != whole[:whole.index("\noptim:") + 1]  # written whole again
+    table = next(t for t in (folder / "report.md").read_text().split("\n\n") if t.startswith("| configuration"))
+    (row,) = table.splitlines()[2:]  # both seeds in one row, each finished
+    assert row.split(" | ")[1] == "2" and row.endswith("| ok |")
+
+
 def test_the_checkpoint_a_refusal_names_pastes_whole_from_a_folder_with_a_space_and_a_comma(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The advice wrote ckpt_path=<path> as it was: pasted, a space split it into two words, and a comma made Hydra

@@ -290,10 +290,10 @@ def resumed_sweep(argv: list[str], config_dir: Path) -> list[str]:
         # composed as Hydra composes a sweep's config: the swept keys at their values before the sweep
         cfg = GlobalHydra.instance().config_loader().load_configuration(
             "train", overrides, run_mode=RunMode.MULTIRUN, validate_sweep_overrides=False)
-    if not cfg.resume or not (any(a in MULTIRUN_FLAGS for a in argv) or cfg.hydra.mode == RunMode.MULTIRUN):
-        return []
-    from gpt.training.resume import sweep_to_resume  # torch and Lightning: only for a command that resumes
+        if not cfg.resume or not (any(a in MULTIRUN_FLAGS for a in argv) or cfg.hydra.mode == RunMode.MULTIRUN):
+            return []
+        from gpt.training.resume import sweep_to_resume  # torch and Lightning: only for a command that resumes
 
-    folder = sweep_to_resume(cfg)
+        folder = sweep_to_resume(cfg)  # inside: a sweep folder told by its jobs has them composed
     print(f"resuming the sweep in {folder}")
     return [] if any(o.startswith("hydra.sweep.dir=") for o in overrides) else [f"hydra.sweep.dir={folder}"]

@@ -10,11 +10,13 @@ from typing import Any
 
 import torch
 import yaml
+from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+from hydra.core.global_hydra import GlobalHydra
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.errors import OverrideParseException
 from lightning.pytorch.callbacks import Timer
 from lightning.pytorch.plugins.io import TorchCheckpointIO
-from omegaconf import DictConfig, ListConfig, OmegaConf
+from omegaconf import DictConfig, ListConfig, OmegaConf, open_dict
 
 from gpt.atomic import atomic_open
 from gpt.inference.checkpoint import CheckpointError, safe_load
@@ -22,8 +24,8 @@ from gpt.overrides import override_key, pasted
 from gpt.training.lit import LitGPT
 from gpt.training.optim import OPTIMIZERS, SCHEDULES, OptimConfig
 from gpt.training.recorded import as_typed
-from gpt.training.run_folder import (CHECKPOINT, NOT_IDENTITY, REPORT, finished, model_rebuildable, read_summary,
-                                     whole_model)
+from gpt.training.run_folder import (CHECKPOINT, NOT_IDENTITY, OVERRIDES, REPORT, finished, holds_work,
+                                     model_rebuildable, read_overrides, read_summary, whole_model)
 from gpt.validate import first_line
 
 # The top-level keys every run's config has held since the first and no run goes without (train.py refuses each
@@ -63,9 +65,10 @@ def load_resume_checkpoint(path: str | Path, map_location: Any = "cpu") -> dict[
     return checkpoint
 
 
-def saved_config(path: Path, sweep: bool = False) -> DictConfig:
-    """A run's .hydra/config.yaml or (`sweep`) a sweep's multirun.yaml, which resume=true compares with this run's
-    config; one that cannot be read is refused naming it, not skipped: it may be the newest run of this config."""
+def saved_config(path: Path, sweep: bool = False, job: bool = False) -> DictConfig:
+    """A run's .hydra/config.yaml (`job`: a sweep job's) or (`sweep`) a sweep's multirun.yaml, which resume=true
+    compares with this run's config; one that cannot be read is refused naming it, not skipped: it may be the newest
+    run of this config."""
     try:
         cfg = OmegaConf.load(path)
     except (yaml.YAMLError, ValueError) as err:  # UnicodeDecodeError is a ValueError
@@ -85,7 +88,8 @@ def saved_config(path: Path, sweep: bool = False) -> DictConfig:
             except OverrideParseException as err:
                 what = first_line(err)
     fix = "delete the sweep folder holding it to run that sweep again" if sweep else \
-        f"delete the folder holding it, or pass ckpt_path=<its {CHECKPOINT}> instead of resume=true"
+        f"delete that job's folder {path.parent.parent} to run the job again (the sweep's other jobs are kept)" if job \
+        else f"delete the folder holding it, or pass ckpt_path=<its {CHECKPOINT}> instead of resume=true"
     raise CheckpointError(f"{path} is damaged ({what}): {fix}")
 
 
@@ -128,13 +132,26 @@ def sweep_to_resume(cfg: DictConfig) -> Path:
     """The folder of the sweep made with this sweep's identity (its multirun.yaml) where a sweep re-run with
     resume=true continues: hydra.sweep.dir as given, else searched under the folder its ${now:...} pattern starts
     in, the newest that has not ended first (the same sweep run again to its end must not hide a killed one), a
-    killed one (no report yet) before one that ended with failed jobs."""
+    killed one (no report yet) before one that ended with failed jobs. A folder whose multirun.yaml is damaged is
+    told by its jobs' own records (jobs_differ): deleting it would throw away its finished jobs."""
     pattern = OmegaConf.to_container(cfg.hydra.sweep, resolve=False)["dir"]
     fixed = pattern.split("${", 1)[0]  # "multirun/" of multirun/${now:%Y-%m-%d}/..., all of a fixed folder
     root = Path(fixed) if fixed == pattern or fixed.endswith("/") else Path(fixed).parent
     mine = sweep_identity(cfg)
-    found = [saved.parent for saved in root.rglob("multirun.yaml")
-             if sweep_identity(saved_config(saved, sweep=True)) == mine]
+    found = []
+    for saved in root.rglob("multirun.yaml"):
+        try:
+            same = sweep_identity(saved_config(saved, sweep=True)) == mine
+        except CheckpointError as damaged:  # its jobs' own records tell whether it is this sweep
+            differ = jobs_differ(saved.parent, cfg)
+            if differ and saved.parent == root and fixed == pattern:  # the folder named: why not this sweep
+                raise (damaged if differ == NO_JOB else ValueError(
+                    f"resume=true: {saved} is damaged, and the sweep in {root} has {differ}; resume it with the "
+                    "overrides it was made with (its jobs' .hydra/overrides.yaml), or drop resume=true and pass "
+                    "another hydra.sweep.dir= to start a new sweep")) from None
+            same = not differ
+        if same:
+            found.append(saved.parent)
     if not found and fixed == pattern and (root / "multirun.yaml").is_file():  # the folder named: why not this sweep
         theirs = sweep_identity(saved_config(root / "multirun.yaml", sweep=True))
         there, here = set(theirs["overrides"]), set(mine["overrides"])
@@ -151,6 +168,50 @@ def sweep_to_resume(cfg: DictConfig) -> Path:
     # A killed sweep (no report) before one that ran to its end with failed jobs, before one that ended well.
     return max(found, key=lambda folder: (not (folder / REPORT).is_file(), not sweep_ended(folder),
                                           (folder / "multirun.yaml").stat().st_mtime))
+
+
+NO_JOB = "no job to compare"
+
+
+def sweep_jobs(cfg: DictConfig) -> list[DictConfig]:
+    """The config of each job of this sweep, in job order (its number set, so its folder's name resolves), composed as
+    Hydra's sweeper and launcher compose them; needs Hydra initialized with the configs (preflight's)."""
+    loader = GlobalHydra.instance().config_loader()
+    params = cfg.hydra.sweeper.get("params") or {}
+    overrides = OverridesParser.create(config_loader=loader).parse_overrides(
+        [*(f"{key}={value}" for key, value in params.items()), *as_typed(cfg.hydra.overrides.task)])
+    jobs = []
+    # Hydra's own split: which value each key takes in each numbered job is the sweeper's, not a copy of its rules.
+    for num, job_overrides in enumerate(BasicSweeper.split_arguments(overrides, None)[0]):
+        job = loader.load_sweep_config(cfg, list(job_overrides))
+        with open_dict(job):
+            job.hydra.job.num = num
+        jobs.append(job)
+    return jobs
+
+
+def jobs_differ(folder: Path, cfg: DictConfig) -> str | None:
+    """For a sweep folder whose multirun.yaml is damaged: where its jobs differ from this sweep's, as words, or None
+    when every job folder holding a run's work was made as this sweep's job of its number (the overrides and composed
+    config its .hydra records): its finished jobs are then this sweep's to keep, and the others continue or run.
+    NO_JOB when no job holds work to compare; a job record that cannot be read is refused naming it."""
+    worked = sorted((record.parent.parent for record in folder.glob(f"*/{OVERRIDES}")
+                     if holds_work(record.parent.parent)), key=lambda job: (len(job.name), job.name))
+    if not worked:
+        return NO_JOB
+    jobs = {folder / str(job.hydra.sweep.subdir): job for job in sweep_jobs(cfg)}
+    for path in worked:
+        if path not in jobs:
+            return f"a job in {path}, which this command's sweep of {len(jobs)} jobs has none of"
+        job = jobs[path]
+        there = {o for o in read_overrides(path) if override_key(o) not in NOT_IDENTITY}
+        here = {o for o in as_typed(job.hydra.overrides.task) if override_key(o) not in NOT_IDENTITY}
+        if there != here:
+            return f"its job {path} made with {' '.join(sorted(there - here)) or 'nothing'} where this command's " \
+                f"job {job.hydra.job.num} has {' '.join(sorted(here - there)) or 'nothing'}"
+        if run_identity(saved_config(path / ".hydra" / "config.yaml", job=True)) != run_identity(job):
+            return f"its job {path} made with these overrides on another config (configs/ or the preset changed since)"
+    return None
 
 
 def find_resume_checkpoint(cfg: DictConfig, roots: list[Path]) -> Path:
