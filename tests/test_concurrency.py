@@ -1,5 +1,6 @@
 """Two processes at once on the same files: two training runs given one hydra.run.dir (one runs, the other refuses
-in one line before writing anything), two preparations of one corpus (one prepares, the other waits and reads its
+in one line before writing anything), two sweeps given one hydra.sweep.dir (the second refuses while the first
+lives), two preparations of one corpus (one prepares, the other waits and reads its
 result), and a preparation killed while another waits (the waiting one prepares afresh). Real processes."""
 from __future__ import annotations
 
@@ -11,7 +12,9 @@ import time
 from pathlib import Path
 
 import pytest
+from omegaconf import OmegaConf
 
+import gpt.sweeps.lock as sweep_lock
 import gpt.training.run_folder as run_folder
 from gpt.data.prepare import Recipe, open_prepared, prepare
 from gpt.training.checks import check_config
@@ -134,3 +137,32 @@ def test_the_processes_one_launcher_starts_share_the_run_folder_the_first_claims
         for lock in run_folder._held:
             lock.close()
     assert sorted(p.name for p in (tmp_path / "runs" / "64").iterdir()) == [".lock"]
+
+
+def test_a_sweep_given_the_folder_a_live_sweep_runs_in_is_refused_and_one_killed_never_blocks(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
+    """Two sweeps given one hydra.sweep.dir (two terminals, both with resume=true) both trained the same jobs into
+    the same job folders. The first holds the folder's lock while its process lives: the second is refused in one
+    line naming it; once the first is killed (SIGKILL, nothing of it cleaned up), the folder is free again."""
+    monkeypatch.setattr(sweep_lock, "_held", [])
+    folder = tmp_path / "sweep"
+    config = OmegaConf.create({"hydra": {"sweep": {"dir": str(folder)}}})
+    hold = "import sys, time; from pathlib import Path; from gpt.sweeps.lock import claim_sweep; " \
+        "claim_sweep(Path(sys.argv[1])); print('held', flush=True); time.sleep(300)"
+    first = subprocess.Popen([sys.executable, "-c", hold, str(folder)], env=child_env(), stdout=subprocess.PIPE,
+                             text=True)
+    try:
+        assert first.stdout.readline() == "held\n"
+        with pytest.raises(SystemExit) as exit_:
+            sweep_lock.OneSweepPerFolder().on_multirun_start(config)
+        assert exit_.value.code == 2 and capsys.readouterr().err == f"error: {folder} is in use by another sweep " \
+            f"(process {first.pid}): wait for it to end, or pass another hydra.sweep.dir=\n"
+    finally:
+        first.kill()
+        first.wait()
+    try:
+        sweep_lock.OneSweepPerFolder().on_multirun_start(config)
+        assert (folder / sweep_lock.SWEEP_LOCK).read_text() == f"{os.getpid()}\n"
+    finally:
+        for lock in sweep_lock._held:
+            lock.close()

@@ -26,12 +26,14 @@ from torch.utils.data import DataLoader
 from gpt import ModelConfig, load_checkpoint
 from gpt.__main__ import main as cli
 from gpt.inference.checkpoint import CheckpointError
+from gpt.sweeps.lock import SWEEP_LOCK
 from gpt.sweeps.parallel import GRACE_S
 from gpt.training.callbacks import ResumeCheckpoint, SampleText, TrainingStopped
 from gpt.training.lit import LitGPT
 from gpt.training.optim import SCHEDULES, OptimConfig
 from gpt.training.resume import AtomicCheckpointIO, find_resume_checkpoint, load_resume_checkpoint, resume_from
-from gpt.training.run_folder import kept_on_resume, read_history, read_summary, record_stop, write_summary
+from gpt.training.run_folder import (kept_on_resume, locked, read_history, read_summary, record_stop,
+                                     write_summary)
 from tests.conftest import ROOT, TINY_RUN, CodeRunningPickle, child_env, files_in, flip_a_bit_in, play, run_cli
 from tests.fuzzing import fresh_folder, job
 from tests.test_configs import compose_with
@@ -428,6 +430,12 @@ def test_a_sweep_killed_alone_stops_its_workers_leaving_resumable_jobs(tmp_path:
                 and time.monotonic() < deadline:
             time.sleep(0.05)
         workers = children_of(proc.pid)
+        sweep = next(tmp_path.glob("multirun/*/*"))
+        # Held by the sweep's process, not its workers, which train; a second sweep in the folder is refused.
+        assert (sweep / SWEEP_LOCK).read_text() == f"{proc.pid}\n"
+        second = run_cli("train.py", *PARALLEL_SWEEP, "resume=true", cwd=tmp_path, timeout=60)
+        assert second.returncode == 2 and second.stderr.splitlines()[-1] == f"error: {sweep.relative_to(tmp_path)} " \
+            f"is in use by another sweep (process {proc.pid}): wait for it to end, or pass another hydra.sweep.dir="
         proc.send_signal(signal.SIGKILL)
         proc.wait()
         deadline = time.monotonic() + 120
@@ -437,7 +445,9 @@ def test_a_sweep_killed_alone_stops_its_workers_leaving_resumable_jobs(tmp_path:
     finally:
         with contextlib.suppress(ProcessLookupError):  # whatever of the group is left, so no test leaves it
             os.killpg(proc.pid, signal.SIGKILL)
-    sweep = next(tmp_path.glob("multirun/*/*"))
+    lock = locked(sweep / SWEEP_LOCK)  # killed, the sweep blocks no resume=true
+    assert lock is not None
+    lock.close()
     assert sorted(p.name for p in sweep.iterdir() if p.is_dir()) == ["0", "1"]  # the queued jobs never started
     for stopped in (sweep / "0", sweep / "1"):  # recorded as stopped, not finished, with a checkpoint to resume
         assert json.loads((stopped / "summary.json").read_text())["status"] == "stopped"

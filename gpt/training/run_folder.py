@@ -252,17 +252,26 @@ def claim(run_dir: Path) -> bool:
         return False
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
-        lock = open(run_dir / LOCK, "a")
+        lock = locked(run_dir / LOCK)
     except OSError as err:
         raise ValueError(f"cannot make the run folder {run_dir}: {err.strerror}; pass another hydra.run.dir=") from None
+    if lock is None:
+        raise ValueError(f"{run_dir} is in use by another training run: wait for it to end, or pass another "
+                         "hydra.run.dir=")
+    _held.append(lock)
+    return True
+
+
+def locked(path: Path) -> TextIO | None:
+    """`path` opened (made if need be) with its lock taken without waiting, held while it stays open; None when another
+    process holds it. flock: the kernel lets go when the holder dies, even by SIGKILL, so a lock is never stale."""
+    lock = open(path, "a")
     try:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         lock.close()
-        raise ValueError(f"{run_dir} is in use by another training run: wait for it to end, or pass another "
-                         "hydra.run.dir=") from None
-    _held.append(lock)
-    return True
+        return None
+    return lock
 
 
 def release(run_dir: Path) -> None:
