@@ -132,6 +132,17 @@ def test_ids_outside_the_vocabulary_are_refused_by_the_forward_naming_the_fix(ti
             model(torch.tensor([[0, bad]]))
 
 
+def test_ids_on_another_device_than_the_model_are_refused_naming_the_move(tiny_cfg: ModelConfig) -> None:
+    # gpt.load_checkpoint(path, device="cuda") fed ids built on the CPU met torch's "Expected all tensors to be on
+    # the same device", from inside the embedding; the meta device stands in for a GPU on any machine.
+    model = build(tiny_cfg).eval().to("meta")
+    ids = torch.zeros(1, 3, dtype=torch.long)
+    for call in (model, lambda ids: generate(model, ids, 2, temperature=0)):
+        with pytest.raises(ValueError, match=r"token ids on cpu, this model on meta: move the ids to the model with "
+                                             r"ids.to\('meta'\)"):
+            call(ids)
+
+
 def test_a_gpt_built_from_a_mapping_is_refused_naming_model_config(tiny_cfg: ModelConfig) -> None:
     with pytest.raises(ValueError, match=r"GPT takes a ModelConfig, not a dict: .* ModelConfig.from_dict\(values\)"):
         GPT(tiny_cfg.to_dict())

@@ -139,6 +139,10 @@ class GPT(nn.Module):
         if isinstance(caches, torch.Tensor):  # nanoGPT's model(x, targets): torch said "Boolean value of Tensor ..."
             raise ValueError("GPT(ids) takes no targets and returns logits alone (its second argument is the KV "
                              "caches): compute the loss as F.cross_entropy(logits.flatten(0, 1), targets.flatten())")
+        device = self.tok_emb.weight.device
+        if idx.device != device:  # torch's "Expected all tensors to be on the same device" came from the embedding
+            raise ValueError(f"token ids on {idx.device}, this model on {device}: move the ids to the model with "
+                             f"ids.to('{device}')")
         if self.shapes_pending:
             self.shapes_pending = False
             with print_shapes(self, idx):
