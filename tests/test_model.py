@@ -89,9 +89,18 @@ def test_an_unknown_init_is_named_with_the_choices() -> None:
         ModelConfig(vocab_size=50, init="xavier")
 
 
-def test_too_long_input_is_refused(tiny_cfg: ModelConfig) -> None:
-    with pytest.raises(ValueError, match="exceeds block_size=16"):
-        build(tiny_cfg)(torch.zeros(1, 17, dtype=torch.long))
+def test_too_long_input_is_refused_naming_the_fix(tiny_cfg: ModelConfig) -> None:
+    # It said only "sequence of 17 tokens exceeds block_size=16", naming no way out.
+    model = build(tiny_cfg).eval()
+    with pytest.raises(ValueError, match=r"^sequence of 17 tokens exceeds block_size=16: feed the last 16 "
+                                         r"\(ids\[:, -16:\]\), as gpt.generate does, or build the model with "
+                                         "block_size=17$"):
+        model(torch.zeros(1, 17, dtype=torch.long))
+    caches = model.new_caches(1)
+    model(torch.zeros(1, 15, dtype=torch.long), caches)
+    with pytest.raises(ValueError, match=r"^sequence of 17 tokens \(15 cached, 2 new\) exceeds block_size=16: "
+                                         "reset the caches and feed the last 16 tokens, as gpt.generate does$"):
+        model(torch.zeros(1, 2, dtype=torch.long), caches)
 
 
 @pytest.mark.parametrize("shape", [(5,), (1, 0), (0, 3), (1, 2, 3)])

@@ -83,6 +83,16 @@ def outside_vocabulary(idx: torch.Tensor, vocab_size: int) -> ValueError:
                       "model with vocab_size=tokenizer.vocab_size")
 
 
+def too_long(cached: int, new: int, block_size: int) -> ValueError:
+    """The one-line error for `new` token ids fed after `cached` ones past what the model attends to."""
+    if cached:
+        return ValueError(f"sequence of {cached + new} tokens ({cached} cached, {new} new) exceeds "
+                          f"block_size={block_size}: reset the caches and feed the last {block_size} tokens, as "
+                          "gpt.generate does")
+    return ValueError(f"sequence of {new} tokens exceeds block_size={block_size}: feed the last {block_size} "
+                      f"(ids[:, -{block_size}:]), as gpt.generate does, or build the model with block_size={new}")
+
+
 class GPT(nn.Module):
     """A GPT built from a ModelConfig: `GPT(cfg)(ids)` maps token ids (B, T) to next-token logits
     (B, T, vocab_size). Generate with `gpt.generate(model.eval(), ids, max_new_tokens)`; an unknown part name or
@@ -151,8 +161,8 @@ class GPT(nn.Module):
         if caches and caches[0].batch != idx.shape[0]:  # torch's own error was a shape mismatch deep in a layer
             raise ValueError(f"caches built for a batch of {caches[0].batch} fed token ids of batch {idx.shape[0]}: "
                              f"build caches for these ids with model.new_caches({idx.shape[0]})")
-        if start + idx.shape[1] > self.cfg.block_size:
-            raise ValueError(f"sequence of {start + idx.shape[1]} tokens exceeds block_size={self.cfg.block_size}")
+        if start + idx.shape[1] > self.cfg.block_size:  # the bare fact named no way out
+            raise too_long(start, idx.shape[1], self.cfg.block_size)
         pos = self.pos
         if self.training and self.cfg.random_positions and not caches:  # Ruoss et al. 2023; evaluation uses 0..T-1
             pos = AtPositions(self.pos, random_positions(*idx.shape, self.cfg.random_positions, idx.device))
