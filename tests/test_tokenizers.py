@@ -6,6 +6,7 @@ from typing import TypeVar
 
 import numpy as np
 import pytest
+import torch
 
 from gpt.data.tokenizers import (EOT, GPT2_FILES, GPT2_PACKAGE, TOKENIZERS, BPETokenizer, CharTokenizer, GPT2Tokenizer,
                                  InstallError, WordTokenizer, gpt2_encoding, gpt2_files, learn_tokenizer,
@@ -88,6 +89,24 @@ def test_an_id_outside_the_vocabulary_is_refused_in_decoding_naming_it(name: str
         for bad in (-1, size):
             with pytest.raises(ValueError, match=rf"id {bad} is outside this tokenizer's {size} ids \(0..{size - 1}\)"):
                 tokenizer.decode([0, bad])
+
+
+@pytest.mark.parametrize("name", sorted(TOKENIZERS))
+def test_decoding_takes_one_sequence_as_a_list_tensor_or_array_and_refuses_a_batch_or_non_integers(name: str) -> None:
+    # decode(gpt.generate(...)), the (B, T) tensor, was "Boolean value of Tensor with more than one value is
+    # ambiguous", its .tolist() "'<=' not supported between instances of 'int' and 'list'".
+    tokenizer = TOKENIZERS[name].learn(Texts(["to be or not to be\n", play(5)]), 300)
+    ids = tokenizer.encode("to be or not")
+    text = tokenizer.decode(ids)
+    assert tokenizer.decode(torch.tensor(ids)) == tokenizer.decode(np.array(ids)) == text
+    assert tokenizer.decode(list(torch.tensor(ids))) == text
+    batch = torch.tensor([ids, ids])
+    for rows in (batch, batch.tolist()):
+        with pytest.raises(ValueError, match=r"^decode takes the ids of one sequence, not a batch of 2: decode each "
+                                             r"row, such as decode\(ids\[0\]\)$"):
+            tokenizer.decode(rows)
+    with pytest.raises(ValueError, match=r"^id 1.0 is not an integer: decode integer token ids"):
+        tokenizer.decode(torch.tensor([1.0, 0.0]))
 
 
 @pytest.mark.parametrize("name", sorted(TOKENIZERS))

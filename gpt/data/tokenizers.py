@@ -66,14 +66,22 @@ def unknown_pieces_error(kind: str, unknown: list[str], known: dict[str, int]) -
 
 
 def decodable(ids: Iterable[int], vocab_size: int) -> list[int]:
-    """`ids` as a list, or ValueError naming an id outside 0..vocab_size-1: a list-backed vocabulary read -1 as its
-    last entry, silently, and a past-the-end id was an IndexError, KeyError or OverflowError by tokenizer."""
-    ids = list(ids)
-    bad = next((i for i in ids if not 0 <= i < vocab_size), None)
-    if bad is not None:
-        raise ValueError(f"id {bad} is outside this tokenizer's {vocab_size} ids (0..{vocab_size - 1}): decode the "
-                         "ids of a model that uses it (gpt.generate's vocab_size= keeps new ids below its size)")
-    return ids
+    """The ids of one sequence (a list, tensor or array) as a list of ints, or ValueError naming an id outside
+    0..vocab_size-1 (a list-backed vocabulary read -1 as its last entry, silently, and a past-the-end id was an
+    IndexError, KeyError or OverflowError by tokenizer), a batch of sequences or an id that is no integer (the
+    (B, T) tensor gpt.generate returns was "Boolean value of Tensor with more than one value is ambiguous")."""
+    # A tensor's or an array's scalars (or a list of them) as Python ints, and a batch's rows as lists.
+    ids = ids.tolist() if hasattr(ids, "tolist") else [i.tolist() if hasattr(i, "tolist") else i for i in ids]
+    bad = next((i for i in ids if type(i) is not int or not 0 <= i < vocab_size), None)
+    if bad is None:
+        return ids
+    if isinstance(bad, (list, tuple)):
+        raise ValueError(f"decode takes the ids of one sequence, not a batch of {len(ids)}: decode each row, such as "
+                         "decode(ids[0])")
+    if type(bad) is not int:
+        raise ValueError(f"id {bad!r} is not an integer: decode integer token ids, such as gpt.generate returns")
+    raise ValueError(f"id {bad} is outside this tokenizer's {vocab_size} ids (0..{vocab_size - 1}): decode the "
+                     "ids of a model that uses it (gpt.generate's vocab_size= keeps new ids below its size)")
 
 
 def utf8_text(text: str) -> str:
