@@ -70,10 +70,12 @@ def test_missing_and_foreign_files_fail_with_one_line(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("device, message", [("gpu", "device 'gpu' is not a device name: use cpu, cuda"),
+                                             (None, "device None is not a device name: use cpu, cuda"),
                                              ("meta", "device 'meta': tinygpt runs on cpu, cuda")])
-def test_a_device_it_cannot_use_is_named_as_the_python_api_takes_it(small_model_pt: Path, device: str,
+def test_a_device_it_cannot_use_is_named_as_the_python_api_takes_it(small_model_pt: Path, device: str | None,
                                                                     message: str) -> None:
-    # gpt.load(path, device="gpu") was told "--device gpu is not a device name", a flag of the commands only.
+    # gpt.load(path, device="gpu") was told "--device gpu is not a device name", a flag of the commands only;
+    # device=None, torch's "device() received an invalid combination of arguments" and its overloads, many lines.
     with pytest.raises(ValueError, match=re.escape(message)) as refused:
         gpt.load(small_model_pt, device=device)
     assert "--device" not in str(refused.value)

@@ -191,7 +191,7 @@ def check_device(name: str) -> None:
     both gpt.load(path, device=...) and the commands' --device, which pass the name through here."""
     try:
         device = torch.device(name)
-    except RuntimeError:
+    except (RuntimeError, TypeError):  # a TypeError of None (a default passed on) listed torch's overloads
         raise ValueError(f"device {name!r} is not a device name: use {DEVICES}") from None
     if device.type not in ("cpu", "cuda", "mps"):  # meta, xla, ...: names torch knows that cannot run a model here
         raise ValueError(f"device {name!r}: tinygpt runs on {DEVICES}")
