@@ -63,6 +63,21 @@ def test_stream_complete_and_complete_batch_agree() -> None:
         assert text_model.complete_batch(PROMPTS) == singles  # complete's default length: required here before
 
 
+def test_a_model_in_training_mode_completes_as_in_evaluation_and_stays_in_training_mode() -> None:
+    # gpt.load(path).model.train(), for a fine-tuning loop, made complete's greedy answers differ from call to call
+    # (its dropout on), and from complete_batch's, which decoded in evaluation mode.
+    text_model = calculator_model()
+    cfg = replace(text_model.model.cfg, dropout=0.5)
+    dropping = TextModel(build(cfg), text_model.tokenizer, text_model.meta)
+    answers = [dropping.complete(p) for p in PROMPTS]
+    dropping.model.train()
+    for _ in range(3):
+        assert [dropping.complete(p) for p in PROMPTS] == answers
+        assert ["".join(dropping.stream(p)).lstrip(" ") for p in PROMPTS] == answers
+        assert dropping.complete_batch(PROMPTS) == answers
+    assert dropping.model.training
+
+
 def test_sampling_is_reproducible_by_seed_and_greedy_by_default_only_on_line_corpora() -> None:
     text_model = calculator_model()
     sampled = [text_model.complete("two plus", max_new_tokens=12, temperature=1.0, seed=s) for s in range(4)]
