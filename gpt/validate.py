@@ -152,8 +152,24 @@ def did_you_mean(name: str, choices: Iterable[str], prefix: str = "") -> str:
 
 
 def check_value(name: str, value: Any, hint: Any) -> None:
-    if not fits(value, hint):
-        raise ValueError(f"{name}={quoted(value)} must be {describe(hint) or f'of type {hint}'}")
+    if fits(value, hint):
+        return
+    # numpy's and torch's scalars were told "vocab_size=np.int64(50) must be a positive integer", which it is: it
+    # must be Python's own, as model.pt stores the config for torch.load(weights_only=True), which refuses them.
+    plain = python_scalar(value)
+    if plain is not None and fits(plain, hint):
+        raise ValueError(f"{name}={value!r} is a {type(value).__name__}, not a Python number: pass {name}={plain!r}")
+    raise ValueError(f"{name}={quoted(value)} must be {describe(hint) or f'of type {hint}'}")
+
+
+def python_scalar(value: Any) -> Any:
+    """The Python number a numpy or torch scalar (or one-element tensor) holds; None for anything else."""
+    if isinstance(value, (bool, int, float, str, bytes)) or not callable(getattr(value, "item", None)):
+        return None
+    try:
+        return value.item()
+    except (TypeError, ValueError, RuntimeError):  # a tensor of several elements, a dict's item(): not a scalar
+        return None
 
 
 def is_kind(value: object, kind: type[numbers.Number]) -> bool:

@@ -1,4 +1,8 @@
+import re
+
+import numpy as np
 import pytest
+import torch
 
 from gpt import GPT, ModelConfig
 
@@ -25,6 +29,17 @@ def test_an_unknown_part_is_named_when_the_model_is_built(overrides: dict, messa
     cfg = ModelConfig(vocab_size=10, **overrides)  # a description; the parts are looked up when a GPT is built
     with pytest.raises(ValueError, match=message):
         GPT(cfg)
+
+
+@pytest.mark.parametrize("value, kind", [(np.int64(50), "int64"), (torch.tensor(50), "Tensor")])
+def test_a_numpy_or_torch_scalar_is_refused_naming_the_python_number(value: object, kind: str) -> None:
+    # ModelConfig(vocab_size=ids.max() + 1) was told "vocab_size=np.int64(50) must be a positive integer", which it
+    # is; it must be a Python int, as model.pt stores the config for torch.load(weights_only=True).
+    with pytest.raises(ValueError, match=rf"^vocab_size={re.escape(repr(value))} is a {kind}, not a Python number: "
+                                         "pass vocab_size=50$"):
+        ModelConfig(vocab_size=value)
+    with pytest.raises(ValueError, match=r"^dropout=tensor\(\[0.1000, 0.2000\]\) must be a number in \[0, 1\)$"):
+        ModelConfig(vocab_size=50, dropout=torch.tensor([0.1, 0.2]))
 
 
 def test_config_is_frozen_and_round_trips() -> None:
