@@ -141,6 +141,22 @@ def test_ids_outside_the_vocabulary_are_refused_by_the_forward_naming_the_fix(ti
             model(torch.tensor([[0, bad]]))
 
 
+def test_an_untied_models_weights_are_refused_by_a_tied_model_rather_than_loaded_wrong(tiny_cfg: ModelConfig) -> None:
+    # They loaded as "All keys matched successfully": the head, loaded last into the one tied tensor, replaced the
+    # embedding, and the model's logits were another model's.
+    untied = build(ModelConfig(**{**tiny_cfg.to_dict(), "tie_embeddings": False}))
+    tied = build(tiny_cfg)
+    with pytest.raises(ValueError, match=r"^these weights have a head of their own \(head.weight is not "
+                                         r"tok_emb.weight\), and this model ties .* tie_embeddings=False"):
+        tied.load_state_dict(untied.state_dict())
+    ids = torch.randint(0, tiny_cfg.vocab_size, (1, 5))
+    twin = build(tiny_cfg, seed=1)
+    twin.load_state_dict(tied.state_dict())  # a tied model's own weights, and into an untied one, still load
+    untied.load_state_dict(tied.state_dict())
+    torch.testing.assert_close(twin(ids), tied(ids))
+    torch.testing.assert_close(untied(ids), tied(ids))
+
+
 def test_ids_on_another_device_than_the_model_are_refused_naming_the_move(tiny_cfg: ModelConfig) -> None:
     # gpt.load_checkpoint(path, device="cuda") fed ids built on the CPU met torch's "Expected all tensors to be on
     # the same device", from inside the embedding; the meta device stands in for a GPU on any machine.

@@ -93,6 +93,20 @@ def too_long(cached: int, new: int, block_size: int) -> ValueError:
                       f"(ids[:, -{block_size}:]), as gpt.generate does, or build the model with block_size={new}")
 
 
+def refuse_an_untied_head(model: nn.Module, state_dict: dict[str, torch.Tensor], prefix: str, *_: object) -> None:
+    """A tied model's load_state_dict pre-hook: refuse weights whose head is not their embedding. Both load into the
+    one tied tensor, the head last, so an untied model's weights loaded as "All keys matched successfully" and the
+    model read its input through its head."""
+    embedding, head = state_dict.get(f"{prefix}tok_emb.weight"), state_dict.get(f"{prefix}head.weight")
+    # Plain tensors only: a sharded checkpoint's pieces (DTensor, ShardedTensor) cannot be compared here.
+    if not all(type(t) in (torch.Tensor, nn.Parameter) and not t.is_meta for t in (embedding, head)):
+        return
+    if embedding.shape == head.shape and not torch.equal(embedding, head):
+        raise ValueError(f"these weights have a head of their own ({prefix}head.weight is not {prefix}tok_emb.weight),"
+                         " and this model ties its head to its embedding: build it with tie_embeddings=False, as the "
+                         "weights were trained")
+
+
 class GPT(nn.Module):
     """A GPT built from a ModelConfig: `GPT(cfg)(ids)` maps token ids (B, T) to next-token logits
     (B, T, vocab_size). Generate with `gpt.generate(model.eval(), ids, max_new_tokens)`; an unknown part name or
@@ -113,6 +127,7 @@ class GPT(nn.Module):
         self.head = nn.Linear(cfg.dim, cfg.vocab_size, bias=False)
         if cfg.tie_embeddings:
             self.head.weight = self.tok_emb.weight  # weight tying (Press & Wolf, 2017)
+            self.register_load_state_dict_pre_hook(refuse_an_untied_head)
         self.shapes_pending = cfg.trace_shapes  # print shapes through the first forward pass only
         if cfg.init == "gpt2":  # "torch" keeps the defaults each layer was built with
             self.apply(self._init_weights)
