@@ -63,6 +63,16 @@ def test_stream_complete_and_complete_batch_agree() -> None:
         assert text_model.complete_batch(PROMPTS) == singles  # complete's default length: required here before
 
 
+def test_generate_given_a_text_model_is_refused_naming_its_gpt() -> None:
+    # gpt.generate(gpt.load(path), ids, ...) was "'TextModel' object has no attribute 'cfg'".
+    text_model = calculator_model()
+    ids = torch.tensor([text_model.prompt_ids("two plus")])
+    with pytest.raises(ValueError, match=r"^generate takes a GPT, not a TextModel: pass the GPT \(a TextModel's "
+                                         r"\.model\), or call the TextModel's complete or stream with text$"):
+        generate(text_model, ids, 2, temperature=0)
+    assert generate(text_model.model, ids, 2, temperature=0).shape == (1, ids.shape[1] + 2)
+
+
 def test_a_model_in_training_mode_completes_as_in_evaluation_and_stays_in_training_mode() -> None:
     # gpt.load(path).model.train(), for a fine-tuning loop, made complete's greedy answers differ from call to call
     # (its dropout on), and from complete_batch's, which decoded in evaluation mode.

@@ -68,6 +68,9 @@ def stream(model: GPT, idx: torch.Tensor, max_new_tokens: int, temperature: floa
     full the window slides: the cache is refilled from the cropped window, which is exactly what the
     uncached model sees, so both paths choose the same tokens. Until then a cached step feeds the
     model only the new token: no copy of the context, and no host sync unless a stop token is set."""
+    if not hasattr(model, "cfg"):  # gpt.load's TextModel was "'TextModel' object has no attribute 'cfg'"
+        raise ValueError(f"generate takes a GPT, not a {type(model).__name__}: pass the GPT (a TextModel's .model), or "
+                         "call the TextModel's complete or stream with text")
     check_sampling(temperature, top_k, top_p, max_new_tokens)
     check_ids(idx)
     vocab = model.cfg.vocab_size
