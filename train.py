@@ -138,7 +138,8 @@ def train(cfg: DictConfig, run_dir: Path | None = None) -> Path | None:
         return None
     resume_point = resume_from(cfg, run_dir, in_sweep=in_sweep)
     checkpoint = ResumeCheckpoint(run_dir / "checkpoints", cfg.callbacks.checkpoint.every_n_steps)
-    stopper = StopOnInterrupt(stopping)
+    # SIGTERM stops a single run; a sweep's job stops when its sweep stops (gpt.sweeps.parallel).
+    stopper = StopOnInterrupt(stopping, sigterm=not in_sweep)
     # record: history.csv + summary.json for the report, going on from the run a checkpoint of another folder ends
     record = RunRecord(run_dir, continues=resume_point.path.parent.parent if resume_point else None, ignores=ignores)
     callbacks = [checkpoint, stopper, ValidateAtEnd(), record]
@@ -210,9 +211,10 @@ def train(cfg: DictConfig, run_dir: Path | None = None) -> Path | None:
         after = (f"continue from {checkpoint.path} with the same overrides plus "
                  f"{pasted('ckpt_path', str(checkpoint.path))} (or resume=true)" if checkpoint.path.is_file()
                  else "no checkpoint was written yet: start again")
-        how = "a second Ctrl-C" if isinstance(err, SystemExit) else "Ctrl-C"
+        how = stopper.abort_how() if isinstance(err, SystemExit) else "Ctrl-C"
         where = "" if spawned else f" at step {trainer.global_step}"  # under trainer=ddp this process trains no step
-        raise Interrupted(f"aborted by {how}{where}, before model.pt was written; {after}") from None
+        raise Interrupted(f"aborted by {how}{where}, before model.pt was written; {after}",
+                          stopper.aborted_by or signal.SIGINT) from None
     if resume_point and resume_point.step == trainer.max_steps:
         # A run killed after its final checkpoint: Lightning restored it and skipped the training loop with its hooks.
         # End it as that loop ends: a checkpoint in this folder, the final validation (its grading) and the record.
@@ -240,7 +242,7 @@ def train(cfg: DictConfig, run_dir: Path | None = None) -> Path | None:
     print(f"generate with: {shlex.join(command)}")
     if stopper.requested:
         raise Interrupted(f"stopped {stopper.how} at step {steps}; continue with the same overrides "
-                          f"plus {pasted('ckpt_path', str(checkpoint.path))} (or resume=true)")
+                          f"plus {pasted('ckpt_path', str(checkpoint.path))} (or resume=true)", stopper.signum)
     return path
 
 
@@ -272,7 +274,7 @@ def run_job(cfg: DictConfig, run_dir: Path, multirun: bool) -> None:
         print(err, file=sys.stderr)
         if multirun:
             record_stop(run_dir, first_line(err))
-        sys.exit(130)
+        sys.exit(err.status)
     except (ValueError, MisconfigurationException, TrainingStopped) as err:  # CheckpointError is a ValueError
         if os.environ.get("HYDRA_FULL_ERROR") == "1":
             raise

@@ -28,7 +28,7 @@ from gpt.__main__ import main as cli
 from gpt.inference.checkpoint import CheckpointError
 from gpt.sweeps.lock import SWEEP_LOCK
 from gpt.sweeps.parallel import GRACE_S
-from gpt.training.callbacks import ResumeCheckpoint, SampleText, TrainingStopped
+from gpt.training.callbacks import ResumeCheckpoint, SampleText, StopOnInterrupt, TrainingStopped
 from gpt.training.lit import LitGPT
 from gpt.training.optim import SCHEDULES, OptimConfig
 from gpt.training.resume import AtomicCheckpointIO, find_resume_checkpoint, load_resume_checkpoint, resume_from
@@ -313,6 +313,81 @@ runpy.run_path({str(ROOT / "train.py")!r}, run_name="__main__")
     assert proc.returncode == 130, proc.stderr[-2000:]
     ckpt = tmp_path / "run/checkpoints/last.ckpt"
     assert proc.stderr.splitlines()[-1] == f"aborted by a second Ctrl-C at step 25, before model.pt was written; " \
+        f"continue from {ckpt} with the same overrides plus ckpt_path={ckpt} (or resume=true)"
+    assert load_resume_checkpoint(ckpt)["global_step"] == 20 and not (tmp_path / "run/model.pt").exists()
+
+
+def test_sigterm_stops_a_run_as_ctrl_c_does(tmp_path: Path) -> None:
+    """kill <pid>, a container's stop, a scheduler's preemption or `timeout`: Lightning's own SIGTERM handler ended the
+    run at its next step with exit status 0, writing no model.pt and no summary.json, so `train.py && generate.py`
+    went on and `resume=true` had no record that the run had stopped."""
+    run = tmp_path / "run"
+    proc = subprocess.Popen([sys.executable, str(ROOT / "train.py"), *RUN, "trainer.max_steps=100000",
+                             "hydra.run.dir=run"], cwd=tmp_path, env=child_env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not (run / "checkpoints/last.ckpt").exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 128 + signal.SIGTERM, err[-2000:]
+    step = load_resume_checkpoint(run / "checkpoints/last.ckpt")["global_step"]
+    assert err.splitlines()[-1].startswith(f"stopped by SIGTERM at step {step}; continue with the same overrides "
+                                           "plus ckpt_path=")
+    assert "stopped after " in out and f"step {step}" in out and "done in" not in out
+    assert read_summary(run) == {"status": "stopped", "reason": f"stopped by SIGTERM at step {step}"}
+    assert 10 <= step < 100000
+    model, _ = load_checkpoint(run / "model.pt")
+    assert model.cfg.dropout == 0.1
+
+
+@pytest.mark.parametrize("slurm, listens", [(False, True), (True, False)])
+def test_sigterm_under_slurm_is_left_to_lightning(monkeypatch: pytest.MonkeyPatch, slurm: bool, listens: bool) -> None:
+    """Under SLURM Lightning keeps the job alive after SIGTERM, so that its handler of the requeue signal can save the
+    run and requeue it: its SIGTERM handler stays in place there, and is replaced while training elsewhere."""
+    for name in ("SLURM_NTASKS", "SLURM_JOB_NAME", "TORCHELASTIC_RUN_ID"):
+        monkeypatch.delenv(name, raising=False)
+    if slurm:
+        monkeypatch.setenv("SLURM_NTASKS", "1")
+        monkeypatch.setenv("SLURM_JOB_NAME", "train")
+    stopper = StopOnInterrupt(sigterm=True)
+
+    def lightnings(signum: int, frame: object) -> None:
+        pass
+
+    before = signal.signal(signal.SIGTERM, lightnings)
+    try:
+        stopper.on_train_start(None, None)
+        assert (signal.getsignal(signal.SIGTERM) is not lightnings) == listens
+        stopper.on_train_end(None, None)
+        assert signal.getsignal(signal.SIGTERM) is lightnings
+    finally:
+        signal.signal(signal.SIGTERM, before)
+
+
+@pytest.mark.parametrize("second, how", [(signal.SIGTERM, "a second SIGTERM"), (signal.SIGINT, "Ctrl-C after SIGTERM")])
+def test_a_signal_during_a_sigterm_stop_aborts_in_one_line(tmp_path: Path, second: int, how: str) -> None:
+    """The second signal arrives in the step the first stops after, before the stop can finish: sent there, not
+    timed. Lightning's handler, still in place after the first SIGTERM, would have waited for the next step."""
+    script = f"""
+import runpy, signal, sys
+from gpt.training.callbacks import StopOnInterrupt
+stop_at = StopOnInterrupt.on_train_batch_end
+def two_signals(self, trainer, *args):
+    if trainer.global_step == 25:
+        signal.raise_signal(signal.SIGTERM)
+        signal.raise_signal({int(second)})
+    stop_at(self, trainer, *args)
+StopOnInterrupt.on_train_batch_end = two_signals
+sys.argv = ["train.py", *{RUN!r}, "hydra.run.dir=run"]
+runpy.run_path({str(ROOT / "train.py")!r}, run_name="__main__")
+"""
+    proc = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, env=child_env(),
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 128 + second, proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    ckpt = tmp_path / "run/checkpoints/last.ckpt"
+    assert proc.stderr.splitlines()[-1] == f"aborted by {how} at step 25, before model.pt was written; " \
         f"continue from {ckpt} with the same overrides plus ckpt_path={ckpt} (or resume=true)"
     assert load_resume_checkpoint(ckpt)["global_step"] == 20 and not (tmp_path / "run/model.pt").exists()
 

@@ -1,5 +1,5 @@
 """Lightning callbacks: held-out grading and sample text at each validation, a resume checkpoint that
-is always good (atomic, finite, with RNG state), and a clean stop on Ctrl-C."""
+is always good (atomic, finite, with RNG state), and a clean stop on Ctrl-C or SIGTERM."""
 from __future__ import annotations
 
 import signal
@@ -10,6 +10,7 @@ from typing import Any
 
 import lightning as L
 import torch
+from lightning.fabric.plugins.environments import SLURMEnvironment, TorchElasticEnvironment
 from lightning.pytorch.callbacks import Checkpoint, RichProgressBar
 
 from gpt.data.tasks import Line
@@ -30,8 +31,22 @@ class TrainingStopped(RuntimeError):
     """Training cannot go on (a non-finite loss); the message is one line naming the last good checkpoint."""
 
 
+SIGNAL_NAMES = {signal.SIGINT: "Ctrl-C", signal.SIGTERM: "SIGTERM"}
+
+
 class Interrupted(RuntimeError):
-    """Training stopped on Ctrl-C with last.ckpt and model.pt saved; the message says how to continue."""
+    """Training stopped on Ctrl-C or SIGTERM with last.ckpt and model.pt saved; the message says how to continue.
+    `status` is the exit status a shell gives a process that signal ends (128 + its number: 130, 143)."""
+
+    def __init__(self, message: str, signum: int = signal.SIGINT) -> None:
+        super().__init__(message)
+        self.status = 128 + signum
+
+
+def lightning_answers_sigterm() -> bool:
+    """Whether Lightning handles SIGTERM itself: under SLURM (not torchrun inside it) it keeps the process alive
+    after SIGTERM, so that its handler of SLURM's requeue signal can save and requeue the job."""
+    return SLURMEnvironment.detect() and not TorchElasticEnvironment.detect()
 
 
 class ValidateAtEnd(L.Callback):
@@ -237,36 +252,61 @@ class ResumeCheckpoint(Checkpoint):
 
 class StopOnInterrupt(L.Callback):
     """The first Ctrl-C finishes the current optimizer step and stops training cleanly, so last.ckpt and
-    model.pt are written; a second Ctrl-C interrupts at once. `stop_when` asks the same without a signal (a sweep's
-    worker whose sweep has stopped: a signal of its own would be the second Ctrl-C after the user's). Ranks agree
-    before stopping."""
+    model.pt are written; a second Ctrl-C interrupts at once. With `sigterm`, SIGTERM (kill, a container's stop, a
+    scheduler's preemption, timeout) stops it the same way, and a second signal of either kind interrupts: Lightning's
+    own answer to SIGTERM, left to it under SLURM, ended the run at its next step with exit status 0 and no record or
+    model.pt. `stop_when` asks the same without a signal (a sweep's worker whose sweep has stopped: a signal of its
+    own would be the second Ctrl-C after the user's). Ranks agree before stopping."""
 
-    def __init__(self, stop_when: Callable[[], bool] = lambda: False) -> None:
+    def __init__(self, stop_when: Callable[[], bool] = lambda: False, sigterm: bool = False) -> None:
         self.requested = False
+        self.signum = signal.SIGINT  # the signal that stopped training, for its exit status
         self.how = "by Ctrl-C"  # how training was stopped, for the run's record and its last line
+        self.aborted_by: int | None = None  # the signal that then ended the stop at once
         self.stop_when = stop_when
-        self._previous: Any = None
+        self.signals = [signal.SIGINT, *([signal.SIGTERM] if sigterm and not lightning_answers_sigterm() else [])]
+        self._previous: dict[int, Any] = {}
 
     def _request(self, signum: int, frame: Any) -> None:
         self.requested = True
-        signal.signal(signal.SIGINT, self._previous)
+        self.signum = signum
+        self.how = f"by {SIGNAL_NAMES[signum]}"
+        for each in self._previous:
+            signal.signal(each, self._abort)
 
-    def _listen(self) -> None:
-        self._previous = signal.signal(signal.SIGINT, self._request)
+    def _abort(self, signum: int, frame: Any) -> None:
+        """A second signal of either kind ends training at once, as Ctrl-C's own handler before the stop did: Python's
+        KeyboardInterrupt, or a trainer=ddp rank's exit status that the waiting process reads."""
+        self.aborted_by = signum
+        previous = self._previous[signal.SIGINT]
+        if not callable(previous):
+            raise KeyboardInterrupt
+        previous(signum, frame)
+
+    def abort_how(self) -> str:
+        """What ended the stop at once: a second signal of the first one's kind, or the other kind."""
+        second = self.aborted_by or signal.SIGINT
+        return f"a second {SIGNAL_NAMES[second]}" if second == self.signum else \
+            f"{SIGNAL_NAMES[second]} after {SIGNAL_NAMES[self.signum]}"
+
+    def _listen(self, signals: Sequence[int]) -> None:
+        self._previous = {signum: signal.signal(signum, self._request) for signum in signals}
 
     def _stop_listening(self) -> None:
-        if self._previous is not None and not self.requested:
-            signal.signal(signal.SIGINT, self._previous)
+        if not self.requested:
+            for signum, handler in self._previous.items():
+                signal.signal(signum, handler)
 
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        self._listen()
+        self._listen(self.signals)
 
     @contextmanager
     def while_ranks_train(self) -> Iterator[None]:
         """In the process that starts trainer=ddp's ranks (ddp_spawn) and waits for them, training in none of its
         own: Ctrl-C reaches the ranks too, which stop as above, so here the first only notes that it came. Taken as a
-        KeyboardInterrupt, Lightning ended this process with exit status 1 and no model.pt, saying nothing."""
-        self._listen()
+        KeyboardInterrupt, Lightning ended this process with exit status 1 and no model.pt, saying nothing. Not SIGTERM,
+        which reaches this process alone (kill <pid>, a container's stop) and so would stop no rank."""
+        self._listen([signal.SIGINT])
         try:
             yield
         finally:
