@@ -98,6 +98,7 @@ def train(cfg: DictConfig, run_dir: Path | None = None) -> Path | None:
     # that launches a sweep's jobs into worker processes never pay for them (seconds of start-up).
     import lightning as L
     from lightning.pytorch.strategies.launchers import _MultiProcessingLauncher
+    from lightning.pytorch.utilities.exceptions import SIGTERMException
     from torch.multiprocessing import ProcessExitedException
 
     from gpt.evaluation.bpb import byte_counts
@@ -200,10 +201,12 @@ def train(cfg: DictConfig, run_dir: Path | None = None) -> Path | None:
         with stopper.while_ranks_train() if spawned else nullcontext():
             trainer.fit(lit, datamodule=data, ckpt_path=resume_point.path if resume_point else None,
                         weights_only=True)
-    # SystemExit: Lightning's exit(1) after a KeyboardInterrupt, the second Ctrl-C, which aborts at once. A rank's exit
-    # 130 (end_rank): under trainer=ddp the first reached the ranks still starting up, before they listened.
+    # SystemExit: Lightning's exit(1) after a KeyboardInterrupt, the second Ctrl-C, which aborts at once, or its
+    # SIGTERMException, for a SIGTERM it answered (under SLURM, or one that came before StopOnInterrupt listened). A
+    # rank's exit 130 (end_rank): under trainer=ddp the first Ctrl-C reached the ranks still starting up.
     except (SystemExit, ProcessExitedException) as err:
-        if not stopper.requested or isinstance(err, ProcessExitedException) and err.exit_code != 130:
+        sigterm = isinstance(err, SIGTERMException) and not stopper.requested and not in_sweep
+        if not (stopper.requested or sigterm) or isinstance(err, ProcessExitedException) and err.exit_code != 130:
             raise
         if spawned:  # a rank may still be writing the checkpoint of the stop the first Ctrl-C asked for
             for rank in trainer.strategy.launcher.procs:
@@ -211,10 +214,10 @@ def train(cfg: DictConfig, run_dir: Path | None = None) -> Path | None:
         after = (f"continue from {checkpoint.path} with the same overrides plus "
                  f"{pasted('ckpt_path', str(checkpoint.path))} (or resume=true)" if checkpoint.path.is_file()
                  else "no checkpoint was written yet: start again")
-        how = stopper.abort_how() if isinstance(err, SystemExit) else "Ctrl-C"
+        how = "SIGTERM" if sigterm else stopper.abort_how() if isinstance(err, SystemExit) else "Ctrl-C"
         where = "" if spawned else f" at step {trainer.global_step}"  # under trainer=ddp this process trains no step
         raise Interrupted(f"aborted by {how}{where}, before model.pt was written; {after}",
-                          stopper.aborted_by or signal.SIGINT) from None
+                          signal.SIGTERM if sigterm else stopper.aborted_by or signal.SIGINT) from None
     if resume_point and resume_point.step == trainer.max_steps:
         # A run killed after its final checkpoint: Lightning restored it and skipped the training loop with its hooks.
         # End it as that loop ends: a checkpoint in this folder, the final validation (its grading) and the record.

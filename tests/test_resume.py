@@ -341,6 +341,28 @@ def test_sigterm_stops_a_run_as_ctrl_c_does(tmp_path: Path) -> None:
     assert model.cfg.dropout == 0.1
 
 
+def test_a_sigterm_that_lightning_answers_aborts_in_one_line(tmp_path: Path) -> None:
+    """A SIGTERM in the moment between Lightning's handler and StopOnInterrupt's (or any under SLURM, left to
+    Lightning): Lightning ended the run after its next step with exit status 0 and nothing said, as if it finished."""
+    script = f"""
+import runpy, signal, sys
+from gpt.training.callbacks import StopOnInterrupt
+listen = StopOnInterrupt.on_train_start
+def late(self, *args):
+    signal.raise_signal(signal.SIGTERM)
+    listen(self, *args)
+StopOnInterrupt.on_train_start = late
+sys.argv = ["train.py", *{RUN!r}, "hydra.run.dir=run"]
+runpy.run_path({str(ROOT / "train.py")!r}, run_name="__main__")
+"""
+    proc = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, env=child_env(),
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 128 + signal.SIGTERM, proc.stderr[-2000:]
+    assert proc.stderr.splitlines()[-1] == "aborted by SIGTERM at step 1, before model.pt was written; no checkpoint " \
+        "was written yet: start again"
+    assert not (tmp_path / "run/model.pt").exists()
+
+
 @pytest.mark.parametrize("slurm, listens", [(False, True), (True, False)])
 def test_sigterm_under_slurm_is_left_to_lightning(monkeypatch: pytest.MonkeyPatch, slurm: bool, listens: bool) -> None:
     """Under SLURM Lightning keeps the job alive after SIGTERM, so that its handler of the requeue signal can save the
