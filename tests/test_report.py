@@ -192,6 +192,22 @@ def test_a_report_with_nothing_validated_says_why(tmp_path: Path) -> None:
     assert "no run recorded a validation loss" in loss_figure(curves(runs), {})._suptitle.get_text()
 
 
+def test_a_report_with_validation_off_names_the_setting_its_runs_recorded(tmp_path: Path) -> None:
+    """summary.json names the setting that turned validation off: the note still guessed it with a question mark,
+    and a run resumed with validation off (its earlier validations' rows in history.csv) was said to lack only
+    exact-match answers."""
+    off = {"status": "ok", "params": 100, "wall_s": 1.0, "tokens_per_s": 9.0, "peak_memory_bytes": 2**20,
+           "kv_bytes_per_token": 64.0, "validation_off": "trainer.limit_val_batches=0.0"}
+    fake_run(tmp_path / "0", ["seed=0"], off)
+    fake_run(tmp_path / "1", ["seed=1"], off)
+    (tmp_path / "1" / "history.csv").write_text("step,wall_s,val_loss\n50,1.0,3.5\n")
+    assert ("Left out, with no value in any run: val loss, ppl, bpb, exact match %: validation was off "
+            "(trainer.limit_val_batches=0.0), so there is no val loss.\n") in markdown(tmp_path, find_runs(tmp_path))
+    (tmp_path / "1" / "history.csv").unlink()
+    assert "validation was off (trainer.limit_val_batches=0.0), so there is no val loss and loss.png is empty." in \
+        markdown(tmp_path, find_runs(tmp_path))
+
+
 def test_report_command_rewrites_the_same_report(sweep: Path, capsys: pytest.CaptureFixture) -> None:
     written = (sweep / "report.md").read_text()
     (sweep / "report.md").unlink()

@@ -304,8 +304,13 @@ def empty_note(runs: list[Run], missing: list[str]) -> str:
     ok = [r for r in runs if r.ok]
     if not ok:
         why = "no run finished (see the status column)"
-    elif not any(r.history for r in ok):
-        why = "no run validated (trainer.limit_val_batches=0?), so there is no val loss and loss.png is empty"
+    elif COLUMNS[1].header in missing:
+        named = dict.fromkeys(off for r in ok if (off := r.summary.get("validation_off")))
+        # A summary.json from before it named the setting says nothing of it: the setting is then only likely.
+        why = f"validation was off ({', '.join(named)})" if named else "no run validated (trainer.limit_val_batches=0?)"
+        # A run resumed with validation off keeps its earlier validations' rows, which loss.png draws.
+        why += ", so there is no val loss" if any(r.history for r in ok) else \
+            ", so there is no val loss and loss.png is empty"
     else:
         why = "no finished run recorded them (exact match needs a corpus with right answers, such as the calculator)"
     return f"Left out, with no value in any run: {', '.join(missing)}: {why}."
