@@ -34,8 +34,9 @@ def as_override(value: Any) -> str:
 def quoted(value: Any) -> str:
     """A value as an override writes it for Hydra to read back unchanged: a list (or the tuple a config made of one)
     as [a,b], a mapping as {a:1}, a string of other characters (a space, a comma Hydra reads as a sweep, an =, a
-    quote, a bracket) or one Hydra would read as another type ('64', 'true') quoted as Hydra's grammar quotes. The
-    spelling of every value a refusal names, so that it reads as the user typed it, not as Python prints it."""
+    quote, a bracket, a ${ it escapes) or one Hydra would read as another type ('64', 'true') quoted as Hydra's
+    grammar quotes. The spelling of every value a refusal names, so that it reads as the user typed it, not as
+    Python prints it."""
     if isinstance(value, (list, tuple)):
         return f"[{','.join(quoted(item) for item in value)}]"
     if isinstance(value, dict):
@@ -45,8 +46,10 @@ def quoted(value: Any) -> str:
     if PLAIN.fullmatch(value) and value.lower() not in WORDS:
         return value
     quote = "'" if '"' in value and "'" not in value else '"'
+    # OmegaConf: a ${ is an interpolation unless a backslash escapes it, and backslashes before one pair up.
+    escaped = re.sub(r"(\\*)\$\{", lambda m: m[1] * 2 + "\\${", value)
     # Hydra: a backslash escapes a quote, so the backslashes before a quote (or before the closing one) double.
-    escaped = re.sub(rf"(\\*){quote}", lambda m: m[1] * 2 + "\\" + quote, value)
+    escaped = re.sub(rf"(\\*){quote}", lambda m: m[1] * 2 + "\\" + quote, escaped)
     return quote + re.sub(r"(\\+)\Z", r"\1\1", escaped) + quote
 
 

@@ -407,6 +407,33 @@ def test_command_line_prepares_what_training_then_finds(tmp_path: Path, monkeypa
                                       "choose another --out, a folder that does not exist yet\n"
 
 
+@pytest.mark.parametrize("made_with, given", [('my field, "x"', "it's = [a]"), ("a${b}", "{c: 1}"),
+                                               ("a\\${b}", "a b")])
+def test_a_refused_setting_of_a_prepared_folder_pastes_back_as_the_folder_and_the_run_have_it(
+        tmp_path: Path, made_with: str, given: str) -> None:
+    """The advice wrote the folder's text field bare: `set data.text_field=my field, "x"` pasted as three words, the
+    comma a sweep in Hydra, a ${ an interpolation; and `--text-field it's = [a]` left a quote open in the shell."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    manifest = {"recipe": vars(Recipe(text_field=made_with)), "tokenizer": {}}
+    with pytest.raises(ValueError, match="keeps its own: set ") as refused:
+        prepare_module.check_settings(Recipe(text_field=given), tmp_path, manifest)
+    advice, again = str(refused.value).split("keeps its own: set ")[1].split(", or prepare it again with ")
+    [word] = shlex.split(advice)
+    override = OverridesParser.create().parse_override(word)
+    assert override.key_or_group == "data.text_field" and not override.is_sweep_override()
+    assert compose_with("data=text", word).data.text_field == made_with  # as the run reads it
+    assert shlex.split(again) == ["--text-field", given]
+
+
+def test_a_folder_prepared_with_another_tokenizer_names_the_run_s_folder_whole(tmp_path: Path) -> None:
+    """`prepare it again with --tokenizer /models/my tok, v2` split in the shell into three words."""
+    prepared = build([write(tmp_path / "a.txt", stories(20, seed=1))], tmp_path / "prepared")
+    with pytest.raises(ValueError, match="set data.tokenizer=char, or prepare it again with ") as refused:
+        open_prepared(prepared.folder, "/models/my tok, v2")
+    assert shlex.split(str(refused.value).split("prepare it again with ")[1]) == ["--tokenizer", "/models/my tok, v2"]
+
+
 def test_the_printed_train_command_pastes_whole_whatever_the_paths(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                                   capsys: pytest.CaptureFixture) -> None:
     """Printed as typed, a path with a space split in the shell, and one with a comma became a list of its pieces

@@ -8,6 +8,7 @@ import fcntl
 import hashlib
 import json
 import os
+import shlex
 import shutil
 import sys
 from collections.abc import Callable, Collection, Iterator
@@ -24,7 +25,7 @@ from gpt.data.formats import FORMATS, Part, Unit, fingerprint, format_of, input_
 from gpt.data.pool import ordered_map
 from gpt.data.shards import ShardWriter, TokenShards, check_shard, save_shard, token_dtype, write_file
 from gpt.data.tokenizers import TOKENIZERS, Tokenizer, learn_tokenizer, tokenizer_from_dict, tokenizer_label
-from gpt.overrides import as_override, command_line
+from gpt.overrides import as_override, command_line, pasted, quoted
 from gpt.validate import Fraction, PositiveInt, Range, check_fields
 
 # Bump when the shard layout, the manifest, the cut rule, the split rule, what a text file reads as or the ids a
@@ -341,8 +342,9 @@ def open_prepared(folder: Path, tokenizer: str | None, cached: bool = False) -> 
     manifest = read_manifest(path, fix)
     recipe, splits, dtype = manifest["recipe"], manifest["splits"], np.dtype(manifest["dtype"])
     if tokenizer is not None and recipe["tokenizer"] != tokenizer:
-        raise ValueError(f"{path} was prepared with data.tokenizer={recipe['tokenizer']}, not {tokenizer}: set "
-                         f"data.tokenizer={recipe['tokenizer']}, or prepare it again with --tokenizer {tokenizer}")
+        raise ValueError(f"{path} was prepared with data.tokenizer={quoted(recipe['tokenizer'])}, not "
+                         f"{quoted(tokenizer)}: set {pasted('data.tokenizer', recipe['tokenizer'])}, or prepare it "
+                         f"again with --tokenizer {shlex.quote(tokenizer)}")
     for entries in splits.values():
         for entry in entries:
             check_shard(folder, entry, dtype.itemsize, fix)
@@ -438,9 +440,10 @@ def check_settings(recipe: Recipe, folder: Path, manifest: dict[str, Any], given
             # Prepared with --val, no fraction splits it: --val-fraction alone would pass here and still split nothing.
             val_files = " and without --val (whose files are validation whatever the fraction)" \
                 if name == "val_fraction" and made_with["val_inputs"] else ""
-            raise ValueError(f"data.{name}={value} is not what {folder} was prepared with ({name}={made_with[name]})"
-                             f", and a prepared folder keeps its own: {keep(name, made_with[name])}, or prepare "
-                             f"it again with {flag} {value}{val_files}")
+            raise ValueError(f"data.{name}={quoted(value)} is not what {folder} was prepared with "
+                             f"({name}={quoted(made_with[name])}), and a prepared folder keeps its own: "
+                             f"{keep(name, made_with[name])}, or prepare it again with {flag} "
+                             f"{shlex.quote(str(value))}{val_files}")
     # Judged by the folder's tokenizer, not its recipe: left unset (null), preparation compacts by what it finds.
     compact = manifest["tokenizer"].get("vocab") is not None
     if recipe.tokenizer == "gpt2" and recipe.compact_vocab is not None and recipe.compact_vocab != compact:
@@ -455,7 +458,7 @@ def check_settings(recipe: Recipe, folder: Path, manifest: dict[str, Any], given
 def keep(name: str, made_with: Any) -> str:
     """How a run takes the folder's own value of a data setting: set it, whoever gave the other value (dropping it
     from the command line would leave a preset's, such as experiment=tinystories's data.vocab_size=512)."""
-    return f"set data.{name}={as_override(made_with)}"
+    return f"set {pasted(f'data.{name}', made_with)}"
 
 
 # Settings that one tokenizer alone reads: the size of the BPE trained, and keeping only the GPT-2 ids a corpus uses.
