@@ -396,7 +396,28 @@ def test_init_from_a_task_model_names_its_task_not_a_tokenizer(tmp_path: Path) -
     its, ours = WordTokenizer([f"k{i}" for i in range(8)]), WordTokenizer([f"k{i}" for i in range(6)])
     meta = {"corpus": "recall", "tasks": {"recall": {"pairs": [4, 8], "queries": None, "keys": 4, "values": 4}}}
     save_model(tmp_path / "model.pt", perturbed(ModelConfig(vocab_size=8, layers=1, dim=32, heads=2)), its, meta)
-    with pytest.raises(ValueError, match=r"tokenizer of 6 ids: set data=recall data.tasks.recall.pairs=\[4,8\] "
+    # Quoted for the shell: unquoted, [4,8] is a pattern that zsh refuses and bash may match to a file.
+    with pytest.raises(ValueError, match=r"tokenizer of 6 ids: set data=recall 'data.tasks.recall.pairs=\[4,8\]' "
                                          r"data.tasks.recall.queries=null data.tasks.recall.keys=4 "
                                          r"data.tasks.recall.values=4 \(what it was trained on\)$"):
         start_from(str(tmp_path / "model.pt"), ModelConfig(vocab_size=6), ours)
+
+
+def test_init_from_a_folder_with_its_own_tokenizer_names_it_whole_to_paste(tmp_path: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """`set data.tokenizer=/models/my llama, v2` split in the shell, and its comma was a sweep in Hydra."""
+    import shlex
+
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    import gpt.training.init_from as init_from
+
+    its = llama_style_tokenizer("template")
+    model = build(ModelConfig(vocab_size=its.vocab_size, layers=1, heads=2, dim=32, **SWIGLU_PARTS))
+    monkeypatch.setattr(init_from, "load_pretrained", lambda path: (model, its, {}))  # as a Hugging Face folder reads
+    folder = str(tmp_path / "my llama, v2")
+    with pytest.raises(ValueError, match="tokenized with a char tokenizer") as refused:
+        init_from.start_from(folder, ModelConfig(vocab_size=5), CharTokenizer(list("abcd")))
+    [word] = shlex.split(str(refused.value).split(": set ")[1])
+    override = OverridesParser.create().parse_override(word)
+    assert (override.key_or_group, override.value()) == ("data.tokenizer", folder)

@@ -10,7 +10,7 @@ from gpt.inference.checkpoint import load_checkpoint, model_file
 from gpt.model.config import ModelConfig
 from gpt.model.gpt import GPT
 from gpt.model.positional import table_size
-from gpt.overrides import as_override, quoted
+from gpt.overrides import as_override, pasted
 
 # What init_from takes from the run, not the pretrained model: how long a context to train, how to regularise it,
 # how to compute attention and whether to print shapes; none of them changes a weight's shape or meaning.
@@ -53,16 +53,16 @@ def data_setting(tokenizer: Tokenizer, init_from: str, meta: dict[str, Any]) -> 
     """The data overrides that give a corpus this tokenizer: for a model of tasks (its model.pt's meta), the tasks
     and their knobs, which decide a task's vocabulary; no tokenizer setting does."""
     if "tasks" in meta:
-        knobs = " ".join(f"data.tasks.{task}.{knob}={quoted(value)}"
+        knobs = " ".join(pasted(f"data.tasks.{task}.{knob}", value)
                          for task, settings in meta["tasks"].items() for knob, value in settings.items())
-        return f"data={meta['corpus']} {knobs} (what it was trained on)"
+        return f"{pasted('data', meta['corpus'])} {knobs} (what it was trained on)"
     kind = tokenizer.to_dict()["kind"]
     if isinstance(tokenizer, GPT2Tokenizer) and tokenizer.vocab is None:
         # A prepared folder keeps its own vocabulary: the setting alone would be refused, naming the same setting.
         return "data.tokenizer=gpt2 data.compact_vocab=false (a folder from `python -m gpt prepare`: prepare it " \
             "again with --tokenizer gpt2 --compact-vocab false)"
     if kind == "hf":
-        return f"data.tokenizer={init_from}"
+        return pasted("data.tokenizer", init_from)
     if kind == "bpe":  # trained to a size: on the same text, another data.vocab_size is another vocabulary
         return f"data.tokenizer=bpe data.vocab_size={tokenizer.vocab_size} on the text it was trained on"
     return f"data.tokenizer={kind} on the text it was trained on"
