@@ -14,8 +14,9 @@ import pytest
 
 from gpt.data.tokenizers import CharTokenizer
 from gpt.training import callbacks
-from gpt.training.loggers import wandb_mode
+from gpt.training.loggers import make_logger, wandb_mode
 from tests.conftest import ROOT, child_env, run_cli
+from tests.test_configs import compose_with
 
 TINY = ["trainer=debug", "model.layers=1", "model.dim=32", "model.heads=2", "data.batch_size=32",
         "data.eval_lines=10"]
@@ -41,6 +42,17 @@ def test_wandb_mode_is_online_only_with_an_api_key(no_wandb_env: Path, monkeypat
     assert wandb_mode() == "online"
     monkeypatch.setenv("WANDB_MODE", "disabled")
     assert wandb_mode() == "disabled"  # the user's explicit choice wins
+
+
+@pytest.mark.parametrize("logger, setting", [("tensorboard", "name"), ("wandb", "project")])
+def test_a_logger_setting_with_an_escaped_interpolation_reaches_the_logger_as_written(
+        tmp_path: Path, logger: str, setting: str) -> None:
+    """logger.name='a\\${x}' passed every check, then stopped the run with "Interpolation key 'x' not found": Hydra's
+    instantiate resolved the section a second time, reading the unescaped ${x} as an interpolation."""
+    wandb = ["logger.name=run", "logger.mode=offline"] if logger == "wandb" else []  # its name is Hydra's job's
+    cfg = compose_with(f"logger={logger}", f"logger.{setting}=a\\${{x}}", f"logger.save_dir={tmp_path}", *wandb)
+    built = make_logger(cfg.logger)
+    assert built.name == "a${x}" and built.save_dir == str(tmp_path)  # a wandb logger's name is its project's
 
 
 def test_tensorboard_logs_metrics_and_sample_text(tmp_path: Path) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Literal
 from urllib.parse import urlparse
 
-from hydra.utils import instantiate
+from hydra.utils import get_class
 from lightning.pytorch.loggers import CSVLogger, Logger, TensorBoardLogger, WandbLogger
 from omegaconf import DictConfig, OmegaConf
 
@@ -40,7 +40,9 @@ def make_logger(cfg: DictConfig | None) -> Logger | bool:
     if values["_target_"].endswith(WandbLogger.__name__):
         values["mode"] = values.get("mode") or wandb_mode()
         values["name"] = values.get("name") or None  # a run without overrides gets wandb's own name
-    return instantiate(values)
+    # Built here, not by Hydra's instantiate: that resolves the values a second time, reading the literal ${ of an
+    # escaped setting (logger.name='a\${b}') as an interpolation.
+    return get_class(values.pop("_target_"))(**values)
 
 
 def finish(loggers: list[Logger]) -> None:
