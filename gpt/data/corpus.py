@@ -28,8 +28,8 @@ class TextData(BatchedData):
     <root>/<name>/. Prepared once into token shards under <root>/shards/ (gpt/data/prepare.py); a model sees
     random windows of block_size + 1 tokens, and validation a fixed, seeded set of windows.
 
-    The corpus loads on first use (`vocab_size`, `tokenizer`, ...), not in __init__: Hydra's instantiate
-    would wrap a user's ValueError (a bad path) into a multi-line InstantiationException.
+    The corpus loads on first use (`vocab_size`, `tokenizer`, ...), not in __init__: building one reads nothing, and
+    a mistake in it (a bad path) is a one-line ValueError from the first use.
 
     `given`: the settings the command line names (train.py passes them), which a prepared folder must have been
     made with even where they equal the default."""

@@ -97,8 +97,8 @@ class TaskData(BatchedData):
     `val_lines` are per task (None: every line of a finite split, the calculator's); `eval_lines` of the validation
     lines, a seeded sample, have every answer graded at each validation (None: all of them).
 
-    Built on first use, not in __init__: Hydra's instantiate would wrap a user's ValueError (an unknown knob)
-    into a multi-line InstantiationException."""
+    The tasks are built on first use, not in __init__: a mistake in their knobs (an unknown knob) is a one-line
+    ValueError from the first use, which train.py's checks make before any work."""
 
     def __init__(self, tasks: dict[str, dict[str, Any]], seed: int = 0, batch_size: PositiveInt = 64,
                  train_lines: PositiveInt | None = 20000, val_lines: PositiveInt | None = 256,
