@@ -102,6 +102,17 @@ def test_sampling_is_reproducible_by_seed_and_greedy_by_default_only_on_line_cor
     assert len(running.complete("ab", max_new_tokens=7, seed=0)) == 7  # one character per token
 
 
+def test_a_text_model_built_without_its_corpus_conventions_is_refused() -> None:
+    """TextModel(net, tokenizer) took a calculator model for running text: 200 tokens sampled at temperature 0.8."""
+    net, tokenizer = calculator_model().model, calculator_tokenizer()
+    with pytest.raises(TypeError, match="meta"):
+        TextModel(net, tokenizer)  # type: ignore[call-arg]
+    with pytest.raises(ValueError, match=r"^meta=None must be a mapping, the corpus's conventions: pass model\.pt's "
+                                         r"\(gpt\.load, .*\{'one_example_per_line': True\} for a calculator or task "
+                                         r"model, or \{\} for running text$"):
+        TextModel(net, tokenizer, None)  # type: ignore[arg-type]
+
+
 def test_a_seed_beside_a_generator_is_refused_rather_than_ignored() -> None:
     # The generator was used and the seed dropped silently, so the sample was not the seed's.
     text_model = calculator_model()

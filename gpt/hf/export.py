@@ -31,7 +31,8 @@ def save_hf(model: GPT, tokenizer: Tokenizer, folder: Path, meta: dict[str, Any]
     hf = to_hf(model)
     # Where tinygpt's text API stops (end-of-text, or the end of the line on a line-based corpus): transformers'
     # generate stops there too, rather than answering on into lines of its own.
-    stops = list(dict.fromkeys(t for t in (tokenizer.eot_id, TextModel(model, tokenizer, meta).end) if t is not None))
+    end = TextModel(model, tokenizer, meta or {}).end
+    stops = list(dict.fromkeys(t for t in (tokenizer.eot_id, end) if t is not None))
     if stops:
         hf.config.eos_token_id = hf.generation_config.eos_token_id = stops if len(stops) > 1 else stops[0]
     full_gpt2 = isinstance(tokenizer, GPT2Tokenizer) and tokenizer.vocab is None

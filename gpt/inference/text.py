@@ -14,7 +14,7 @@ from __future__ import annotations
 import numbers
 import warnings
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -76,10 +76,17 @@ class PromptWarning(UserWarning):
 
 
 class TextModel:
-    """A GPT with its tokenizer and the conventions of the corpus it was trained on (model.pt's `meta`)."""
+    """A GPT with its tokenizer and the conventions of the corpus it was trained on (model.pt's `meta`): what
+    `gpt.load` returns. Built from a GPT in hand, `meta` is its model.pt's (`gpt.load_checkpoint(path,
+    with_meta=True)`), or `{"one_example_per_line": True}` for a calculator or task model and `{}` for running text."""
 
-    def __init__(self, model: GPT, tokenizer: Tokenizer, meta: dict[str, Any] | None = None) -> None:
-        self.model, self.tokenizer, self.meta = model, tokenizer, dict(meta or {})
+    def __init__(self, model: GPT, tokenizer: Tokenizer, meta: Mapping[str, Any]) -> None:
+        # Without it a calculator model was taken for running text: 200 tokens sampled at temperature 0.8.
+        if not isinstance(meta, Mapping):
+            raise ValueError(f"meta={meta!r} must be a mapping, the corpus's conventions: pass model.pt's (gpt.load, "
+                             "or gpt.load_checkpoint(path, with_meta=True)), {'one_example_per_line': True} for a "
+                             "calculator or task model, or {} for running text")
+        self.model, self.tokenizer, self.meta = model, tokenizer, dict(meta)
         self.line_based = bool(self.meta.get("one_example_per_line"))
         self.newline = tokenizer.encode("\n")[0] if self.line_based else None
 
