@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 import torch
 
-from gpt import ModelConfig, generate
+from gpt import ModelConfig, TextModel, generate
 from gpt.hf import FAMILIES, family_for, from_hf, to_hf
-from tests.conftest import build, off_init
+from tests.conftest import build, calculator_tokenizer, off_init
 
 transformers = pytest.importorskip("transformers")
 
@@ -119,6 +119,20 @@ def test_a_base_model_object_is_refused_naming_the_causal_lm() -> None:
     base = transformers.AutoModel.from_config(HF_CONFIGS["qwen3"]())  # was KeyError: 'model.embed_tokens.weight'
     with pytest.raises(ValueError, match="^this Qwen3Model has no model.embed_tokens.weight: pass a causal LM"):
         from_hf(base)
+
+def test_the_other_side_of_a_conversion_is_refused_naming_what_to_pass() -> None:
+    # Both were plain AttributeErrors: "'TextModel' object has no attribute 'cfg'", "... has no attribute 'config'".
+    model = build(ModelConfig(vocab_size=VOCAB, layers=1, heads=2, dim=16, block_size=8))
+    with pytest.raises(ValueError, match=r"^to_hf takes a tinygpt GPT, not a TextModel: pass a TextModel's \.model "
+                                         r"\(gpt\.load\(path\)\.model\)$"):
+        to_hf(TextModel(model, calculator_tokenizer(), {}))
+    with pytest.raises(ValueError, match="^from_hf takes a transformers causal LM or a folder it was save_pretrained "
+                                         "into, not a GPT: it is tinygpt's already, and to_hf converts it to "
+                                         "transformers$"):
+        from_hf(model)
+    with pytest.raises(ValueError, match="^from_hf takes a transformers causal LM .*, not a TextModel$"):
+        from_hf(TextModel(model, calculator_tokenizer(), {}))
+
 
 BASE = dict(vocab_size=37, layers=2, heads=4, dim=32, block_size=16)
 TINYGPT_MODELS = [

@@ -83,6 +83,10 @@ def from_hf(model_or_folder: Any) -> GPT:
             raise ValueError(f"{folder} lacks {len(missing)} of its model's weights ({', '.join(missing[:3])}"
                              f"{', ...' if len(missing) > 3 else ''}): save the whole causal LM "
                              "(AutoModelForCausalLM, with its LM head) there, or copy its weights file again")
+    elif not hasattr(hf, "config") or not hasattr(hf, "state_dict"):  # was "'GPT' object has no attribute 'config'"
+        hint = ": it is tinygpt's already, and to_hf converts it to transformers" if isinstance(hf, GPT) else ""
+        raise ValueError(f"from_hf takes a transformers causal LM or a folder it was save_pretrained into, not a "
+                         f"{type(hf).__name__}{hint}")
     family = family_of(hf.config)
     cfg = family.model_config(hf.config)
     theirs = hf.state_dict()
@@ -100,6 +104,9 @@ def from_hf(model_or_folder: Any) -> GPT:
 def to_hf(model: GPT) -> Any:
     """A tinygpt GPT whose parts a family expresses (chosen by `family_for`) -> an equal transformers model,
     float32, eval mode."""
+    if not isinstance(model, GPT):  # gpt.load's TextModel was "'TextModel' object has no attribute 'cfg'"
+        raise ValueError(f"to_hf takes a tinygpt GPT, not a {type(model).__name__}: pass a TextModel's .model "
+                         "(gpt.load(path).model)")
     transformers = transformers_module()
     family = family_for(model.cfg)
     config = getattr(transformers, family.config_class)(**family.hf_config(model))
