@@ -129,6 +129,20 @@ def test_bad_sampling_settings_are_refused(tiny_cfg: ModelConfig, kwargs: dict, 
         list(stream(build(tiny_cfg), torch.zeros(1, 1, dtype=torch.long), **args))
 
 
+@pytest.mark.parametrize("temperature", [0, 1.0])
+def test_a_generator_that_is_not_one_or_is_on_another_device_is_refused(tiny_cfg: ModelConfig,
+                                                                         temperature: float) -> None:
+    # generator=1 was torch's TypeError when sampling and ignored unread when greedy; a CPU generator beside a CUDA
+    # model was torch's "Expected a 'cuda' device type for generator" (the meta device stands in for CUDA here).
+    model, idx = build(tiny_cfg).eval(), torch.zeros(1, 1, dtype=torch.long)
+    with pytest.raises(ValueError, match=r"^generator=1 must be a torch\.Generator: for a seed, pass "
+                                         r"generator=torch\.Generator\(device='cpu'\)\.manual_seed\(seed\)$"):
+        generate(model, idx, 2, temperature=temperature, generator=1)
+    with pytest.raises(ValueError, match=r"^the generator is on cpu and the model on meta: pass a "
+                                         r"torch\.Generator\(device='meta'\)$"):
+        generate(model.to("meta"), idx, 2, temperature=temperature, generator=torch.Generator())
+
+
 def test_numpy_scalars_are_settings_as_python_numbers_are(tiny_cfg: ModelConfig) -> None:
     # The type checks take numbers as Python's arithmetic and torch do: a length counted with numpy still decodes.
     model, idx = build(tiny_cfg).eval(), torch.zeros(1, 1, dtype=torch.long)

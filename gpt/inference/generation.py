@@ -34,6 +34,21 @@ def check_sampling(temperature: float, top_k: int | None, top_p: float | None, m
                          "one-example-per-line corpora): pass a temperature > 0, such as 0.8")
 
 
+def check_generator(generator: torch.Generator | None, model: GPT) -> None:
+    """Refuse a generator that is not a torch.Generator, or is one on another device than the model's: torch's
+    TypeError at the first sample (none at all under greedy decoding, which ignored it) or "Expected a 'cuda' device
+    type for generator" named neither the setting nor the fix."""
+    if generator is None:
+        return
+    device = next(model.parameters()).device.type
+    if not isinstance(generator, torch.Generator):
+        raise ValueError(f"generator={generator!r} must be a torch.Generator: for a seed, pass "
+                         f"generator=torch.Generator(device={device!r}).manual_seed(seed)")
+    if generator.device.type != device:
+        raise ValueError(f"the generator is on {generator.device.type} and the model on {device}: pass a "
+                         f"torch.Generator(device={device!r})")
+
+
 def sample_next(logits: torch.Tensor, temperature: float = 1.0, top_k: int | None = None,
                 top_p: float | None = None, generator: torch.Generator | None = None) -> torch.Tensor:
     """Last-position logits (B, V) -> next token ids (B, 1). temperature=0 is greedy (argmax)."""
@@ -72,6 +87,7 @@ def stream(model: GPT, idx: torch.Tensor, max_new_tokens: int, temperature: floa
         raise ValueError(f"generate takes a GPT, not a {type(model).__name__}: pass the GPT (a TextModel's .model), or "
                          "call the TextModel's complete or stream with text")
     check_sampling(temperature, top_k, top_p, max_new_tokens)
+    check_generator(generator, model)
     check_ids(idx)
     vocab = model.cfg.vocab_size
     # Checked once here, before any work: a forward on a GPU has no IndexError to turn into this line (gpt.py).
