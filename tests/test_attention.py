@@ -17,7 +17,7 @@ from gpt.data.batches import IGNORE_INDEX
 from gpt.data.tasks.datamodule import TaskData
 from gpt.model.attention import ATTENTION
 from gpt.model.attention.linear import LinearAttention
-from gpt.model.gpt import check_parts
+from gpt.model.gpt import check_parts, without_foreign_settings
 from gpt.model.positional import POSITIONAL
 from tests.conftest import assert_close_scaled, build, calculator_data, off_init
 
@@ -25,7 +25,8 @@ BASE = dict(vocab_size=37, layers=2, heads=4, dim=32, block_size=16, window=4, k
 
 
 def make(attention: str, pos: str = "rope", **overrides: object) -> ModelConfig:
-    cfg = ModelConfig(**{**BASE, "attention": attention, "pos": pos, **overrides})
+    """BASE as `attention`, less the settings of other variants (BASE's kv_heads under mha)."""
+    cfg = without_foreign_settings(ModelConfig(**{**BASE, "attention": attention, "pos": pos, **overrides}))
     check_parts(cfg)
     return cfg
 
@@ -52,6 +53,19 @@ def test_refused_combinations_are_the_impossible_ones_with_one_line() -> None:
         assert "\n" not in str(err.value)
 
 
+@pytest.mark.parametrize("attention, setting, reader", [
+    ("mha", {"kv_heads": 4}, "gqa"), ("mqa", {"kv_heads": 2}, "gqa"), ("gqa", {"linear_features": 8}, "linear")])
+def test_a_setting_of_another_variant_is_refused_not_ignored(attention: str, setting: dict, reader: str) -> None:
+    # ModelConfig(attention="mha", kv_heads=1) built mha, a key/value head for every query head, and said nothing.
+    (name, value), = setting.items()
+    cfg = ModelConfig(**{**BASE, "kv_heads": None, "attention": attention, **setting})
+    with pytest.raises(ValueError, match=rf"^{name}={value} changes nothing under attention={attention}, which does "
+                                         rf"not read it: drop {name}, or pass attention='{reader}', which does$"):
+        GPT(cfg)
+    assert getattr(without_foreign_settings(cfg), name) is None  # how a model.pt saved with it loads
+    assert getattr(GPT(make(reader, **setting)).cfg, name) == value  # the variant that reads it builds with it
+
+
 @pytest.mark.parametrize("overrides, message", [
     ({"attention": "gqa", "kv_heads": 3}, "kv_heads=3 must divide heads=4"),
     ({"attention": "sliding_window", "window": 0}, "window=0 must be at least 1"),
@@ -63,7 +77,7 @@ def test_refused_combinations_are_the_impossible_ones_with_one_line() -> None:
 ])
 def test_bad_variant_parameters_name_the_field(overrides: dict, message: str) -> None:
     with pytest.raises(ValueError, match=message):
-        check_parts(ModelConfig(**{**BASE, **overrides}))
+        check_parts(without_foreign_settings(ModelConfig(**{**BASE, **overrides})))
 
 
 @pytest.mark.parametrize("attention, overrides", [("weightless", {}), ("single_head", {}), ("mla", {}),

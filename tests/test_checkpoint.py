@@ -152,6 +152,20 @@ def test_weights_that_do_not_fit_the_saved_config_are_named_in_one_line(tmp_path
         load_checkpoint(path)
 
 
+def test_a_model_pt_saved_when_every_variant_had_kv_heads_2_still_loads(tmp_path: Path) -> None:
+    # kv_heads defaulted to 2 under every attention before a kv_heads set under mha was refused.
+    path, tokenizer = tmp_path / "model.pt", WordTokenizer([f"w{i}" for i in range(8)])
+    model = build(ModelConfig(vocab_size=8, layers=1, heads=4, dim=32, block_size=8))
+    save_model(path, model, tokenizer)
+    payload = torch.load(path, weights_only=True)
+    payload["model_config"]["kv_heads"] = 2
+    torch.save(payload, path)
+    loaded, _ = load_checkpoint(path)
+    assert loaded.cfg == model.cfg
+    idx = torch.tensor([[1, 2, 3]])
+    assert torch.equal(loaded(idx), model.eval()(idx))
+
+
 @pytest.fixture(scope="module")
 def small_model_pt(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("damage") / "model.pt"

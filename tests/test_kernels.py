@@ -235,7 +235,7 @@ def test_linear_conv_of_no_width_is_refused(conv: int) -> None:
 
 def repeated_heads(gqa: GPT, heads: int) -> GPT:
     """`mha` whose key/value projections are the grouped model's, each repeated for its query heads."""
-    mha = GPT(ModelConfig(**{**gqa.cfg.to_dict(), "attention": "mha"})).eval()
+    mha = GPT(ModelConfig(**{**gqa.cfg.to_dict(), "attention": "mha", "kv_heads": None})).eval()
     state = dict(gqa.state_dict())
     for name, value in gqa.state_dict().items():
         if name.endswith(("attn.key.weight", "attn.value.weight")):

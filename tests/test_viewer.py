@@ -21,6 +21,7 @@ from gpt.inference.checkpoint import save_model
 from gpt.inference.generation import generate as generate_ids
 from gpt.inference.text import TextModel
 from gpt.model.attention import ATTENTION
+from gpt.model.gpt import without_foreign_settings
 from tests.conftest import BROWSERS, build, calculator_tokenizer
 
 TOKENIZER = calculator_tokenizer()
@@ -31,8 +32,9 @@ LINES = {"one_example_per_line": True}  # the calculator's convention: a prompt 
 
 
 def make(attention: str, pos: str = "learned", kernel: str = "math") -> ModelConfig:
-    return ModelConfig(vocab_size=TOKENIZER.vocab_size, layers=2, heads=2, dim=16, block_size=12,
-                       attention=attention, pos=pos, window=WINDOW, kv_heads=1, kv_latent_dim=8, kernel=kernel)
+    return without_foreign_settings(ModelConfig(vocab_size=TOKENIZER.vocab_size, layers=2, heads=2, dim=16,
+                                                block_size=12, attention=attention, pos=pos, window=WINDOW, kv_heads=1,
+                                                kv_latent_dim=8, kernel=kernel))
 
 
 def embedded(html: str) -> dict:

@@ -22,7 +22,7 @@ from gpt.machine import cpu_description
 from gpt.model.attention import ATTENTION
 from gpt.model.attention.kernels import KERNELS
 from gpt.model.config import ModelConfig
-from gpt.model.gpt import GPT, check_parts
+from gpt.model.gpt import GPT, check_parts, without_foreign_settings
 from gpt.model.positional import POSITIONAL
 
 VARIANTS = ["mha", "gqa", "mqa", "mla", "sliding_window", "linear"]
@@ -145,8 +145,9 @@ def shape_config(args: argparse.Namespace, attention: str, kernel: str, block_si
 def checked_config(args: argparse.Namespace, attention: str, kernel: str, block_size: int) -> ModelConfig:
     """shape_config's config, its refusals naming train.py's settings."""
     given = {"attention": attention, "kernel": kernel}
-    cfg = ModelConfig(block_size=block_size, **{field: given.get(field, getattr(args, FIELDS[field]))
-                                                for field in FIELDS})
+    # --kv-heads is gqa's alone: the other variants' rows are built without it.
+    cfg = without_foreign_settings(ModelConfig(block_size=block_size, **{
+        field: given.get(field, getattr(args, FIELDS[field])) for field in FIELDS}))
     # Only a variant that cannot take --pos falls back to learned positions: a shape --pos itself cannot take (RoPE
     # with an odd head width) would otherwise measure every row with learned positions, and say nothing.
     POSITIONAL[cfg.pos].validate(cfg, ATTENTION[cfg.attention].rotated(cfg))

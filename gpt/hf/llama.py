@@ -95,4 +95,4 @@ class Llama(Family):
 def grouped_heads(c: Any) -> dict[str, Any]:
     """`mha` when every query head has its own key/value head, else `gqa` with the config's count."""
     grouped = c.num_key_value_heads != c.num_attention_heads
-    return dict(attention="gqa" if grouped else "mha", kv_heads=c.num_key_value_heads)
+    return dict(attention="gqa", kv_heads=c.num_key_value_heads) if grouped else dict(attention="mha")

@@ -13,7 +13,7 @@ from torch import nn
 from gpt.atomic import atomic_open
 from gpt.data.tokenizers import InstallError, Tokenizer, tokenizer_from_dict
 from gpt.model.config import ModelConfig
-from gpt.model.gpt import GPT
+from gpt.model.gpt import GPT, without_foreign_settings
 from gpt.overrides import pasted
 from gpt.validate import first_line
 
@@ -133,7 +133,7 @@ def load_checkpoint(path: str | Path, device: str = "cpu",
     check_device(device)
     payload = read_checkpoint(path)
     try:
-        model = GPT(ModelConfig.from_dict({**payload["model_config"], **RUN_ONLY}))
+        model = GPT(without_foreign_settings(ModelConfig.from_dict({**payload["model_config"], **RUN_ONLY})))
         mismatch = weights_mismatch(model.state_dict(), payload["state_dict"])
         if mismatch:  # torch's own error is many lines, and its first names nothing
             raise ValueError(f"its weights do not fit its saved model config: {mismatch}; train it again, or copy "

@@ -36,7 +36,7 @@ class ModelConfig:
     # Training draws each sequence's positions as a sorted random subset of 0..random_positions-1 (Ruoss et al.
     # 2023), so an encoding meets positions past the lengths it trains on; evaluation uses 0..T-1. None: 0..T-1.
     random_positions: PositiveInt | None = None
-    kv_heads: int = 2  # gqa: key/value heads shared by the query heads
+    kv_heads: PositiveInt | None = None  # gqa: key/value heads shared by the query heads (None: as many as heads)
     window: int = 8  # sliding_window: positions each query sees, itself included
     kv_latent_dim: int = 32  # mla: width of the latent keys and values are rebuilt from
     linear_features: int | None = None  # linear: features per head of queries and keys (None: the head width)

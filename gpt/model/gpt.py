@@ -7,7 +7,7 @@ import numbers
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, fields
+from dataclasses import asdict, fields, replace
 
 import torch
 from torch import nn
@@ -29,8 +29,27 @@ def check_parts(cfg: ModelConfig) -> None:
     for field_name, registry in (("attention", ATTENTION), ("pos", POSITIONAL), ("norm", NORM), ("mlp", MLP),
                                  ("kernel", KERNELS)):
         check_choice(field_name, getattr(cfg, field_name), registry)
+    if foreign := foreign_settings(cfg):
+        name = foreign[0]
+        readers = [attention for attention, part in ATTENTION.items() if name in getattr(part, "own_settings", ())]
+        raise ValueError(f"{name}={getattr(cfg, name)} changes nothing under attention={cfg.attention}, which does not "
+                         f"read it: drop {name}, or pass attention={' or '.join(map(repr, readers))}, which does")
     POSITIONAL[cfg.pos].validate(cfg, ATTENTION[cfg.attention].rotated(cfg))
     ATTENTION[cfg.attention].validate(cfg)
+
+
+def foreign_settings(cfg: ModelConfig) -> list[str]:
+    """The fields cfg sets that only other attention variants read (their `own_settings`, None unless set): kv_heads
+    under mha, which a ModelConfig built in Python would otherwise carry unread."""
+    own = getattr(ATTENTION.get(cfg.attention), "own_settings", ())  # an unknown name: check_parts refuses it
+    others = {name for part in ATTENTION.values() for name in getattr(part, "own_settings", ())} - set(own)
+    return [name for name in sorted(others) if getattr(cfg, name) is not None]
+
+
+def without_foreign_settings(cfg: ModelConfig) -> ModelConfig:
+    """cfg with the settings its attention does not read unset: a model.pt saved when kv_heads defaulted to 2 under
+    every variant, or a sweep's `++model.kv_heads`, which its jobs of other variants ignore."""
+    return replace(cfg, **dict.fromkeys(foreign_settings(cfg)))
 
 
 def settings_read(cfg: ModelConfig) -> set[str]:

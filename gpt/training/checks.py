@@ -25,7 +25,7 @@ from gpt.data.tasks.datamodule import build_tasks
 from gpt.evaluation.extrapolation import too_long
 from gpt.machine import cpu_info
 from gpt.model.config import ModelConfig
-from gpt.model.gpt import check_parts, settings_read
+from gpt.model.gpt import check_parts, settings_read, without_foreign_settings
 from gpt.overrides import override_key, override_value, quoted
 from gpt.training.callbacks import LossAtLengths, ResumeCheckpoint, SampleText
 from gpt.training.init_from import check_init_from
@@ -50,7 +50,8 @@ class RunSettings:
 
 
 def model_config(cfg: DictConfig, vocab_size: int) -> ModelConfig:
-    return ModelConfig.from_dict({**OmegaConf.to_container(cfg.model, resolve=True), "vocab_size": vocab_size})
+    return without_foreign_settings(ModelConfig.from_dict({**OmegaConf.to_container(cfg.model, resolve=True),
+                                                            "vocab_size": vocab_size}))
 
 
 def cpu_trains_faster_in_bf16(cpuinfo: Path = Path("/proc/cpuinfo")) -> bool:

@@ -83,6 +83,9 @@ class Attention(nn.Module):
     # it through the written-out kernel); with keep_weights every variant computes it (or, for linear attention,
     # its implied weights) the explicit way.
     has_weights = True
+    # The ModelConfig fields left unset (None) by default that this variant alone reads: one set under another
+    # variant would change nothing, so check_parts refuses it.
+    own_settings: tuple[str, ...] = ()
 
     def __init__(self, heads: int, kv_heads: int, head_dim: int, dropout: float = 0.0,
                  qk_norm: bool = False, norm_eps: float = 1e-5, kernel: str = "math") -> None:

@@ -50,6 +50,8 @@ class LinearAttention(MultiHeadAttention):
     conv - 1 values (causal, depthwise), so a key can hold the token before it: recall's key-value binding without
     a softmax to find the previous token."""
 
+    own_settings = ("linear_features",)
+
     has_weights = False
 
     def __init__(self, dim: int, heads: int, dropout: float = 0.0, bias: bool = False, qk_norm: bool = False,

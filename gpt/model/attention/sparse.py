@@ -16,7 +16,9 @@ from gpt.model.positional import Positional
 
 class GroupedQueryAttention(MultiHeadAttention):
     """`kv_heads` key/value heads, each shared by heads // kv_heads query heads: a cache that many
-    times smaller. kv_heads == heads is `mha`; kv_heads == 1 is `mqa`."""
+    times smaller. kv_heads == heads (or None) is `mha`; kv_heads == 1 is `mqa`."""
+
+    own_settings = ("kv_heads",)
 
     @classmethod
     def from_config(cls, cfg: ModelConfig) -> GroupedQueryAttention:
@@ -25,7 +27,7 @@ class GroupedQueryAttention(MultiHeadAttention):
 
     @classmethod
     def validate(cls, cfg: ModelConfig) -> None:
-        if cfg.kv_heads < 1 or cfg.heads % cfg.kv_heads:
+        if cfg.kv_heads is not None and cfg.heads % cfg.kv_heads:
             raise ValueError(f"kv_heads={cfg.kv_heads} must divide heads={cfg.heads}: pick model.kv_heads from "
                              f"{[h for h in range(1, cfg.heads + 1) if cfg.heads % h == 0]}")
 
