@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import re
+from dataclasses import replace
 
 import pytest
 import torch
@@ -54,11 +55,14 @@ def test_refused_combinations_are_the_impossible_ones_with_one_line() -> None:
 
 
 @pytest.mark.parametrize("attention, setting, reader", [
-    ("mha", {"kv_heads": 4}, "gqa"), ("mqa", {"kv_heads": 2}, "gqa"), ("gqa", {"linear_features": 8}, "linear")])
+    ("mha", {"kv_heads": 4}, "gqa"), ("mqa", {"kv_heads": 2}, "gqa"), ("gqa", {"linear_features": 8}, "linear"),
+    ("mha", {"window": 4}, "sliding_window"), ("gqa", {"kv_latent_dim": 8}, "mla"),
+    ("sliding_window", {"linear_conv": 0}, "linear"), ("linear", {"window": 8}, "sliding_window")])
 def test_a_setting_of_another_variant_is_refused_not_ignored(attention: str, setting: dict, reader: str) -> None:
-    # ModelConfig(attention="mha", kv_heads=1) built mha, a key/value head for every query head, and said nothing.
+    # ModelConfig(attention="mha", kv_heads=1) built mha, a key/value head for every query head, and said nothing;
+    # so did window=4, kv_latent_dim=8 or linear_conv=0 under any variant but their own.
     (name, value), = setting.items()
-    cfg = ModelConfig(**{**BASE, "kv_heads": None, "attention": attention, **setting})
+    cfg = replace(make(attention), **setting)
     with pytest.raises(ValueError, match=rf"^{name}={value} changes nothing under attention={attention}, which does "
                                          rf"not read it: drop {name}, or pass attention='{reader}', which does$"):
         GPT(cfg)

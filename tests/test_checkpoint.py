@@ -2,6 +2,7 @@ import json
 import re
 import tempfile
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ import gpt
 from gpt import ModelConfig, load_checkpoint
 from gpt.data.tokenizers import EOT, BPETokenizer, InstallError, WordTokenizer
 from gpt.inference.checkpoint import CheckpointError, newest_checkpoint, save_model
+from gpt.model.attention import ATTENTION
 from tests.conftest import CodeRunningPickle, build, files_in, flip_a_bit_in
 from tests.fuzzing import scaled
 from tests.test_tokenizers import Texts
@@ -163,6 +165,28 @@ def test_a_model_pt_saved_when_every_variant_had_kv_heads_2_still_loads(tmp_path
     loaded, _ = load_checkpoint(path)
     assert loaded.cfg == model.cfg
     idx = torch.tensor([[1, 2, 3]])
+    assert torch.equal(loaded(idx), model.eval()(idx))
+
+
+SAVED_UNDER_EVERY_VARIANT = {"window": 8, "kv_latent_dim": 32, "linear_conv": 0}
+
+
+@pytest.mark.parametrize("attention", sorted(ATTENTION))
+def test_a_model_pt_saved_when_every_variant_had_a_window_latent_and_conv_still_loads(tmp_path: Path,
+                                                                                       attention: str) -> None:
+    # window, kv_latent_dim and linear_conv were saved at 8, 32 and 0 under every attention before one set under an
+    # attention that does not read it was refused.
+    path, tokenizer = tmp_path / "model.pt", WordTokenizer([f"w{i}" for i in range(8)])
+    model = build(ModelConfig(vocab_size=8, layers=1, heads=4, dim=32, block_size=12, attention=attention))
+    save_model(path, model, tokenizer)
+    payload = torch.load(path, weights_only=True)
+    payload["model_config"].update(SAVED_UNDER_EVERY_VARIANT)
+    torch.save(payload, path)
+    loaded, _ = load_checkpoint(path)
+    own = {name: value for name, value in SAVED_UNDER_EVERY_VARIANT.items()
+           if name in getattr(ATTENTION[attention], "own_settings", ())}
+    assert loaded.cfg == replace(model.cfg, **own)
+    idx = torch.tensor([[1, 2, 3, 4, 5, 6, 7, 1, 2, 3]])  # past the window of 8
     assert torch.equal(loaded(idx), model.eval()(idx))
 
 

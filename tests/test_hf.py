@@ -205,6 +205,17 @@ def test_a_tinygpt_window_as_long_as_its_block_comes_back_as_a_window() -> None:
     assert (back.attention, back.window) == ("sliding_window", 16)
 
 
+def test_a_window_left_unset_exports_as_the_window_the_model_attends_over() -> None:
+    # model.window unset is 8 positions; exported as null, Mistral's "no window", every query would see every key.
+    parts = {key: value for key, value in dict(TINYGPT_MODELS)["mistral"].items() if key != "window"}
+    model = off_init(build(ModelConfig(**BASE, **parts)))
+    hf = to_hf(model)
+    assert hf.config.sliding_window == 8
+    idx = torch.randint(0, 37, (2, 16))
+    with torch.no_grad():
+        torch.testing.assert_close(hf(idx).logits, model(idx), rtol=0, atol=ATOL)
+
+
 @pytest.mark.parametrize("max_window_layers, window", [(2, 4), (1, 32)])
 def test_a_qwen3_whose_window_hides_nothing_loads(max_window_layers: int, window: int) -> None:
     # use_sliding_window=true, yet no layer at or past max_window_layers, or a window as long as the context: every

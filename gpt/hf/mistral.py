@@ -28,7 +28,7 @@ class Mistral(Llama):
         return dict(attention="sliding_window", window=c.sliding_window, bias=False)
 
     def hf_config(self, model: GPT) -> dict[str, Any]:
-        return {**super().hf_config(model), "sliding_window": model.cfg.window}
+        return {**super().hf_config(model), "sliding_window": model.blocks[0].attn.window}
 
     def biases(self, cfg: ModelConfig) -> dict[str, Any]:
         return {}  # Mistral has no bias settings: none anywhere

@@ -37,10 +37,11 @@ class ModelConfig:
     # 2023), so an encoding meets positions past the lengths it trains on; evaluation uses 0..T-1. None: 0..T-1.
     random_positions: PositiveInt | None = None
     kv_heads: PositiveInt | None = None  # gqa: key/value heads shared by the query heads (None: as many as heads)
-    window: int = 8  # sliding_window: positions each query sees, itself included
-    kv_latent_dim: int = 32  # mla: width of the latent keys and values are rebuilt from
+    window: int | None = None  # sliding_window: positions each query sees, itself included (None: 8)
+    kv_latent_dim: int | None = None  # mla: width of the latent keys and values are rebuilt from (None: 32)
     linear_features: int | None = None  # linear: features per head of queries and keys (None: the head width)
-    linear_conv: int = 0  # linear: width of a short causal convolution over each channel first (Based); 0: none
+    # linear: width of a short causal convolution over each channel first (Based); 0 or None: none
+    linear_conv: int | None = None
     # How softmax attention is computed: "sdpa", torch's fused kernel, or "math", the written-out maths to read and
     # step through. sdpa is the default: it trained every shape measured on the 2-core dev CPU as fast or faster
     # (1.01-1.41x in fp32 and bf16, bench/kernel_speed.py) and forms no (T, S) weights, so long prompts fit. The

@@ -13,6 +13,14 @@ from gpt.model.config import ModelConfig
 from gpt.model.positional import Positional
 
 
+LATENT_DIM = 32  # the latent's width where model.kv_latent_dim is unset
+
+
+def latent_width(cfg: ModelConfig) -> int:
+    """The latent width cfg sets, or LATENT_DIM where it sets none."""
+    return LATENT_DIM if cfg.kv_latent_dim is None else cfg.kv_latent_dim
+
+
 def rope_width(head_dim: int) -> int:
     """The decoupled rotary part of each query head and of the shared key: half a head, kept even for RoPE's
     feature pairs."""
@@ -30,6 +38,8 @@ class MultiHeadLatentAttention(Attention):
     latents is mapped to each head's value afterwards. QK-norm normalises the rebuilt keys, which no
     mapping of the query can reproduce: with it, decoding rebuilds as prompts do."""
 
+    own_settings = ("kv_latent_dim",)
+
     def __init__(self, dim: int, heads: int, latent_dim: int, dropout: float = 0.0, bias: bool = False,
                  qk_norm: bool = False, norm_eps: float = 1e-5, kernel: str = "math") -> None:
         super().__init__(heads, heads, dim // heads, dropout, qk_norm, norm_eps, kernel)
@@ -45,7 +55,7 @@ class MultiHeadLatentAttention(Attention):
 
     @classmethod
     def from_config(cls, cfg: ModelConfig) -> MultiHeadLatentAttention:
-        return cls(cfg.dim, cfg.heads, cfg.kv_latent_dim, cfg.dropout, cfg.bias, cfg.qk_norm, cfg.norm_eps, cfg.kernel)
+        return cls(cfg.dim, cfg.heads, latent_width(cfg), cfg.dropout, cfg.bias, cfg.qk_norm, cfg.norm_eps, cfg.kernel)
 
     @classmethod
     def rotated(cls, cfg: ModelConfig) -> tuple[int, str, str]:
@@ -53,14 +63,15 @@ class MultiHeadLatentAttention(Attention):
 
     @classmethod
     def validate(cls, cfg: ModelConfig) -> None:
-        if cfg.kv_latent_dim < 1:
-            raise ValueError(f"kv_latent_dim={cfg.kv_latent_dim} must be a positive integer: set model.kv_latent_dim")
+        latent = latent_width(cfg)
+        if latent < 1:
+            raise ValueError(f"kv_latent_dim={latent} must be a positive integer: set model.kv_latent_dim")
         # What the variant buys is a smaller cache than every head's keys and values; a latent that wide keeps as much
         # or more, with more weights than mha, and a sweep's row would show mla's costs with none of its saving.
         rope, full = rope_width(cfg.head_dim), 2 * cfg.dim
-        if cfg.kv_latent_dim + rope >= full:
-            raise ValueError(f"kv_latent_dim={cfg.kv_latent_dim} and the rotary key of {rope} cache "
-                             f"{cfg.kv_latent_dim + rope} numbers a position, no fewer than the {full} of every head's "
+        if latent + rope >= full:
+            raise ValueError(f"kv_latent_dim={latent} and the rotary key of {rope} cache "
+                             f"{latent + rope} numbers a position, no fewer than the {full} of every head's "
                              f"keys and values (2 x dim={cfg.dim}): a latent that saves nothing; set "
                              f"model.kv_latent_dim below {full - rope}, or use attention=mha")
 

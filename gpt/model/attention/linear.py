@@ -50,7 +50,7 @@ class LinearAttention(MultiHeadAttention):
     conv - 1 values (causal, depthwise), so a key can hold the token before it: recall's key-value binding without
     a softmax to find the previous token."""
 
-    own_settings = ("linear_features",)
+    own_settings = ("linear_features", "linear_conv")
 
     has_weights = False
 
@@ -67,7 +67,7 @@ class LinearAttention(MultiHeadAttention):
     @classmethod
     def from_config(cls, cfg: ModelConfig) -> LinearAttention:
         return cls(cfg.dim, cfg.heads, cfg.dropout, cfg.bias, cfg.qk_norm, cfg.linear_features, cfg.norm_eps,
-                   cfg.linear_conv)
+                   cfg.linear_conv or 0)
 
     @classmethod
     def validate(cls, cfg: ModelConfig) -> None:
@@ -77,7 +77,7 @@ class LinearAttention(MultiHeadAttention):
         if cfg.linear_features is not None and cfg.linear_features < 1:
             raise ValueError(f"linear_features={cfg.linear_features} must be a positive integer (or null for the "
                              "head width): set model.linear_features")
-        if cfg.linear_conv < 0 or cfg.linear_conv == 1:
+        if cfg.linear_conv is not None and (cfg.linear_conv < 0 or cfg.linear_conv == 1):
             raise ValueError(f"linear_conv={cfg.linear_conv} must be 0 (no convolution) or a width of at least 2 "
                              "positions: set model.linear_conv")
 

@@ -41,6 +41,14 @@ class MultiQueryAttention(MultiHeadAttention):
                    kernel=cfg.kernel)
 
 
+WINDOW = 8  # positions each query sees where model.window is unset
+
+
+def window_of(cfg: ModelConfig) -> int:
+    """The window cfg sets, or WINDOW where it sets none."""
+    return WINDOW if cfg.window is None else cfg.window
+
+
 # The shortest chunk of queries a long prompt is cut into (at least the window): chunks of a few queries would make
 # many small batches of the kernel for little saved arithmetic.
 MIN_CHUNK = 128
@@ -98,6 +106,8 @@ class WindowCache:
 class SlidingWindowAttention(MultiHeadAttention):
     """Each position attends to itself and the window - 1 positions before it."""
 
+    own_settings = ("window",)
+
     def __init__(self, dim: int, heads: int, window: int, dropout: float = 0.0, bias: bool = False,
                  qk_norm: bool = False, norm_eps: float = 1e-5, kernel: str = "math") -> None:
         super().__init__(dim, heads, dropout, bias, qk_norm, norm_eps=norm_eps, kernel=kernel)
@@ -105,11 +115,11 @@ class SlidingWindowAttention(MultiHeadAttention):
 
     @classmethod
     def from_config(cls, cfg: ModelConfig) -> SlidingWindowAttention:
-        return cls(cfg.dim, cfg.heads, cfg.window, cfg.dropout, cfg.bias, cfg.qk_norm, cfg.norm_eps, cfg.kernel)
+        return cls(cfg.dim, cfg.heads, window_of(cfg), cfg.dropout, cfg.bias, cfg.qk_norm, cfg.norm_eps, cfg.kernel)
 
     @classmethod
     def validate(cls, cfg: ModelConfig) -> None:
-        if cfg.window < 1:
+        if window_of(cfg) < 1:
             raise ValueError(f"window={cfg.window} must be at least 1 (a position always sees itself): "
                              "set model.window")
 
