@@ -21,15 +21,15 @@ from gpt.inference.depth import Engine, GPTEngine, Measure
 from tests.conftest import build
 from tests.test_attention import make
 
-TINY = ["--layers", "1", "--heads", "4", "--dim", "32", "--kv-heads", "2", "--window", "16", "--latent", "8",
-        "--new-tokens", "3", "--repeats", "2"]
+TINY = ["--layers", "1", "--heads", "4", "--dim", "32", "--new-tokens", "3", "--repeats", "2"]
+OWN = ["--kv-heads", "2", "--window", "16", "--latent", "8"]  # of gqa, sliding_window and mla; --latent fits --dim 32
 
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def test_a_tiny_cost_run_writes_its_table_json_and_png(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
-    assert main(["cost", *TINY, "--depths", "0", "64", "--batch", "1", "2", "--hf", "--out", str(tmp_path)]) == 0
+    assert main(["cost", *TINY, *OWN, "--depths", "0", "64", "--batch", "1", "2", "--hf", "--out", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "cpu: " in out and "[80/80 " in out
     assert "| batch 2, depth 64 | prefill tok/s | x mha | x hf llama (4 kv heads) | decode tok/s |" in out
@@ -111,6 +111,21 @@ def test_a_shape_the_model_refuses_is_named_in_the_commands_flags(flags: list[st
     assert capsys.readouterr().err == message
 
 
+@pytest.mark.parametrize("measured, flag, value, reader", [
+    (["mha"], "--kv-heads", "4", "gqa"), (["mha", "mqa"], "--window", "4", "sliding_window"),
+    (["gqa"], "--latent", "16", "mla")])
+def test_a_variants_own_flag_that_no_variant_measured_reads_is_refused(measured: list[str], flag: str, value: str,
+                                                                        reader: str, tmp_path: Path,
+                                                                        capsys: pytest.CaptureFixture) -> None:
+    # --attention mha --kv-heads 4 measured mha as if --kv-heads were not given, and cost.json recorded kv_heads 4.
+    run = ["cost", *TINY, flag, value, "--depths", "4", "--batch", "1", "--repeats", "1", "--out", str(tmp_path)]
+    assert main([*run, "--attention", *measured]) == 2
+    assert capsys.readouterr().err == f"error: {flag} {value} changes nothing under --attention " \
+        f"{' '.join(measured)}, which does not read it: drop {flag}, or add {reader} to --attention\n"
+    assert not (tmp_path / "cost.json").exists()
+    assert main([*run, "--attention", *measured, reader]) == 0  # measured beside a variant that reads it
+
+
 @pytest.mark.parametrize("flags, message", [
     (["--pos", "rop"], "error: --pos rop is unknown; choose from: "),
     (["--dim", "40", "--heads", "8"], "error: --pos rope rotates feature pairs, so it needs an even width; "
@@ -173,8 +188,8 @@ def test_a_value_named_twice_is_refused(flags: list[str], message: str, tmp_path
                         "(this model has gelu)"),
     (["--pos", "alibi"], "error: --hf: no Hugging Face model computes mha with these parts (llama needs pos=rope "
                          "(this model has alibi)"),
-    (["--attention", "mla", "linear"], "error: --hf: no Hugging Face model computes mla, linear (gpt2: mha_fused; "
-                                       "llama: mha, gqa, mqa;"),
+    (["--attention", "mla", "linear", "--latent", "8"], "error: --hf: no Hugging Face model computes mla, linear "
+                                                        "(gpt2: mha_fused; llama: mha, gqa, mqa;"),
 ])
 def test_hf_without_a_counterpart_of_the_same_parts_is_refused(flags: list[str], message: str, tmp_path: Path,
                                                                  capsys: pytest.CaptureFixture) -> None:

@@ -73,15 +73,31 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def settle_shape(args: argparse.Namespace) -> None:
     """The shape's defaults where no --ckpt is given; beside --ckpt a shape flag is refused: the checkpoint's own
-    model is measured, and the flag was ignored while cost.json recorded it."""
+    model is measured, and the flag was ignored while cost.json recorded it. So is a variant's own setting that no
+    variant measured reads (check_own_settings)."""
     given = [name for name in SHAPE if getattr(args, name) is not None]
     if args.ckpt and given:
         flag = f"--{given[0].replace('_', '-')}"
         raise ValueError(f"{flag} with --ckpt: the checkpoint's own model is measured, at its shape; drop {flag}, or "
                          "drop --ckpt to measure that shape with random weights")
+    check_own_settings(args)
     if not args.ckpt:
         for name, default in SHAPE.items():
             setattr(args, name, default if getattr(args, name) is None else getattr(args, name))
+
+
+def check_own_settings(args: argparse.Namespace) -> None:
+    """Refuse a variant's own setting (--kv-heads, --window, --latent) given where no variant measured reads it: every
+    row was built without it, and cost.json recorded it as measured."""
+    measured = args.attention or VARIANTS
+    if not set(measured) <= set(ATTENTION):  # check_args names the unknown variant
+        return
+    for field, name in FIELDS.items():
+        readers = [attention for attention, part in ATTENTION.items() if field in getattr(part, "own_settings", ())]
+        if readers and getattr(args, name) is not None and not set(readers) & set(measured):
+            flag = f"--{name.replace('_', '-')}"
+            raise ValueError(f"{flag} {getattr(args, name)} changes nothing under --attention {' '.join(measured)}, "
+                             f"which does not read it: drop {flag}, or add {' or '.join(readers)} to --attention")
 
 
 def check_args(args: argparse.Namespace) -> None:
@@ -145,7 +161,7 @@ def shape_config(args: argparse.Namespace, attention: str, kernel: str, block_si
 def checked_config(args: argparse.Namespace, attention: str, kernel: str, block_size: int) -> ModelConfig:
     """shape_config's config, its refusals naming train.py's settings."""
     given = {"attention": attention, "kernel": kernel}
-    # --kv-heads is gqa's alone: the other variants' rows are built without it.
+    # A variant's own settings (--kv-heads, --window, --latent) reach its rows alone: the others are built without them.
     cfg = without_foreign_settings(ModelConfig(block_size=block_size, **{
         field: given.get(field, getattr(args, FIELDS[field])) for field in FIELDS}))
     # Only a variant that cannot take --pos falls back to learned positions: a shape --pos itself cannot take (RoPE
