@@ -135,6 +135,19 @@ def test_the_heatmap_never_rounds_a_score_to_perfect_or_null() -> None:
     assert [t.get_text() for t in figure.axes[0].texts] == ["99.6", "99.9", "100", "0.3", "0", "42", "99"]
 
 
+def test_the_heatmap_writes_a_score_below_10_as_its_table_does(tmp_path: Path) -> None:
+    """Near chance, where the rows part, a table's 1.5 read 2 on its cell, and 0.6 read 1 beside a 0.4."""
+    seeds = {"a": [(0.0297, 0.0039), (0.0, 0.0039)], "b": [(0.0099, 0.0039), (0.0119, 0.0078)]}
+    for i, (name, recall, far) in enumerate((n, r, f) for n, runs in seeds.items() for r, f in runs):
+        fake_run(tmp_path / str(i), [f"attention={name}", f"seed={i}"],
+                 {"status": "ok", "val_loss": 1.0, "val_acc": {"recall_8": recall, "far": far}})
+    runs = find_runs(tmp_path)
+    table = [cell.split(" ± ")[0].strip("*") for name in "ab" for cell in matrix_rows(markdown(tmp_path, runs))[
+        f"attention={name}"][1:]]
+    cells = [t.get_text() for t in figures(runs)["matrix.png"].axes[0].texts]
+    assert table == cells == ["1.5", "0.4", "1.1", "0.6"]
+
+
 def test_the_matrix_table_never_rounds_a_score_to_perfect_or_null(tmp_path: Path) -> None:
     """Seeds at 100, 100 and 99.88% read "**100.0 ± 0.0**", a perfect score, where its heatmap cell read 99.9."""
     for i, (recall, far) in enumerate([(1.0, 0.0), (1.0, 0.0), (0.9988, 0.0012)]):
