@@ -104,6 +104,24 @@ def test_error_bars_stay_within_0_and_100_percent(tmp_path: Path) -> None:
     assert min(ends) == 0.0 and max(ends) == 100.0  # 5 ± 7.1 and 95 ± 7.1 reached -2.1% and 102.1%
 
 
+def test_a_point_of_one_seed_draws_no_error_bar(tmp_path: Path) -> None:
+    """A seed alone drew a bar of 0, its caps through the point, under a title of "mean ± std over seeds": a spread
+    no run measured, read as seeds that agree."""
+    by_label = fake_sweep(tmp_path, {
+        "attention=linear model.linear_features=2": ({"attention": "linear", "linear_features": 2}, [0.3]),
+        "attention=linear model.linear_features=8": ({"attention": "linear", "linear_features": 8}, [0.7, 0.9]),
+    })
+    ax = capacity.figure(by_label).axes[1]
+    bars = next(c for c in ax.containers if c.get_label() == "linear").lines[2][0]
+    assert [[x for x, _ in segment] for segment in bars.get_segments()] == [[], [1088 * 4] * 2]
+    assert ax.get_title() == "8 pairs (mean ± std over seeds)"
+    by_label = fake_sweep(tmp_path / "one", {
+        "attention=linear model.linear_features=2": ({"attention": "linear", "linear_features": 2}, [0.3]),
+        "attention=linear model.linear_features=8": ({"attention": "linear", "linear_features": 8}, [0.7]),
+    })
+    assert capacity.figure(by_label).axes[1].get_title() == "8 pairs (one seed each, no spread)"
+
+
 def test_no_capacity_figure_unless_a_variant_varies_its_state(tmp_path: Path) -> None:
     by_label = fake_sweep(tmp_path, {"attention=mha": ({"attention": "mha"}, [1.0]),
                                      "attention=gqa": ({"attention": "gqa"}, [0.9])})

@@ -519,3 +519,20 @@ def test_pareto_error_bars_stay_within_0_and_100_percent() -> None:
     ends = [y for c in pareto.figure(runs).axes[0].containers for segment in c.lines[2][0].get_segments()
             for _, y in segment]
     assert min(ends) == 0.0 and max(ends) == 100.0
+
+
+def test_pareto_draws_no_error_bar_for_a_point_of_one_seed() -> None:
+    """A seed alone drew a bar of 0, its caps through the point, under a title of "mean ± std over seeds": a spread
+    no run measured, read as seeds that agree."""
+    model = ModelConfig(vocab_size=10).to_dict()
+    runs = {f"attention={name}": [{"status": "ok", "model": {**model, "attention": name}, "val_acc": {"copy": acc}}
+                                  for acc in accuracies]
+            for name, accuracies in (("mha", (0.4,)), ("mqa", (0.5, 0.7)))}
+    ax = pareto.figure(runs).axes[0]
+    bars = {c.get_label(): [[y for _, y in segment] for segment in c.lines[2][0].get_segments()]
+            for c in ax.containers}
+    assert bars["attention=mha"] == [[]] and bars["attention=mqa"] == [pytest.approx([60 - 10 * 2 ** 0.5,
+                                                                                      60 + 10 * 2 ** 0.5])]
+    assert ax.get_title() == "copy (mean ± std over seeds)"
+    assert pareto.figure({"attention=mha": runs["attention=mha"]}).axes[0].get_title() == \
+        "copy (one seed each, no spread)"

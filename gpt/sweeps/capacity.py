@@ -10,7 +10,7 @@ from typing import Any
 from matplotlib.figure import Figure
 
 from gpt.sweeps import capability, pareto
-from gpt.sweeps.plots import REFERENCE, percent_error, styles
+from gpt.sweeps.plots import REFERENCE, over_seeds, percent_error, styles
 
 RECALL = "recall_"  # the capability columns recall_<pairs>, one per pair count
 
@@ -75,6 +75,7 @@ def figure(summaries: dict[str, list[dict[str, Any]]]) -> Figure | None:
     fig = Figure(figsize=(4.5 * len(columns), 4.2), layout="constrained")
     axes = fig.subplots(1, len(columns), squeeze=False)[0]
     for ax, column in zip(axes, columns):
+        spreads: list[float | None] = []
         for name in variants:
             labels = sorted((label for label, (v, _) in found.items() if v == name), key=lambda lb: found[lb][1])
             marks = [(found[lb][1], values) for lb in labels if (values := capability.values(summaries[lb], column))]
@@ -82,7 +83,8 @@ def figure(summaries: dict[str, list[dict[str, Any]]]) -> Figure | None:
                 continue
             x = [size for size, _ in marks]
             y = [statistics.fmean(values) for _, values in marks]
-            spread = [statistics.stdev(values) if len(values) > 1 else 0.0 for _, values in marks]
+            spread = [statistics.stdev(values) if len(values) > 1 else None for _, values in marks]
+            spreads += spread
             ax.errorbar(x, y, yerr=percent_error(y, spread), marker="o", capsize=3,
                         color=style_of[first[name]]["color"], label=name, linestyle="-" if len(marks) > 1 else "none")
         guess = capability.chance(summaries, column, capability.TOKEN)  # recall's answers are one token: the same
@@ -90,7 +92,7 @@ def figure(summaries: dict[str, list[dict[str, Any]]]) -> Figure | None:
             ax.axhline(guess, color=REFERENCE, linestyle="--", label="chance")
         ax.set_xscale("log", base=2)
         ax.set(xlabel="attention state at the trained block (bytes, fp32)", ylabel="held-out exact match %",
-               title=f"{column[len(RECALL):]} pairs (mean ± std over seeds)", ylim=(-3, 103))
+               title=f"{column[len(RECALL):]} pairs ({over_seeds(spreads)})", ylim=(-3, 103))
         ax.grid(alpha=0.3)
     axes[0].legend(fontsize="x-small")
     return fig

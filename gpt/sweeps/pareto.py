@@ -15,7 +15,7 @@ from gpt.model.attention import ATTENTION
 from gpt.model.config import ModelConfig
 from gpt.model.positional import POSITIONAL
 from gpt.sweeps import capability
-from gpt.sweeps.plots import LEGEND_INCHES, REFERENCE, legend_beside, percent_error, styles
+from gpt.sweeps.plots import LEGEND_INCHES, REFERENCE, legend_beside, over_seeds, percent_error, styles
 
 CARD_DEPTHS = (4096, 16384)  # tokens of context the card prices the cache at
 PARETO_DEPTH = 16384  # the depth pareto.png's x axis prices the cache at
@@ -83,21 +83,21 @@ def positions(model: dict[str, Any]) -> int | None:
     return POSITIONAL[cfg.pos].longest(cfg)
 
 
-def points(summaries: dict[str, list[dict[str, Any]]]) -> dict[str, dict[str, tuple[float, float, float]]]:
-    """Per capability column: label -> (cache bytes at PARETO_DEPTH, mean %, sample std % or 0)."""
+def points(summaries: dict[str, list[dict[str, Any]]]) -> dict[str, dict[str, tuple[float, float, float | None]]]:
+    """Per capability column: label -> (cache bytes at PARETO_DEPTH, mean %, sample std %, or None for one seed)."""
     columns = capability.columns(summaries) or ["all"]
-    result: dict[str, dict[str, tuple[float, float, float]]] = {}
+    result: dict[str, dict[str, tuple[float, float, float | None]]] = {}
     for column in columns:
         for label, runs in summaries.items():
             model, values = model_of(runs), capability.values(runs, column)
             if model and values:
-                spread = statistics.stdev(values) if len(values) > 1 else 0.0
+                spread = statistics.stdev(values) if len(values) > 1 else None
                 result.setdefault(column, {})[label] = (cache_bytes(model, PARETO_DEPTH), statistics.fmean(values),
                                                         spread)
     return result
 
 
-def frontier(by_label: dict[str, tuple[float, float, float]]) -> list[tuple[float, float]]:
+def frontier(by_label: dict[str, tuple[float, float, float | None]]) -> list[tuple[float, float]]:
     """The points no other beats on both counts (less cache and more accuracy), by growing cache."""
     best, line = -math.inf, []
     for x, y, _ in sorted(by_label.values(), key=lambda p: (p[0], -p[1])):
@@ -107,7 +107,7 @@ def frontier(by_label: dict[str, tuple[float, float, float]]) -> list[tuple[floa
     return line
 
 
-def marker_sizes(by_label: dict[str, tuple[float, float, float]]) -> dict[str, float]:
+def marker_sizes(by_label: dict[str, tuple[float, float, float | None]]) -> dict[str, float]:
     """Each point's marker size: RING larger for every point drawn after it at the same cache size and within OVERLAP
     of its accuracy, so a stack shows as rings (the attention presets' four full-head rows share one spot)."""
     placed = list(by_label.items())
@@ -153,7 +153,7 @@ def figure(summaries: dict[str, list[dict[str, Any]]]) -> Figure | None:
         ax.set_xscale("log")
         label_points(ax, [x / MIB for x, _, _ in by_label.values()])
         ax.set(xlabel=f"cache MiB at {PARETO_DEPTH:,} tokens (formula, fp32)", ylabel="held-out exact match %",
-               title=f"{column} (mean ± std over seeds)", ylim=(-3, 103))
+               title=f"{column} ({over_seeds(spread for _, _, spread in by_label.values())})", ylim=(-3, 103))
         ax.grid(alpha=0.3)
     legend_beside(fig, fig.axes)
     return fig

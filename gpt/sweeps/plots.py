@@ -3,6 +3,7 @@ matplotlib's Figure directly (Agg canvas, no pyplot state), so they draw on head
 without leaking figures."""
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -54,10 +55,18 @@ def band(ax: Axes, x: list[float], mean: np.ndarray, std: np.ndarray, label: str
                     linewidth=0)
 
 
-def percent_error(means: Sequence[float], spreads: Sequence[float]) -> list[list[float]]:
+def percent_error(means: Sequence[float], spreads: Sequence[float | None]) -> list[list[float]]:
     """Error bars' lengths below and above each mean percentage (matplotlib's yerr), one std kept within 0-100%: a
-    wide spread near 0 would otherwise reach below it."""
-    return [[min(s, m) for m, s in zip(means, spreads)], [min(s, 100 - m) for m, s in zip(means, spreads)]]
+    wide spread near 0 would otherwise reach below it. No bar (NaN, which matplotlib leaves undrawn) where a spread
+    is None, a point of one seed: a bar of 0, its caps drawn through the point, read as seeds that agree."""
+    return [[math.nan if s is None else min(s, m) for m, s in zip(means, spreads)],
+            [math.nan if s is None else min(s, 100 - m) for m, s in zip(means, spreads)]]
+
+
+def over_seeds(spreads: Iterable[float | None]) -> str:
+    """What a panel's points and bars are: a title that said "mean ± std over seeds" over points of one seed each
+    claimed a spread that no run measured."""
+    return "mean ± std over seeds" if any(s is not None for s in spreads) else "one seed each, no spread"
 
 
 def loss_figure(curves: dict[str, dict[str, list[float]]], style_of: dict[str, dict[str, str]]) -> Figure:
