@@ -367,6 +367,19 @@ def test_levels_plot_chance_where_each_level_has_it() -> None:
     assert [t.get_text() for t in figure.legends[0].get_texts()] == ["attention=mha", "chance", "whole answer"]
 
 
+def test_levels_plot_ticks_its_levels_as_whole_numbers() -> None:
+    """Levels are counts (pairs in a line, tokens back, tokens copied): a recall sweep at 4 and 8 pairs was ticked
+    4.0, 4.5, 5.0, ..., pair counts no line holds."""
+    from gpt.sweeps.scaling import levels_figure
+
+    scores = {"exact": 0.5, "token": 0.5, "prefix": 1.0, "tokens": 1, "chance": 0.4}
+    figure = levels_figure({"attention=mha": [{"status": "ok", "val_levels": {"recall": {"4": scores, "8": scores}}}]})
+    ax = figure.axes[0]
+    low, high = ax.get_xlim()
+    ticks = [t for t in ax.get_xticks() if low <= t <= high]
+    assert ticks and all(t == int(t) for t in ticks) and {4, 8} <= set(ticks)
+
+
 @pytest.mark.parametrize("order", [("x", "y", "z"), ("y", "x", "z")])
 def test_a_tie_for_best_with_one_seed_does_not_hide_gaps_beyond_noise(order: tuple[str, ...]) -> None:
     """x (one seed) and y (two) tie at the ceiling, a common sight at 100%: z's gap to y is beyond noise, and which of

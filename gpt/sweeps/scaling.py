@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
 from gpt.sweeps.plots import LEGEND_INCHES, REFERENCE, band, legend_beside, styles
 from gpt.sweeps.stats import behind_best, best_of, stat_cell
@@ -90,6 +91,8 @@ def levels_figure(summaries: dict[str, list[dict[str, Any]]]) -> Figure | None:
                         label="chance")
             ax.set(xlabel=f"{task}: {level_name(summaries, task)}", ylabel=PANELS[panel],
                    title=f"{task}: {PANELS[panel]}")
+            # A level is a count (pairs, tokens back, tokens copied): levels 4 and 8 were ticked 4.5, 5.0, 5.5, ...
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
             ax.grid(alpha=0.3)
         for ax in row[len(panels):]:
             ax.set_visible(False)
