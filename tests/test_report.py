@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import torch
 from joblib import cpu_count
-from matplotlib.colors import to_rgb
+from matplotlib.colors import to_rgb, to_rgba
 from matplotlib.image import imread
 from matplotlib.figure import Figure
 from omegaconf import OmegaConf
@@ -137,7 +137,23 @@ def test_a_configuration_has_one_colour_in_every_figure(sweep: Path) -> None:
     loss, pareto_legend = found["loss.png"].legends[0], found["pareto.png"].legends[0]
     for legend, handles in ((loss, loss.get_lines()), (pareto_legend, pareto_legend.legend_handles)):
         colours = {text.get_text(): to_rgb(handle.get_color()) for text, handle in zip(legend.get_texts(), handles)}
-        assert colours == {label: to_rgb(f"C{order.index(label)}") for label in drawn}
+        assert [colours[label] for label in drawn] == [to_rgb(f"C{order.index(label)}") for label in drawn]
+
+
+def test_loss_plot_names_the_configurations_it_has_no_curve_for(tmp_path: Path) -> None:
+    """A sweep whose high learning rates failed drew only the others' curves, their legend read as the whole sweep
+    (matrix.png marks those rows failed)."""
+    for i, (lr, status) in enumerate([("0.003", "ok"), ("0.003", "ok"), ("1000", "failed"), ("10", "refused")]):
+        folder = tmp_path / str(i)
+        fake_run(folder, [f"optim.lr={lr}", f"seed={i}"],
+                 {"status": status, "val_loss": 2.0, "val_acc": {"copy": 0.5}} if status == "ok" else
+                 {"status": status, "reason": "loss is nan at step 22"})
+        if status == "ok":
+            (folder / "history.csv").write_text("step,wall_s,val_loss\n20,1.0,3.0\n40,2.0,2.0\n")
+    figure = figures(find_runs(tmp_path))["loss.png"]
+    assert [t.get_text() for t in figure.legends[0].get_texts()] == [
+        "optim.lr=0.003", "optim.lr=1000: failed, no curve", "optim.lr=10: refused, no curve"]
+    assert [to_rgba(line.get_color())[3] for line in figure.legends[0].get_lines()] == [1, 0, 0]  # no line drawn
 
 
 def test_every_configuration_of_a_preset_has_its_own_curve_style() -> None:

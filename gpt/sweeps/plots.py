@@ -69,14 +69,19 @@ def over_seeds(spreads: Iterable[float | None]) -> str:
     return "mean ± std over seeds" if any(s is not None for s in spreads) else "one seed each, no spread"
 
 
-def loss_figure(curves: dict[str, dict[str, list[float]]], style_of: dict[str, dict[str, str]]) -> Figure:
+def loss_figure(curves: dict[str, dict[str, list[float]]], style_of: dict[str, dict[str, str]],
+                unplotted: dict[str, str] | None = None) -> Figure:
     """Val loss against step and against wall time, one line per configuration in its style, mean ± std over seeds
-    as a band. `curves[label]` has lists "step", "wall_s", "mean", "std" (see gpt.sweeps.report.curves)."""
+    as a band. `curves[label]` has lists "step", "wall_s", "mean", "std" (see gpt.sweeps.report.curves);
+    `unplotted[label]` says why a configuration has none ("failed", "refused", ...), named in the legend so."""
     fig = Figure(figsize=LOSS_FIGSIZE, layout="constrained")
     by_step, by_time = fig.subplots(1, 2, sharey=True)
     for label, c in curves.items():
         for ax, x in ((by_step, c["step"]), (by_time, c["wall_s"])):
             band(ax, x, np.array(c["mean"]), np.array(c["std"]), label, style_of[label])
+    for label, why in (unplotted or {}).items():
+        # Left out without a word, a failed configuration's absence read as a plot of the whole sweep.
+        by_step.plot([], [], color="none", label=f"{label}: {why}, no curve")
     by_step.set(xlabel="step", ylabel="validation loss", title="val loss vs step")
     by_time.set(xlabel="wall time (s)", title="val loss vs wall time")
     if curves:

@@ -344,7 +344,8 @@ def figures(runs: list[Run]) -> dict[str, Figure]:
     """The report's figures by file name: loss.png, and where runs recorded them matrix.png, levels.png,
     extrapolation.png, capacity.png and pareto.png, each configuration in one style throughout."""
     by_label = summaries(runs)
-    found = {"loss.png": loss_figure(curves(runs), styles(by_label))}
+    unplotted = {label: why for label, why in zip(by_label, capability.unscored(by_label)) if why}
+    found = {"loss.png": loss_figure(curves(runs), styles(by_label), unplotted)}
     rows, columns, means = capability.matrix(by_label)
     if columns:
         guesses = [capability.chance(by_label, c) for c in columns]
