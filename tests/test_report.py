@@ -156,6 +156,15 @@ def test_loss_plot_names_the_configurations_it_has_no_curve_for(tmp_path: Path) 
     assert [to_rgba(line.get_color())[3] for line in figure.legends[0].get_lines()] == [1, 0, 0]  # no line drawn
 
 
+def test_loss_plot_ticks_steps_as_whole_numbers() -> None:
+    """Validations at steps 20 and 40 were ticked 22.5, 27.5, 32.5: steps no optimizer takes."""
+    curve = {"step": [20.0, 40.0], "wall_s": [1.0, 2.0], "mean": [3.0, 2.0], "std": [0.0, 0.0]}
+    ax = loss_figure({"a": curve}, styles(["a"])).axes[0]
+    low, high = ax.get_xlim()
+    ticks = [t for t in ax.get_xticks() if low <= t <= high]
+    assert ticks and all(t == int(t) for t in ticks)
+
+
 def test_every_configuration_of_a_preset_has_its_own_curve_style() -> None:
     # The attention presets sweep 11 variants: with matplotlib's 10 colours alone the 11th drew as the 1st.
     flat = {"step": [1.0, 2.0], "wall_s": [1.0, 2.0], "mean": [2.0, 1.0], "std": [0.0, 0.0]}
