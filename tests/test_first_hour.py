@@ -202,6 +202,26 @@ def test_a_folder_holding_finished_results_is_not_started_afresh(monkeypatch: py
     assert preflight(argv, CONFIGS, check_config, claim=True)
 
 
+@pytest.mark.parametrize("argv, key", [
+    (["hydra.run.dir=runs/a\\${b}"], "hydra.run.dir=runs/a\\${b}"),
+    (["-m", "seed=1,2", "hydra.sweep.dir=runs/s\\${b}"], "hydra.sweep.dir=runs/s\\${b}"),
+    (["-m", "seed=1,2", "hydra.sweep.dir=runs/s", "hydra.sweep.subdir=j\\${b}_${hydra.job.num}"],
+     "hydra.sweep.subdir=j\\${b}_${hydra.job.num}"),
+], ids=["run.dir", "sweep.dir", "sweep.subdir"])
+def test_a_folder_whose_name_holds_an_escaped_interpolation_is_refused_before_it_is_made(
+        argv: list[str], key: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+        capsys: pytest.CaptureFixture) -> None:
+    """Hydra resolves its job log's name, in the run folder, a second time: the escaped ${ passed every check, the
+    folder was made, and the run ended in a traceback from Hydra's job-logging setup."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as exit_:
+        preflight(argv, CONFIGS, check_config, claim=True)
+    assert exit_.value.code == 2 and capsys.readouterr().err == f"error: {key}: Hydra cannot use a folder whose " \
+        f"name holds ${{ (its job logging reads it as an interpolation); pick another {key.split('=')[0]}= without " \
+        "one\n"
+    assert list(tmp_path.iterdir()) == []
+
+
 @pytest.mark.parametrize("argv, message", [
     (["model.bias=no"], "error: model.bias=no must be true or false"),  # refused before Hydra makes a folder
     (["data.tasks.calculator.operations=[plus,modulo]"],

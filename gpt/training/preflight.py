@@ -16,6 +16,7 @@ from hydra.core.override_parser.types import Override, ValueType
 from hydra.errors import HydraException, MissingConfigException, OverrideParseException
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import InterpolationResolutionError
 
 from gpt.overrides import override_key, override_value, quoted
 from gpt.training.run_folder import SUMMARY, finished
@@ -23,6 +24,8 @@ from gpt.training.run_folder import claim as claim_run_folder
 from gpt.validate import closest, did_you_mean, first_line
 
 MULTIRUN_FLAGS = ("-m", "--multirun")
+# Unresolved: a ${ that an odd number of backslashes escapes (backslashes before one pair up)
+ESCAPED_INTERPOLATION = re.compile(r"(?<!\\)(?:\\\\)*\\\$\{")
 
 
 def parsed(overrides: list[str]) -> list[Override]:
@@ -242,6 +245,7 @@ def preflight(argv: list[str], config_dir: Path, check: Callable[[DictConfig], N
                                  f"{' '.join(overrides)}), or give one value (quote one that holds a comma: "
                                  "key='a,b')")
             check(cfg)
+            check_folder_names(cfg.hydra.run, "hydra.run", ["dir"])
             if not str(cfg.hydra.run.dir).strip():  # Hydra would write into the current folder itself
                 raise ValueError("hydra.run.dir is empty: name the run's folder, e.g. hydra.run.dir=outputs/mine")
             if claim and not (cfg.resume or cfg.ckpt_path):
@@ -250,6 +254,7 @@ def preflight(argv: list[str], config_dir: Path, check: Callable[[DictConfig], N
                 return [a for a in argv if override_key(a) != "hydra.run.dir"] + \
                     [f"hydra.run.dir={quoted(cfg.hydra.run.dir)}"]
         else:
+            check_folder_names(cfg.hydra.sweep, "hydra.sweep", ["dir", "subdir"])
             check_launcher(cfg)
             if claim and not cfg.resume:
                 refuse_finished(Path(cfg.hydra.sweep.dir), "sweep")
@@ -257,6 +262,21 @@ def preflight(argv: list[str], config_dir: Path, check: Callable[[DictConfig], N
     except ValueError as err:
         print(f"error: {first_line(err)}", file=sys.stderr)
         sys.exit(2)
+
+
+def check_folder_names(section: DictConfig, where: str, keys: list[str]) -> None:
+    """Refuse a run or sweep folder whose name holds a ${ (written escaped, 'a\\${b}', or from a value holding one):
+    Hydra resolves its job log's file name, inside that folder, a second time, reads the ${ as an interpolation and
+    fails with a traceback, after the folder is made."""
+    for key in keys:
+        written = str(OmegaConf.to_container(section, resolve=False)[key])
+        try:
+            holds = "${" in str(section[key])
+        except InterpolationResolutionError:  # a sweep's subdir of ${hydra.job.num}, known in each job only
+            holds = ESCAPED_INTERPOLATION.search(written) is not None
+        if holds:
+            raise ValueError(f"{where}.{key}={written}: Hydra cannot use a folder whose name holds ${{ (its job "
+                             f"logging reads it as an interpolation); pick another {where}.{key}= without one")
 
 
 def check_launcher(cfg: DictConfig) -> None:
