@@ -114,7 +114,8 @@ def train(cfg: DictConfig, run_dir: Path | None = None) -> Path | None:
     from gpt.training.init_from import start_from
     from gpt.training.lit import LitGPT
     from gpt.training.loggers import finish, make_logger
-    from gpt.training.resume import AtomicCheckpointIO, check_resumable, load_resume_checkpoint, resume_from
+    from gpt.training.resume import (AtomicCheckpointIO, check_resumable, load_resume_checkpoint, resume_from,
+                                     train_further)
     from gpt.training.run_folder import kept_on_resume, read_history, read_summary, record_duplicate
     from gpt.training.run_record import RunRecord, finished_line, summary_line, validation_off
 
@@ -128,7 +129,8 @@ def train(cfg: DictConfig, run_dir: Path | None = None) -> Path | None:
     check_accelerator(cfg.trainer)
     # A resumed sweep's job that had finished stands; one killed before its model.pt is finished below.
     if cfg.resume and kept_on_resume(run_dir):
-        print(f"finished before, kept: {finished_line(run_dir)}")
+        further = "" if in_sweep else train_further(run_dir, cfg.trainer.max_steps, overrides)
+        print(f"finished before, kept: {finished_line(run_dir)}{further}")
         return run_dir / "model.pt"
     ignores = [] if cfg.init_from else forced_unread(cfg, overrides)  # init_from's model is checked once loaded
     if same := repeated(ignores, sweep, lambda override: model_accepts(cfg, override)):

@@ -34,6 +34,7 @@ from gpt.training.optim import SCHEDULES, OptimConfig
 from gpt.training.resume import AtomicCheckpointIO, find_resume_checkpoint, load_resume_checkpoint, resume_from
 from gpt.training.run_folder import (kept_on_resume, locked, read_history, read_summary, record_stop,
                                      write_summary)
+from gpt.training.run_record import finished_line
 from tests.conftest import ROOT, TINY_RUN, CodeRunningPickle, child_env, files_in, flip_a_bit_in, play, run_cli
 from tests.fuzzing import fresh_folder, job
 from tests.test_configs import compose_with
@@ -1007,6 +1008,38 @@ def test_a_sweep_whose_multirun_yaml_is_damaged_resumes_by_its_jobs_own_records(
     table = next(t for t in (folder / "report.md").read_text().split("\n\n") if t.startswith("| configuration"))
     (row,) = table.splitlines()[2:]  # both seeds in one row, each finished
     assert row.split(" | ")[1] == "2" and row.endswith("| ok |")
+
+
+def test_a_finished_run_resumed_for_more_steps_is_kept_naming_the_command_that_trains_it_further(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """resume=true trainer.max_steps=12 in the folder of a run finished at step 10 said "finished before, kept" and
+    trained nothing, not a word of the 12 steps asked for. A resumed sweep keeps such a job as it is, saying nothing
+    more."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    monkeypatch.chdir(tmp_path)
+    run = train_in_process(tmp_path / "run", *FINISHED_RUN).parent
+    before = files_in(run)
+    capsys.readouterr()
+    train_in_process(run, *FINISHED_RUN, "trainer.max_steps=12", "resume=true")
+    kept = f"finished before, kept: {finished_line(run)}"
+    ckpt = run / "checkpoints/last.ckpt"
+    line, advice = capsys.readouterr().out.splitlines()[-1].split(" run python train.py ")
+    assert line == f"{kept}; it stopped at step 10, short of trainer.max_steps=12 (resume=true does not train a " \
+        "finished run further): to train it further"
+    *overrides, pasted = shlex.split(advice)
+    assert overrides == [*FINISHED_RUN, "trainer.max_steps=12"]  # the command line as given, resume=true dropped
+    override = OverridesParser.create().parse_override(pasted)
+    assert (override.key_or_group, override.value()) == ("ckpt_path", str(ckpt))
+    assert files_in(run) == before
+    train_in_process(run, *FINISHED_RUN, "trainer.max_steps=12", "resume=true", "hydra.mode=MULTIRUN",
+                     f"hydra.sweep.dir={tmp_path}")
+    assert capsys.readouterr().out.splitlines()[-1] == kept and files_in(run) == before
+    ckpt.unlink()
+    train_in_process(run, *FINISHED_RUN, "trainer.max_steps=12", "resume=true")
+    assert capsys.readouterr().out.splitlines()[-1] == f"{kept}; it stopped at step 10, short of " \
+        "trainer.max_steps=12, and its checkpoints/last.ckpt is gone: drop resume=true and pass another " \
+        "hydra.run.dir= to train it again from the start"
 
 
 def test_the_checkpoint_a_refusal_names_pastes_whole_from_a_folder_with_a_space_and_a_comma(

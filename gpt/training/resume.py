@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -230,6 +231,23 @@ def find_resume_checkpoint(cfg: DictConfig, roots: list[Path]) -> Path:
         raise CheckpointError(f"resume=true found no run with this config and a {CHECKPOINT} under "
                               f"{', '.join(str(r) for r in roots)}: pass ckpt_path=<path> or drop resume=true")
     return max(found, key=lambda p: p.stat().st_mtime)
+
+
+def train_further(run_dir: Path, max_steps: int, overrides: list[str]) -> str:
+    """For a finished run that resume=true keeps as it is (as a resumed sweep keeps its finished jobs), though it
+    stopped short of this command's trainer.max_steps: where it stopped and the command that trains it further, into
+    a folder of its own; "" when it reached them."""
+    steps = read_summary(run_dir)["steps"]
+    if steps >= max_steps:
+        return ""
+    ckpt = run_dir / CHECKPOINT
+    if not ckpt.is_file():
+        return f"; it stopped at step {steps}, short of trainer.max_steps={max_steps}, and its {CHECKPOINT} is gone: " \
+            "drop resume=true and pass another hydra.run.dir= to train it again from the start"
+    command = ["python train.py", *(shlex.quote(o) for o in overrides if override_key(o) not in NOT_IDENTITY),
+               pasted("ckpt_path", str(ckpt))]
+    return f"; it stopped at step {steps}, short of trainer.max_steps={max_steps} (resume=true does not train a " \
+        f"finished run further): to train it further run {' '.join(command)}"
 
 
 @dataclass(frozen=True)
