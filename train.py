@@ -107,7 +107,7 @@ def train(cfg: DictConfig, run_dir: Path | None = None) -> Path | None:
     from gpt.sweeps.parallel import stopping
     from gpt.sweeps.repeats import recorded_sweep, repeated
     from gpt.training.callbacks import (HeldOutAccuracy, Interrupted, LossAtLengths, ResumeCheckpoint, SampleText,
-                                        StepProgressBar, StopOnInterrupt, ValidateAtEnd)
+                                        StepProgressBar, StopOnInterrupt, ValidateAtEnd, aborted)
     from gpt.training.checks import (check_accelerator, check_config, check_fits, check_launch, check_lengths,
                                      check_settings_read, forced_unread, given_model_settings, model_accepts,
                                      model_config, optim_config, trainer_arguments)
@@ -213,26 +213,32 @@ def train(cfg: DictConfig, run_dir: Path | None = None) -> Path | None:
         if spawned:  # a rank may still be writing the checkpoint of the stop the first Ctrl-C asked for
             for rank in trainer.strategy.launcher.procs:
                 rank.join()
-        after = (f"continue from {checkpoint.path} with the same overrides plus "
-                 f"{pasted('ckpt_path', str(checkpoint.path))} (or resume=true)" if checkpoint.path.is_file()
-                 else "no checkpoint was written yet: start again")
         how = "SIGTERM" if sigterm else stopper.abort_how() if isinstance(err, SystemExit) else "Ctrl-C"
-        where = "" if spawned else f" at step {trainer.global_step}"  # under trainer=ddp this process trains no step
-        raise Interrupted(f"aborted by {how}{where}, before model.pt was written; {after}",
-                          signal.SIGTERM if sigterm else stopper.aborted_by or signal.SIGINT) from None
-    if resume_point and resume_point.step == trainer.max_steps:
-        # A run killed after its final checkpoint: Lightning restored it and skipped the training loop with its hooks.
-        # End it as that loop ends: a checkpoint in this folder, the final validation (its grading) and the record.
-        record.on_train_start(trainer, lit)
-        if not checkpoint.path.is_file():
-            checkpoint.save(trainer)
-        trainer.validate(lit, datamodule=data, verbose=False)
-        record.on_train_end(trainer, lit)
+        raise aborted(how, None if spawned else trainer.global_step, checkpoint.path,  # spawned: trained no step here
+                      signal.SIGTERM if sigterm else stopper.aborted_by or signal.SIGINT) from None
     path = run_dir / "model.pt"
-    if not trainer.is_global_zero:  # under torchrun/SLURM every rank gets here; one writes the export
-        return path
-    finish(trainer.loggers)
-    save_model(path, lit.model, data.tokenizer, meta=data.meta)
+    try:
+        if resume_point and resume_point.step == trainer.max_steps:
+            # A run killed after its final checkpoint: Lightning restored it and skipped the training loop with its
+            # hooks. End it as that loop ends: a checkpoint in this folder, the final validation (its grading) and the
+            # record.
+            record.on_train_start(trainer, lit)
+            if not checkpoint.path.is_file():
+                checkpoint.save(trainer)
+            trainer.validate(lit, datamodule=data, verbose=False)
+            record.on_train_end(trainer, lit)
+        if not trainer.is_global_zero:  # under torchrun/SLURM every rank gets here; one writes the export
+            return path
+        finish(trainer.loggers)
+        save_model(path, lit.model, data.tokenizer, meta=data.meta)  # atomic: a Ctrl-C leaves no part of it
+    # A Ctrl-C once training has ended, the second after a stop or the first after the last step, is Python's
+    # KeyboardInterrupt here (Lightning's exit(1) after one, in the validation above): a traceback, not a stop's line.
+    except (KeyboardInterrupt, SystemExit) as err:
+        if isinstance(err, SIGTERMException):
+            raise
+        how = stopper.abort_how() if stopper.requested else "Ctrl-C"
+        raise aborted(how, None if spawned else trainer.global_step, checkpoint.path,
+                      stopper.aborted_by or signal.SIGINT) from None
     # From the records on disk: under trainer=ddp (spawn) rank 0 trained in another process, not in this one. A stop's
     # summary.json holds no steps; the last.ckpt that the stop wrote does.
     steps = (read_summary(run_dir) or {}).get("steps", trainer.global_step)

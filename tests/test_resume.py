@@ -318,6 +318,42 @@ runpy.run_path({str(ROOT / "train.py")!r}, run_name="__main__")
     assert load_resume_checkpoint(ckpt)["global_step"] == 20 and not (tmp_path / "run/model.pt").exists()
 
 
+@pytest.mark.parametrize("stopped", [True, False], ids=["second Ctrl-C", "Ctrl-C after training"])
+def test_a_ctrl_c_while_model_pt_is_written_aborts_in_one_line_leaving_no_part_of_it(tmp_path: Path,
+                                                                                     stopped: bool) -> None:
+    """A Ctrl-C once training had ended (the second after a stop, or the first after the last step) came as
+    KeyboardInterrupt while model.pt was written: a traceback, not the stop's one line. It lands halfway through the
+    write: sent there, not timed."""
+    script = f"""
+import runpy, signal, sys, torch
+from gpt.training.callbacks import StopOnInterrupt
+stop_at, save = StopOnInterrupt.on_train_batch_end, torch.save
+def first_ctrl_c(self, trainer, *args):
+    if {stopped} and trainer.global_step == 25:
+        signal.raise_signal(signal.SIGINT)
+    stop_at(self, trainer, *args)
+def half_then_ctrl_c(obj, f, *args, **kwargs):
+    if ".model.pt." in getattr(f, "name", ""):
+        f.write(b"PK half a model")
+        signal.raise_signal(signal.SIGINT)
+    save(obj, f, *args, **kwargs)
+StopOnInterrupt.on_train_batch_end, torch.save = first_ctrl_c, half_then_ctrl_c
+sys.argv = ["train.py", *{RUN!r}, "hydra.run.dir=run"]
+runpy.run_path({str(ROOT / "train.py")!r}, run_name="__main__")
+"""
+    proc = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, env=child_env(),
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 130, proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    run, step, how = tmp_path / "run", 25 if stopped else 40, "a second Ctrl-C" if stopped else "Ctrl-C"
+    ckpt = run / "checkpoints/last.ckpt"
+    assert proc.stderr.splitlines()[-1] == f"aborted by {how} at step {step}, before model.pt was written; " \
+        f"continue from {ckpt} with the same overrides plus ckpt_path={ckpt} (or resume=true)"
+    assert load_resume_checkpoint(ckpt)["global_step"] == step
+    assert not any(p.name.startswith((".model.pt", "model.pt")) for p in run.iterdir())
+    assert read_summary(run)["status"] == ("stopped" if stopped else "ok") and not kept_on_resume(run)
+
+
 def test_sigterm_stops_a_run_as_ctrl_c_does(tmp_path: Path) -> None:
     """kill <pid>, a container's stop, a scheduler's preemption or `timeout`: Lightning's own SIGTERM handler ended the
     run at its next step with exit status 0, writing no model.pt and no summary.json, so `train.py && generate.py`
@@ -828,10 +864,10 @@ def test_a_stopped_job_continued_and_killed_before_its_model_pt_is_not_kept_with
     write_summary(job, {"status": "stopped", "reason": "stopped by Ctrl-C at step 5"})  # as the stop records it
 
     def killed(*args: object, **kwargs: object) -> None:
-        raise KeyboardInterrupt  # the process dies before writing model.pt
+        raise RuntimeError("killed")  # the process dies before writing model.pt
 
     monkeypatch.setattr("gpt.inference.checkpoint.save_model", killed)
-    with pytest.raises(KeyboardInterrupt):
+    with pytest.raises(RuntimeError, match="killed"):
         train_in_process(job, *FINISHED_RUN, f"ckpt_path={job / 'checkpoints/last.ckpt'}")
     assert json.loads((job / "summary.json").read_text())["steps"] == 10
     assert not kept_on_resume(job)  # so resume=true finishes it from its final checkpoint

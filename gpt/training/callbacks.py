@@ -43,6 +43,15 @@ class Interrupted(RuntimeError):
         self.status = 128 + signum
 
 
+def aborted(how: str, step: int | None, checkpoint: Path, signum: int) -> Interrupted:
+    """A run ended at once before its model.pt was written (a second Ctrl-C, or a Ctrl-C once training had ended), in
+    one line naming the checkpoint it goes on from; `step` None where this process trained none (trainer=ddp)."""
+    after = (f"continue from {checkpoint} with the same overrides plus {pasted('ckpt_path', str(checkpoint))} "
+             "(or resume=true)" if checkpoint.is_file() else "no checkpoint was written yet: start again")
+    where = "" if step is None else f" at step {step}"
+    return Interrupted(f"aborted by {how}{where}, before model.pt was written; {after}", signum)
+
+
 def lightning_answers_sigterm() -> bool:
     """Whether Lightning handles SIGTERM itself: under SLURM (not torchrun inside it) it keeps the process alive
     after SIGTERM, so that its handler of SLURM's requeue signal can save and requeue the job."""
