@@ -20,6 +20,7 @@ from pathlib import Path
 import lightning as L
 import pytest
 import torch
+import yaml
 from omegaconf import DictConfig, OmegaConf
 from torch.utils.data import DataLoader
 
@@ -29,16 +30,19 @@ from gpt.inference.checkpoint import CheckpointError
 from gpt.sweeps.lock import SWEEP_LOCK
 from gpt.sweeps.parallel import GRACE_S
 from gpt.training.callbacks import ResumeCheckpoint, SampleText, StopOnInterrupt, TrainingStopped
+from gpt.training.checks import check_config
 from gpt.training.lit import LitGPT
 from gpt.training.optim import SCHEDULES, OptimConfig
+from gpt.training.preflight import preflight
 from gpt.training.resume import AtomicCheckpointIO, find_resume_checkpoint, load_resume_checkpoint, resume_from
-from gpt.training.run_folder import (kept_on_resume, locked, read_history, read_summary, record_stop,
+from gpt.training.run_folder import (kept_on_resume, locked, read_history, read_summary, record_stop, release,
                                      write_summary)
 from gpt.training.run_record import finished_line
 from tests.conftest import ROOT, TINY_RUN, CodeRunningPickle, child_env, files_in, flip_a_bit_in, play, run_cli
 from tests.fuzzing import fresh_folder, job
 from tests.test_configs import compose_with
 from tests.test_data import TINY, train_in_process
+from train import CONFIGS
 
 # Dropout on, so the restored RNG matters; a checkpoint every 10 steps; the loss logged at every step.
 RUN = ["model.layers=1", "model.dim=32", "model.heads=2", "model.dropout=0.1", "data.batch_size=16",
@@ -625,6 +629,51 @@ def test_resume_that_finds_no_run_names_each_folder_it_searched_once(tmp_path: P
     with pytest.raises(CheckpointError, match=r"found no run with this config and a checkpoints/last.ckpt under "
                                               r"outputs, multirun: pass ckpt_path="):
         find_resume_checkpoint(OmegaConf.create({"model": {"dim": 8}}), roots)
+
+
+def test_resume_in_a_runs_own_folder_with_another_config_is_refused_naming_the_first_setting(
+        trained: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """resume=true model.heads=4 in the folder of a run made with model.heads=2 said "finished before, kept" as if
+    that model were there, and Hydra wrote the command's config over the run's record; a stopped run went on at
+    another optim.lr or seed without a word. A trainer.max_steps of its own is how a run is trained on."""
+    monkeypatch.chdir(tmp_path)
+    run = tmp_path / "outputs" / "run"
+    shutil.copytree(trained / ".hydra", run / ".hydra")  # the record Hydra wrote for `python train.py *TINY_RUN`
+    (run / ".lock").touch()
+    record_stop(run, "stopped by Ctrl-C at step 10")
+    before = files_in(run)
+    folder = ["hydra.run.dir=outputs/run", "resume=true"]
+
+    def resumed(*argv: str) -> str:
+        try:
+            preflight(list(argv), CONFIGS, check_config, claim=True)
+        except SystemExit as exit_:
+            assert exit_.code == 2
+        finally:
+            release(Path("outputs/run"))
+        return capsys.readouterr().err
+
+    # its trainer.max_steps given last: the command's own where it gives one
+    made = [o for o in TINY_RUN if not o.startswith("trainer.max_steps=")] + ["trainer.max_steps=30"]
+    command = f"python train.py {' '.join(made)} hydra.run.dir=outputs/run resume=true"
+    for given, there, here in [("model.heads=4", "model.heads=2", "model.heads=4"),
+                               ("optim.lr=1e-3", "optim.lr=0.003", "optim.lr=0.001"),
+                               ("seed=1", "seed=1337", "seed=1"), ("attention=gqa", "model.attention=mha",
+                                                                    "model.attention=gqa")]:
+        assert resumed(*TINY_RUN, given, *folder) == f"error: resume=true: the run in outputs/run was made with " \
+            f"{there}, and this command has {here}; resume it with the overrides it was made with ({command}), or " \
+            "drop resume=true and pass another hydra.run.dir= to start a new run\n"
+        assert files_in(run) == before
+    assert resumed(*shlex.split(command.removeprefix("python train.py "))) == ""  # the command it names resumes
+    assert resumed(*TINY_RUN, "trainer.max_steps=60", *folder) == ""  # trained further
+    # The command's own overrides on configs/ as they were when the run was made: its config says what it is
+    heads = [o.replace("model.heads=2", "model.heads=4") for o in TINY_RUN]
+    (run / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump(heads))
+    assert resumed(*heads, *folder).endswith(
+        "this command has model.heads=4; resume it with the settings its outputs/run/.hydra/config.yaml records, or "
+        "drop resume=true and pass another hydra.run.dir= to start a new run\n")
+    (run / ".hydra" / "config.yaml").write_text("model: [unclosed\n")  # no record to compare: left to the search
+    assert resumed(*TINY_RUN, "model.heads=4", *folder) == ""
 
 
 @pytest.mark.parametrize("saved", [b"model: [unclosed\n", b"\xff\xfe", b"- 1\n"])

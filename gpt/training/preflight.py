@@ -220,8 +220,9 @@ def preflight(argv: list[str], config_dir: Path, check: Callable[[DictConfig], N
     Hydra if it can. Flags this does not know (--help, --cfg, -c, ...) are left to Hydra. A sweep's keys are
     checked here, its values in each job: a job whose values cannot work is a failed row of the sweep report and
     the others still run. With `claim` (train.py's call), a single run's folder is made and locked now, before
-    Hydra writes into it, and pinned in the command line returned (its ${now:...} resolved once); a sweep re-run
-    with resume=true is sent into the killed sweep's folder."""
+    Hydra writes into it, and pinned in the command line returned (its ${now:...} resolved once), and a run resumed
+    there with another config than its record's refused; a sweep re-run with resume=true is sent into the killed
+    sweep's folder."""
     overrides = [a for a in argv if a not in MULTIRUN_FLAGS]
     if any(a.startswith("-") for a in overrides):
         return argv
@@ -251,6 +252,10 @@ def preflight(argv: list[str], config_dir: Path, check: Callable[[DictConfig], N
             if claim and not (cfg.resume or cfg.ckpt_path):
                 refuse_finished(Path(cfg.hydra.run.dir), "run")
             if claim and claim_run_folder(Path(cfg.hydra.run.dir)):
+                if cfg.resume:  # compared while this run holds the folder: no other run is writing its record
+                    from gpt.training.resume import refuse_another_run  # torch and Lightning: only to resume
+
+                    refuse_another_run(cfg, Path(cfg.hydra.run.dir), overrides)
                 return [a for a in argv if override_key(a) != "hydra.run.dir"] + \
                     [f"hydra.run.dir={quoted(cfg.hydra.run.dir)}"]
         else:

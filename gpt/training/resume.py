@@ -21,7 +21,7 @@ from omegaconf import DictConfig, ListConfig, OmegaConf, open_dict
 
 from gpt.atomic import atomic_open
 from gpt.inference.checkpoint import CheckpointError, safe_load
-from gpt.overrides import override_key, pasted
+from gpt.overrides import override_key, pasted, quoted
 from gpt.training.lit import LitGPT
 from gpt.training.optim import OPTIMIZERS, SCHEDULES, OptimConfig
 from gpt.training.recorded import as_typed
@@ -29,6 +29,9 @@ from gpt.training.run_folder import (CHECKPOINT, NOT_IDENTITY, OVERRIDES, REPORT
                                      model_rebuildable, read_overrides, read_summary, whole_model)
 from gpt.validate import first_line
 
+# What a run continued with resume=true may be given otherwise: a run trains to the trainer.max_steps it is resumed
+# with (a finished one is kept, naming the command that trains it further: train_further).
+TRAINED_FURTHER = "trainer.max_steps"
 # The top-level keys every run's config has held since the first and no run goes without (train.py refuses each
 # removed; ~model and ~logger train): a saved config without one was cut short, not made by another config. Hydra
 # writes seed after the others, so a file cut anywhere before its line lacks one.
@@ -248,6 +251,63 @@ def train_further(run_dir: Path, max_steps: int, overrides: list[str]) -> str:
                pasted("ckpt_path", str(ckpt))]
     return f"; it stopped at step {steps}, short of trainer.max_steps={max_steps} (resume=true does not train a " \
         f"finished run further): to train it further run {' '.join(command)}"
+
+
+def settings(values: Any, prefix: str = "") -> dict[str, Any]:
+    """A config's values by the dotted keys an override sets (model.heads), in the config's order."""
+    if isinstance(values, dict) and values:
+        return {key: value for name, inner in values.items()
+                for key, value in settings(inner, f"{prefix}{name}.").items()}
+    return {prefix.removesuffix("."): values}
+
+
+def setting(values: dict[str, Any], key: str) -> str:
+    """A setting as an override writes it (model.heads=4), an interpolation as the config holds it
+    (optim.max_steps=${trainer.max_steps}), or `no <key>` where the config has none."""
+    if key not in values:
+        return f"no {key}"
+    value = values[key]
+    return f"{key}={value if isinstance(value, str) and '${' in value else quoted(value)}"
+
+
+def refuse_another_run(cfg: DictConfig, run_dir: Path, overrides: list[str]) -> None:
+    """resume=true in a run's own folder (hydra.run.dir= of it) with a config other than the one its .hydra records:
+    Hydra would write this command's config over that record, and the run be kept or continued as this command's (a
+    finished one said kept, with another model.heads than its model.pt's; a stopped one went on at another optim.lr
+    or seed without a word). One line naming the first setting that differs, and the command that resumes the run.
+    A folder without a record, or with one that cannot be read, has nothing to compare: left to resume=true's
+    search."""
+    saved = run_dir / ".hydra" / "config.yaml"
+    if not saved.is_file():
+        return
+    try:
+        theirs = settings(run_identity(saved_config(saved)))
+    except CheckpointError:
+        return
+    mine = settings(run_identity(cfg))
+    key = next((key for key in dict.fromkeys([*mine, *theirs]) if key != TRAINED_FURTHER
+                and (key in mine, mine.get(key)) != (key in theirs, theirs.get(key))), None)
+    if key is None:
+        return
+    try:
+        recorded = read_overrides(run_dir)
+    except (OSError, ValueError):  # gone or damaged: its config.yaml still says what the run is
+        recorded = None
+    made, given = ([o for o in found if override_key(o) not in (*NOT_IDENTITY, TRAINED_FURTHER)
+                    and not override_key(o).startswith("hydra.")] for found in (recorded or [], overrides))
+    if recorded is None or sorted(made) == sorted(given):  # the same overrides: configs/ changed since
+        how = f"the settings its {saved} records"
+    else:
+        # this command's trainer.max_steps (else the run's own), and its own Hydra settings but the folder
+        further = [o for o in overrides if override_key(o) == TRAINED_FURTHER] or \
+            [o for o in recorded if override_key(o) == TRAINED_FURTHER]
+        hydra = [o for o in overrides if override_key(o).startswith("hydra.") and override_key(o) != "hydra.run.dir"]
+        command = ["python train.py", *(shlex.quote(o) for o in [*made, *further, *hydra]),
+                   pasted("hydra.run.dir", str(run_dir)), "resume=true"]
+        how = f"the overrides it was made with ({' '.join(command)})"
+    raise ValueError(f"resume=true: the run in {run_dir} was made with {setting(theirs, key)}, and this command has "
+                     f"{setting(mine, key)}; resume it with {how}, or drop resume=true and pass another "
+                     "hydra.run.dir= to start a new run")
 
 
 @dataclass(frozen=True)
