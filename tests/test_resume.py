@@ -279,7 +279,11 @@ def test_non_finite_loss_stops_naming_the_step_and_last_good_checkpoint(tmp_path
     assert state["global_step"] == 4 and all(torch.isfinite(v).all() for v in state["state_dict"].values())
 
 
-def test_ctrl_c_stops_cleanly_with_checkpoint_and_model(tmp_path: Path) -> None:
+@pytest.mark.parametrize("signum, name", [(signal.SIGINT, "Ctrl-C"), (signal.SIGTERM, "SIGTERM")])
+def test_a_signal_stops_a_run_cleanly_with_checkpoint_and_model(tmp_path: Path, signum: int, name: str) -> None:
+    """SIGTERM (kill <pid>, a container's stop, a scheduler's preemption, `timeout`) as Ctrl-C: Lightning's own SIGTERM
+    handler ended the run at its next step with exit status 0, writing no model.pt and no summary.json, so
+    `train.py && generate.py` went on and `resume=true` had no record that the run had stopped."""
     run = tmp_path / "run"
     proc = subprocess.Popen([sys.executable, str(ROOT / "train.py"), *RUN, "trainer.max_steps=100000",
                              "hydra.run.dir=run"], cwd=tmp_path, env=child_env(),
@@ -287,12 +291,14 @@ def test_ctrl_c_stops_cleanly_with_checkpoint_and_model(tmp_path: Path) -> None:
     deadline = time.monotonic() + 120
     while not (run / "checkpoints/last.ckpt").exists() and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.01)
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(signum)
     out, err = proc.communicate(timeout=120)
-    assert proc.returncode == 130, err[-2000:]  # so `train.py && generate.py` does not go on with a half-trained model
+    assert proc.returncode == 128 + signum, err[-2000:]  # so `train.py && generate.py` does not go on half-trained
     step = load_resume_checkpoint(run / "checkpoints/last.ckpt")["global_step"]
-    assert f"stopped by Ctrl-C at step {step}; continue with the same overrides plus ckpt_path=" in err
+    assert err.splitlines()[-1].startswith(f"stopped by {name} at step {step}; continue with the same overrides "
+                                           "plus ckpt_path=")
     assert "stopped after " in out and f"step {step}" in out and "done in" not in out  # it said done, then stopped
+    assert read_summary(run) == {"status": "stopped", "reason": f"stopped by {name} at step {step}"}
     assert 10 <= step < 100000
     model, _ = load_checkpoint(run / "model.pt")
     assert model.cfg.dropout == 0.1
@@ -356,30 +362,6 @@ runpy.run_path({str(ROOT / "train.py")!r}, run_name="__main__")
     assert load_resume_checkpoint(ckpt)["global_step"] == step
     assert not any(p.name.startswith((".model.pt", "model.pt")) for p in run.iterdir())
     assert read_summary(run)["status"] == ("stopped" if stopped else "ok") and not kept_on_resume(run)
-
-
-def test_sigterm_stops_a_run_as_ctrl_c_does(tmp_path: Path) -> None:
-    """kill <pid>, a container's stop, a scheduler's preemption or `timeout`: Lightning's own SIGTERM handler ended the
-    run at its next step with exit status 0, writing no model.pt and no summary.json, so `train.py && generate.py`
-    went on and `resume=true` had no record that the run had stopped."""
-    run = tmp_path / "run"
-    proc = subprocess.Popen([sys.executable, str(ROOT / "train.py"), *RUN, "trainer.max_steps=100000",
-                             "hydra.run.dir=run"], cwd=tmp_path, env=child_env(),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 120
-    while not (run / "checkpoints/last.ckpt").exists() and proc.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.01)
-    proc.send_signal(signal.SIGTERM)
-    out, err = proc.communicate(timeout=120)
-    assert proc.returncode == 128 + signal.SIGTERM, err[-2000:]
-    step = load_resume_checkpoint(run / "checkpoints/last.ckpt")["global_step"]
-    assert err.splitlines()[-1].startswith(f"stopped by SIGTERM at step {step}; continue with the same overrides "
-                                           "plus ckpt_path=")
-    assert "stopped after " in out and f"step {step}" in out and "done in" not in out
-    assert read_summary(run) == {"status": "stopped", "reason": f"stopped by SIGTERM at step {step}"}
-    assert 10 <= step < 100000
-    model, _ = load_checkpoint(run / "model.pt")
-    assert model.cfg.dropout == 0.1
 
 
 def test_a_sigterm_that_lightning_answers_aborts_in_one_line(tmp_path: Path) -> None:
