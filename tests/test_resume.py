@@ -640,8 +640,10 @@ def test_resume_in_a_runs_own_folder_with_another_config_is_refused_naming_the_f
     command = f"python train.py {' '.join(made)} hydra.run.dir=outputs/run resume=true"
     for given, there, here in [("model.heads=4", "model.heads=2", "model.heads=4"),
                                ("optim.lr=1e-3", "optim.lr=0.003", "optim.lr=0.001"),
-                               ("seed=1", "seed=1337", "seed=1"), ("attention=gqa", "model.attention=mha",
-                                                                    "model.attention=gqa")]:
+                               ("seed=1", "seed=1337", "seed=1"),
+                               # an option as typed, not the composed key it sets (model.attention=gqa)
+                               ("attention=gqa", "attention=mha", "attention=gqa"),
+                               ("pos=rope", "pos=learned", "pos=rope"), ("optim=adamw", "optim=muon", "optim=adamw")]:
         assert resumed(*TINY_RUN, given, *folder) == f"error: resume=true: the run in outputs/run was made with " \
             f"{there}, and this command has {here}; resume it with the overrides it was made with ({command}), or " \
             "drop resume=true and pass another hydra.run.dir= to start a new run\n"

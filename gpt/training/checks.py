@@ -128,6 +128,16 @@ def check_launch(trainer: L.Trainer, strategy: str, in_sweep: bool) -> None:
                          "(or trainer=ddp)")
 
 
+# The groups whose option is written into the model's section under the group's name (# @package model): attention=gqa
+# sets model.attention. Every other group's option sets the section of its own name (data=calculator: data).
+MODEL_GROUPS = ("attention", "pos")
+
+
+def group_setting(group: str) -> str:
+    """The composed key or section an option of `group` sets: model.attention for attention=, data for data=."""
+    return f"model.{group}" if group in MODEL_GROUPS else group
+
+
 def given_model_settings(cfg: DictConfig, overrides: Sequence[str], forced: bool = False) -> dict[str, Any]:
     """The model fields the command line (`overrides`) sets, directly (model.rope_base=500) or by an option of a
     group whose package is the model (attention=gqa sets attention), with the values the run composed. `++` marks a
@@ -135,7 +145,7 @@ def given_model_settings(cfg: DictConfig, overrides: Sequence[str], forced: bool
     `forced` (init_from's check: no `++` changes a pretrained model's architecture)."""
     keys = [override_key(o) for o in overrides if not o.startswith("~") and (forced or not o.startswith("++"))]
     fields = [key.removeprefix("model.") for key in keys if key.startswith("model.")] + \
-        [key for key in keys if key in ("attention", "pos")]
+        [key for key in keys if key in MODEL_GROUPS]
     return {name: cfg.model[name] for name in fields if name in cfg.model}
 
 

@@ -22,6 +22,7 @@ from omegaconf import DictConfig, ListConfig, OmegaConf, open_dict
 from gpt.atomic import atomic_open
 from gpt.inference.checkpoint import CheckpointError, safe_load
 from gpt.overrides import override_key, pasted, quoted
+from gpt.training.checks import group_setting
 from gpt.training.lit import LitGPT
 from gpt.training.optim import OPTIMIZERS, SCHEDULES, OptimConfig
 from gpt.training.recorded import as_typed
@@ -305,9 +306,28 @@ def refuse_another_run(cfg: DictConfig, run_dir: Path, overrides: list[str]) -> 
         command = ["python train.py", *(shlex.quote(o) for o in [*made, *further, *hydra]),
                    pasted("hydra.run.dir", str(run_dir)), "resume=true"]
         how = f"the overrides it was made with ({' '.join(command)})"
-    raise ValueError(f"resume=true: the run in {run_dir} was made with {setting(theirs, key)}, and this command has "
-                     f"{setting(mine, key)}; resume it with {how}, or drop resume=true and pass another "
-                     "hydra.run.dir= to start a new run")
+    there, here = chosen_options(cfg, run_dir, key, [*(recorded or []), *overrides]) or \
+        (setting(theirs, key), setting(mine, key))
+    raise ValueError(f"resume=true: the run in {run_dir} was made with {there}, and this command has {here}; resume "
+                     f"it with {how}, or drop resume=true and pass another hydra.run.dir= to start a new run")
+
+
+def chosen_options(cfg: DictConfig, run_dir: Path, key: str, overrides: list[str]) -> tuple[str, str] | None:
+    """Where a group picked on either command line (`overrides`: the run's and this one's) sets `key` and the run
+    and this command picked other options of it, the two as typed (attention=mha, attention=gqa): the composed key
+    (model.attention) is not what either command said. None where `key` is given itself, or no such group sets it."""
+    given = {override_key(o) for o in overrides}
+    try:
+        theirs = OmegaConf.load(run_dir / ".hydra" / "hydra.yaml").hydra.runtime.choices
+    except (OSError, yaml.YAMLError, ValueError, AttributeError):  # no record of its options: the key says it
+        return None
+    mine = cfg.hydra.runtime.choices
+    setters = [group for group in mine if group in given and key not in given and theirs.get(group) != mine[group]
+               and (key == group_setting(group) or key.startswith(f"{group_setting(group)}."))]
+    if not setters:
+        return None
+    group = max(setters, key=lambda g: len(group_setting(g)))  # model.attention: attention=, not model=
+    return f"{group}={theirs.get(group)}", f"{group}={mine[group]}"
 
 
 @dataclass(frozen=True)
