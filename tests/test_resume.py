@@ -660,6 +660,39 @@ def test_resume_in_a_runs_own_folder_with_another_config_is_refused_naming_the_f
     assert resumed(*TINY_RUN, "model.heads=4", *folder) == ""
 
 
+
+def test_ckpt_path_of_a_runs_own_checkpoint_in_its_folder_with_another_config_is_refused(
+        trained: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """ckpt_path= of a run's own last.ckpt in its folder with model.heads=4 trained the heads=2 run on as heads=4,
+    and Hydra wrote heads=4 over the run's record, which then said its model.pt was all of a heads=4 model. A larger
+    trainer.max_steps alone trains it further there, as before."""
+    monkeypatch.chdir(tmp_path)
+    run = tmp_path / "outputs" / "run"
+    shutil.copytree(trained / ".hydra", run / ".hydra")  # the record Hydra wrote for `python train.py *TINY_RUN`
+    (run / ".lock").touch()
+    before = files_in(run)
+    own = ["hydra.run.dir=outputs/run", "ckpt_path=outputs/run/checkpoints/last.ckpt"]
+
+    def continued(*argv: str) -> str:
+        try:
+            preflight(list(argv), CONFIGS, check_config, claim=True)
+        except SystemExit as exit_:
+            assert exit_.code == 2
+        finally:
+            release(Path("outputs/run"))
+        return capsys.readouterr().err
+
+    made = [o for o in TINY_RUN if not o.startswith("trainer.max_steps=")] + ["trainer.max_steps=60"]
+    assert continued(*made, "model.heads=4", *own) == "error: ckpt_path=outputs/run/" \
+        "checkpoints/last.ckpt: the run in outputs/run was made with model.heads=2, and this command has " \
+        f"model.heads=4; continue it with the overrides it was made with (python train.py {' '.join(made)} " \
+        "hydra.run.dir=outputs/run ckpt_path=outputs/run/checkpoints/last.ckpt), or pass another hydra.run.dir= to " \
+        "continue it with these settings in a run folder of its own\n"
+    assert files_in(run) == before
+    assert continued(*made, *own) == ""  # trained further in its own folder
+    assert continued(*TINY_RUN, "model.heads=4", "hydra.run.dir=outputs/run",  # another run's checkpoint
+                     f"ckpt_path={trained / 'checkpoints/last.ckpt'}") == ""
+
 @pytest.mark.parametrize("saved", [b"model: [unclosed\n", b"\xff\xfe", b"- 1\n"])
 def test_a_damaged_saved_config_is_named_when_resume_searches(tmp_path: Path, saved: bytes) -> None:
     """A yaml.ParserError, UnicodeDecodeError or AttributeError traceback from any run folder under outputs/."""

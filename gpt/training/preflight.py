@@ -252,7 +252,9 @@ def preflight(argv: list[str], config_dir: Path, check: Callable[[DictConfig], N
             if claim and not (cfg.resume or cfg.ckpt_path):
                 refuse_finished(Path(cfg.hydra.run.dir), "run")
             if claim and claim_run_folder(Path(cfg.hydra.run.dir)):
-                if cfg.resume:  # compared while this run holds the folder: no other run is writing its record
+                run_dir = Path(cfg.hydra.run.dir).resolve()
+                own = bool(cfg.ckpt_path) and Path(cfg.ckpt_path).resolve().parent.parent == run_dir  # its last.ckpt
+                if cfg.resume or own:  # compared while this run holds the folder: no other run is writing its record
                     from gpt.training.resume import refuse_another_run  # torch and Lightning: only to resume
 
                     refuse_another_run(cfg, Path(cfg.hydra.run.dir), overrides)

@@ -272,12 +272,13 @@ def setting(values: dict[str, Any], key: str) -> str:
 
 
 def refuse_another_run(cfg: DictConfig, run_dir: Path, overrides: list[str]) -> None:
-    """resume=true in a run's own folder (hydra.run.dir= of it) with a config other than the one its .hydra records:
-    Hydra would write this command's config over that record, and the run be kept or continued as this command's (a
-    finished one said kept, with another model.heads than its model.pt's; a stopped one went on at another optim.lr
-    or seed without a word). One line naming the first setting that differs, and the command that resumes the run.
-    A folder without a record, or with one that cannot be read, has nothing to compare: left to resume=true's
-    search."""
+    """resume=true, or ckpt_path= of its own last.ckpt, in a run's own folder (hydra.run.dir= of it) with a config
+    other than the one its .hydra records: Hydra would write this command's config over that record, and the run be
+    kept or continued as this command's (a finished one said kept, with another model.heads than its model.pt's; a
+    stopped one went on at another optim.lr or seed without a word; ckpt_path= trained on at another model.heads and
+    wrote a model.pt the record said was all of that model.heads). One line naming the first setting that differs,
+    and the command that continues the run. A folder without a record, or with one that cannot be read, has nothing
+    to compare: left to resume=true's search, or to ckpt_path='s checks."""
     saved = run_dir / ".hydra" / "config.yaml"
     if not saved.is_file():
         return
@@ -286,6 +287,7 @@ def refuse_another_run(cfg: DictConfig, run_dir: Path, overrides: list[str]) -> 
     except CheckpointError:
         return
     mine = settings(run_identity(cfg))
+    continues = "resume=true" if cfg.resume else pasted("ckpt_path", str(cfg.ckpt_path))
     key = next((key for key in dict.fromkeys([*mine, *theirs]) if key != TRAINED_FURTHER
                 and (key in mine, mine.get(key)) != (key in theirs, theirs.get(key))), None)
     if key is None:
@@ -304,12 +306,14 @@ def refuse_another_run(cfg: DictConfig, run_dir: Path, overrides: list[str]) -> 
             [o for o in recorded if override_key(o) == TRAINED_FURTHER]
         hydra = [o for o in overrides if override_key(o).startswith("hydra.") and override_key(o) != "hydra.run.dir"]
         command = ["python train.py", *(shlex.quote(o) for o in [*made, *further, *hydra]),
-                   pasted("hydra.run.dir", str(run_dir)), "resume=true"]
+                   pasted("hydra.run.dir", str(run_dir)), continues]
         how = f"the overrides it was made with ({' '.join(command)})"
     there, here = chosen_options(cfg, run_dir, key, [*(recorded or []), *overrides]) or \
         (setting(theirs, key), setting(mine, key))
-    raise ValueError(f"resume=true: the run in {run_dir} was made with {there}, and this command has {here}; resume "
-                     f"it with {how}, or drop resume=true and pass another hydra.run.dir= to start a new run")
+    other = "drop resume=true and pass another hydra.run.dir= to start a new run" if cfg.resume else \
+        "pass another hydra.run.dir= to continue it with these settings in a run folder of its own"
+    raise ValueError(f"{continues}: the run in {run_dir} was made with {there}, and this command has {here}; "
+                     f"{'resume' if cfg.resume else 'continue'} it with {how}, or {other}")
 
 
 def chosen_options(cfg: DictConfig, run_dir: Path, key: str, overrides: list[str]) -> tuple[str, str] | None:
