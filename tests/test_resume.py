@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import lightning as L
@@ -613,27 +614,38 @@ def test_resume_that_finds_no_run_names_each_folder_it_searched_once(tmp_path: P
         find_resume_checkpoint(OmegaConf.create({"model": {"dim": 8}}), roots)
 
 
+def a_runs_record_in(folder: Path, trained: Path) -> Path:
+    """`folder` holding the record Hydra wrote for `python train.py *TINY_RUN` (the trained fixture's), claimed by no
+    process, as a run's folder is after its run."""
+    shutil.copytree(trained / ".hydra", folder / ".hydra")
+    (folder / ".lock").touch()
+    return folder
+
+
+def preflight_error(argv: Sequence[str], capsys: pytest.CaptureFixture[str]) -> str:
+    """What train.py's checks before Hydra's run print for this command line in outputs/run: its refusal, or ''."""
+    try:
+        preflight(list(argv), CONFIGS, check_config, claim=True)
+    except SystemExit as exit_:
+        assert exit_.code == 2
+    finally:
+        release(Path("outputs/run"))
+    return capsys.readouterr().err
+
+
 def test_resume_in_a_runs_own_folder_with_another_config_is_refused_naming_the_first_setting(
         trained: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     """resume=true model.heads=4 in the folder of a run made with model.heads=2 said "finished before, kept" as if
     that model were there, and Hydra wrote the command's config over the run's record; a stopped run went on at
     another optim.lr or seed without a word. A trainer.max_steps of its own is how a run is trained on."""
     monkeypatch.chdir(tmp_path)
-    run = tmp_path / "outputs" / "run"
-    shutil.copytree(trained / ".hydra", run / ".hydra")  # the record Hydra wrote for `python train.py *TINY_RUN`
-    (run / ".lock").touch()
+    run = a_runs_record_in(tmp_path / "outputs" / "run", trained)
     record_stop(run, "stopped by Ctrl-C at step 10")
     before = files_in(run)
     folder = ["hydra.run.dir=outputs/run", "resume=true"]
 
     def resumed(*argv: str) -> str:
-        try:
-            preflight(list(argv), CONFIGS, check_config, claim=True)
-        except SystemExit as exit_:
-            assert exit_.code == 2
-        finally:
-            release(Path("outputs/run"))
-        return capsys.readouterr().err
+        return preflight_error(argv, capsys)
 
     # its trainer.max_steps given last: the command's own where it gives one
     made = [o for o in TINY_RUN if not o.startswith("trainer.max_steps=")] + ["trainer.max_steps=30"]
@@ -660,27 +672,18 @@ def test_resume_in_a_runs_own_folder_with_another_config_is_refused_naming_the_f
     assert resumed(*TINY_RUN, "model.heads=4", *folder) == ""
 
 
-
 def test_ckpt_path_of_a_runs_own_checkpoint_in_its_folder_with_another_config_is_refused(
         trained: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     """ckpt_path= of a run's own last.ckpt in its folder with model.heads=4 trained the heads=2 run on as heads=4,
     and Hydra wrote heads=4 over the run's record, which then said its model.pt was all of a heads=4 model. A larger
     trainer.max_steps alone trains it further there, as before."""
     monkeypatch.chdir(tmp_path)
-    run = tmp_path / "outputs" / "run"
-    shutil.copytree(trained / ".hydra", run / ".hydra")  # the record Hydra wrote for `python train.py *TINY_RUN`
-    (run / ".lock").touch()
+    run = a_runs_record_in(tmp_path / "outputs" / "run", trained)
     before = files_in(run)
     own = ["hydra.run.dir=outputs/run", "ckpt_path=outputs/run/checkpoints/last.ckpt"]
 
     def continued(*argv: str) -> str:
-        try:
-            preflight(list(argv), CONFIGS, check_config, claim=True)
-        except SystemExit as exit_:
-            assert exit_.code == 2
-        finally:
-            release(Path("outputs/run"))
-        return capsys.readouterr().err
+        return preflight_error(argv, capsys)
 
     made = [o for o in TINY_RUN if not o.startswith("trainer.max_steps=")] + ["trainer.max_steps=60"]
     assert continued(*made, "model.heads=4", *own) == "error: ckpt_path=outputs/run/" \
@@ -692,6 +695,7 @@ def test_ckpt_path_of_a_runs_own_checkpoint_in_its_folder_with_another_config_is
     assert continued(*made, *own) == ""  # trained further in its own folder
     assert continued(*TINY_RUN, "model.heads=4", "hydra.run.dir=outputs/run",  # another run's checkpoint
                      f"ckpt_path={trained / 'checkpoints/last.ckpt'}") == ""
+
 
 @pytest.mark.parametrize("saved", [b"model: [unclosed\n", b"\xff\xfe", b"- 1\n"])
 def test_a_damaged_saved_config_is_named_when_resume_searches(tmp_path: Path, saved: bytes) -> None:
