@@ -695,6 +695,11 @@ def test_ckpt_path_of_a_runs_own_checkpoint_in_its_folder_with_another_config_is
     assert continued(*made, *own) == ""  # trained further in its own folder
     assert continued(*TINY_RUN, "model.heads=4", "hydra.run.dir=outputs/run",  # another run's checkpoint
                      f"ckpt_path={trained / 'checkpoints/last.ckpt'}") == ""
+    # Once the folder holds a finished run, another run's checkpoint continued there would write over its record and
+    # its model.pt, as a fresh run there would: it was let through.
+    write_summary(run, {"status": "ok", "steps": 30})
+    assert continued(*TINY_RUN, "hydra.run.dir=outputs/run", f"ckpt_path={trained / 'checkpoints/last.ckpt'}") == \
+        "error: outputs/run holds a finished run; pass another hydra.run.dir=, or delete the folder to start it again\n"
 
 
 @pytest.mark.parametrize("saved", [b"model: [unclosed\n", b"\xff\xfe", b"- 1\n"])

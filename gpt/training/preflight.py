@@ -249,11 +249,12 @@ def preflight(argv: list[str], config_dir: Path, check: Callable[[DictConfig], N
             check_folder_names(cfg.hydra.run, "hydra.run", ["dir"])
             if not str(cfg.hydra.run.dir).strip():  # Hydra would write into the current folder itself
                 raise ValueError("hydra.run.dir is empty: name the run's folder, e.g. hydra.run.dir=outputs/mine")
-            if claim and not (cfg.resume or cfg.ckpt_path):
+            run_dir = Path(cfg.hydra.run.dir).resolve()
+            own = bool(cfg.ckpt_path) and Path(cfg.ckpt_path).resolve().parent.parent == run_dir  # its last.ckpt
+            # Another run's checkpoint continued here writes over a finished run's record and model.pt as a fresh run
+            if claim and not (cfg.resume or own):
                 refuse_finished(Path(cfg.hydra.run.dir), "run")
             if claim and claim_run_folder(Path(cfg.hydra.run.dir)):
-                run_dir = Path(cfg.hydra.run.dir).resolve()
-                own = bool(cfg.ckpt_path) and Path(cfg.ckpt_path).resolve().parent.parent == run_dir  # its last.ckpt
                 if cfg.resume or own:  # compared while this run holds the folder: no other run is writing its record
                     from gpt.training.resume import refuse_another_run  # torch and Lightning: only to resume
 
