@@ -30,7 +30,7 @@ from hydra.types import RunMode
 from omegaconf import DictConfig
 
 from gpt.training.preflight import preflight
-from gpt.training.recorded import as_typed
+from gpt.training.recorded import as_typed, built
 from gpt.validate import first_line
 
 if TYPE_CHECKING:
@@ -79,16 +79,11 @@ if __name__ == "__mp_main__":
 
 
 def load_data(cfg: DictConfig, overrides: Sequence[str]) -> L.LightningDataModule:
-    from hydra.utils import get_class
     from omegaconf import OmegaConf
 
     from gpt.training.checks import data_arguments
 
-    # Resolved once and built here, not by Hydra's instantiate: that resolves the section a second time, reading the
-    # literal ${ of an escaped path (data.path='a\${b}/corpus.txt') as an interpolation, and it wraps the DataModule's
-    # own one-line ValueError in many lines.
-    values = OmegaConf.to_container(cfg.data, resolve=True)
-    return get_class(values.pop("_target_"))(**values, **data_arguments(cfg, overrides))
+    return built(OmegaConf.to_container(cfg.data, resolve=True), **data_arguments(cfg, overrides))
 
 
 def train(cfg: DictConfig, run_dir: Path | None = None) -> Path | None:

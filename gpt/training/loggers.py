@@ -9,9 +9,10 @@ from pathlib import Path
 from typing import Literal
 from urllib.parse import urlparse
 
-from hydra.utils import get_class
 from lightning.pytorch.loggers import CSVLogger, Logger, TensorBoardLogger, WandbLogger
 from omegaconf import DictConfig, OmegaConf
+
+from gpt.training.recorded import built
 
 # logger.mode, which WandbLogger passes on to wandb.init unchecked: wandb refuses another only once the run folder
 # exists, in words naming neither the key nor the modes ("1 validation error for Settings").
@@ -40,9 +41,7 @@ def make_logger(cfg: DictConfig | None) -> Logger | bool:
     if values["_target_"].endswith(WandbLogger.__name__):
         values["mode"] = values.get("mode") or wandb_mode()
         values["name"] = values.get("name") or None  # a run without overrides gets wandb's own name
-    # Built here, not by Hydra's instantiate: that resolves the values a second time, reading the literal ${ of an
-    # escaped setting (logger.name='a\${b}') as an interpolation.
-    return get_class(values.pop("_target_"))(**values)
+    return built(values)
 
 
 def finish(loggers: list[Logger]) -> None:
