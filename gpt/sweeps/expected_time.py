@@ -13,9 +13,7 @@ from pathlib import Path
 from statistics import mean
 from typing import Any
 
-from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from hydra.core.global_hydra import GlobalHydra
-from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.errors import HydraException
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
@@ -25,6 +23,7 @@ from gpt.sweeps.parallel import command_line_values, running_at_once, sweep_jobs
 from gpt.sweeps.repeats import repeated
 from gpt.training.checks import forced_unread, model_accepts, model_refused, resolve_precision
 from gpt.training.recorded import as_typed
+from gpt.training.resume import job_overrides
 from gpt.training.run_folder import kept_on_resume
 
 # A job's seconds outside its training steps (building data and model, the last grading, its record), which do not
@@ -60,8 +59,7 @@ class SweepJobs:
                                      as_typed(config.hydra.overrides.task))
         self.values = command_line_values(self.sweep)
         self.loader = GlobalHydra.instance().config_loader()
-        parser = OverridesParser.create(config_loader=self.loader)
-        [self.each] = BasicSweeper.split_arguments(parser.parse_overrides(self.sweep), None)
+        self.each = job_overrides(config)
         # A job's model is made of its model settings and the groups it picks (a group may set model keys).
         self.shaping = {key for key in self.values
                         if key.startswith("model.") or key == "init_from" or self.loader.get_group_options(key)}

@@ -178,17 +178,23 @@ def sweep_to_resume(cfg: DictConfig) -> Path:
 NO_JOB = "no job to compare"
 
 
+def job_overrides(cfg: DictConfig) -> list[list[str]]:
+    """Each job's overrides of this sweep, in job order: the preset's sweeper params, then the command line's. Hydra's
+    own split: which value each key takes in each numbered job is the sweeper's, not a copy of its rules. Needs Hydra
+    initialized with the configs (preflight's, or the sweep's own)."""
+    params = cfg.hydra.sweeper.get("params") or {}
+    overrides = OverridesParser.create(config_loader=GlobalHydra.instance().config_loader()).parse_overrides(
+        [*(f"{key}={value}" for key, value in params.items()), *as_typed(cfg.hydra.overrides.task)])
+    return [list(job) for job in BasicSweeper.split_arguments(overrides, None)[0]]
+
+
 def sweep_jobs(cfg: DictConfig) -> list[DictConfig]:
     """The config of each job of this sweep, in job order (its number set, so its folder's name resolves), composed as
-    Hydra's sweeper and launcher compose them; needs Hydra initialized with the configs (preflight's)."""
+    Hydra's sweeper and launcher compose them."""
     loader = GlobalHydra.instance().config_loader()
-    params = cfg.hydra.sweeper.get("params") or {}
-    overrides = OverridesParser.create(config_loader=loader).parse_overrides(
-        [*(f"{key}={value}" for key, value in params.items()), *as_typed(cfg.hydra.overrides.task)])
     jobs = []
-    # Hydra's own split: which value each key takes in each numbered job is the sweeper's, not a copy of its rules.
-    for num, job_overrides in enumerate(BasicSweeper.split_arguments(overrides, None)[0]):
-        job = loader.load_sweep_config(cfg, list(job_overrides))
+    for num, overrides in enumerate(job_overrides(cfg)):
+        job = loader.load_sweep_config(cfg, overrides)
         with open_dict(job):
             job.hydra.job.num = num
         jobs.append(job)
