@@ -93,7 +93,7 @@ def check_own_settings(args: argparse.Namespace) -> None:
     if not set(measured) <= set(ATTENTION):  # check_args names the unknown variant
         return
     for field, name in FIELDS.items():
-        readers = [attention for attention, part in ATTENTION.items() if field in getattr(part, "own_settings", ())]
+        readers = [attention for attention, part in ATTENTION.items() if field in part.own_settings]
         if readers and getattr(args, name) is not None and not set(readers) & set(measured):
             flag = f"--{name.replace('_', '-')}"
             raise ValueError(f"{flag} {getattr(args, name)} changes nothing under --attention {' '.join(measured)}, "

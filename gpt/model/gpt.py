@@ -31,7 +31,7 @@ def check_parts(cfg: ModelConfig) -> None:
         check_choice(field_name, getattr(cfg, field_name), registry)
     if foreign := foreign_settings(cfg):
         name = foreign[0]
-        readers = [attention for attention, part in ATTENTION.items() if name in getattr(part, "own_settings", ())]
+        readers = [attention for attention, part in ATTENTION.items() if name in part.own_settings]
         raise ValueError(f"{name}={getattr(cfg, name)} changes nothing under attention={cfg.attention}, which does not "
                          f"read it: drop {name}, or pass attention={' or '.join(map(repr, readers))}, which does")
     POSITIONAL[cfg.pos].validate(cfg, ATTENTION[cfg.attention].rotated(cfg))
@@ -41,8 +41,8 @@ def check_parts(cfg: ModelConfig) -> None:
 def foreign_settings(cfg: ModelConfig) -> list[str]:
     """The fields cfg sets that only other attention variants read (their `own_settings`, None unless set): kv_heads
     under mha, which a ModelConfig built in Python would otherwise carry unread."""
-    own = getattr(ATTENTION.get(cfg.attention), "own_settings", ())  # an unknown name: check_parts refuses it
-    others = {name for part in ATTENTION.values() for name in getattr(part, "own_settings", ())} - set(own)
+    own = ATTENTION[cfg.attention].own_settings if cfg.attention in ATTENTION else ()  # check_parts refuses others
+    others = {name for part in ATTENTION.values() for name in part.own_settings} - set(own)
     return [name for name in sorted(others) if getattr(cfg, name) is not None]
 
 

@@ -89,6 +89,7 @@ class MultiHeadWrapper(nn.Module):
     outputs concatenated and projected: the same function as `mha`, spelled the slow, obvious way."""
 
     has_weights = True
+    own_settings: tuple[str, ...] = ()  # as mha, it reads none of the settings unset by default
 
     def __init__(self, dim: int, heads: int, dropout: float = 0.0, bias: bool = False,
                  qk_norm: bool = False, norm_eps: float = 1e-5, kernel: str = "math") -> None:
