@@ -180,6 +180,45 @@ def test_chance_row_and_per_token_matrix_where_answers_have_several_tokens(tmp_p
     assert [t.get_text() for t in heatmap.axes[0].get_xticklabels()] == ["recall_8\n(chance 12)", "copy\n(chance 0.4)"]
 
 
+def test_a_sweep_of_a_setting_that_changes_chance_shows_its_range_not_their_mean(tmp_path: Path) -> None:
+    """Recall's values and copy's vocab keep their columns' names but change what guessing scores: with 4 values a
+    guess at 8 pairs scores 47.4%, with 32 values 35.3%, and the chance row read their mean, 41.4%, a chance no row
+    has. A column whose runs agree (within float rounding: 0.1 + 0.2 is 0.3) still reads one number, and a whole
+    copy of 16 tokens guessed from 8 or 16 reads 0.0 either way."""
+    sweep = [("values=4 vocab=8", 0.474, 0.125, 0.1 + 0.2), ("values=4 vocab=8", 0.474, 0.125, 0.1 + 0.2),
+             ("values=32 vocab=16", 0.353, 0.0625, 0.3)]
+    for i, (setting, recall, copy, distance) in enumerate(sweep):
+        values, vocab = (word.split("=")[1] for word in setting.split())
+        fake_run(tmp_path / str(i), [f"data.tasks.recall.values={values}", f"data.tasks.copy.vocab={vocab}",
+                                     f"seed={i}"],
+                 {"status": "ok", "val_loss": 1.0, "val_acc": {"recall_8": 0.5, "copy": 0.0, "distance_1_8": 0.5},
+                  "val_token_acc": {"recall_8": 0.5, "copy": 0.2, "distance_1_8": 0.5},
+                  "val_tokens": {"recall_8": 1.0, "copy": 16.0, "distance_1_8": 1.0},
+                  "val_chance": {"recall_8": recall, "copy": copy, "distance_1_8": distance},
+                  "val_exact_chance": {"recall_8": recall, "copy": copy ** 16, "distance_1_8": distance}})
+    by_label = summaries(find_runs(tmp_path))
+    assert capability.chance(by_label, "recall_8") == pytest.approx((35.3, 47.4))
+    assert capability.chance(by_label, "distance_1_8") == pytest.approx((30.0, 30.0))
+    report = markdown(tmp_path, find_runs(tmp_path))
+    assert matrix_rows(report)["*chance*"][1:] == ["*35.3–47.4*", "*0.0*", "*30.0*"]
+    per_token = report[report.index("### Per-token accuracy"):].split("\n\n")[1].splitlines()
+    assert per_token[-1] == "| *chance* | *6.2–12.5* |"
+    assert report.count("the configurations' lines differ in what guessing scores") == 2
+    heatmap = figures(find_runs(tmp_path))["matrix.png"]
+    assert [t.get_text() for t in heatmap.axes[0].get_xticklabels()] == [
+        "recall_8\n(chance 35–47)", "copy\n(chance 0.0)", "distance_1_8\n(chance 30)"]
+
+
+def test_one_chance_per_column_says_nothing_of_ranges(tmp_path: Path) -> None:
+    """The caption explains a range only where the table writes one."""
+    for seed in range(2):
+        fake_run(tmp_path / str(seed), ["attention=a", f"seed={seed}"],
+                 {"status": "ok", "val_loss": 1.0, "val_acc": {"recall_8": 0.5}, "val_token_acc": {"recall_8": 0.5},
+                  "val_chance": {"recall_8": 0.353}, "val_exact_chance": {"recall_8": 0.353}})
+    report = markdown(tmp_path, find_runs(tmp_path))
+    assert matrix_rows(report)["*chance*"][1:] == ["*35.3*"] and "differ in what guessing scores" not in report
+
+
 def test_a_calculator_matrix_explains_no_chance_row_it_does_not_have(tmp_path: Path) -> None:
     """The calculator grades no guess: its captions still described a *chance* row of recall, distance and copying."""
     for seed, acc in enumerate([0.8, 0.6]):

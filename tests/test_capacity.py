@@ -61,6 +61,24 @@ def test_state_bytes_are_each_variants_formula_at_the_trained_block(tmp_path: Pa
     chance = next(line for line in axes[1].get_lines() if line.get_label() == "chance")
     assert list(chance.get_ydata()) == pytest.approx([15.0, 15.0])
     assert "chance" not in {line.get_label() for line in axes[0].get_lines()}  # 2 pairs: no guess recorded
+    assert "shaded" not in section  # one chance per column: no band to explain
+
+
+def test_chance_that_differs_between_configurations_is_a_band_not_a_line_at_their_mean(tmp_path: Path) -> None:
+    """A sweep of recall's values keeps the column recall_8 but changes what guessing scores there (47.4% with 4
+    values, 35.3% with 32): one dashed line at their mean, 41.4%, lay where no configuration's guess does."""
+    for i, (features, values, chance) in enumerate([(2, 4, 0.474), (8, 32, 0.353), (8, 32, 0.353)]):
+        fake_run(tmp_path / str(i), ["attention=linear", f"model.linear_features={features}",
+                                     f"data.tasks.recall.values={values}", f"seed={i}"],
+                 {"status": "ok", "val_loss": 1.0, "params": 1000,
+                  "model": {**MODEL, "attention": "linear", "linear_features": features},
+                  "val_acc": {"recall_8": 0.4, "all": 0.4}, "val_chance": {"recall_8": chance}})
+    ax = capacity.figure(summaries(find_runs(tmp_path))).axes[0]
+    assert "chance" not in {line.get_label() for line in ax.get_lines()}
+    (band,) = [p for p in ax.patches if p.get_label().startswith("chance")]
+    assert (band.get_y(), band.get_y() + band.get_height()) == pytest.approx((35.3, 47.4))
+    assert "chance (differs by configuration)" in [t.get_text() for t in ax.get_legend().get_texts()]
+    assert "shaded between dashed bounds" in "\n".join(capacity.markdown(summaries(find_runs(tmp_path))))
 
 
 def test_linear_attention_with_a_convolution_is_its_own_line(tmp_path: Path) -> None:

@@ -1,12 +1,14 @@
 """The capability matrix of a sweep: held-out accuracy per column (a task, a pair count, a distance bucket, a range of
 lengths, an operation) for each configuration, seeds pooled, with the differences from each column's best that are
-beyond seed noise marked, so are the values still rising when training stopped, and a row of what guessing scores.
+beyond seed noise marked, so are the values still rising when training stopped, and a row of what guessing scores
+(a range where the configurations' lines differ in it).
 Exact match always; per-token accuracy too where answers have several tokens. Plain data in, markdown lines and a
 heatmap's numbers out (gpt/sweeps/report.py)."""
 from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Callable
 from typing import Any
 
 from gpt.sweeps.stats import behind_best, best_of, percent, stat_cell
@@ -17,6 +19,11 @@ TOKENS = "val_tokens"  # summary.json's mean answer length in tokens per column
 CHANCE = {EXACT: "val_exact_chance", TOKEN: "val_chance"}  # what a guess scores on each, per column
 BEFORE = "val_acc_before"  # exact match per column at the validation before the last (the report adds it)
 MIN_RISE = 1.0  # points: the least rise, and the least room left below 100%, that counts as still learning
+AGREE = 1e-9  # relative: runs' chances this close differ by float rounding alone
+RANGE = "–"  # between a chance's lowest and highest (an en dash: a column without one reads an em dash, —)
+RANGE_NOTE = ("where it reads lowest–highest, the configurations' lines differ in what guessing scores (the sweep "
+              "varies a task setting that changes it, such as copy's vocab or recall's values) and each row's own "
+              "chance lies in that range")
 
 
 def columns(summaries: dict[str, list[dict[str, Any]]], key: str = EXACT) -> list[str]:
@@ -64,12 +71,30 @@ def unscored(summaries: dict[str, list[dict[str, Any]]]) -> list[str]:
     return [why(runs) for runs in summaries.values()]
 
 
-def chance(summaries: dict[str, list[dict[str, Any]]], column: str, key: str = EXACT) -> float | None:
+def chance(summaries: dict[str, list[dict[str, Any]]], column: str, key: str = EXACT) -> tuple[float, float] | None:
     """What a guess scores in a column on exact match (every token of an answer guessed) or per token (`key`), in
-    percent (every run grades the same lines), or None."""
+    percent, as (lowest, highest) over the runs: one value twice where they agree, or None. A task setting can
+    change it and keep the column's name (copy's vocab, recall's values: the values a guess picks from), so a sweep
+    of it grades each configuration against its own chance, and their mean is the chance of none of them."""
     found = [100 * s[CHANCE[key]][column] for runs in summaries.values() for s in runs
              if column in s.get(CHANCE[key], {})]
-    return statistics.fmean(found) if found else None
+    return spread(found) if found else None
+
+
+def spread(found: list[float]) -> tuple[float, float]:
+    """(lowest, highest) of the runs' chances, their mean twice where they differ by float rounding alone."""
+    low, high = min(found), max(found)
+    if math.isclose(low, high, rel_tol=AGREE):
+        mean = statistics.fmean(found)
+        return mean, mean
+    return low, high
+
+
+def written(guess: tuple[float, float], number: Callable[[float], str]) -> str:
+    """A chance as a cell or a label writes it: one number, or "lowest–highest" where they differ as written (a
+    whole copy of 16 tokens guessed from 8 or from 16 reads 0.0 either way)."""
+    low, high = (number(g) for g in guess)
+    return low if low == high else f"{low}{RANGE}{high}"
 
 
 def multi_token(summaries: dict[str, list[dict[str, Any]]]) -> list[str]:
@@ -105,10 +130,20 @@ def table(summaries: dict[str, list[dict[str, Any]]], cols: list[str], key: str)
         cells = [stat_cell(by_column[c], percent, bold=label in best[c],
                            mark=BEYOND_NOISE * behind[c] + RISING * climbs[c]) for c in cols]
         lines.append(f"| `{label}` | " + " | ".join(cells) + " |")
-    guesses = [chance(summaries, c, key) for c in cols]
-    if any(g is not None for g in guesses):
-        lines.append("| *chance* | " + " | ".join("—" if g is None else f"*{g:.1f}*" for g in guesses) + " |")
+    guesses = chance_cells(summaries, cols, key)
+    if any(guesses):
+        lines.append("| *chance* | " + " | ".join(f"*{g}*" if g else "—" for g in guesses) + " |")
     return lines
+
+
+def chance_cells(summaries: dict[str, list[dict[str, Any]]], cols: list[str], key: str) -> list[str]:
+    """table()'s chance row: each column's chance as written, "" where no run recorded one."""
+    return ["" if (g := chance(summaries, c, key)) is None else written(g, "{:.1f}".format) for c in cols]
+
+
+def note(summaries: dict[str, list[dict[str, Any]]], cols: list[str], key: str) -> str:
+    """The end of a matrix's caption after its chance is described: what a range in its chance row means, if any."""
+    return f"; {RANGE_NOTE}." if any(RANGE in g for g in chance_cells(summaries, cols, key)) else "."
 
 
 def markdown(summaries: dict[str, list[dict[str, Any]]]) -> list[str]:
@@ -119,14 +154,15 @@ def markdown(summaries: dict[str, list[dict[str, Any]]]) -> list[str]:
         return []
     climbing = any(rising(runs, c) for runs in summaries.values() for c in cols)
     # Only where the table has a chance row: a calculator sweep's caption explained one it does not have.
-    guessed = any(chance(summaries, c) is not None for c in cols)
+    guessed = any(chance_cells(summaries, cols, EXACT))
     lines = ["## Capability matrix", "", *table(summaries, cols, EXACT), "",
              "Held-out exact match % at the last validation (every answer of the graded lines; an answer is exact "
              "when greedy decoding writes it whole), mean ± sample std over seeds; **bold** is the best of its column; "
              f"{BEYOND_NOISE} marks a value below the column's best by more than seed noise (a gap over 2 standard "
              "errors of the difference, two seeds or more on each side)"
              + ("; *chance* is what guessing scores, each token of an answer among the values a line holds (recall, "
-                "distance) or the vocabulary (copying) and the whole answer right." if guessed else "."), "",
+                "distance) or the vocabulary (copying) and the whole answer right" + note(summaries, cols, EXACT)
+                if guessed else "."), "",
              *([f"{RISING} marks a value still rising when training stopped: the seeds' rises since their own "
                 f"validation before the last, {MIN_RISE:.0f} point or more on average and over 2 standard errors of "
                 f"the rises (two seeds or more), with more than {MIN_RISE:.0f} point left below 100%. More steps "
@@ -138,6 +174,6 @@ def markdown(summaries: dict[str, list[dict[str, Any]]]) -> list[str]:
         lines += ["### Per-token accuracy", "", *table(summaries, several, TOKEN), "",
                   "Each answer token predicted from the true tokens before it, % (the columns whose answers have "
                   "several tokens): one early slip does not hide the rest of an answer"
-                  + ("; *chance* here is per token." if any(chance(summaries, c, TOKEN) is not None for c in several)
-                     else "."), ""]
+                  + ("; *chance* here is per token" + note(summaries, several, TOKEN)
+                     if any(chance_cells(summaries, several, TOKEN)) else "."), ""]
     return lines

@@ -1,6 +1,7 @@
 """Capacity against state size, the Zoology/Based figure (Arora et al. 2023, 2024): recall accuracy per pair count
 against the bytes each configuration's attention state holds at its trained block (the longest line), one point per
-configuration (mean ± std over seeds), one variant's state sizes joined as a line, what guessing scores dashed.
+configuration (mean ± std over seeds), one variant's state sizes joined as a line, what guessing scores dashed (a
+shaded band between dashed bounds where the configurations differ in it).
 Plain summaries in; markdown lines and a matplotlib Figure out (gpt/sweeps/report.py)."""
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from typing import Any
 from matplotlib.figure import Figure
 
 from gpt.sweeps import capability, pareto
-from gpt.sweeps.plots import REFERENCE, over_seeds, percent_error, styles
+from gpt.sweeps.plots import CHANCE_BAND, REFERENCE, over_seeds, percent_error, styles
 
 RECALL = "recall_"  # the capability columns recall_<pairs>, one per pair count
 
@@ -45,6 +46,17 @@ def states(summaries: dict[str, list[dict[str, Any]]]) -> dict[str, tuple[str, i
     return found if any(len(s) > 1 for s in sizes.values()) else {}
 
 
+def guess(summaries: dict[str, list[dict[str, Any]]], column: str) -> tuple[float, float] | None:
+    """What guessing scores in a recall column, lowest and highest over the configurations (recall's answers are one
+    token: exact match's chance is the per-token one)."""
+    return capability.chance(summaries, column, capability.TOKEN)
+
+
+def banded(summaries: dict[str, list[dict[str, Any]]]) -> bool:
+    """Whether the configurations differ in what guessing scores in some recall column (a swept recall.values)."""
+    return any((g := guess(summaries, c)) is not None and g[0] != g[1] for c in recall_columns(summaries))
+
+
 def markdown(summaries: dict[str, list[dict[str, Any]]]) -> list[str]:
     """The state each configuration holds and capacity.png; no lines when the sweep does not vary state on recall."""
     found = states(summaries)
@@ -57,7 +69,8 @@ def markdown(summaries: dict[str, list[dict[str, Any]]]) -> list[str]:
                     "block (fp32, every layer, by each variant's formula: keys and values per position, a latent "
                     "per position, or linear attention's fixed features x (head width + 1) per head and its "
                     "convolution's last inputs), mean ± std over seeds; a variant's state sizes are joined; chance "
-                    "dashed (the capability matrix has the numbers).", "",
+                    + ("dashed, shaded between dashed bounds where the configurations' lines differ in what guessing "
+                       "scores" if banded(summaries) else "dashed") + " (the capability matrix has the numbers).", "",
                     "![recall accuracy against state size](capacity.png)", ""]
 
 
@@ -87,9 +100,11 @@ def figure(summaries: dict[str, list[dict[str, Any]]]) -> Figure | None:
             spreads += spread
             ax.errorbar(x, y, yerr=percent_error(y, spread), marker="o", capsize=3,
                         color=style_of[first[name]]["color"], label=name, linestyle="-" if len(marks) > 1 else "none")
-        guess = capability.chance(summaries, column, capability.TOKEN)  # recall's answers are one token: the same
-        if guess is not None:
-            ax.axhline(guess, color=REFERENCE, linestyle="--", label="chance")
+        low, high = guess(summaries, column) or (None, None)
+        if low is not None and low == high:
+            ax.axhline(low, color=REFERENCE, linestyle="--", label="chance")
+        elif low is not None:
+            ax.axhspan(low, high, **CHANCE_BAND)
         ax.set_xscale("log", base=2)
         ax.set(xlabel="attention state at the trained block (bytes, fp32)", ylabel="held-out exact match %",
                title=f"{column[len(RECALL):]} pairs ({over_seeds(spreads)})", ylim=(-3, 103))

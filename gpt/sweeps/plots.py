@@ -19,6 +19,10 @@ LEGEND_INCHES = 2.5  # the legend column at the right of a figure of panels
 # inches at matplotlib's default 100 dpi: two panels of 6 x 4.5 and the legend column, loss.png is 1450 x 450 pixels
 LOSS_FIGSIZE = (12.0 + LEGEND_INCHES, 4.5)
 REFERENCE = "black"  # chance, a whole answer, a trained length: grey is the 8th configuration's colour (C7)
+# A chance the configurations differ in (a swept task setting changes it): the span between dashed bounds, lightly
+# shaded, where one dashed line at their mean would mark a chance none of them has.
+CHANCE_BAND = {"facecolor": (0.0, 0.0, 0.0, 0.08), "edgecolor": REFERENCE, "linestyle": "--", "linewidth": 1.0,
+               "label": "chance (differs by configuration)"}
 # matrix.png's least width right of its row labels: its title is 3.7 inches wide, centred on the heatmap beside its
 # colour bar, so long labels widen the figure rather than narrow the heatmap under it
 MATRIX_MIN_INCHES = 4.0

@@ -350,7 +350,8 @@ def figures(runs: list[Run]) -> dict[str, Figure]:
     if columns:
         guesses = [capability.chance(by_label, c) for c in columns]
         # One decimal below 10%: a whole-answer guess of 0.4% read "chance 0" beside cells of 0 (a 1e-20 stays 0.0)
-        named = [c if g is None else f"{c}\n(chance {g:.{1 if g < 10 else 0}f})" for c, g in zip(columns, guesses)]
+        named = [c if g is None else f"{c}\n(chance {capability.written(g, lambda x: f'{x:.{1 if x < 10 else 0}f}')})"
+                 for c, g in zip(columns, guesses)]
         found["matrix.png"] = matrix_figure(rows, named, means, capability.marks(by_label, columns),
                                             capability.unscored(by_label))
     for name, figure in (("levels.png", scaling.levels_figure(by_label)),
