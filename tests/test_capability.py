@@ -406,6 +406,27 @@ def test_levels_plot_chance_where_each_level_has_it() -> None:
     assert [t.get_text() for t in figure.legends[0].get_texts()] == ["attention=mha", "chance", "whole answer"]
 
 
+def test_levels_plot_a_band_where_configurations_differ_in_chance_at_a_level() -> None:
+    """Recall with 4 values and with 32 graded at the same pair counts: a guess at 8 pairs scores 47.4% on the
+    first's lines, 35.3% on the second's, and levels.png drew one dashed line at their mean, which neither row has.
+    The band spans both; at a level where the rows agree it closes to that one value."""
+    from gpt.sweeps.scaling import levels_figure
+
+    def summary(chances: dict[int, float]) -> dict:
+        return {"status": "ok", "val_levels": {"recall": {str(level): {
+            "exact": 0.5, "token": 0.5, "prefix": 1.0, "tokens": 1, "chance": c} for level, c in chances.items()}}}
+
+    figure = levels_figure({"data.tasks.recall.values=4": [summary({4: 0.6, 8: 0.474})] * 2,
+                            "data.tasks.recall.values=32": [summary({4: 0.6, 8: 0.353})]})
+    ax = figure.axes[0]
+    assert "chance" not in {line.get_label() for line in ax.get_lines()}
+    (chance,) = [c for c in ax.collections if c.get_label().startswith("chance")]
+    edges = chance.get_paths()[0].vertices
+    assert sorted({round(y, 1) for x, y in edges if x == 8}) == [35.3, 47.4]
+    assert {round(y, 1) for x, y in edges if x == 4} == {60.0}
+    assert "chance (differs by configuration)" in [t.get_text() for t in figure.legends[0].get_texts()]
+
+
 def test_levels_plot_ticks_its_levels_as_whole_numbers() -> None:
     """Levels are counts (pairs in a line, tokens back, tokens copied): a recall sweep at 4 and 8 pairs was ticked
     4.0, 4.5, 5.0, ..., pair counts no line holds."""

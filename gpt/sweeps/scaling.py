@@ -11,7 +11,8 @@ import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
-from gpt.sweeps.plots import LEGEND_INCHES, REFERENCE, band, legend_beside, styles
+from gpt.sweeps import capability
+from gpt.sweeps.plots import CHANCE_BAND, LEGEND_INCHES, REFERENCE, band, legend_beside, styles
 from gpt.sweeps.stats import behind_best, best_of, stat_cell
 
 BEYOND_NOISE = "▼"
@@ -46,17 +47,19 @@ def level_name(summaries: dict[str, list[dict[str, Any]]], task: str) -> str:
 
 
 def guess_at_each_level(by_level_of: dict[str, dict[int, list[dict[str, float]]]],
-                        whole_answer: bool) -> tuple[list[int], list[float]]:
-    """What guessing scores at each level, in %: per token (the graded chance), or for a whole answer of n tokens,
-    each guessed alike, chance ** n. Guessing among the values a line holds changes with the level (8 pairs: 1 in
-    ~3, 16 pairs: 1 in ~5), so one line for all levels would sit far from chance at each."""
+                        whole_answer: bool) -> tuple[list[int], list[float], list[float]]:
+    """What guessing scores at each level, in %, lowest and highest over the configurations (capability.spread):
+    per token (the graded chance), or for a whole answer of n tokens, each guessed alike, chance ** n. Guessing
+    among the values a line holds changes with the level (8 pairs: 1 in ~3, 16 pairs: 1 in ~5), so one line for
+    all levels would sit far from chance at each; a swept task setting (recall's values) changes it at one level."""
     graded: dict[int, list[dict[str, float]]] = {}
     for by_level in by_level_of.values():
         for level, seeds in by_level.items():
             graded.setdefault(level, []).extend(s for s in seeds if "chance" in s)
     x = sorted(level for level, seeds in graded.items() if seeds)
-    return x, [100 * statistics.fmean(s["chance"] ** (s["tokens"] if whole_answer else 1) for s in graded[level])
+    spreads = [capability.spread([100 * s["chance"] ** (s["tokens"] if whole_answer else 1) for s in graded[level]])
                for level in x]
+    return x, [low for low, _ in spreads], [high for _, high in spreads]
 
 
 def levels_figure(summaries: dict[str, list[dict[str, Any]]]) -> Figure | None:
@@ -87,8 +90,11 @@ def levels_figure(summaries: dict[str, list[dict[str, Any]]]) -> Figure | None:
                 ax.plot(x, [statistics.fmean(s["tokens"] for s in first[lv]) if lv in first else np.nan for lv in x],
                         color=REFERENCE, linestyle=":", label="whole answer")
             elif any("chance" in s for s in answers):
-                ax.plot(*guess_at_each_level(by_label, whole_answer=panel == "exact"), color=REFERENCE, linestyle="--",
-                        label="chance")
+                x, low, high = guess_at_each_level(by_label, whole_answer=panel == "exact")
+                if low == high:
+                    ax.plot(x, low, color=REFERENCE, linestyle="--", label="chance")
+                else:
+                    ax.fill_between(x, low, high, **CHANCE_BAND)
             ax.set(xlabel=f"{task}: {level_name(summaries, task)}", ylabel=PANELS[panel],
                    title=f"{task}: {PANELS[panel]}")
             # A level is a count (pairs, tokens back, tokens copied): levels 4 and 8 were ticked 4.5, 5.0, 5.5, ...
