@@ -189,3 +189,38 @@ def test_a_debug_sweep_of_the_preset_draws_recall_against_state(tmp_path: Path) 
     assert points.lines[0].get_ydata()[0] == pytest.approx(mean)
     image = imread(tmp_path / "capacity.png")
     assert image.shape[1] > 600 and image[..., :3].std() > 0
+
+
+def test_state_sizes_within_two_octaves_are_ticked_at_each_size(tmp_path: Path) -> None:
+    """linear_2 against linear_4 alone (5,184 and 7,296 bytes with their convolution) lie between two powers of two:
+    the axis showed no number at all."""
+    by_label = fake_sweep(tmp_path, {
+        "attention=linear model.linear_features=2": ({"attention": "linear", "linear_features": 2}, [0.3]),
+        "attention=linear model.linear_features=3": ({"attention": "linear", "linear_features": 3}, [0.5]),
+    })
+    ax = capacity.figure(by_label).axes[1]
+    ax.figure.canvas.draw()
+    shown = [t.get_text() for t in ax.get_xticklabels() if t.get_text() and ax.get_xlim()[0] <= t.get_position()[0]
+             <= ax.get_xlim()[1]]
+    assert shown == ["1,088", "1,632"]
+    wide = capacity.figure(fake_sweep(tmp_path / "wide", {
+        "attention=linear model.linear_features=2": ({"attention": "linear", "linear_features": 2}, [0.3]),
+        "attention=mha": ({"attention": "mha"}, [1.0]),
+        "attention=linear model.linear_features=8": ({"attention": "linear", "linear_features": 8}, [0.8]),
+    })).axes[1]
+    wide.figure.canvas.draw()
+    assert "4,096" in [t.get_text() for t in wide.get_xticklabels()]  # powers of two, written as bytes
+
+
+def test_configurations_of_a_variant_at_one_state_size_are_not_joined(tmp_path: Path) -> None:
+    """A sweep of recall's values beside the state: one line through the variant's four points zig-zagged between
+    4 and 32 values at each size; each configuration is its own point, named as in the other figures."""
+    by_label = fake_sweep(tmp_path, {
+        f"model.linear_features={f} data.tasks.recall.values={v}": ({"attention": "linear", "linear_features": f},
+                                                                     [acc])
+        for f, v, acc in [(2, 4, 0.3), (8, 4, 0.9), (2, 32, 0.05), (8, 32, 0.2)]})
+    containers = capacity.figure(by_label).axes[1].containers
+    assert sorted(c.get_label() for c in containers) == sorted(by_label)
+    assert all(len(c.lines[0].get_xdata()) == 1 and c.lines[0].get_linestyle() == "None" for c in containers)
+    colours = {c.get_label(): to_rgb(c.lines[0].get_color()) for c in containers}
+    assert colours == {label: to_rgb(style["color"]) for label, style in styles(by_label).items()}

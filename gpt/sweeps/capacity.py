@@ -9,6 +9,7 @@ import statistics
 from typing import Any
 
 from matplotlib.figure import Figure
+from matplotlib.ticker import FuncFormatter
 
 from gpt.sweeps import capability, pareto
 from gpt.sweeps.plots import CHANCE_BAND, REFERENCE, over_seeds, percent_error, styles
@@ -74,6 +75,21 @@ def markdown(summaries: dict[str, list[dict[str, Any]]]) -> list[str]:
                     "![recall accuracy against state size](capacity.png)", ""]
 
 
+def series(found: dict[str, tuple[str, int]], variants: list[str], first: dict[str, str],
+           style_of: dict[str, dict[str, str]]) -> list[tuple[str, list[str], str]]:
+    """(legend name, configurations by state size, colour) of each line: a variant's configurations joined in the
+    colour of its first, unless two share a state size, where they differ in another setting (a swept recall.values)
+    and a line through them zig-zagged between tasks: then each configuration is its own point, in its own colour."""
+    drawn = []
+    for name in variants:
+        labels = sorted((label for label, (v, _) in found.items() if v == name), key=lambda lb: found[lb][1])
+        if len({found[lb][1] for lb in labels}) == len(labels):
+            drawn.append((name, labels, style_of[first[name]]["color"]))
+        else:
+            drawn += [(label, [label], style_of[label]["color"]) for label in labels]
+    return drawn
+
+
 def figure(summaries: dict[str, list[dict[str, Any]]]) -> Figure | None:
     """capacity.png: a panel per pair count, or None when the sweep does not vary state on recall."""
     found = states(summaries)
@@ -89,8 +105,7 @@ def figure(summaries: dict[str, list[dict[str, Any]]]) -> Figure | None:
     axes = fig.subplots(1, len(columns), squeeze=False)[0]
     for ax, column in zip(axes, columns):
         spreads: list[float | None] = []
-        for name in variants:
-            labels = sorted((label for label, (v, _) in found.items() if v == name), key=lambda lb: found[lb][1])
+        for name, labels, colour in series(found, variants, first, style_of):
             marks = [(found[lb][1], values) for lb in labels if (values := capability.values(summaries[lb], column))]
             if not marks:
                 continue
@@ -99,13 +114,18 @@ def figure(summaries: dict[str, list[dict[str, Any]]]) -> Figure | None:
             spread = [statistics.stdev(values) if len(values) > 1 else None for _, values in marks]
             spreads += spread
             ax.errorbar(x, y, yerr=percent_error(y, spread), marker="o", capsize=3,
-                        color=style_of[first[name]]["color"], label=name, linestyle="-" if len(marks) > 1 else "none")
+                        color=colour, label=name, linestyle="-" if len(marks) > 1 else "none")
         low, high = guess(summaries, column) or (None, None)
         if low is not None and low == high:
             ax.axhline(low, color=REFERENCE, linestyle="--", label="chance")
         elif low is not None:
             ax.axhspan(low, high, **CHANCE_BAND)
         ax.set_xscale("log", base=2)
+        sizes = sorted({size for _, size in found.values()})
+        if sizes[-1] < 4 * sizes[0]:  # between powers of two (linear_2 and linear_4 alone) the axis had no number
+            ax.set_xticks(sizes)
+            ax.minorticks_off()
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda size, _: f"{size:,.0f}"))
         ax.set(xlabel="attention state at the trained block (bytes, fp32)", ylabel="held-out exact match %",
                title=f"{column[len(RECALL):]} pairs ({over_seeds(spreads)})", ylim=(-3, 103))
         ax.grid(alpha=0.3)
