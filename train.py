@@ -54,7 +54,7 @@ def quiet_lightning() -> None:
 
 
 def end_rank(signum: int, frame: FrameType | None) -> None:
-    sys.exit(130)
+    sys.exit(128 + signum)
 
 
 def end_process_group() -> None:
@@ -74,8 +74,13 @@ atexit.register(end_process_group)
 if __name__ == "__mp_main__":
     quiet_lightning()
     # Until StopOnInterrupt listens, Ctrl-C ends the rank with an exit status the waiting process sees. As a
-    # KeyboardInterrupt, torch's spawn wrapper ended the rank with 0 and no result, which that process awaited forever.
+    # KeyboardInterrupt, torch's spawn wrapper ended the rank with 0 and no result, which that process awaited forever;
+    # so did Lightning's answer to the SIGTERM that process passes on (left to Lightning under SLURM).
     signal.signal(signal.SIGINT, end_rank)
+    from gpt.training.callbacks import lightning_answers_sigterm
+
+    if not lightning_answers_sigterm():
+        signal.signal(signal.SIGTERM, end_rank)
 
 
 def load_data(cfg: DictConfig, overrides: Sequence[str]) -> L.LightningDataModule:
@@ -101,8 +106,8 @@ def train(cfg: DictConfig, run_dir: Path | None = None) -> Path | None:
     from gpt.overrides import override_key, pasted
     from gpt.sweeps.parallel import stopping
     from gpt.sweeps.repeats import recorded_sweep, repeated
-    from gpt.training.callbacks import (HeldOutAccuracy, Interrupted, LossAtLengths, ResumeCheckpoint, SampleText,
-                                        StepProgressBar, StopOnInterrupt, ValidateAtEnd, aborted)
+    from gpt.training.callbacks import (SIGNAL_NAMES, HeldOutAccuracy, Interrupted, LossAtLengths, ResumeCheckpoint,
+                                        SampleText, StepProgressBar, StopOnInterrupt, ValidateAtEnd, aborted)
     from gpt.training.checks import (check_accelerator, check_config, check_fits, check_launch, check_lengths,
                                      check_settings_read, forced_unread, given_model_settings, model_accepts,
                                      model_config, optim_config, trainer_arguments)
@@ -195,22 +200,25 @@ def train(cfg: DictConfig, run_dir: Path | None = None) -> Path | None:
     # trainer=ddp (ddp_spawn): the ranks train in processes that this one starts and waits for
     spawned = isinstance(trainer.strategy.launcher, _MultiProcessingLauncher)
     try:
-        with stopper.while_ranks_train() if spawned else nullcontext():
+        with stopper.while_ranks_train(trainer.strategy.launcher) if spawned else nullcontext():
             trainer.fit(lit, datamodule=data, ckpt_path=resume_point.path if resume_point else None,
                         weights_only=True)
     # SystemExit: Lightning's exit(1) after a KeyboardInterrupt, the second Ctrl-C, which aborts at once, or its
     # SIGTERMException, for a SIGTERM it answered (under SLURM, or one that came before StopOnInterrupt listened). A
-    # rank's exit 130 (end_rank): under trainer=ddp the first Ctrl-C reached the ranks still starting up.
+    # rank's exit 130 or 143 (end_rank), or its death by SIGTERM: under trainer=ddp the first Ctrl-C or SIGTERM reached
+    # the ranks still starting up.
     except (SystemExit, ProcessExitedException) as err:
         sigterm = isinstance(err, SIGTERMException) and not stopper.requested and not in_sweep
-        if not (stopper.requested or sigterm) or isinstance(err, ProcessExitedException) and err.exit_code != 130:
+        if not (stopper.requested or sigterm) or isinstance(err, ProcessExitedException) and \
+                err.exit_code not in (130, 143, -signal.SIGTERM):
             raise
-        if spawned:  # a rank may still be writing the checkpoint of the stop the first Ctrl-C asked for
+        if spawned:  # a rank may still be writing the checkpoint of the stop the first signal asked for
             for rank in trainer.strategy.launcher.procs:
                 rank.join()
-        how = "SIGTERM" if sigterm else stopper.abort_how() if isinstance(err, SystemExit) else "Ctrl-C"
+        how = "SIGTERM" if sigterm else stopper.abort_how() if isinstance(err, SystemExit) else \
+            SIGNAL_NAMES[stopper.signum]
         raise aborted(how, None if spawned else trainer.global_step, checkpoint.path,  # spawned: trained no step here
-                      signal.SIGTERM if sigterm else stopper.aborted_by or signal.SIGINT) from None
+                      signal.SIGTERM if sigterm else stopper.aborted_by or stopper.signum) from None
     path = run_dir / "model.pt"
     try:
         if resume_point and resume_point.step == trainer.max_steps:

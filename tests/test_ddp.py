@@ -1,7 +1,7 @@
 """trainer=ddp on CPU: two gloo processes (ddp_spawn) train the same model on a sharded text corpus as one
 process accumulating two batches per step, because each rank reads its own share of the one seeded batch stream
-(and the spawned ranks map the shards again rather than receive copies). Ctrl-C stops such a run as it stops a single
-process."""
+(and the spawned ranks map the shards again rather than receive copies). Ctrl-C and SIGTERM stop such a run as they
+stop a single process."""
 from __future__ import annotations
 
 import contextlib
@@ -65,9 +65,12 @@ def test_ddp_on_two_cpu_processes_matches_one_process_over_the_same_global_batch
         assert summary["tokens_per_s"] * summary["ms_per_step"] / 1000 == pytest.approx(2 * 16 * block_size)
 
 
-def test_ctrl_c_to_a_ddp_run_stops_it_as_it_stops_a_single_run(tmp_path: Path) -> None:
+@pytest.mark.parametrize("signum, name", [(signal.SIGINT, "Ctrl-C"), (signal.SIGTERM, "SIGTERM")])
+def test_a_signal_to_a_ddp_run_stops_it_as_it_stops_a_single_run(tmp_path: Path, signum: int, name: str) -> None:
     """The process that starts the ranks trains none and had no Ctrl-C handler: the ranks stopped and saved last.ckpt,
-    but it ended with exit status 1, no model.pt and no word of how to go on."""
+    but it ended with exit status 1, no model.pt and no word of how to go on. SIGTERM (kill <pid>, a container's stop,
+    timeout) reaches that process alone: it ended at once, and the ranks, told by torch with a SIGINT, recorded a stop
+    by Ctrl-C and left no model.pt."""
     (tmp_path / "corpus.txt").write_text(play(2000))
     run = tmp_path / "ddp"
     proc = subprocess.Popen([sys.executable, str(ROOT / "train.py"), *TINY, *DDP, "trainer.max_steps=100000",
@@ -78,18 +81,24 @@ def test_ctrl_c_to_a_ddp_run_stops_it_as_it_stops_a_single_run(tmp_path: Path) -
         deadline = time.monotonic() + 120
         while not (run / "checkpoints/last.ckpt").exists() and proc.poll() is None and time.monotonic() < deadline:
             time.sleep(0.01)
-        os.killpg(proc.pid, signal.SIGINT)  # a terminal's Ctrl-C reaches every process of its foreground group
+        if signum == signal.SIGINT:
+            os.killpg(proc.pid, signum)  # a terminal's Ctrl-C reaches every process of its foreground group
+        else:
+            proc.send_signal(signum)
         out, err = proc.communicate(timeout=120)
+        ranks_left = subprocess.run(["pgrep", "-g", str(proc.pid), "-f", "spawn_main"], capture_output=True,
+                                    text=True).stdout.split()
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
-    assert proc.returncode == 130, err[-3000:]
+    assert proc.returncode == 128 + signum, err[-3000:]
+    assert ranks_left == []
     checkpoint = load_resume_checkpoint(run / "checkpoints/last.ckpt")
     step = checkpoint["global_step"]
     assert 5 <= step < 100000
-    assert f"stopped by Ctrl-C at step {step}; continue with the same overrides plus ckpt_path=" in err
+    assert f"stopped by {name} at step {step}; continue with the same overrides plus ckpt_path=" in err
     assert "stopped after " in out and f"step {step}" in out and "done in" not in out
-    assert json.loads((run / "summary.json").read_text())["reason"] == f"stopped by Ctrl-C at step {step}"
+    assert json.loads((run / "summary.json").read_text())["reason"] == f"stopped by {name} at step {step}"
     model, _ = load_checkpoint(run / "model.pt")  # the weights the ranks stopped with
     for name, weight in model.state_dict().items():
         assert torch.equal(weight, checkpoint["state_dict"][f"model.{name}"]), name

@@ -2,11 +2,14 @@
 is always good (atomic, finite, with RNG state), and a clean stop on Ctrl-C or SIGTERM."""
 from __future__ import annotations
 
+import queue
 import signal
+import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import lightning as L
 import torch
@@ -21,6 +24,9 @@ from gpt.inference.text import TextModel, line_prompt_ids, running_prompt_ids
 from gpt.overrides import pasted
 from gpt.training.loggers import log_text
 from gpt.validate import NonNegativeFloat, NonNegativeInt, PositiveInt
+
+if TYPE_CHECKING:
+    from lightning.pytorch.strategies.launchers import _MultiProcessingLauncher
 
 
 SUMMARY_KEYS = {"val_acc": "exact", "val_token_acc": "token", "val_prefix": "prefix", "val_tokens": "tokens",
@@ -275,8 +281,19 @@ class StopOnInterrupt(L.Callback):
         self.stop_when = stop_when
         self.signals = [signal.SIGINT, *([signal.SIGTERM] if sigterm and not lightning_answers_sigterm() else [])]
         self._previous: dict[int, Any] = {}
+        self._to_ranks: queue.SimpleQueue[int | None] | None = None  # while trainer=ddp's ranks train (below)
+
+    def __getstate__(self) -> dict[str, Any]:
+        # trainer=ddp's ranks get a copy of this callback: the signals are passed on from the process that starts them
+        return {**self.__dict__, "_to_ranks": None}
+
+    def _pass_on(self, signum: int) -> None:
+        # A queue's put is safe in a signal handler; the ranks may not be started yet (see while_ranks_train)
+        if self._to_ranks is not None and signum == signal.SIGTERM:
+            self._to_ranks.put(signum)
 
     def _request(self, signum: int, frame: Any) -> None:
+        self._pass_on(signum)
         self.requested = True
         self.signum = signum
         self.how = f"by {SIGNAL_NAMES[signum]}"
@@ -286,6 +303,7 @@ class StopOnInterrupt(L.Callback):
     def _abort(self, signum: int, frame: Any) -> None:
         """A second signal of either kind ends training at once, as Ctrl-C's own handler before the stop did: Python's
         KeyboardInterrupt, or a trainer=ddp rank's exit status that the waiting process reads."""
+        self._pass_on(signum)
         self.aborted_by = signum
         previous = self._previous[signal.SIGINT]
         if not callable(previous):
@@ -310,16 +328,23 @@ class StopOnInterrupt(L.Callback):
         self._listen(self.signals)
 
     @contextmanager
-    def while_ranks_train(self) -> Iterator[None]:
+    def while_ranks_train(self, launcher: _MultiProcessingLauncher) -> Iterator[None]:
         """In the process that starts trainer=ddp's ranks (ddp_spawn) and waits for them, training in none of its
         own: Ctrl-C reaches the ranks too, which stop as above, so here the first only notes that it came. Taken as a
-        KeyboardInterrupt, Lightning ended this process with exit status 1 and no model.pt, saying nothing. Not SIGTERM,
-        which reaches this process alone (kill <pid>, a container's stop) and so would stop no rank."""
-        self._listen([signal.SIGINT])
+        KeyboardInterrupt, Lightning ended this process with exit status 1 and no model.pt, saying nothing. SIGTERM
+        reaches this process alone (kill <pid>, a container's stop, timeout), so each one is also sent on to the ranks:
+        left to Python, it ended this process at once, and the ranks, told by torch with a SIGINT, stopped as if by
+        Ctrl-C with no model.pt."""
+        self._to_ranks = queue.SimpleQueue()
+        relay = threading.Thread(target=send_to_ranks, args=(self._to_ranks, launcher), daemon=True)
+        relay.start()
+        self._listen(self.signals)
         try:
             yield
         finally:
             self._stop_listening()
+            relayed, self._to_ranks = self._to_ranks, None
+            relayed.put(None)
 
     def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any,
                            batch_idx: int) -> None:
@@ -335,3 +360,13 @@ class StopOnInterrupt(L.Callback):
 
     def on_exception(self, trainer: L.Trainer, pl_module: L.LightningModule, exception: BaseException) -> None:
         self.on_train_end(trainer, pl_module)
+
+
+def send_to_ranks(signals: queue.SimpleQueue[int | None], launcher: _MultiProcessingLauncher) -> None:
+    """Send each signal put in `signals` to trainer=ddp's ranks, until None. One that came while the ranks were being
+    started waits for the launcher to know them all: it starts them one by one, each taking seconds to read what it is
+    sent, and names none before the last."""
+    while (signum := signals.get()) is not None:
+        while not launcher.procs:
+            time.sleep(0.01)
+        launcher.kill(signum)
