@@ -15,7 +15,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import lightning as L
@@ -668,8 +668,46 @@ def test_resume_in_a_runs_own_folder_with_another_config_is_refused_naming_the_f
     assert resumed(*heads, *folder).endswith(
         "this command has model.heads=4; resume it with the settings its outputs/run/.hydra/config.yaml records, or "
         "drop resume=true and pass another hydra.run.dir= to start a new run\n")
-    (run / ".hydra" / "config.yaml").write_text("model: [unclosed\n")  # no record to compare: left to the search
-    assert resumed(*TINY_RUN, "model.heads=4", *folder) == ""
+
+
+@pytest.mark.parametrize(("damage", "what"), [
+    (lambda text: text[:300], "no top-level data: emptied or cut short"),
+    (lambda text: "model: [unclosed\n", "while parsing a flow sequence"),
+    (lambda text: "", "no top-level data: emptied or cut short")], ids=["cut short", "not YAML", "emptied"])
+def test_resume_in_a_runs_own_folder_whose_config_record_is_damaged_compares_its_overrides(
+        trained: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+        damage: Callable[[str], str], what: str) -> None:
+    """A run whose .hydra/config.yaml was damaged was not compared: resume=true model.heads=4 said the heads=2 run
+    "finished before, kept" (a stopped one went on at another optim.lr), and Hydra wrote the command's config over
+    the record. The overrides it records compose what it was made with; its own resume it, and Hydra writes the
+    record whole again. With neither record readable, nothing says what the run is: refused, naming both."""
+    monkeypatch.chdir(tmp_path)
+    run = a_runs_record_in(tmp_path / "outputs" / "run", trained)
+    config = run / ".hydra" / "config.yaml"
+    config.write_text(damage(config.read_text()))
+    before = files_in(run)
+    made = [o for o in TINY_RUN if not o.startswith("trainer.max_steps=")] + ["trainer.max_steps=30"]
+    damaged = f"outputs/run/.hydra/config.yaml is damaged ({what})"
+    for given, there, here, own in [
+            ("model.heads=4", "model.heads=2", "model.heads=4", ["resume=true"]),
+            ("optim.lr=1e-3", "optim.lr=0.003", "optim.lr=0.001", ["ckpt_path=outputs/run/checkpoints/last.ckpt"])]:
+        continues, how, other = ("resume=true", "resume", "drop resume=true and pass another hydra.run.dir= to start "
+                                 "a new run") if own == ["resume=true"] else \
+            (own[0], "continue", "pass another hydra.run.dir= to continue it with these settings in a run folder of "
+             "its own")
+        assert preflight_error([*TINY_RUN, given, "hydra.run.dir=outputs/run", *own], capsys) == \
+            f"error: {continues}: the run in outputs/run was made with {there} (by the overrides in " \
+            f"outputs/run/.hydra/overrides.yaml: {damaged}), and this command has {here}; {how} it with the " \
+            f"overrides it was made with (python train.py {' '.join(made)} hydra.run.dir=outputs/run {continues}), " \
+            f"or {other}\n"
+        assert files_in(run) == before
+    assert preflight_error([*TINY_RUN, "hydra.run.dir=outputs/run", "resume=true"], capsys) == ""
+    (run / ".hydra" / "overrides.yaml").write_text("[unclosed\n")
+    assert preflight_error([*TINY_RUN, "hydra.run.dir=outputs/run", "resume=true"], capsys) == \
+        f"error: resume=true: {damaged}, and outputs/run/.hydra/overrides.yaml cannot be read either: nothing says " \
+        "which settings the run was made with; write outputs/run/.hydra/overrides.yaml again from " \
+        "hydra.overrides.task in the hydra.yaml beside it, or drop resume=true and pass another hydra.run.dir= to " \
+        "start a new run\n"
 
 
 def test_ckpt_path_of_a_runs_own_checkpoint_in_its_folder_with_another_config_is_refused(

@@ -7,6 +7,7 @@ import re
 import shutil
 import sys
 from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 
 from hydra import compose, initialize_config_dir
@@ -258,7 +259,7 @@ def preflight(argv: list[str], config_dir: Path, check: Callable[[DictConfig], N
                 if cfg.resume or own:  # compared while this run holds the folder: no other run is writing its record
                     from gpt.training.resume import refuse_another_run  # torch and Lightning: only to resume
 
-                    refuse_another_run(cfg, Path(cfg.hydra.run.dir), overrides)
+                    refuse_another_run(cfg, Path(cfg.hydra.run.dir), overrides, partial(compose_train, config_dir))
                 return [a for a in argv if override_key(a) != "hydra.run.dir"] + \
                     [f"hydra.run.dir={quoted(cfg.hydra.run.dir)}"]
         else:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import math
 import shlex
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -14,7 +15,7 @@ import yaml
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from hydra.core.global_hydra import GlobalHydra
 from hydra.core.override_parser.overrides_parser import OverridesParser
-from hydra.errors import OverrideParseException
+from hydra.errors import HydraException, OverrideParseException
 from lightning.pytorch.callbacks import Timer
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 from omegaconf import DictConfig, ListConfig, OmegaConf, open_dict
@@ -70,6 +71,14 @@ def load_resume_checkpoint(path: str | Path, map_location: Any = "cpu") -> dict[
     return checkpoint
 
 
+class DamagedRecord(CheckpointError):
+    """A run's or a sweep's record that resume=true compares with the command and cannot read; `damage` says how."""
+
+    def __init__(self, path: Path, damage: str, fix: str) -> None:
+        super().__init__(f"{path} is damaged ({damage}): {fix}")
+        self.damage = damage
+
+
 def saved_config(path: Path, sweep: bool = False, job: bool = False) -> DictConfig:
     """A run's .hydra/config.yaml (`job`: a sweep job's) or (`sweep`) a sweep's multirun.yaml, which resume=true
     compares with this run's config; one that cannot be read is refused naming it, not skipped: it may be the newest
@@ -95,7 +104,7 @@ def saved_config(path: Path, sweep: bool = False, job: bool = False) -> DictConf
     fix = "delete the sweep folder holding it to run that sweep again" if sweep else \
         f"delete that job's folder {path.parent.parent} to run the job again (the sweep's other jobs are kept)" if job \
         else f"delete the folder holding it, or pass ckpt_path=<its {CHECKPOINT}> instead of resume=true"
-    raise CheckpointError(f"{path} is damaged ({what}): {fix}")
+    raise DamagedRecord(path, what, fix)
 
 
 def run_identity(cfg: DictConfig) -> dict[str, Any]:
@@ -277,31 +286,36 @@ def setting(values: dict[str, Any], key: str) -> str:
     return f"{key}={value if isinstance(value, str) and '${' in value else quoted(value)}"
 
 
-def refuse_another_run(cfg: DictConfig, run_dir: Path, overrides: list[str]) -> None:
+def refuse_another_run(cfg: DictConfig, run_dir: Path, overrides: list[str],
+                       compose: Callable[[list[str]], DictConfig]) -> None:
     """resume=true, or ckpt_path= of its own last.ckpt, in a run's own folder (hydra.run.dir= of it) with a config
     other than the one its .hydra records: Hydra would write this command's config over that record, and the run be
     kept or continued as this command's (a finished one said kept, with another model.heads than its model.pt's; a
     stopped one went on at another optim.lr or seed without a word; ckpt_path= trained on at another model.heads and
     wrote a model.pt the record said was all of that model.heads). One line naming the first setting that differs,
-    and the command that continues the run. A folder without a record, or with one that cannot be read, has nothing
-    to compare: left to resume=true's search, or to ckpt_path='s checks."""
+    and the command that continues the run. A folder without a record has nothing to compare: left to resume=true's
+    search, or to ckpt_path='s checks. A record whose config.yaml is damaged or gone is compared by the config that
+    the overrides it records compose now (`compose`: as this command's were); skipped, it let any settings through."""
+    if not (run_dir / ".hydra").is_dir():
+        return
     saved = run_dir / ".hydra" / "config.yaml"
-    if not saved.is_file():
-        return
-    try:
-        theirs = settings(run_identity(saved_config(saved)))
-    except CheckpointError:
-        return
-    mine = settings(run_identity(cfg))
     continues = "resume=true" if cfg.resume else pasted("ckpt_path", str(cfg.ckpt_path))
-    key = next((key for key in dict.fromkeys([*mine, *theirs]) if key != TRAINED_FURTHER
-                and (key in mine, mine.get(key)) != (key in theirs, theirs.get(key))), None)
-    if key is None:
-        return
+    other = "drop resume=true and pass another hydra.run.dir= to start a new run" if cfg.resume else \
+        "pass another hydra.run.dir= to continue it with these settings in a run folder of its own"
     try:
         recorded = read_overrides(run_dir)
     except (OSError, ValueError):  # gone or damaged: its config.yaml still says what the run is
         recorded = None
+    try:
+        theirs, damaged = settings(run_identity(saved_config(saved))), ""
+    except (FileNotFoundError, DamagedRecord) as err:
+        damaged = f"{saved} is {f'damaged ({err.damage})' if isinstance(err, DamagedRecord) else 'gone'}"
+        theirs = settings(run_identity(composed_record(run_dir, recorded, compose, f"{continues}: {damaged}", other)))
+    mine = settings(run_identity(cfg))
+    key = next((key for key in dict.fromkeys([*mine, *theirs]) if key != TRAINED_FURTHER
+                and (key in mine, mine.get(key)) != (key in theirs, theirs.get(key))), None)
+    if key is None:
+        return
     made, given = ([o for o in found if override_key(o) not in (*NOT_IDENTITY, TRAINED_FURTHER)
                     and not override_key(o).startswith("hydra.")] for found in (recorded or [], overrides))
     if recorded is None or sorted(made) == sorted(given):  # the same overrides: configs/ changed since
@@ -316,10 +330,25 @@ def refuse_another_run(cfg: DictConfig, run_dir: Path, overrides: list[str]) -> 
         how = f"the overrides it was made with ({' '.join(command)})"
     there, here = chosen_options(cfg, run_dir, key, [*(recorded or []), *overrides]) or \
         (setting(theirs, key), setting(mine, key))
-    other = "drop resume=true and pass another hydra.run.dir= to start a new run" if cfg.resume else \
-        "pass another hydra.run.dir= to continue it with these settings in a run folder of its own"
-    raise ValueError(f"{continues}: the run in {run_dir} was made with {there}, and this command has {here}; "
-                     f"{'resume' if cfg.resume else 'continue'} it with {how}, or {other}")
+    read_from = f" (by the overrides in {run_dir / OVERRIDES}: {damaged})" if damaged else ""
+    raise ValueError(f"{continues}: the run in {run_dir} was made with {there}{read_from}, and this command has "
+                     f"{here}; {'resume' if cfg.resume else 'continue'} it with {how}, or {other}")
+
+
+def composed_record(run_dir: Path, recorded: list[str] | None, compose: Callable[[list[str]], DictConfig],
+                    damaged: str, other: str) -> DictConfig:
+    """The config the overrides a run's folder records (`recorded`) compose, for a run whose config.yaml is
+    `damaged` (a refusal's start, naming it); one line naming the way on where they cannot say what the run was made
+    with."""
+    if recorded is None:
+        raise ValueError(f"{damaged}, and {run_dir / OVERRIDES} cannot be read either: nothing says which settings "
+                         f"the run was made with; write {run_dir / OVERRIDES} again from hydra.overrides.task in the "
+                         f"hydra.yaml beside it, or {other}")
+    try:
+        return compose(recorded)
+    except HydraException as err:
+        raise ValueError(f"{damaged}, and the overrides in {run_dir / OVERRIDES} no longer compose "
+                         f"({first_line(err)}): nothing says which settings the run was made with; {other}") from None
 
 
 def chosen_options(cfg: DictConfig, run_dir: Path, key: str, overrides: list[str]) -> tuple[str, str] | None:
