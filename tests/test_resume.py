@@ -670,6 +670,25 @@ def test_resume_in_a_runs_own_folder_with_another_config_is_refused_naming_the_f
         "drop resume=true and pass another hydra.run.dir= to start a new run\n")
 
 
+def test_resume_in_a_runs_own_folder_with_another_data_option_names_it_as_typed(
+        trained: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """data=copy sets model.block_size outside its own section, and the refusal named that composed key
+    (model.block_size=16 against model.block_size=34), which neither command typed; here optim=adamw differs as well,
+    and the option named is the one that sets the key."""
+    monkeypatch.chdir(tmp_path)
+    run = a_runs_record_in(tmp_path / "outputs" / "run", trained)
+    before = files_in(run)
+    made = [o for o in TINY_RUN if not o.startswith("trainer.max_steps=")] + ["trainer.max_steps=30"]
+    copy = [o for o in TINY_RUN if not o.startswith("data.")] + ["data=copy"]
+    for given in ([], ["optim=adamw"]):
+        assert preflight_error([*copy, *given, "hydra.run.dir=outputs/run", "resume=true"], capsys) == \
+            "error: resume=true: the run in outputs/run was made with data=calculator, and this command has " \
+            f"data=copy; resume it with the overrides it was made with (python train.py {' '.join(made)} " \
+            "hydra.run.dir=outputs/run resume=true), or drop resume=true and pass another hydra.run.dir= to start " \
+            "a new run\n"
+    assert files_in(run) == before
+
+
 @pytest.mark.parametrize(("damage", "what"), [
     (lambda text: text[:300], "no top-level data: emptied or cut short"),
     (lambda text: "model: [unclosed\n", "while parsing a flow sequence"),

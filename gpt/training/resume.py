@@ -328,7 +328,7 @@ def refuse_another_run(cfg: DictConfig, run_dir: Path, overrides: list[str],
         command = ["python train.py", *(shlex.quote(o) for o in [*made, *further, *hydra]),
                    pasted("hydra.run.dir", str(run_dir)), continues]
         how = f"the overrides it was made with ({' '.join(command)})"
-    there, here = chosen_options(cfg, run_dir, key, [*(recorded or []), *overrides]) or \
+    there, here = chosen_options(cfg, run_dir, key, recorded or [], overrides, theirs, compose) or \
         (setting(theirs, key), setting(mine, key))
     read_from = f" (by the overrides in {run_dir / OVERRIDES}: {damaged})" if damaged else ""
     raise ValueError(f"{continues}: the run in {run_dir} was made with {there}{read_from}, and this command has "
@@ -351,22 +351,45 @@ def composed_record(run_dir: Path, recorded: list[str] | None, compose: Callable
                          f"({first_line(err)}): nothing says which settings the run was made with; {other}") from None
 
 
-def chosen_options(cfg: DictConfig, run_dir: Path, key: str, overrides: list[str]) -> tuple[str, str] | None:
-    """Where a group picked on either command line (`overrides`: the run's and this one's) sets `key` and the run
-    and this command picked other options of it, the two as typed (attention=mha, attention=gqa): the composed key
-    (model.attention) is not what either command said. None where `key` is given itself, or no such group sets it."""
-    given = {override_key(o) for o in overrides}
+def chosen_options(cfg: DictConfig, run_dir: Path, key: str, recorded: list[str], overrides: list[str],
+                   theirs: dict[str, Any], compose: Callable[[list[str]], DictConfig]) -> tuple[str, str] | None:
+    """Where a group picked on either command line (the run's `recorded` overrides, this command's `overrides`) sets
+    `key` and the run and this command picked other options of it, the two as typed (attention=mha, attention=gqa):
+    the composed key (model.attention) is not what either command said. A group sets the key or section of its name
+    (group_setting), and one outside it where this command with the run's option (`compose`d) has the run's value
+    of `key` (`theirs`: the run's settings): data=copy sets model.block_size. None where `key` is given itself, or
+    no such group sets it."""
+    given = {override_key(o) for o in [*recorded, *overrides]}
+    if key in given:
+        return None
     try:
-        theirs = OmegaConf.load(run_dir / ".hydra" / "hydra.yaml").hydra.runtime.choices
+        their_options = OmegaConf.load(run_dir / ".hydra" / "hydra.yaml").hydra.runtime.choices
     except (OSError, yaml.YAMLError, ValueError, AttributeError):  # no record of its options: the key says it
         return None
     mine = cfg.hydra.runtime.choices
-    setters = [group for group in mine if group in given and key not in given and theirs.get(group) != mine[group]
-               and (key == group_setting(group) or key.startswith(f"{group_setting(group)}."))]
-    if not setters:
+    differ = [group for group in mine if group in given and their_options.get(group) != mine[group]]
+    own = [group for group in differ if key == group_setting(group) or key.startswith(f"{group_setting(group)}.")]
+    if own:
+        group = max(own, key=lambda g: len(group_setting(g)))  # model.attention: attention=, not model=
+    else:
+        group = next((group for group in differ if option_sets(
+            compose, overrides, f"{group}={quoted(their_options.get(group))}", key, (key in theirs, theirs.get(key)))),
+            None)
+    if group is None:
         return None
-    group = max(setters, key=lambda g: len(group_setting(g)))  # model.attention: attention=, not model=
-    return f"{group}={theirs.get(group)}", f"{group}={mine[group]}"
+    return f"{group}={their_options.get(group)}", f"{group}={mine[group]}"
+
+
+def option_sets(compose: Callable[[list[str]], DictConfig], overrides: list[str], option: str, key: str,
+                value: tuple[bool, Any]) -> bool:
+    """Whether the command line `overrides` with `option` (data=calculator) in place of their own option of its group
+    compose `value` (whether there is a `key`, and its value as written)."""
+    group = override_key(option)
+    try:
+        values = settings(run_identity(compose([*(o for o in overrides if override_key(o) != group), option])))
+    except HydraException:  # a setting of this command's option that the other lacks: not the one that differs
+        return False
+    return (key in values, values.get(key)) == value
 
 
 @dataclass(frozen=True)
