@@ -17,6 +17,7 @@ from gpt import GPT, ModelConfig, generate
 from gpt.data.batches import IGNORE_INDEX
 from gpt.data.tasks.datamodule import TaskData
 from gpt.model.attention import ATTENTION
+from gpt.model.attention.base import Attention
 from gpt.model.attention.linear import LinearAttention
 from gpt.model.gpt import check_parts, without_foreign_settings
 from gpt.model.positional import POSITIONAL
@@ -52,6 +53,20 @@ def test_refused_combinations_are_the_impossible_ones_with_one_line() -> None:
         with pytest.raises(ValueError, match=f"attention={attention}|pos={pos}") as err:
             make(attention, pos)
         assert "\n" not in str(err.value)
+
+
+def test_a_variant_that_defines_no_from_config_is_refused_naming_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A subclass of Attention written to the contributor guide without from_config ended every command with
+    # "AttributeError: type object ... has no attribute 'from_config'" from deep inside the model's build.
+    class Unbuildable(Attention):
+        def project(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+            raise AssertionError("never reached: the model is not built")
+
+    monkeypatch.setitem(ATTENTION, "unbuildable", Unbuildable)
+    with pytest.raises(NotImplementedError) as err:
+        GPT(ModelConfig(vocab_size=5, attention="unbuildable"))
+    assert str(err.value) == "attention=unbuildable (Unbuildable) defines no from_config(cfg): add the classmethod " \
+                             "that builds it from a ModelConfig, as MultiHeadAttention.from_config does"
 
 
 @pytest.mark.parametrize("attention, setting, reader", [

@@ -101,6 +101,14 @@ class Attention(nn.Module):
         self.resid_dropout = nn.Dropout(dropout)
 
     @classmethod
+    def from_config(cls, cfg: ModelConfig) -> Attention:
+        """The layer cfg describes: its sizes and own settings, and the shared dropout, bias, qk_norm, norm_eps and
+        kernel passed on to Attention (train.py refuses a setting no part reads as one that changes nothing)."""
+        raise NotImplementedError(f"attention={cfg.attention} ({cls.__name__}) defines no from_config(cfg): add the "
+                                  "classmethod that builds it from a ModelConfig, as MultiHeadAttention.from_config "
+                                  "does")
+
+    @classmethod
     def validate(cls, cfg: ModelConfig) -> None:
         """Raise ValueError naming the fix when cfg's parameters or positional encoding do not suit this variant."""
 
