@@ -6,6 +6,7 @@ import torch
 from torch.nn import functional as F
 
 from gpt import ATTENTION, ModelConfig
+from gpt.model.gpt import check_parts
 from gpt.model.mlp import MLP
 from gpt.model.norm import NORM, RMSNorm
 from tests.conftest import build
@@ -59,12 +60,26 @@ def test_trace_shapes_prints_one_forward_pass(capsys: pytest.CaptureFixture) -> 
     assert capsys.readouterr().out == ""
 
 
-@pytest.mark.parametrize("attention", [a for a in ATTENTION if a != "torch_mha"])  # torch_mha refuses qk_norm
+def takes_qk_norm(attention: str) -> bool:
+    """Whether the variant accepts model.qk_norm=true (torch_mha refuses it: its queries and keys stay in torch)."""
+    try:
+        check_parts(ModelConfig(vocab_size=37, attention=attention, qk_norm=True))
+    except ValueError:
+        return False
+    return True
+
+
+@pytest.mark.parametrize("attention", [a for a in ATTENTION if takes_qk_norm(a)])
 def test_qk_norm_uses_the_models_norm_eps(attention: str) -> None:
+    # A variant whose from_config passed neither on built without the norms, and this said only
+    # "assert ([Identity(), Identity()] and False)".
     model = build(ModelConfig(vocab_size=37, layers=1, heads=4, dim=32, block_size=16, attention=attention,
                               qk_norm=True, norm_eps=1e-3))
     qk_norms = [m for name, m in model.named_modules() if name.endswith(("q_norm", "k_norm"))]
-    assert qk_norms and all(isinstance(m, RMSNorm) and m.eps == 1e-3 for m in qk_norms)
+    assert qk_norms and all(isinstance(m, RMSNorm) and m.eps == 1e-3 for m in qk_norms), \
+        f"attention={attention} accepts model.qk_norm=true but builds no RMSNorm of model.norm_eps on its queries " \
+        "and keys: pass cfg.qk_norm and cfg.norm_eps on to Attention in its from_config, or refuse qk_norm in its " \
+        "validate"
 
 
 def test_every_model_setting_is_read_by_some_parts_and_not_by_others() -> None:
