@@ -21,6 +21,7 @@ from gpt.model.attention.base import Attention
 from gpt.model.attention.kernels import KERNELS
 from gpt.model.attention.linear import LinearAttention
 from gpt.model.attention.torch_mha import TorchMultiheadAttention
+from gpt.model.gpt import settings_read
 from gpt.model.positional import Positional
 from tests.conftest import assert_close_scaled, build, off_init
 from tests.test_attention import BASE, PAIRS, make
@@ -325,6 +326,18 @@ def test_shared_key_value_heads_are_never_repeated(attention: str, pos: str, ker
     assert REPEAT not in {event.name for event in trace.events()}
     if attention != "mla":
         torch.testing.assert_close(model(idx), repeated_heads(model, 4)(idx), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("attention", list(ATTENTION))
+def test_a_variant_reads_model_kernel_exactly_when_it_forms_weights(attention: str) -> None:
+    # The cost command and the viewer take has_weights for "computes through model.kernel": a variant whose
+    # from_config left the kernel out ran the written-out maths under the default sdpa, silently, and the cost
+    # command measured that twice under --kernel sdpa math.
+    forms = ATTENTION[attention].has_weights
+    reads = "kernel" in settings_read(ModelConfig(vocab_size=5, attention=attention))
+    assert reads == forms, f"attention={attention} has has_weights={forms} but {'reads' if reads else 'ignores'} " \
+                           "model.kernel: pass cfg.kernel on to Attention in its from_config, or set has_weights = " \
+                           "False where it never forms softmax weights"
 
 
 @pytest.mark.parametrize("attention", list(ATTENTION))
