@@ -355,7 +355,11 @@ def test_presets_sweep_every_variant_over_three_seeds(preset: str, swept: str, r
     cfg = compose_with(f"experiment={preset}")
     spec = OmegaConf.load(ROOT / "configs" / "experiment" / f"{preset}.yaml").hydra
     names = {"ATTENTION": gpt.model.attention.ATTENTION, "POSITIONAL": gpt.model.positional.POSITIONAL}[registry]
-    assert set(spec.sweeper.params[swept].split(",")) == set(names)
+    swept_names = set(spec.sweeper.params[swept].split(","))
+    fixes = [f"{verb} {','.join(sorted(differ))}" for verb, differ in (("add", set(names) - swept_names),
+                                                                      ("drop", swept_names - set(names))) if differ]
+    assert not fixes, f"configs/experiment/{preset}.yaml sweeps every {swept}= choice: {' and '.join(fixes)} in its " \
+                      f"hydra.sweeper.params.{swept}"
     assert spec.sweeper.params.seed.split(",") == ["0", "1", "2"]
     timed = spec.callbacks.expected_time
     seconds = timed.seconds_per_job.values() if OmegaConf.is_dict(timed.seconds_per_job) else [timed.seconds_per_job]

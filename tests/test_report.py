@@ -397,7 +397,9 @@ def test_ablation_preset_sweeps_every_attention_variant_over_three_seeds() -> No
     cfg = compose_with("experiment=attention_ablation")  # composes into a valid run configuration
     spec = OmegaConf.load(ROOT / "configs" / "experiment" / "attention_ablation.yaml").hydra
     params, expected = spec.sweeper.params, spec.callbacks.expected_time
-    assert set(ATTENTION) <= set(params.attention.split(","))  # every registered name
+    missing = sorted(set(ATTENTION) - set(params.attention.split(",")))
+    assert not missing, f"configs/experiment/attention_ablation.yaml sweeps every attention= choice: add " \
+                        f"{','.join(missing)} in its hydra.sweeper.params.attention"
     assert params.seed.split(",") == ["0", "1", "2"] and cfg.model.attention == "mha"
     assert expected.seconds_per_job > 0 and expected.steps == cfg.trainer.max_steps  # the steps it was timed at
 
