@@ -47,8 +47,11 @@ REFUSED = [(a, p) for a in ATTENTION for p in POSITIONAL if not accepts(a, p)]
 
 
 def test_refused_combinations_are_the_impossible_ones_with_one_line() -> None:
-    # RoPE cannot reach inside torch's own projections; linear attention never forms scores to bias.
-    assert set(REFUSED) == {("torch_mha", "rope"), ("linear", "alibi")}
+    # A rotating encoding cannot reach inside torch's own projections; linear attention never forms scores to bias.
+    # Read from the encodings' flags, so a new encoding that rotates or biases scores is expected refused there.
+    assert set(REFUSED) == ({("torch_mha", p) for p, encoding in POSITIONAL.items() if encoding.rotates}
+                            | {("linear", p) for p, encoding in POSITIONAL.items() if encoding.biases_scores})
+    assert {("torch_mha", "rope"), ("linear", "alibi")} <= set(REFUSED)
     for attention, pos in REFUSED:
         with pytest.raises(ValueError, match=f"attention={attention}|pos={pos}") as err:
             make(attention, pos)
