@@ -41,7 +41,8 @@ class Positional(nn.Module):
         """Raise ValueError naming the fix when cfg cannot use this encoding; `rotated` is what the attention
         variant would have it rotate: the width, the settings it comes from, how to change it."""
         if cfg.random_positions is not None and not cls.drawable:
-            raise ValueError("model.random_positions draws positions for pos=learned, sinusoidal or rope; "
+            drawable = " or ".join(name for name, encoding in POSITIONAL.items() if encoding.drawable)
+            raise ValueError(f"model.random_positions draws positions for pos={drawable}; "
                              f"pos={cfg.pos} has none to draw: set model.random_positions=null")
 
     @classmethod

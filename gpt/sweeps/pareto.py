@@ -68,9 +68,12 @@ def card(summaries: dict[str, list[dict[str, Any]]]) -> list[str]:
         lines.append(f"| `{label}` | " + " | ".join(cells) + " |")
     # Priced anyway: the card compares the variants' formulas, which hold at any depth.
     drawn = bool(points(summaries))
+    # Any priced model's sizes tell them apart: an encoding either ends with a table or places every position.
+    sizes = ModelConfig.from_dict(next(iter(priced.values())))
+    unbounded = " or ".join(name for name, encoding in POSITIONAL.items() if encoding.longest(sizes) is None)
     beyond = [f"\\* past the positions the model places ({', '.join(sorted(short))}): the variant's formula at a "
-              f"depth this model cannot decode{', as pareto.png prices it' * drawn}. A model with pos=rope, alibi, "
-              "sinusoidal or none, or model.random_positions, reaches it.", ""] if short else []
+              f"depth this model cannot decode{', as pareto.png prices it' * drawn}. A model with pos={unbounded}, or "
+              "model.random_positions, reaches it.", ""] if short else []
     return lines + ["", "The cache of one sequence by each attention variant's formula (fp32): bytes per token at the "
                     "trained block, and the whole cache at longer contexts, where a window stops growing and linear "
                     "attention's state never grows; `python -m gpt cost` measures what decoding there takes.", "",

@@ -28,8 +28,9 @@ class TorchMultiheadAttention(Attention):
     @classmethod
     def validate(cls, cfg: ModelConfig) -> None:
         if POSITIONAL[cfg.pos].rotates:
+            others = " or ".join(name for name, encoding in POSITIONAL.items() if not encoding.rotates)
             raise ValueError(f"attention=torch_mha projects queries/keys inside torch, where pos={cfg.pos} cannot "
-                             "rotate them: use pos=learned, sinusoidal, alibi or none, or attention=mha")
+                             f"rotate them: use pos={others}, or attention=mha")
         if cfg.qk_norm:
             raise ValueError("attention=torch_mha projects queries/keys inside torch, where model.qk_norm cannot "
                              "reach them: set model.qk_norm=false or use attention=mha")
