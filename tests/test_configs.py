@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 from hydra import compose, initialize_config_dir
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf, open_dict
 
 from gpt.data.tokenizers import CharTokenizer
 from gpt.inference.checkpoint import save_model
@@ -108,6 +108,23 @@ def test_a_setting_removed_with_tilde_that_another_names_says_to_drop_the_tilde(
         check_config(compose_with("~trainer.max_steps"), ["~trainer.max_steps"])
     with pytest.raises(ValueError, match=r"^trainer is missing from the config: train\.py needs it \(drop ~trainer\)$"):
         check_config(compose_with("~trainer"), ["~trainer"])
+
+
+def test_a_setting_an_option_s_file_leaves_out_names_that_file_not_a_tilde() -> None:
+    # A configs/optim/<name>.yaml without max_steps said "drop ~optim.max_steps" to a command that typed no ~.
+    cfg = compose_with()
+    with open_dict(cfg.optim):
+        del cfg.optim.max_steps
+    with pytest.raises(ValueError, match=r"^optim\.max_steps is missing from the config: add it to the optim option's "
+                                         r"file \(configs/optim/<option>\.yaml\)$"):
+        check_config(cfg, [])
+    cfg = compose_with()
+    with open_dict(cfg):
+        cfg.hydra = {"runtime": {"choices": {"optim": "muon"}}}
+        del cfg.optim.max_steps
+    with pytest.raises(ValueError, match=r"^optim\.max_steps is missing from the config: add it to the optim option's "
+                                         r"file \(configs/optim/muon\.yaml\)$"):
+        check_config(cfg, [])
 
 
 def test_the_command_lines_overrides_are_read_as_typed_not_resolved() -> None:

@@ -220,11 +220,22 @@ def check_config(cfg: DictConfig, overrides: Sequence[str] | None = None, sweep:
                              f"jobs read it, give it to all as ++callbacks.sample.max_new_tokens={value})")
         if not cfg.init_from:
             check_settings_read(given_model_settings(cfg, overrides), model_config(cfg, vocab_size=1), sweep)
-    except (ConfigAttributeError, ConfigKeyError) as err:  # a section or key the command line removed with ~
-        raise ValueError(f"{err.full_key} is missing from the config: train.py needs it (drop ~{err.full_key})") \
-            from None
+    except (ConfigAttributeError, ConfigKeyError) as err:
+        raise ValueError(missing_setting(cfg, overrides, err.full_key)) from None
     except OmegaConfBaseException as err:  # an interpolation to nowhere: ${nope}
         raise ValueError(f"{err.full_key}: {first_line(err)}") from None
+
+
+def missing_setting(cfg: DictConfig, overrides: Sequence[str], key: str) -> str:
+    """Why a key train.py reads is not in the config: the command line removed it (or its section) with ~, or the
+    option file that composes its section never wrote it (a new configs/optim/<name>.yaml without max_steps)."""
+    removed = [override_key(o) for o in overrides if o.startswith("~")]
+    if covering := next((r for r in removed if f"{key}.".startswith(f"{r}.")), None):
+        return f"{key} is missing from the config: train.py needs it (drop ~{covering})"
+    group = key.split(".")[0]
+    option = OmegaConf.select(cfg, f"hydra.runtime.choices.{group}", default=None) if "hydra" in cfg else None
+    return (f"{key} is missing from the config: add it to the {group} option's file "
+            f"(configs/{group}/{option or '<option>'}.yaml)")
 
 
 def check_removed(cfg: DictConfig, overrides: Sequence[str]) -> None:
