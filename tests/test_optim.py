@@ -3,15 +3,17 @@ optimizer steps as its parts would alone and resumes from its state_dict to the 
 from __future__ import annotations
 
 import copy
+import dataclasses
 
 import pytest
 import torch
+from omegaconf import OmegaConf
 from torch.nn import functional as F
 
 from gpt import GPT, ModelConfig
 from gpt.training.muon import Muon
-from gpt.training.optim import OPTIMIZERS, SCHEDULES, Chained, OptimConfig
-from tests.test_configs import options
+from gpt.training.optim import OPTIMIZERS, READ_BY, SCHEDULES, Chained, OptimConfig
+from tests.test_configs import compose_with, options
 
 CFG = OptimConfig(lr=1e-2, min_lr=1e-3, warmup_steps=10, max_steps=110, decay_fraction=0.25)
 
@@ -26,6 +28,41 @@ def test_every_schedule_warms_up_linearly_and_stays_within_its_range(name: str) 
     assert lrs[:10] == pytest.approx([(s + 1) / 10 for s in range(10)])
     assert all(CFG.min_ratio - 1e-12 <= m <= 1.0 for m in lrs[10:])
     assert all(b <= a + 1e-12 for a, b in zip(lrs[10:], lrs[11:]))  # never rises again after warmup
+
+
+# Another value of the settings the schedules here read; any other is halved. The peak LR is left out: every
+# optimizer reads optim.lr, and a schedule sees it only through min_lr / lr.
+CHANGED = {"min_lr": 5e-3, "max_steps": 70, "decay_fraction": 0.5, "warmup_steps": 20}
+
+
+@pytest.mark.parametrize("name", sorted(SCHEDULES))
+def test_every_schedule_reads_the_settings_read_by_says_it_reads(name: str) -> None:
+    """The command line refuses a setting that READ_BY says the run's schedule never reads: a schedule missing from
+    READ_BY had its own min_lr refused, and a setting it alone reads, left out, changed nothing elsewhere unrefused."""
+    fields = {f.name for f in dataclasses.fields(OptimConfig)} - {"name", "schedule", "lr", "betas"}
+    for field in sorted(fields):
+        value = getattr(CFG, field)  # halved (an int to one more than its half): in range for every field here
+        other = CHANGED.get(field, value // 2 + 1 if type(value) is int else value / 2)
+        cfg = dataclasses.replace(CFG, **{field: other})
+        reads = [SCHEDULES[name](step, cfg) for step in range(CFG.max_steps + 20)] != curve(name)
+        readers = READ_BY.get(field, tuple(SCHEDULES) if field == "warmup_steps" else ())
+        assert reads == (name in readers), (
+            f"optim.schedule={name} {'reads' if reads else 'does not read'} optim.{field}, which READ_BY in "
+            f"gpt/training/optim.py gives to {' and '.join(readers) if readers else 'no schedule'}: "
+            f"{'add' if reads else 'remove'} {name!r} {'to' if reads else 'from'} READ_BY[{field!r}]")
+
+
+@pytest.mark.parametrize("name", sorted(OPTIMIZERS))
+def test_every_optimizer_option_writes_every_schedule_setting(name: str) -> None:
+    """Every optimizer runs under every schedule: a configs/optim/<name>.yaml without a schedule setting had it
+    refused on the command line as another optimizer's (and without max_steps, every run of it refused)."""
+    cfg = compose_with(f"optim={name}").optim
+    wanted = ["lr", "schedule", "warmup_steps", *READ_BY]
+    missing = [key for key in wanted if key not in cfg]
+    assert not missing, (f"configs/optim/{name}.yaml does not write {', '.join(missing)}: start it with "
+                         "`defaults: [adamw, _self_]` as muon.yaml does, or write them as adamw.yaml does")
+    assert OmegaConf.to_container(cfg)["max_steps"] == "${trainer.max_steps}", \
+        f"configs/optim/{name}.yaml: the schedule ends where training does: max_steps: ${{trainer.max_steps}}"
 
 
 def test_cosine_falls_half_a_cosine_to_min_lr_at_max_steps() -> None:
