@@ -24,6 +24,7 @@ from gpt.__main__ import VERBS, parser_for
 from gpt.data.tasks.calculator import all_problems
 from gpt.model.attention import ATTENTION
 from gpt.training.checks import check_config
+from gpt.training.optim import SCHEDULES
 from gpt.training.preflight import compose_train, explain, first_of_each_sweep
 from tests.conftest import ROOT
 from train import CONFIGS
@@ -263,7 +264,9 @@ def test_the_readme_test_command_is_what_ci_runs() -> None:
 def test_the_readme_names_every_verb_of_the_front_door() -> None:
     readme = (ROOT / "README.md").read_text()
     listed = re.search(r"`python -m gpt --help` lists the other commands:\s+([^.]+)\.", readme).group(1)
-    assert [verb.strip() for verb in listed.split(",")] == list(VERBS)
+    listed = [verb.strip() for verb in listed.split(",")]
+    assert listed == list(VERBS), (f"README.md's list after `python -m gpt --help` lists the other commands: is "
+                                   f"{', '.join(listed)}; VERBS in gpt/__main__.py has {', '.join(VERBS)}")
 
 
 def config_keys() -> list[str]:
@@ -296,6 +299,9 @@ def test_every_config_key_and_option_is_named_in_the_configuration_page() -> Non
     missing = [key for key in config_keys() if not re.search(rf"`{re.escape(key)}[`=]", page)]
     options = sorted(f"{p.parent.name}={p.stem}" for p in CONFIGS.glob("*/*.yaml"))
     missing += [option for option in options if f"`{option.split('=')[1]}`" not in page]
+    # optim.schedule's values are no group's options, so the line above does not see a new one
+    schedule_row = re.search(r"^\| `optim\.schedule` \|.*$", page, re.M).group(0)
+    missing += [f"optim.schedule={name}" for name in SCHEDULES if f"`{name}`" not in schedule_row]
     assert not missing, f"docs/configuration.md does not name: {', '.join(missing)}"
 
 
