@@ -48,7 +48,8 @@ BAD = [  # (command line, what the one line must say)
     (["sed=3"], "sed is not a setting; did you mean seed?"),
     (["data.nope=x"], "data.nope is not a setting of data=calculator; its settings: tasks, seed, "),
     # a key that only another option's file adds names that option, not a near key that is no fix
-    (["data.path=x"], "data.path is a setting of data=text, and this command has data=calculator: add data=text"),
+    (["data.path=x"], "data.path is a setting of data=text or data=shakespeare, and this command has data=calculator: "
+                      "add data=text\n"),
     (["model.kv_heads=2"], "model.kv_heads is a setting of attention=gqa, and this command has attention=mha: "
                            "add attention=gqa"),
     (["attention=mqa", "model.kv_heads=2"], "this command has attention=mqa: add attention=gqa"),
@@ -60,6 +61,23 @@ BAD = [  # (command line, what the one line must say)
      "model.kv_heads is a setting of attention=gqa, and this sweep has a job with attention=mha: write "
      "++model.kv_heads=2"),
     (["model.kv_latent_dim=8"], "model.kv_latent_dim is a setting of attention=mla, "),
+    # a task the composed data lacks: "data.tasks.copy is not a setting", naming neither the key nor its option
+    (["data=recall", "data.tasks.copy.length=8"], "data.tasks.copy.length is a setting of data=copy or data=tasks, "
+     "and this command has data=recall: add data=copy, or data=[recall,copy] to keep data=recall beside it\n"),
+    (["data.tasks.recall.pairs=4"], "data.tasks.recall.pairs is a setting of data=recall or data=tasks, and this "
+     "command has data=calculator: add data=recall, or data=[calculator,recall] to keep data=calculator beside it"),
+    (["data=[recall,distance]", "data.tasks.copy.length=8"], "data.tasks.copy.length is a setting of data=copy or "
+     "data=tasks, and this command has data=[recall,distance]: add data=copy, or data=[recall,distance,copy] to keep "
+     "data=[recall,distance] beside it"),
+    (["data=text", "data.tasks.copy.length=8"], "data.tasks.copy.length is a setting of data=copy or data=tasks, and "
+     "this command has data=text: add data=copy\n"),  # a text corpus and a task do not mix
+    (["data=recall", "data.tasks.copy.lenght=8"], "data.tasks.copy is a setting of data=copy or data=tasks, "),
+    # length runs alone, which train.py refuses in a mixture
+    (["data=tasks", "data.tasks.length.trained=4"], "data.tasks.length.trained is a setting of data=length, and this "
+     "command has data=tasks: add data=length\n"),
+    (["-m", "data=recall,copy", "data.tasks.copy.length=8"], "data.tasks.copy.length is a setting of data=copy or "
+     "data=tasks, and this sweep has a job with data=recall, whose data (gpt.data.tasks.datamodule.TaskData) has no "
+     "such setting: run data=copy in a sweep of its own"),
     # settings no part of the model reads: the run trained as without them, and its record said it had them
     (["pos=alibi", "model.rope_base=500"], "model.rope_base=500 changes nothing in a model of attention=mha, "
      "pos=alibi: none of its parts reads model.rope_base; drop it (in a sweep whose other jobs read it, give it to "
@@ -99,9 +117,9 @@ BAD = [  # (command line, what the one line must say)
     (["experiment=attention_tasks", "attention=mha", "model.window=4"], "this command has attention=mha: add "
      "attention=sliding_window"),
     # told to write ++data.path=x.txt, which the calculator's data module, a class without it, then refused
-    (["-m", "data=calculator,text", "data.path=x.txt"], "data.path is a setting of data=text, and this sweep has a job "
-     "with data=calculator, whose data (gpt.data.tasks.datamodule.TaskData) has no such setting: run data=text in a "
-     "sweep of its own"),
+    (["-m", "data=calculator,text", "data.path=x.txt"], "data.path is a setting of data=text or data=shakespeare, and "
+     "this sweep has a job with data=calculator, whose data (gpt.data.tasks.datamodule.TaskData) has no such "
+     "setting: run data=text in a sweep of its own"),
     # the fix named the first job's value alone: written as told, the sweep over model.window lost its 8
     (["-m", "attention=mha,sliding_window", "model.window=4,8"], "write ++model.window=4,8 to give it to every job"),
     # Lightning refused it once the run folder was made, in a line naming no key
@@ -228,6 +246,8 @@ def test_a_folder_whose_name_holds_an_escaped_interpolation_is_refused_before_it
      "error: data.tasks.calculator.operations has unknown ['modulo']"),  # a task's knobs, by the task itself
     (["data=text", "data.path=nope.txt"], "error: data.path="),  # refused after Hydra makes the run folder
     (["-m", "attention=mha,gqx"], "error: attention=gqx is not an option of attention"),  # no multirun/ folder
+    (["data=recall", "data.tasks.copy.length=8"], "error: data.tasks.copy.length is a setting of data=copy or "
+                                                   "data=tasks"),  # it said "data.tasks.copy is not a setting"
     # where the job runs, not where it is composed (a cluster's login node has no GPU); Lightning's words were bare
     *([(["trainer=gpu"], "error: trainer.accelerator=gpu needs a CUDA GPU and torch sees none here"),
        # told to drop trainer=gpu or trainer=fsdp, which this command never gave

@@ -120,9 +120,65 @@ def check_swept_options(config_dir: Path, overrides: list[str]) -> None:
                     raise ValueError(not_an_option(config_dir, group, option))
 
 
+def names(file: Path, mentions: re.Pattern[str]) -> bool:
+    """Whether an option's file, or an option of its group that its defaults list pulls in, writes a key that
+    `mentions` finds: data=tasks names recall's keys in configs/data/recall.yaml alone."""
+    if mentions.search(file.read_text()):
+        return True
+    defaults = OmegaConf.load(file).get("defaults") or []
+    return any(names(file.parent / f"{entry}.yaml", mentions) for entry in defaults
+               if isinstance(entry, str) and (file.parent / f"{entry}.yaml").is_file())
+
+
+def chosen(cfg: DictConfig, overrides: list[str], group: str) -> str | None:
+    """The group's option as a command line writes it (attention=mha), or its list (data=[recall,distance]), which
+    Hydra does not record among its choices; None where the command has none."""
+    choice = cfg.hydra.runtime.choices.get(group)
+    if choice:
+        return f"{group}={choice}"
+    given = next((o for o in parsed(overrides) if o.key_or_group == group), None)
+    return f"{group}=[{','.join(given.value())}]" if given and isinstance(given.value(), list) else None
+
+
+def mixture(config_dir: Path, overrides: list[str], has: str, owner: str, section: str,
+            check: Callable[[DictConfig], None]) -> str | None:
+    """The option list that adds `owner` to the command's option `has` (data=[recall,copy]), where a list of the
+    group's options composes as a mixture that `check` accepts: `section` (data.tasks) keeps everything it had and
+    gains the owner's. None where a later option replaces an earlier one's values (attention=[mha,gqa] is gqa;
+    data=[text,copy] is copy's data module) or the mixture is refused (length runs alone)."""
+    group, _, options = has.partition("=")
+    together = f"{group}=[{options.strip('[]')},{owner.partition('=')[2]}]"
+    rest = [o for o in overrides if override_key(o) != group]
+    try:
+        before, after = compose_train(config_dir, overrides), compose_train(config_dir, [*rest, together])
+    except HydraException:
+        return None
+    kept = [OmegaConf.to_container(OmegaConf.select(cfg, section) if section else cfg, resolve=False)
+            for cfg in (before, after)]
+    if not (isinstance(kept[0], dict) and isinstance(kept[1], dict) and kept[0].items() <= kept[1].items()):
+        return None
+    try:
+        check(after)
+    except ValueError:
+        return None
+    return together
+
+
+def builder(cfg: DictConfig, key: str) -> tuple[str, str] | None:
+    """The nearest section above `key` that builds a class (data, for data.tasks.copy.length), and that class."""
+    parts = key.split(".")[:-1]
+    for end in range(len(parts), 0, -1):
+        section = ".".join(parts[:end])
+        target = OmegaConf.select(cfg, f"{section}._target_")
+        if target is not None:
+            return section, target
+    return None
+
+
 def options_setting(config_dir: Path, overrides: list[str], key: str) -> list[str]:
     """The options (`attention=gqa`) whose config adds `key` to what `overrides` compose, as model.kv_heads is added
-    by attention=gqa alone. Presets (experiment=) are left out: they set keys of other options, never their own."""
+    by attention=gqa alone, those whose own file writes it first (data=text before data=shakespeare, which takes
+    text's). Presets (experiment=) are left out: they set keys of other options, never their own."""
     parent, _, name = key.rpartition(".")
     mentions = re.compile(rf"^\s*{re.escape(name)}\s*:", re.MULTILINE)
     found = []
@@ -131,7 +187,7 @@ def options_setting(config_dir: Path, overrides: list[str], key: str) -> list[st
             continue
         others = [o for o in overrides if override_key(o) != group]
         for file in sorted((config_dir / group).glob("*.yaml")):
-            if not mentions.search(file.read_text()):  # composing only the files that name the key keeps this quick
+            if not names(file, mentions):  # composing only the files that name the key keeps this quick
                 continue
             try:
                 cfg = compose_train(config_dir, [*others, f"{group}={file.stem}"])
@@ -139,13 +195,15 @@ def options_setting(config_dir: Path, overrides: list[str], key: str) -> list[st
                 continue
             node = OmegaConf.select(cfg, parent) if parent else cfg
             if isinstance(node, DictConfig) and name in node:
-                found.append(f"{group}={file.stem}")
-    return found
+                found.append((not mentions.search(file.read_text()), f"{group}={file.stem}"))
+    return [option for _, option in sorted(found)]
 
 
-def explain(err: HydraException, config_dir: Path, overrides: list[str], sweep: Sequence[str] = ()) -> str:
+def explain(err: HydraException, config_dir: Path, overrides: list[str], sweep: Sequence[str] = (),
+            check: Callable[[DictConfig], None] | None = None) -> str:
     """One line for Hydra's multi-line composition errors: what is unknown, and what there is instead. `sweep`: the
-    command line of the sweep the job of `overrides` is one of."""
+    command line of the sweep the job of `overrides` is one of; `check`: train.py's checks of a composed config, which
+    a list of options it offers (data=[recall,copy]) must pass."""
     missing = re.search(r"Could not (?:find|load) '([^']+)/([^']+)'", str(err))
     if isinstance(err, MissingConfigException) and missing:
         return not_an_option(config_dir, *missing.groups())
@@ -153,33 +211,45 @@ def explain(err: HydraException, config_dir: Path, overrides: list[str], sweep: 
     if unknown:
         key = unknown.group(1)
         parent, _, name = key.rpartition(".")
-        rest = [o for o in overrides if override_key(o) != key]
+        # Hydra names the first key the config lacks: data.tasks.copy for data.tasks.copy.length, whose task the
+        # composed data has none of
+        under = [o for o in overrides if f"{override_key(o)}.".startswith(f"{key}.")]
+        rest = [o for o in overrides if o not in under]
         try:
             cfg = compose_train(config_dir, rest)
         except HydraException as other:
             if len(rest) < len(overrides):  # another key the options lack (model.kv_heads beside model.window)
-                return explain(other, config_dir, rest, sweep)
+                return explain(other, config_dir, rest, sweep, check)
             return f"{key} is not a setting"
         node = OmegaConf.select(cfg, parent) if parent else cfg
         keys = [k for k in node if k not in ("hydra", "defaults", "_target_")] if isinstance(node, DictConfig) else []
         if name in keys and isinstance(node[name], DictConfig):  # a value given for a whole section
             return f"{key} holds settings ({', '.join(map(str, node[name]))}): set one, e.g. {key}.<setting>=<value>"
         choices = cfg.hydra.runtime.choices
-        owners = options_setting(config_dir, rest, key)
+        # the key as written where an option has it, else the longest part of it one has, down to Hydra's key
+        # (data.tasks.copy, for a typo'd knob of copy)
+        parts = (override_key(under[0]) if under else key).split(".")
+        candidates = [".".join(parts[:end]) for end in range(len(parts), key.count("."), -1)]
+        setting, owners = next(((candidate, found) for candidate in candidates
+                                if (found := options_setting(config_dir, rest, candidate))), (key, []))
         if owners:
             group = owners[0].split("=")[0]
-            has = f"{group}={choices[group]}" if choices.get(group) else f"no {group}"
+            current = chosen(cfg, rest, group)
+            has = current or f"no {group}"
             # a sweep over the option that has the key and others that lack it
             if set(owners) & swept_options([*sweep, *preset_sweeps(cfg, sweep)]):
-                target = OmegaConf.select(cfg, f"{parent}._target_") if parent else None
-                if target is not None:  # each option builds a class of its own (data=), which refuses a key it lacks
-                    return (f"{key} is a setting of {' or '.join(owners)}, and this sweep has a job with {has}, whose "
-                            f"{parent} ({target}) has no such setting: run {owners[0]} in a sweep of its own")
+                built = builder(cfg, setting)
+                if built is not None:  # each option builds a class of its own (data=), which refuses a key it lacks
+                    return (f"{setting} is a setting of {' or '.join(owners)}, and this sweep has a job with {has}, "
+                            f"whose {built[0]} ({built[1]}) has no such setting: run {owners[0]} in a sweep of its "
+                            "own")
                 # The value as the command sweeps it (model.window=4,8), not the job's one: the fix keeps the sweep.
-                value = override_value(sweep, key, "<value>")
-                return (f"{key} is a setting of {' or '.join(owners)}, and this sweep has a job with {has}: write "
-                        f"++{key}={value} to give it to every job (the jobs without {owners[0]} ignore it)")
-            return f"{key} is a setting of {' or '.join(owners)}, and this command has {has}: add {owners[0]}"
+                value = override_value(sweep, setting, "<value>")
+                return (f"{setting} is a setting of {' or '.join(owners)}, and this sweep has a job with {has}: write "
+                        f"++{setting}={value} to give it to every job (the jobs without {owners[0]} ignore it)")
+            both = mixture(config_dir, rest, current, owners[0], parent, check) if current and check else None
+            keep = f", or {both} to keep {current} beside it" if both else ""
+            return f"{setting} is a setting of {' or '.join(owners)}, and this command has {has}: add {owners[0]}{keep}"
         if not parent:  # a typo'd group (attenton=mha) is a top-level key to Hydra
             return f"{key} is not a setting{top_level_hint(name, keys, groups(config_dir), overrides)}"
         if parent == "trainer" and name in trainer_arguments():
@@ -233,13 +303,13 @@ def preflight(argv: list[str], config_dir: Path, check: Callable[[DictConfig], N
         try:
             cfg = compose_train(config_dir, first)
         except HydraException as err:
-            raise ValueError(explain(err, config_dir, first, overrides)) from None
+            raise ValueError(explain(err, config_dir, first, overrides, check)) from None
         multirun = any(a in MULTIRUN_FLAGS for a in argv) or cfg.hydra.mode == RunMode.MULTIRUN
         for job in other_options(config_dir, overrides) if multirun else []:
             try:
                 compose_train(config_dir, job)
             except HydraException as err:
-                raise ValueError(explain(err, config_dir, job, overrides)) from None
+                raise ValueError(explain(err, config_dir, job, overrides, check)) from None
         if not multirun:
             sweep = next((o.input_line for o in parsed(overrides) if o.is_sweep_override()), None)
             if sweep:  # Hydra's own answer is five lines about an "Ambiguous value"
