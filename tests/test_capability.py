@@ -3,6 +3,7 @@ noise marked, and its heatmap, from fake run folders and from a real tiny multir
 from __future__ import annotations
 
 import json
+import re
 import statistics
 from pathlib import Path
 
@@ -10,6 +11,7 @@ import numpy as np
 import pytest
 from matplotlib.image import imread
 
+from gpt.data.tasks import TASKS
 from gpt.sweeps import capability, scaling
 from gpt.sweeps.plots import matrix_figure
 from gpt.sweeps.report import figures, find_runs, markdown, summaries, write_report
@@ -217,6 +219,19 @@ def test_one_chance_per_column_says_nothing_of_ranges(tmp_path: Path) -> None:
                   "val_chance": {"recall_8": 0.353}, "val_exact_chance": {"recall_8": 0.353}})
     report = markdown(tmp_path, find_runs(tmp_path))
     assert matrix_rows(report)["*chance*"][1:] == ["*35.3*"] and "differ in what guessing scores" not in report
+
+
+def test_the_chance_caption_holds_for_any_task_so_names_none(tmp_path: Path) -> None:
+    """The caption said how a guess is drawn for recall, distance and copying alone: a task registered later sets
+    the chance of its turns in a way of its own, which the sentence read as one of theirs or left out."""
+    for seed in range(2):
+        fake_run(tmp_path / str(seed), ["data=length", f"seed={seed}"],
+                 {"status": "ok", "val_loss": 1.0, "val_acc": {"length_1_8": 0.5}, "val_chance": {"length_1_8": 0.0625},
+                  "val_exact_chance": {"length_1_8": 0.0625 ** 4}})
+    report = markdown(tmp_path, find_runs(tmp_path))
+    caption = next(p for p in report.split("\n\n") if "*chance* is what guessing scores" in p)
+    chance = caption[caption.index("*chance* is"):]
+    assert [name for name in TASKS if re.search(rf"\b{name}\b", chance)] == [], chance
 
 
 def test_a_calculator_matrix_explains_no_chance_row_it_does_not_have(tmp_path: Path) -> None:

@@ -160,8 +160,8 @@ def markdown(summaries: dict[str, list[dict[str, Any]]]) -> list[str]:
              "when greedy decoding writes it whole), mean ± sample std over seeds; **bold** is the best of its column; "
              f"{BEYOND_NOISE} marks a value below the column's best by more than seed noise (a gap over 2 standard "
              "errors of the difference, two seeds or more on each side)"
-             + ("; *chance* is what guessing scores, each token of an answer among the values a line holds (recall, "
-                "distance) or the vocabulary (copying) and the whole answer right" + note(summaries, cols, EXACT)
+             + ("; *chance* is what guessing scores, each token of an answer picked at random among those its "
+                "task's line leaves possible there and the whole answer right" + note(summaries, cols, EXACT)
                 if guessed else "."), "",
              *([f"{RISING} marks a value still rising when training stopped: the seeds' rises since their own "
                 f"validation before the last, {MIN_RISE:.0f} point or more on average and over 2 standard errors of "
