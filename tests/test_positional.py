@@ -114,8 +114,25 @@ def test_sinusoidal_positions_do_not_drown_the_token_embeddings(init: str) -> No
 DRAWABLE = [name for name, encoding in POSITIONAL.items() if encoding.drawable]
 
 
-def test_learned_sinusoidal_and_rope_are_the_drawable_encodings() -> None:
-    assert DRAWABLE == ["learned", "sinusoidal", "rope"]
+def reads_given_positions(name: str) -> bool:
+    """Whether the encoding's output moves with the positions it is handed (AtPositions), which is what drawing them
+    in training changes."""
+    torch.manual_seed(0)
+    pos = POSITIONAL[name].from_config(replace(CFG, random_positions=64))
+    x, q, k = torch.randn(2, 6, 32), torch.randn(2, 4, 6, 8), torch.randn(2, 4, 6, 8)
+    consecutive, drawn = torch.arange(6).expand(2, 6), torch.tensor([[0, 3, 9, 20, 41, 63]] * 2)
+    read = [(at.embed(x, 0), *at.rotate(q, k, 0)) for at in (AtPositions(pos, consecutive), AtPositions(pos, drawn))]
+    return any(not torch.equal(a, b) for a, b in zip(*read))
+
+
+def test_an_encoding_is_drawable_exactly_when_it_reads_the_positions_it_is_given() -> None:
+    """The drawable encodings were a list of names here: a new one with drawable = True failed on the list, not on
+    what it does. Each flag is checked against the encoding's own behaviour, and the others refuse to draw."""
+    wrong = [name for name, encoding in POSITIONAL.items() if reads_given_positions(name) != encoding.drawable]
+    assert not wrong, "; ".join(
+        f"pos={name} {'reads' if reads_given_positions(name) else 'ignores'} the positions it is given: set "
+        f"drawable = {not POSITIONAL[name].drawable} on {POSITIONAL[name].__name__} (gpt/model/positional.py)"
+        for name in wrong)
     for name in set(POSITIONAL) - set(DRAWABLE):
         with pytest.raises(ValueError, match=f"pos={name} has none to draw"):
             GPT(replace(CFG, pos=name, random_positions=64))
