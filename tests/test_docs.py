@@ -23,6 +23,7 @@ from gpt.__main__ import main as front_door
 from gpt.__main__ import VERBS, parser_for
 from gpt.data.tasks.calculator import all_problems
 from gpt.model.attention import ATTENTION
+from gpt.model.positional import POSITIONAL
 from gpt.training.checks import check_config
 from gpt.training.optim import SCHEDULES
 from gpt.training.preflight import compose_train, explain, first_of_each_sweep
@@ -314,6 +315,20 @@ def test_the_model_page_describes_and_the_readme_counts_every_attention_variant(
     counted = re.search(r"\((\d+) attention variants", (ROOT / "README.md").read_text())
     assert int(counted.group(1)) == len(ATTENTION), \
         f"README.md counts {counted.group(1)} attention variants; ATTENTION registers {len(ATTENTION)}"
+
+
+def test_the_docs_name_every_positional_encoding_and_those_that_draw_positions() -> None:
+    # The guide to adding an encoding said the docs test failed until model.md named it: nothing checked model.md,
+    # and configuration.md's list of the encodings model.random_positions draws for could go stale either way.
+    section = re.search(r"^## Positional encodings\n(.*?)^## ", (ROOT / "docs/model.md").read_text(), re.S | re.M)
+    missing = [name for name in POSITIONAL if f"`{name}`" not in section.group(1)]
+    assert not missing, f"docs/model.md's table of positional encodings does not describe: {', '.join(missing)}"
+    row = re.search(r"^\| `model\.random_positions` \|.*$", (ROOT / "docs/configuration.md").read_text(), re.M)
+    named = [name for name in re.findall(r"`(\w+)`", row.group(0)) if name in POSITIONAL]
+    drawable = [name for name, encoding in POSITIONAL.items() if encoding.drawable]
+    assert sorted(named) == sorted(drawable), \
+        f"docs/configuration.md's model.random_positions row names {', '.join(named)}; the encodings with drawable = " \
+        f"True are {', '.join(drawable)}"
 
 
 def named_in_docs() -> list[str]:
