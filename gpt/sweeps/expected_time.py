@@ -33,6 +33,11 @@ from gpt.training.run_folder import kept_on_resume
 JOB_SETUP_S = 2.5
 
 
+def roughly(seconds: float) -> str:
+    """A time still to come, as a sweep's estimates write it: ~40 s, ~11 min."""
+    return f"~{seconds:.0f} s" if seconds < 90 else f"~{seconds / 60:.0f} min"
+
+
 def job_steps(config: DictConfig) -> list[int]:
     """trainer.max_steps of the sweep's jobs: the command line's values (a comma list sweeps them), else the
     config's (which a trainer=... group on the command line has already set); none when they are not integers."""
@@ -157,7 +162,6 @@ class ExpectedTime(Callback):
         per_job = setup + (seconds_per_job - setup) * steps / self.steps
         scaled = "" if steps == self.steps else f" ({steps:,.0f} steps a job; measured at {self.steps:,})"
         seconds = math.ceil(left / at_once) * per_job
-        total = f"~{seconds:.0f} s" if seconds < 90 else f"~{seconds / 60:.0f} min"
         counted = f"{left} jobs" + " left" * bool(kept) + (f" ({'; '.join(aside)})" if aside else "")
-        print(f"expected wall time: {counted} x ~{per_job:.0f} s{scaled}, {at_once} at a time = {total} "
+        print(f"expected wall time: {counted} x ~{per_job:.0f} s{scaled}, {at_once} at a time = {roughly(seconds)} "
               f"({measured})", flush=True)

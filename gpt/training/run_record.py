@@ -153,14 +153,19 @@ def validation_off(limit_val_batches: Any) -> str | None:
     return f"trainer.limit_val_batches={as_override(limit_val_batches)}" if limit_val_batches == 0 else None
 
 
+def clock(seconds: float) -> str:
+    """A wall time as a run's and a sweep's lines write it: 1m16s."""
+    minutes, secs = divmod(round(seconds), 60)
+    return f"{minutes}m{secs:02d}s"
+
+
 def summary_line(history: list[dict[str, float]], step: int, seconds: float, path: Path, stopped: bool = False,
                  off: str | None = None) -> str:
     """The run in one line: wall time, last val loss and held-out exact match, where model.pt is; `stopped` (by
     Ctrl-C or its sweep) says so rather than done; `off`, the setting that turned validation off, says so in place
     of the val loss."""
     last = history[-1] if history and not off else {}
-    minutes, secs = divmod(round(seconds), 60)
-    parts = [f"{'stopped after' if stopped else 'done in'} {minutes}m{secs:02d}s", f"step {step}"]
+    parts = [f"{'stopped after' if stopped else 'done in'} {clock(seconds)}", f"step {step}"]
     if off:
         parts.append(f"not validated ({off})")
     if "val_loss" in last:
