@@ -34,6 +34,15 @@ def claim_sweep(sweep_dir: Path) -> None:
     _held.append(lock)
 
 
+def sweep_started(sweep_dir: Path) -> float | None:
+    """When the sweep in `sweep_dir` started (this invocation, resumed or not): claim_sweep writes its pid into the
+    lock then, and nothing writes it again until the next sweep there starts. None for a folder no sweep claimed."""
+    try:
+        return (sweep_dir / SWEEP_LOCK).stat().st_mtime
+    except FileNotFoundError:
+        return None
+
+
 class OneSweepPerFolder(Callback):
     """Takes the sweep folder's lock when the sweep starts (configs/train.yaml), or ends the command with exit status
     2 and one line: Hydra turns a callback's exception into a warning and goes on."""

@@ -65,6 +65,14 @@ def sweep_jobs(config: DictConfig) -> int:
     return math.prod(sweep_sizes(params, as_typed(config.hydra.overrides.task)).values())
 
 
+def decided_at_once(config: DictConfig, jobs: int) -> int:
+    """Jobs running side by side, n_jobs: 0 decided as JobsPerCore decides it: a job's config, composed again from the
+    command line, still holds the 0."""
+    if config.hydra.launcher.get("n_jobs") == 0:
+        return jobs_at_once(config, jobs, cores())
+    return running_at_once(config, jobs)
+
+
 def running_at_once(config: DictConfig, jobs: int) -> int:
     """Jobs running side by side once the launcher is set: hydra.launcher.n_jobs (joblib's: -1 is every core),
     1 for a launcher without it (basic runs one after another; a cluster's queue decides for itself)."""

@@ -1,0 +1,86 @@
+"""After each job of a -m sweep, one line of how far the sweep has got: `sweep: 12 of 33 jobs done in 9m20s; at this
+pace ~11 min left`. The expected-time line before the first job is a figure measured on another CPU, which can be
+twice off; this one is read from the sweep folder as it fills. Jobs run in joblib's worker processes, which tell the
+sweep's process nothing as each ends, so each job counts for itself, at its own end: the jobs whose summary.json says
+they ended since the sweep started, those a resumed sweep keeps from before, and the pace of the jobs that trained
+since then."""
+from __future__ import annotations
+
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+from hydra.core.utils import JobReturn
+from hydra.experimental.callback import Callback
+from hydra.types import RunMode
+from omegaconf import DictConfig
+
+from gpt.sweeps.expected_time import roughly
+from gpt.sweeps.lock import sweep_started
+from gpt.sweeps.parallel import decided_at_once, sweep_sizes
+from gpt.sweeps.repeats import recorded_sweep
+from gpt.training.run_folder import SUMMARY, kept_on_resume, read_summary
+from gpt.training.run_record import clock
+
+ENDED = {"ok", "failed", "refused", "duplicate"}  # not "stopped": resume=true continues a stopped job
+TRAINED = {"ok", "failed"}  # a refused or duplicate job ends in a second or two, which is no pace for the others
+
+
+def ended_at(run_dir: Path, started: float) -> float | None:
+    """When the job in this folder ended, if it did since the sweep started: an earlier attempt's record does not
+    count."""
+    try:
+        written = (run_dir / SUMMARY).stat().st_mtime
+        return written if written >= started and (read_summary(run_dir) or {}).get("status") in ENDED else None
+    except (OSError, ValueError):  # gone, or damaged: the report names a damaged record
+        return None
+
+
+def kept_before(run_dir: Path, started: float) -> bool:
+    """Whether the job in this folder finished before the sweep started and is kept as it is (resume=true)."""
+    try:
+        return (run_dir / SUMMARY).stat().st_mtime < started and kept_on_resume(run_dir)
+    except (OSError, ValueError):
+        return False
+
+
+def progress_line(sweep_dir: Path, run_dir: Path, jobs: int, at_once: int, started: float, now: float) -> str | None:
+    """The line for the job in `run_dir` of a sweep of `jobs` jobs, `at_once` at a time, started at `started`; None
+    when that job did not end in this sweep (it stopped with the sweep, or another run held its folder), or when a job
+    that ended after it will say as much: two jobs ending together printed the same line twice."""
+    ends = {record.parent.resolve(): ended_at(record.parent, started) for record in sweep_dir.rglob(SUMMARY)}
+    here = {run: at for run, at in ends.items() if at is not None}
+    kept = sum(kept_before(run, started) for run in ends.keys() - here.keys())
+    own = here.get(run_dir.resolve())
+    if own is None and not kept_before(run_dir, started) or own is not None and max(here.values()) > own:
+        return None
+    done, elapsed = min(jobs, len(here) + kept), now - started
+    before = f" ({kept} kept from before)" if kept else ""
+    if done == jobs:
+        return f"sweep: all {jobs} jobs done{before} in {clock(elapsed)}"
+    line = f"sweep: {done} of {jobs} jobs done{before} in {clock(elapsed)}"
+    trained, left = sum((read_summary(run) or {}).get("status") in TRAINED for run in here), jobs - done
+    # Before a round of jobs has ended, the others running part done make the pace look slower than it is; once
+    # fewer jobs are left than run at once, each of them is running, part done, and the pace would count them whole.
+    if trained >= at_once and left >= at_once:
+        line += f"; at this pace {roughly(left * elapsed / trained)} left"
+    return line
+
+
+class SweepProgress(Callback):
+    """configs/train.yaml: its on_job_end runs in the process that ran the job (a joblib worker, or the sweep's own
+    for one at a time), after the job; a single run prints nothing."""
+
+    def on_job_end(self, config: DictConfig, job_return: JobReturn, **kwargs: Any) -> None:
+        if config.hydra.mode != RunMode.MULTIRUN:
+            return
+        sweep_dir = Path(config.hydra.sweep.dir)
+        started, sweep = sweep_started(sweep_dir), recorded_sweep(sweep_dir)
+        if started is None or not sweep:  # a folder no sweep of train.py made: nothing says when it started
+            return
+        jobs = math.prod(sweep_sizes({}, sweep).values())
+        line = progress_line(sweep_dir, Path(config.hydra.runtime.output_dir), jobs, decided_at_once(config, jobs),
+                             started, time.time())
+        if line:
+            print(line, flush=True)
