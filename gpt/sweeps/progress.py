@@ -47,13 +47,14 @@ def kept_before(run_dir: Path, started: float) -> bool:
 
 def progress_line(sweep_dir: Path, run_dir: Path, jobs: int, at_once: int, started: float, now: float) -> str | None:
     """The line for the job in `run_dir` of a sweep of `jobs` jobs, `at_once` at a time, started at `started`; None
-    when that job did not end in this sweep (it stopped with the sweep, or another run held its folder), or when a job
-    that ended after it will say as much: two jobs ending together printed the same line twice."""
+    when that job did not end in this sweep (it stopped with the sweep, another run held its folder, or resume=true
+    kept it from before: its own line says so, and 17 kept jobs printed 17 near-same lines), or when a job that ended
+    after it will say as much: two jobs ending together printed the same line twice."""
     ends = {record.parent.resolve(): ended_at(record.parent, started) for record in sweep_dir.rglob(SUMMARY)}
     here = {run: at for run, at in ends.items() if at is not None}
     kept = sum(kept_before(run, started) for run in ends.keys() - here.keys())
     own = here.get(run_dir.resolve())
-    if own is None and not kept_before(run_dir, started) or own is not None and max(here.values()) > own:
+    if own is None or max(here.values()) > own:
         return None
     done, elapsed = min(jobs, len(here) + kept), now - started
     before = f" ({kept} kept from before)" if kept else ""
