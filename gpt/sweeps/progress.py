@@ -27,22 +27,16 @@ ENDED = {"ok", "failed", "refused", "duplicate"}  # not "stopped": resume=true c
 TRAINED = {"ok", "failed"}  # a refused or duplicate job ends in a second or two, which is no pace for the others
 
 
-def ended_at(run_dir: Path, started: float) -> float | None:
-    """When the job in this folder ended, if it did since the sweep started: an earlier attempt's record does not
-    count."""
-    try:
-        written = (run_dir / SUMMARY).stat().st_mtime
-        return written if written >= started and (read_summary(run_dir) or {}).get("status") in ENDED else None
-    except (OSError, ValueError):  # gone, or damaged: the report names a damaged record
-        return None
-
-
-def kept_before(run_dir: Path, started: float) -> bool:
-    """Whether the job in this folder finished before the sweep started and is kept as it is (resume=true)."""
-    try:
-        return (run_dir / SUMMARY).stat().st_mtime < started and kept_on_resume(run_dir)
-    except (OSError, ValueError):
-        return False
+def records(sweep_dir: Path) -> dict[Path, tuple[float, str | None]]:
+    """Each job folder's summary.json under the sweep folder, read once: when it was written and the status it says
+    (a damaged or vanished one is left out: the report names a damaged record)."""
+    found = {}
+    for record in sweep_dir.rglob(SUMMARY):
+        try:
+            found[record.parent.resolve()] = (record.stat().st_mtime, (read_summary(record.parent) or {}).get("status"))
+        except (OSError, ValueError):
+            continue
+    return found
 
 
 def progress_line(sweep_dir: Path, run_dir: Path, jobs: int, at_once: int, started: float, now: float) -> str | None:
@@ -50,9 +44,10 @@ def progress_line(sweep_dir: Path, run_dir: Path, jobs: int, at_once: int, start
     when that job did not end in this sweep (it stopped with the sweep, another run held its folder, or resume=true
     kept it from before: its own line says so, and 17 kept jobs printed 17 near-same lines), or when a job that ended
     after it will say as much: two jobs ending together printed the same line twice."""
-    ends = {record.parent.resolve(): ended_at(record.parent, started) for record in sweep_dir.rglob(SUMMARY)}
-    here = {run: at for run, at in ends.items() if at is not None}
-    kept = sum(kept_before(run, started) for run in ends.keys() - here.keys())
+    found = records(sweep_dir)
+    # an earlier attempt's record does not count: resume=true runs a failed or stopped job again
+    here = {run: at for run, (at, status) in found.items() if at >= started and status in ENDED}
+    kept = sum(at < started and kept_on_resume(run) for run, (at, _) in found.items())
     own = here.get(run_dir.resolve())
     if own is None or max(here.values()) > own:
         return None
@@ -61,7 +56,7 @@ def progress_line(sweep_dir: Path, run_dir: Path, jobs: int, at_once: int, start
     if done == jobs:
         return f"sweep: all {jobs} jobs done{before} in {clock(elapsed)}"
     line = f"sweep: {done} of {jobs} jobs done{before} in {clock(elapsed)}"
-    trained, left = sum((read_summary(run) or {}).get("status") in TRAINED for run in here), jobs - done
+    trained, left = sum(found[run][1] in TRAINED for run in here), jobs - done
     # Before a round of jobs has ended, the others running part done make the pace look slower than it is; once
     # fewer jobs are left than run at once, each of them is running, part done, and the pace would count them whole.
     if trained >= at_once and left >= at_once:
