@@ -247,7 +247,8 @@ def train(cfg: DictConfig, run_dir: Path | None = None) -> Path | None:
     steps = (read_summary(run_dir) or {}).get("steps", trainer.global_step)
     if spawned and stopper.requested:
         steps = load_resume_checkpoint(checkpoint.path)["global_step"]
-    print(summary_line(read_history(run_dir), steps, time.perf_counter() - start, path, stopper.requested, off))
+    took = "stopped after" if stopper.requested else "done in"
+    print(summary_line(read_history(run_dir), steps, time.perf_counter() - start, path, took, off))
     # A line-based corpus suggests one of its own held-out questions; running text starts after a newline (a
     # placeholder prompt would be refused by a word-level vocabulary).
     example = getattr(data, "example_prompt", None)

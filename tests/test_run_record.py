@@ -148,6 +148,15 @@ def test_a_run_with_validation_off_says_so_in_its_summary_and_end_line(tmp_path:
     assert f", step 6, not validated ({setting}); model: " in line and "val loss" not in line
 
 
+def test_a_kept_runs_line_says_its_time_is_training_time(tmp_path: Path) -> None:
+    """A kept run's line gave summary.json's wall_s (its training) as "done in", the words the run's own last line
+    used for the whole command's time (0m30s against 0m32s for one run): the same words for two measures."""
+    (tmp_path / "history.csv").write_text("step,wall_s,val_loss\n10,30.4,2.0\n")
+    (tmp_path / "summary.json").write_text(json.dumps({"status": "ok", "steps": 10, "wall_s": 30.4}))
+    (tmp_path / "model.pt").write_bytes(b"")
+    assert finished_line(tmp_path).startswith("trained in 0m30s, step 10, val loss 2.0000; model: ")
+
+
 @pytest.mark.parametrize("resumed_at, max_steps, kept", [(11, 20, [5, 10]), (10, 20, [5, 10]), (7, 7, [5, 7])])
 def test_a_resumed_run_drops_the_validation_its_stop_made_off_the_schedule(tmp_path: Path, resumed_at: int,
                                                                           max_steps: int, kept: list[int]) -> None:

@@ -159,13 +159,13 @@ def clock(seconds: float) -> str:
     return f"{minutes}m{secs:02d}s"
 
 
-def summary_line(history: list[dict[str, float]], step: int, seconds: float, path: Path, stopped: bool = False,
+def summary_line(history: list[dict[str, float]], step: int, seconds: float, path: Path, took: str = "done in",
                  off: str | None = None) -> str:
-    """The run in one line: wall time, last val loss and held-out exact match, where model.pt is; `stopped` (by
-    Ctrl-C or its sweep) says so rather than done; `off`, the setting that turned validation off, says so in place
-    of the val loss."""
+    """The run in one line: what `seconds` measured (`took`: "done in", "stopped after" a Ctrl-C or its sweep's stop,
+    "trained in"), last val loss and held-out exact match, where model.pt is; `off`, the setting that turned
+    validation off, says so in place of the val loss."""
     last = history[-1] if history and not off else {}
-    parts = [f"{'stopped after' if stopped else 'done in'} {clock(seconds)}", f"step {step}"]
+    parts = [f"{took} {clock(seconds)}", f"step {step}"]
     if off:
         parts.append(f"not validated ({off})")
     if "val_loss" in last:
@@ -183,5 +183,6 @@ def finished_line(run_dir: Path) -> str | None:
     # read_summary has checked each is a number or null (SHAPES): a finished run needs both, and finite
     if any(summary.get(k) is None or not math.isfinite(summary[k]) for k in ("steps", "wall_s")):
         raise damaged(run_dir / SUMMARY, "status ok, but no steps or wall_s")
+    # wall_s is the training's time, not the whole command's that the run's own last line gave
     return summary_line(read_history(run_dir), summary["steps"], summary["wall_s"], run_dir / "model.pt",
-                        off=summary.get("validation_off"))
+                        "trained in", summary.get("validation_off"))
