@@ -87,10 +87,11 @@ class Distance(SampledTask):
                 return None
             start = rng.choice(free)
             slots[start:start + 2] = [f"k{key}", f"v{value}"]
+        keyed = [(i, slots[i], slots[i + 1]) for i in range(self.length - 1) if slots[i][0] == "k"]  # facts, asked keys
         turns, given_from, asked = [], 0, set()
         for ask, d, group, key in sorted(questions):
             # A guess among the values of the facts before the question not asked yet (no key matched).
-            facts = {slots[i + 1] for i in range(ask) if slots[i].startswith("k") and slots[i] not in asked}
+            facts = {value for i, word, value in keyed if i < ask and word not in asked}
             turns.append(Turn(" ".join(slots[given_from:ask + 2]), slots[ask + 2], group, d, 1 / len(facts)))
             given_from, asked = ask + 3, asked | {f"k{key}"}
         return Line(self.name, tuple(turns))
