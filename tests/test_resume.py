@@ -32,8 +32,8 @@ from gpt.sweeps.lock import SWEEP_LOCK
 from gpt.sweeps.parallel import GRACE_S
 from gpt.training.callbacks import ResumeCheckpoint, SampleText, StopOnInterrupt, TrainingStopped
 from gpt.training.checks import check_config
-from gpt.training.lit import LitGPT
-from gpt.training.optim import SCHEDULES, OptimConfig
+from gpt.training.lit import OPTIM_NAME, LitGPT
+from gpt.training.optim import OPTIMIZERS, SCHEDULES, OptimConfig
 from gpt.training.preflight import preflight
 from gpt.training.resume import AtomicCheckpointIO, find_resume_checkpoint, load_resume_checkpoint, resume_from
 from gpt.training.run_folder import (kept_on_resume, locked, read_history, read_summary, record_stop, release,
@@ -455,7 +455,8 @@ def damaged_copy(ckpt: Path, copy: Path, damage: str) -> None:
 @pytest.mark.parametrize("case, overrides, message", [
     ("another model", ["model.dim=64"], r"holds another model \(model.tok_emb.weight is \[\d+, 32\] there, "
                                         r"\[\d+, 64\] here\): resume with the settings it was trained with"),
-    ("another optimizer", ["optim=adamw"], "holds the state of another optimizer than optim=adamw"),
+    ("another optimizer", ["optim=adamw"], r"holds the state of another optimizer than optim=adamw \(optim=muon's\): "
+                                           "resume with optim=muon, or start afresh"),
     ("older format", [], r"holds another model \(model.blocks.0.attn.q.weight is \[32, 32\] there, absent here\)"),
     ("cut short", [], r"is not a readable torch file \(not written by torch.save, or cut short\)"),
     ("flipped bit", [], r"is damaged: its archive/data/0 does not match its checksum"),
@@ -475,6 +476,43 @@ def test_a_last_ckpt_that_cannot_resume_this_run_is_one_line_and_changes_nothing
         assert re.match(rf"error: {re.escape(str(ckpt))} {message}", outcome.err), outcome.err
         assert not run_dir.exists()
     assert files_in(trained) == before
+
+
+def test_a_last_ckpt_of_another_optimizer_with_the_same_groups_is_refused_by_its_recorded_name(
+        trained: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An optimizer added with another's parameter groups (SGD or Lion with AdamW's) passed the group check, and a
+    run resumed under it loaded the other optimizer's state without a word: the checkpoint names its optimizer."""
+    monkeypatch.setitem(OPTIMIZERS, "muon_twin", OPTIMIZERS["muon"])  # muon's groups under a name of its own
+    ckpt, before = trained / "checkpoints" / "last.ckpt", files_in(trained)
+    with fresh_folder() as folder:
+        run_dir = folder / "outputs" / "resumed"
+        outcome = job([*TINY_RUN, "trainer.max_steps=40", f"ckpt_path={ckpt}", "optim.name=muon_twin"], run_dir,
+                      caps={})
+        assert outcome.code == 2 and outcome.err == f"error: {ckpt} holds the state of another optimizer than " \
+            "optim=muon_twin (optim=muon's): resume with optim=muon, or start afresh without ckpt_path or " \
+            "resume=true\n", outcome.err[-2000:]
+        assert not run_dir.exists()
+    assert files_in(trained) == before
+
+
+def test_a_last_ckpt_from_before_its_optimizer_was_recorded_resumes_checked_by_its_groups(
+        trained: Path, tmp_path: Path) -> None:
+    """One saved before the record has no name to compare: it resumes under its own optimizer, and under one of
+    other groups is refused as before."""
+    state = torch.load(trained / "checkpoints" / "last.ckpt", weights_only=True)
+    del state[OPTIM_NAME]
+    ckpt = tmp_path / "last.ckpt"
+    torch.save(state, ckpt)
+    with fresh_folder() as folder:
+        refused = job([*TINY_RUN, "trainer.max_steps=40", f"ckpt_path={ckpt}", "optim=adamw"], folder / "adamw",
+                      caps={})
+        assert refused.code == 2 and refused.err == f"error: {ckpt} holds the state of another optimizer than " \
+            "optim=adamw: resume with the settings it was trained with, or start afresh without ckpt_path or " \
+            "resume=true\n", refused.err[-2000:]
+        resumed = job([*TINY_RUN, "trainer.max_steps=40", f"ckpt_path={ckpt}"], folder / "muon", caps={})
+        assert resumed.code == 0, resumed.err[-2000:]
+        assert f"resuming from {ckpt} at step 30" in resumed.out
+        assert load_resume_checkpoint(folder / "muon" / "checkpoints" / "last.ckpt")[OPTIM_NAME] == "muon"
 
 
 # Four configurations (four rows), one job at a time so that "the third job" is one moment; checkpoints often.

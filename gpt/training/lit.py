@@ -17,6 +17,10 @@ from gpt.model.config import ModelConfig
 from gpt.model.gpt import GPT
 from gpt.training.optim import OPTIMIZERS, SCHEDULES, OptimConfig, check_sharding
 
+# The training checkpoint's key naming the optimizer (optim.name) whose state it holds: one of another name may build
+# groups of the same sizes, which alone could not tell its state from this run's optimizer's.
+OPTIM_NAME = "optim_name"
+
 
 def logs_at(step: int, every: int, max_steps: int) -> bool:
     """Whether the step (0-based) logs its metrics: each self.log costs Lightning about 0.7 ms (it moves its metric
@@ -141,6 +145,9 @@ class LitGPT(L.LightningModule):
                 torch.nn.utils.clip_grad_norm_(self.parameters(), gradient_clip_val)
             return
         super().configure_gradient_clipping(optimizer, gradient_clip_val, gradient_clip_algorithm)
+
+    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        checkpoint[OPTIM_NAME] = self.optim.name
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         """Lightning restores the optimizer's settings and the schedule's peak LRs as they were saved, so a run resumed

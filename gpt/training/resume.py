@@ -24,7 +24,7 @@ from gpt.atomic import atomic_open
 from gpt.inference.checkpoint import CheckpointError, safe_load
 from gpt.overrides import override_key, pasted, quoted
 from gpt.training.checks import group_setting
-from gpt.training.lit import LitGPT
+from gpt.training.lit import OPTIM_NAME, LitGPT
 from gpt.training.optim import OPTIMIZERS, SCHEDULES, OptimConfig
 from gpt.training.recorded import as_typed
 from gpt.training.run_folder import (CHECKPOINT, NOT_IDENTITY, OVERRIDES, REPORT, finished, holds_work,
@@ -394,12 +394,14 @@ def option_sets(compose: Callable[[list[str]], DictConfig], overrides: list[str]
 
 @dataclass(frozen=True)
 class ResumePoint:
-    """A checkpoint to continue from, read once here: its path for Lightning, its step, and the shapes of its weights
-    and the sizes of its optimizer's groups, to check against the run once the model is built (check_resumable)."""
+    """A checkpoint to continue from, read once here: its path for Lightning, its step, and the shapes of its weights,
+    its optimizer's name (None: saved before it was recorded) and the sizes of its groups, to check against the run
+    once the model is built (check_resumable)."""
 
     path: Path
     step: int
     shapes: dict[str, tuple[int, ...]]
+    optimizer: str | None
     group_sizes: list[int]
 
 
@@ -447,7 +449,7 @@ def resume_from(cfg: DictConfig, run_dir: Path, in_sweep: bool = False) -> Resum
     if not ended and (note := schedule_change(cfg, path, checkpoint)):
         print(f"note: {note}")
     return ResumePoint(path, step, {k: tuple(v.shape) for k, v in checkpoint.get("state_dict", {}).items()},
-                       [len(g["params"]) for state in checkpoint["optimizer_states"]
+                       checkpoint.get(OPTIM_NAME), [len(g["params"]) for state in checkpoint["optimizer_states"]
                         for g in state.get("param_groups", [])])
 
 
@@ -488,8 +490,9 @@ def spent_max_time(max_time: Any, checkpoint: dict[str, Any]) -> float | None:
 
 
 def check_resumable(start: ResumePoint, lit: LitGPT) -> None:
-    """The checkpoint holds this run's model and optimizer (weights of the same names and shapes, optimizer groups
-    of the same sizes), else one line: Lightning's own answer is a wall of missing keys, or a line naming no file."""
+    """The checkpoint holds this run's model and optimizer (weights of the same names and shapes, the optimizer of
+    the same name, or of groups of the same sizes where it names none), else one line: Lightning's own answer is a
+    wall of missing keys, or a line naming no file."""
     fix = "resume with the settings it was trained with, or start afresh without ckpt_path or resume=true"
     saved, wanted = start.shapes, {k: tuple(v.shape) for k, v in lit.state_dict().items()}
     differ = sorted(set(saved) ^ set(wanted)) or [k for k in wanted if saved[k] != wanted[k]]
@@ -498,6 +501,10 @@ def check_resumable(start: ResumePoint, lit: LitGPT) -> None:
         shapes = [str(list(d[key])) if key in d else "absent" for d in (saved, wanted)]
         raise CheckpointError(f"{start.path} holds another model ({key} is {shapes[0]} there, {shapes[1]} here): "
                               f"{fix}")
+    if start.optimizer not in (None, lit.optim.name):
+        raise CheckpointError(f"{start.path} holds the state of another optimizer than optim={lit.optim.name} "
+                              f"(optim={start.optimizer}'s): resume with optim={start.optimizer}, or start afresh "
+                              "without ckpt_path or resume=true")
     groups = OPTIMIZERS[lit.optim.name](lit.model, lit.optim, False).state_dict()["param_groups"]
     if [len(g["params"]) for g in groups] != start.group_sizes:
         raise CheckpointError(f"{start.path} holds the state of another optimizer than optim={lit.optim.name}: {fix}")
