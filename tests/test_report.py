@@ -156,6 +156,18 @@ def test_loss_plot_names_the_configurations_it_has_no_curve_for(tmp_path: Path) 
     assert [to_rgba(line.get_color())[3] for line in figure.legends[0].get_lines()] == [1, 0, 0]  # no line drawn
 
 
+def test_loss_plot_of_a_sweep_stopped_before_any_run_finished_names_each_configuration(tmp_path: Path) -> None:
+    """A sweep stopped by Ctrl-C with its first jobs part trained: loss.png had no legend at all and a title saying
+    no run recorded a validation loss, beside history.csv files that held several."""
+    for seed in (0, 1):
+        fake_run(tmp_path / str(seed), ["attention=mha", f"seed={seed}"],
+                 {"status": "stopped", "reason": "stopped by Ctrl-C at step 67"})
+        (tmp_path / str(seed) / "history.csv").write_text("step,wall_s,val_loss\n50,1.0,2.0\n")
+    figure = figures(find_runs(tmp_path))["loss.png"]
+    assert [t.get_text() for t in figure.legends[0].get_texts()] == ["attention=mha: stopped, no curve"]
+    assert figure._suptitle.get_text() == "no run finished with a validation loss: see report.md for why"
+
+
 def test_loss_plot_ticks_steps_as_whole_numbers() -> None:
     """Validations at steps 20 and 40 were ticked 22.5, 27.5, 32.5: steps no optimizer takes."""
     curve = {"step": [20.0, 40.0], "wall_s": [1.0, 2.0], "mean": [3.0, 2.0], "std": [0.0, 0.0]}
@@ -214,7 +226,7 @@ def test_a_report_with_nothing_validated_says_why(tmp_path: Path) -> None:
     runs = find_runs(tmp_path)
     assert "Left out, with no value in any run: val loss, ppl, bpb, exact match %" in markdown(tmp_path, runs)
     assert "no run validated" in markdown(tmp_path, runs)
-    assert "no run recorded a validation loss" in loss_figure(curves(runs), {})._suptitle.get_text()
+    assert "no run finished with a validation loss" in loss_figure(curves(runs), {})._suptitle.get_text()
 
 
 def test_a_report_with_validation_off_names_the_setting_its_runs_recorded(tmp_path: Path) -> None:

@@ -91,10 +91,10 @@ def loss_figure(curves: dict[str, dict[str, list[float]]], style_of: dict[str, d
     by_step.xaxis.set_major_locator(MaxNLocator(integer=True, steps=[1, 2, 5, 10]))
     by_step.set(xlabel="step", ylabel="validation loss", title="val loss vs step")
     by_time.set(xlabel="wall time (s)", title="val loss vs wall time")
-    if curves:
+    if curves or unplotted:
         legend_beside(fig, (by_step,))
-    else:  # an empty plot must say so rather than look like a bug
-        fig.suptitle("no run recorded a validation loss: see report.md for why")
+    if not curves:  # an empty plot must say so rather than look like a bug
+        fig.suptitle("no run finished with a validation loss: see report.md for why")
     for ax in (by_step, by_time):
         ax.grid(alpha=0.3)
     return fig
