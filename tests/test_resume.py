@@ -646,10 +646,25 @@ def test_resume_that_finds_no_run_names_each_folder_it_searched_once(tmp_path: P
     # The run's own folder's parent (outputs/<date>) lies inside outputs/: it was listed beside it.
     monkeypatch.chdir(tmp_path)
     (tmp_path / "outputs" / "2026-11-26").mkdir(parents=True)
-    roots = [Path("outputs"), Path("multirun"), tmp_path / "outputs" / "2026-11-26"]
     with pytest.raises(CheckpointError, match=r"found no run with this config and a checkpoints/last.ckpt under "
                                               r"outputs, multirun: pass ckpt_path="):
-        find_resume_checkpoint(OmegaConf.create({"model": {"dim": 8}}), roots)
+        find_resume_checkpoint(OmegaConf.create({"model": {"dim": 8}}), [Path("outputs"), Path("multirun")],
+                               tmp_path / "outputs" / "2026-11-26")
+
+
+def test_resume_in_a_folder_of_its_own_reads_the_runs_beside_it_not_all_below_its_parent(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """hydra.run.dir=/tmp/b resume=true searched all of /tmp for runs of its config and stopped at a damaged record
+    of another program's folder deep below it, advising to delete that folder."""
+    monkeypatch.chdir(tmp_path)
+    other = tmp_path / "elsewhere" / "tests" / "run"
+    (other / ".hydra").mkdir(parents=True)
+    (other / "checkpoints").mkdir()
+    (other / "checkpoints" / "last.ckpt").touch()
+    (other / ".hydra" / "config.yaml").write_text("model: [unclosed\n")
+    with pytest.raises(CheckpointError, match=rf"found no run with this config and a checkpoints/last.ckpt under "
+                                              rf"outputs, multirun, {re.escape(str(tmp_path))}: pass ckpt_path="):
+        resume_from(OmegaConf.create({"resume": True, "model": {"dim": 8}}), tmp_path / "b")
 
 
 def a_runs_record_in(folder: Path, trained: Path) -> Path:

@@ -234,18 +234,22 @@ def jobs_differ(folder: Path, cfg: DictConfig) -> str | None:
     return None
 
 
-def find_resume_checkpoint(cfg: DictConfig, roots: list[Path]) -> Path:
-    """The newest last.ckpt of a run under `roots` whose saved .hydra/config.yaml equals `cfg`."""
+def find_resume_checkpoint(cfg: DictConfig, roots: list[Path], beside: Path | None = None) -> Path:
+    """The newest last.ckpt of a run under `roots`, or in a folder of `beside` (the new run's folder's parent:
+    hydra.run.dir=runs/b resumes runs/a), whose saved .hydra/config.yaml equals `cfg`. Only `beside`'s own folders:
+    hydra.run.dir=/tmp/b searched all of /tmp and stopped at another program's damaged record deep below it."""
     mine = run_identity(cfg)
     found = []
-    resolved = {r.resolve() for r in roots}
-    # A root inside another (the run's own outputs/<date>/ under outputs/) is searched, and named, once.
-    roots = [r for r in roots if not any(other in r.resolve().parents for other in resolved)]
-    for root in {r.resolve() for r in roots if r.is_dir()}:
-        for saved in root.rglob(".hydra/config.yaml"):
-            ckpt = saved.parent.parent / CHECKPOINT
-            if ckpt.is_file() and run_identity(saved_config(saved)) == mine:
-                found.append(ckpt)
+    records = [saved for root in {r.resolve() for r in roots if r.is_dir()}
+               for saved in root.rglob(".hydra/config.yaml")]
+    # The run's own outputs/<date>/, inside outputs/, is searched, and named, once.
+    if beside is not None and not any(r.resolve() in (beside.resolve(), *beside.resolve().parents) for r in roots):
+        roots = [*roots, beside]
+        records += beside.resolve().glob("*/.hydra/config.yaml")
+    for saved in records:
+        ckpt = saved.parent.parent / CHECKPOINT
+        if ckpt.is_file() and run_identity(saved_config(saved)) == mine:
+            found.append(ckpt)
     if not found:
         raise CheckpointError(f"resume=true found no run with this config and a {CHECKPOINT} under "
                               f"{', '.join(str(r) for r in roots)}: pass ckpt_path=<path> or drop resume=true")
@@ -419,7 +423,7 @@ def resume_from(cfg: DictConfig, run_dir: Path, in_sweep: bool = False) -> Resum
                   "cannot be written again from them")
             return None
     elif cfg.resume:
-        path = find_resume_checkpoint(cfg, [Path("outputs"), Path("multirun"), run_dir.parent])
+        path = find_resume_checkpoint(cfg, [Path("outputs"), Path("multirun")], run_dir.parent)
     elif cfg.ckpt_path:
         path = Path(cfg.ckpt_path)
     else:
