@@ -97,6 +97,22 @@ def test_a_slurm_sweep_off_a_cluster_is_one_line_and_no_folder(monkeypatch: pyte
     assert preflight(argv, ROOT / "configs", checks.check_config, claim=True) == argv
 
 
+@pytest.mark.parametrize("override, refusal", [
+    ("hydra.launcher.n_jobs=two", "hydra.launcher.n_jobs=two: Value 'two' of type 'str' could not be converted to "
+                                  "Integer"),
+    ("hydra.job.chdir=maybe", "hydra.job.chdir=maybe: Value 'maybe' is not a valid bool (type str)"),
+])
+def test_a_value_of_the_wrong_type_for_a_hydra_setting_is_named_as_such(
+        override: str, refusal: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+        capsys: pytest.CaptureFixture) -> None:
+    """Refused as 'hydra.launcher.n_jobs is not a setting of hydra.launcher; did you mean hydra.launcher.n_jobs?'."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit):
+        preflight(["-m", override, "seed=0,1"], ROOT / "configs", checks.check_config, claim=True)
+    assert capsys.readouterr().err == f"error: {refusal}\n"
+    assert list(tmp_path.iterdir()) == []
+
+
 @pytest.mark.parametrize("settings, refused", [
     ({"devices": 2}, True),  # strategy=auto picks Lightning's ddp, which re-runs the command line
     ({"devices": 2, "strategy": "ddp"}, True),

@@ -17,7 +17,7 @@ from hydra.core.override_parser.types import Override, ValueType
 from hydra.errors import HydraException, MissingConfigException, OverrideParseException
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
-from omegaconf.errors import InterpolationResolutionError
+from omegaconf.errors import InterpolationResolutionError, ValidationError
 
 from gpt.overrides import override_key, override_value, quoted
 from gpt.training.run_folder import SUMMARY, finished
@@ -208,6 +208,8 @@ def explain(err: HydraException, config_dir: Path, overrides: list[str], sweep: 
     if isinstance(err, MissingConfigException) and missing:
         return not_an_option(config_dir, *missing.groups())
     unknown = re.search(r"full_key: (\S+)", str(err.__cause__ or ""))
+    if unknown and isinstance(err.__cause__, ValidationError):  # a value of the wrong type for a typed Hydra setting
+        return f"{unknown.group(1)}={override_value(overrides, unknown.group(1), '')}: {first_line(err.__cause__)}"
     if unknown:
         key = unknown.group(1)
         parent, _, name = key.rpartition(".")
