@@ -4,6 +4,7 @@ without leaking figures."""
 from __future__ import annotations
 
 import math
+import textwrap
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -16,6 +17,9 @@ from gpt.sweeps.stats import percent
 
 LINE_STYLES = ("-", "--", ":", "-.")  # past matplotlib's 10 colours, the next 10 curves are dashed, and so on
 LEGEND_INCHES = 2.5  # the legend column at the right of a figure of panels
+# A legend label's characters a line: a sweep of one configuration is labelled by all of its overrides, and one line
+# of 134 characters took two thirds of loss.png from its panels
+LEGEND_CHARS = 40
 # inches at matplotlib's default 100 dpi: two panels of 6 x 4.5 and the legend column, loss.png is 1450 x 450 pixels
 LOSS_FIGSIZE = (12.0 + LEGEND_INCHES, 4.5)
 REFERENCE = "black"  # chance, a whole answer, a trained length: grey is the 8th configuration's colour (C7)
@@ -48,7 +52,8 @@ def legend_beside(fig: Figure, axes: Iterable[Axes]) -> None:
     for ax in axes:
         for handle, name in zip(*ax.get_legend_handles_labels()):
             named.setdefault(name, handle)
-    fig.legend(list(named.values()), list(named), loc="outside right upper", fontsize="small")
+    fig.legend(list(named.values()), [textwrap.fill(name, LEGEND_CHARS) for name in named], loc="outside right upper",
+               fontsize="small")
 
 
 def band(ax: Axes, x: list[float], mean: np.ndarray, std: np.ndarray, label: str, style: dict[str, str],
