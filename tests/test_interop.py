@@ -421,3 +421,14 @@ def test_init_from_a_folder_with_its_own_tokenizer_names_it_whole_to_paste(tmp_p
     [word] = shlex.split(str(refused.value).split(": set ")[1])
     override = OverridesParser.create().parse_override(word)
     assert (override.key_or_group, override.value()) == ("data.tokenizer", folder)
+
+
+def test_init_from_an_exported_gpt2_folder_without_a_tokenizer_names_the_model_pt(tmp_path: Path) -> None:
+    # A gpt2 folder without tokenizer files is read as GPT-2's BPE; one export wrote for a word model of 3 ids was
+    # refused as having fewer embedding rows than 50,257 ids, naming no fix.
+    from gpt.hf import to_hf
+    from gpt.training.init_from import start_from
+
+    to_hf(perturbed(ModelConfig(vocab_size=3, **GPT2_PARTS))).save_pretrained(tmp_path / "my-model")
+    with pytest.raises(ValueError, match="holds no tokenizer.*the model.pt it was exported from"):
+        start_from(str(tmp_path / "my-model"), ModelConfig(vocab_size=3), CharTokenizer(list("abc")))

@@ -35,14 +35,19 @@ def load_pretrained(path: Path) -> tuple[GPT, Tokenizer, dict[str, Any]]:
         return load_checkpoint(path, with_meta=True)
     from gpt.hf import folder_tokenizer, from_hf  # transformers is optional: only Hugging Face folders need it
     model = from_hf(path)
+    # What `python -m gpt export` writes for tinygpt's own char, word and bpe tokenizers: the weights alone.
+    no_tokenizer = ValueError(f"init_from={path} holds no tokenizer, so which text its ids stand for is unknown: "
+                              "give init_from the model.pt it was exported from, or a folder with its tokenizer.json")
     try:
         tokenizer = folder_tokenizer(path)
     except ValueError:
         if (path / "tokenizer.json").is_file():  # a damaged one: its own line says so
             raise
-        # What `python -m gpt export` writes for tinygpt's own char, word and bpe tokenizers: the weights alone.
-        raise ValueError(f"init_from={path} holds no tokenizer, so which text its ids stand for is unknown: give "
-                         "init_from the model.pt it was exported from, or a folder with its tokenizer.json") from None
+        raise no_tokenizer from None
+    # A gpt2 folder without tokenizer files is read as GPT-2's BPE: one of fewer ids came from another tokenizer.
+    if isinstance(tokenizer, GPT2Tokenizer) and tokenizer.vocab_size > model.cfg.vocab_size \
+            and not any((path / name).is_file() for name in ("tokenizer.json", "vocab.json")):
+        raise no_tokenizer
     if tokenizer.vocab_size > model.cfg.vocab_size:
         raise ValueError(f"init_from={path} has vocab_size={model.cfg.vocab_size}, fewer than its tokenizer's "
                          f"{tokenizer.vocab_size} ids: every id needs an embedding row")
