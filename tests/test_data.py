@@ -636,3 +636,13 @@ def test_tinystories_preset_trains_on_generated_stories(tmp_path: Path, monkeypa
     assert summary["status"] == "ok" and math.isfinite(summary["val_loss"]) and meta["corpus"] == "tinystories"
     assert (model.cfg.attention, model.cfg.pos, model.cfg.kv_heads) == ("gqa", "rope", 4)
     assert tokenizer.kind == "bpe" and tokenizer.eot_id == 0 and meta["train_tokens"] > meta["val_tokens"] > 0
+
+
+def test_a_prepared_folder_too_short_for_a_window_names_prepare_not_the_settings_it_refuses(tmp_path: Path) -> None:
+    # Advised data.doc_bytes or data.val_fraction, which a prepared folder refuses as not what it was prepared with.
+    (tmp_path / "one.txt").write_text(play(lines=3))  # one document: none of it falls in the validation split
+    assert cli(["prepare", str(tmp_path / "one.txt"), "--out", str(tmp_path / "out"), "--num-proc", "1"]) == 2
+    with pytest.raises(ValueError, match=r"^the validation split of .*out has 0 char tokens, fewer than "
+                                         r"model.block_size\+1=9: .*delete it and prepare it again with a smaller "
+                                         r"--doc-bytes or another --val-fraction$"):
+        TextData(path=str(tmp_path / "out"), root=str(tmp_path / "data"), block_size=8).corpus

@@ -70,6 +70,8 @@ class TextData(BatchedData):
         # training: no data.doc_bytes or data.val_fraction moves text between them.
         val_inputs = corpus.manifest["recipe"]["val_inputs"]
         split_by = "" if val_inputs else " or data.doc_bytes, or another data.val_fraction"
+        if not val_inputs and corpus.folder.resolve() == Path(self.sources[0]):  # a prepared folder refuses both
+            split_by = ", or delete it and prepare it again with a smaller --doc-bytes or another --val-fraction"
         for split, ids, sources in (("training", corpus.train, self.sources),
                                     ("validation", corpus.val, val_inputs or self.sources)):
             if len(ids) < self.block_size + 1:
