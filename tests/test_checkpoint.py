@@ -204,6 +204,9 @@ def small_model_pt(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (lambda p: p.update(meta=[1]), r"its meta is a list, not a mapping"),
     (lambda p: p["tokenizer"].update(vocab=[f"w{i}" for i in range(9)]),
      r"its tokenizer has 9 ids, its model embeds 8"),
+    # A missing key was named as its bare repr: "is damaged: 'tokenizer'".
+    (lambda p: p.pop("tokenizer"), r"it lacks the key 'tokenizer'"),
+    (lambda p: p["tokenizer"].pop("vocab"), r"it lacks the key 'vocab'"),
 ])
 def test_a_section_of_another_type_is_named_in_one_line(tmp_path: Path, edit: Callable, message: str) -> None:
     path = tmp_path / "model.pt"

@@ -150,7 +150,9 @@ def load_checkpoint(path: str | Path, device: str = "cpu",
         raise
     # A section of another type (a list for the config, None for the tokenizer) fails as a TypeError or
     # AttributeError inside the code that reads it.
-    except (KeyError, ValueError, RuntimeError, TypeError, AttributeError) as err:
+    except KeyError as err:  # its own text is the key's bare repr, which says nothing of what is wrong
+        raise CheckpointError(f"{path} is damaged: it lacks the key {err}") from None
+    except (ValueError, RuntimeError, TypeError, AttributeError) as err:
         raise CheckpointError(f"{path} is damaged: {first_line(err)}") from None
     if bad := first_non_finite(model.state_dict()):  # greedy decoding of it says nothing, sampling raises
         raise CheckpointError(f"{path} holds weights that are not finite: {bad}; it cannot generate: train it again "
