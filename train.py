@@ -256,8 +256,10 @@ def train(cfg: DictConfig, run_dir: Path | None = None) -> Path | None:
     command = ["python", "generate.py", "--ckpt", str(path), *(["--prompt", example] if example else [])]
     print(f"generate with: {shlex.join(command)}")
     if stopper.requested:
-        raise Interrupted(f"stopped {stopper.how} at step {steps}; continue with the same overrides "
-                          f"plus {pasted('ckpt_path', str(checkpoint.path))} (or resume=true)", stopper.signum)
+        # A sweep's job goes on with its sweep: ckpt_path= of it would train it alone, outside the sweep's report.
+        then = "the sweep's command plus resume=true continues it" if in_sweep else \
+            f"continue with the same overrides plus {pasted('ckpt_path', str(checkpoint.path))} (or resume=true)"
+        raise Interrupted(f"stopped {stopper.how} at step {steps}; {then}", stopper.signum)
     return path
 
 

@@ -633,6 +633,10 @@ def test_ctrl_c_to_a_sweep_saves_each_running_job_for_resume(tmp_path: Path) -> 
             os.killpg(proc.pid, signal.SIGKILL)
     assert proc.returncode == 130, err[-2000:]
     assert "Ctrl-C: each running job finishes its step and saves its checkpoint" in err
+    # Each job's own line advised the overrides plus ckpt_path=, which trains that job alone, outside its sweep.
+    stops = [line for line in err.splitlines() if line.startswith("stopped with its sweep at step")]
+    assert len(stops) == 2 and all(line.endswith("; the sweep's command plus resume=true continues it")
+                                   for line in stops), err[-2000:]
     sweep = next(tmp_path.glob("multirun/*/*"))
     assert sorted(p.name for p in sweep.iterdir() if p.is_dir()) == ["0", "1"]  # the queued jobs never started
     for stopped in (sweep / "0", sweep / "1"):
