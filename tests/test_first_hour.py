@@ -72,6 +72,30 @@ BAD = [  # (command line, what the one line must say)
     (["data=text", "data.tasks.copy.length=8"], "data.tasks.copy.length is a setting of data=copy or data=tasks, and "
      "this command has data=text: add data=copy\n"),  # a text corpus and a task do not mix
     (["data=recall", "data.tasks.copy.lenght=8"], "data.tasks.copy is a setting of data=copy or data=tasks, "),
+    # a typo'd task that only another option has: the line listed data=recall's tasks and named no copy
+    (["data=recall", "data.tasks.copyy.length=8"], "error: data.tasks.copyy is not a setting of data.tasks; did you "
+     "mean data.tasks.copy? data.tasks.copy.length is a setting of data=copy or data=tasks, and this command has "
+     "data=recall: add data=copy, or data=[recall,copy] to keep data=recall beside it\n"),
+    (["-m", "data=recall,tasks", "data.tasks.copyy.length=8"], "did you mean data.tasks.copy? data.tasks.copy.length "
+     "is a setting of data=copy or data=tasks, and this sweep has a job with data=recall, whose data "),
+    (["data=tasks", "data.tasks.recal.pairs=4"], "error: data.tasks.recal is not a setting of data.tasks; did you "
+     "mean data.tasks.recall?\n"),
+    (["data=recall", "data.tasks.recall.pairz=4"], "error: data.tasks.recall.pairz is not a setting of "
+     "data.tasks.recall; did you mean data.tasks.recall.pairs?\n"),
+    (["data=recal"], "error: data=recal is not an option of data: choose one of calculator, copy, distance, length, "
+     "recall, shakespeare, tasks, text; did you mean data=recall?\n"),
+    # a near key of another option beats a farther one of the command's own: it said "did you mean model.heads?"
+    (["model.kv_head=2"], "error: model.kv_head is not a setting of model=small; did you mean model.kv_heads? "
+     "model.kv_heads is a setting of attention=gqa, and this command has attention=mha: add attention=gqa\n"),
+    (["-m", "attention=mha,gqa", "model.kv_head=2"], "did you mean model.kv_heads? model.kv_heads is a setting of "
+     "attention=gqa, and this sweep has a job with attention=mha: write ++model.kv_heads=2 to give it to every job"),
+    (["data=recall", "data.tasks.zzzz.length=8"], "error: data.tasks.zzzz is not a setting of data.tasks; its "
+     "settings: recall\n"),  # nothing near: what there is
+    # the task's own check, where + adds the typo'd task past Hydra's
+    (["data=recall", "+data.tasks.copyy.length=8"], "error: data.tasks.copyy is not a task; choose from calculator, "
+     "recall, copy, distance, length; did you mean data.tasks.copy?\n"),
+    (["data=recall", "+data.tasks.recall.pairz=4"], "error: data.tasks.recall.pairz is not a knob of recall; its "
+     "knobs: keys, pairs, queries, values; did you mean data.tasks.recall.pairs?\n"),
     # length runs alone, which train.py refuses in a mixture
     (["data=tasks", "data.tasks.length.trained=4"], "data.tasks.length.trained is a setting of data=length, and this "
      "command has data=tasks: add data=length\n"),
@@ -248,6 +272,8 @@ def test_a_folder_whose_name_holds_an_escaped_interpolation_is_refused_before_it
     (["-m", "attention=mha,gqx"], "error: attention=gqx is not an option of attention"),  # no multirun/ folder
     (["data=recall", "data.tasks.copy.length=8"], "error: data.tasks.copy.length is a setting of data=copy or "
                                                    "data=tasks"),  # it said "data.tasks.copy is not a setting"
+    (["data=recall", "data.tasks.copyy.length=8"], "error: data.tasks.copyy is not a setting of data.tasks; did "
+                                                    "you mean data.tasks.copy? "),  # it listed recall alone
     # where the job runs, not where it is composed (a cluster's login node has no GPU); Lightning's words were bare
     *([(["trainer=gpu"], "error: trainer.accelerator=gpu needs a CUDA GPU and torch sees none here"),
        # told to drop trainer=gpu or trainer=fsdp, which this command never gave

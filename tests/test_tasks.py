@@ -227,8 +227,10 @@ def test_mixture_meta_regenerates_the_held_out_lines() -> None:
 
 
 @pytest.mark.parametrize("spec, message", [
-    ({"recal": {}}, "data.tasks.recal is not a task"),
-    ({"recall": {"pair": 3}}, "data.tasks.recall.pair is not a knob"),
+    ({"recal": {}}, "data.tasks.recal is not a task; choose from calculator, recall, copy, distance, length; did "
+                    "you mean data.tasks.recall?"),
+    ({"recall": {"pair": 3}}, "data.tasks.recall.pair is not a knob of recall; its knobs: keys, pairs, queries, "
+                              "values; did you mean data.tasks.recall.pairs?"),
     ({"recall": {"pairs": 40}}, "pairs=40 exceeds keys=32"),
     ({"copy": {"length": 0}}, "length=0 must be a positive integer"),
     ({"distance": {"length": 20}}, "length=20 cannot hold a question 64 tokens after its fact"),
@@ -244,6 +246,16 @@ def test_mixture_meta_regenerates_the_held_out_lines() -> None:
 ])
 def test_bad_knobs_are_one_clear_line(spec: dict, message: str) -> None:
     with pytest.raises(ValueError, match=re.escape(message)):
+        build_tasks(spec)
+
+
+@pytest.mark.parametrize("spec, message", [
+    ({"zzzz": {}}, "data.tasks.zzzz is not a task; choose from calculator, recall, copy, distance, length"),
+    ({"recall": {"zzzz": 3}}, "data.tasks.recall.zzzz is not a knob of recall; its knobs: keys, pairs, queries, "
+                              "values"),
+])
+def test_a_name_near_none_is_told_what_there_is_alone(spec: dict, message: str) -> None:
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
         build_tasks(spec)
 
 

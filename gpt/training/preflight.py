@@ -230,28 +230,10 @@ def explain(err: HydraException, config_dir: Path, overrides: list[str], sweep: 
         choices = cfg.hydra.runtime.choices
         # the key as written where an option has it, else the longest part of it one has, down to Hydra's key
         # (data.tasks.copy, for a typo'd knob of copy)
-        parts = (override_key(under[0]) if under else key).split(".")
-        candidates = [".".join(parts[:end]) for end in range(len(parts), key.count("."), -1)]
-        setting, owners = next(((candidate, found) for candidate in candidates
-                                if (found := options_setting(config_dir, rest, candidate))), (key, []))
+        written = (override_key(under[0]) if under else key).split(".")
+        setting, owners = owning(config_dir, rest, written, key.count("."))
         if owners:
-            group = owners[0].split("=")[0]
-            current = chosen(cfg, rest, group)
-            has = current or f"no {group}"
-            # a sweep over the option that has the key and others that lack it
-            if set(owners) & swept_options([*sweep, *preset_sweeps(cfg, sweep)]):
-                built = builder(cfg, setting)
-                if built is not None:  # each option builds a class of its own (data=), which refuses a key it lacks
-                    return (f"{setting} is a setting of {' or '.join(owners)}, and this sweep has a job with {has}, "
-                            f"whose {built[0]} ({built[1]}) has no such setting: run {owners[0]} in a sweep of its "
-                            "own")
-                # The value as the command sweeps it (model.window=4,8), not the job's one: the fix keeps the sweep.
-                value = override_value(sweep, setting, "<value>")
-                return (f"{setting} is a setting of {' or '.join(owners)}, and this sweep has a job with {has}: write "
-                        f"++{setting}={value} to give it to every job (the jobs without {owners[0]} ignore it)")
-            both = mixture(config_dir, rest, current, owners[0], parent, check) if current and check else None
-            keep = f", or {both} to keep {current} beside it" if both else ""
-            return f"{setting} is a setting of {' or '.join(owners)}, and this command has {has}: add {owners[0]}{keep}"
+            return owned(config_dir, cfg, rest, sweep, check, parent, setting, owners, written)
         if not parent:  # a typo'd group (attenton=mha) is a top-level key to Hydra
             return f"{key} is not a setting{top_level_hint(name, keys, groups(config_dir), overrides)}"
         if parent == "trainer" and name in trainer_arguments():
@@ -260,9 +242,65 @@ def explain(err: HydraException, config_dir: Path, overrides: list[str], sweep: 
                     f"+{key}={value}")
         choice = choices.get(parent)
         where = f" of {parent}={choice}" if choice else f" of {parent}"
+        # a near name only another option has (data.tasks.copyy, where data=recall has no copy task), where it is
+        # nearer than any the command's options have (model.kv_head, where attention=mha has model.heads)
+        near = near_setting(config_dir, rest, parent, name, keys)
+        if near and closest(name, [*keys, near]) == near:
+            at = key.count(".")
+            setting, owners = owning(config_dir, rest, [*written[:at], near, *written[at + 1:]], at)
+            if owners:
+                fix = owned(config_dir, cfg, rest, sweep, check, parent, setting, owners, written)
+                return f"{key} is not a setting{where}; did you mean {parent}.{near}? {fix}"
         hint = did_you_mean(name, keys, f"{parent}.") or (f"; its settings: {', '.join(keys)}" if keys else "")
         return f"{key} is not a setting{where}{hint}"
     return first_line(err)
+
+
+def owning(config_dir: Path, overrides: list[str], parts: list[str], least: int) -> tuple[str, list[str]]:
+    """The longest key of `parts` (down to `least` + 1 parts) that options add to what `overrides` compose, and
+    those options (options_setting); the whole key and none where no option has any of them."""
+    candidates = [".".join(parts[:end]) for end in range(len(parts), least, -1)]
+    return next(((candidate, found) for candidate in candidates
+                 if (found := options_setting(config_dir, overrides, candidate))), (".".join(parts), []))
+
+
+def owned(config_dir: Path, cfg: DictConfig, overrides: list[str], sweep: Sequence[str],
+          check: Callable[[DictConfig], None] | None, parent: str, setting: str, owners: list[str],
+          written: list[str]) -> str:
+    """What to add for `setting`, which `owners` (options) have and the command's options lack: one of them, a
+    list of options that keeps the command's (data=[recall,copy]), or in a sweep how to give it to every job.
+    `written`: the key as the command line writes it, whose value a sweep gives."""
+    group = owners[0].split("=")[0]
+    current = chosen(cfg, overrides, group)
+    has = current or f"no {group}"
+    # a sweep over the option that has the key and others that lack it
+    if set(owners) & swept_options([*sweep, *preset_sweeps(cfg, sweep)]):
+        built = builder(cfg, setting)
+        if built is not None:  # each option builds a class of its own (data=), which refuses a key it lacks
+            return (f"{setting} is a setting of {' or '.join(owners)}, and this sweep has a job with {has}, "
+                    f"whose {built[0]} ({built[1]}) has no such setting: run {owners[0]} in a sweep of its own")
+        # The value as the command sweeps it (model.window=4,8), not the job's one: the fix keeps the sweep.
+        value = override_value(sweep, ".".join(written[:setting.count(".") + 1]), "<value>")
+        return (f"{setting} is a setting of {' or '.join(owners)}, and this sweep has a job with {has}: write "
+                f"++{setting}={value} to give it to every job (the jobs without {owners[0]} ignore it)")
+    both = mixture(config_dir, overrides, current, owners[0], parent, check) if current and check else None
+    keep = f", or {both} to keep {current} beside it" if both else ""
+    return f"{setting} is a setting of {' or '.join(owners)}, and this command has {has}: add {owners[0]}{keep}"
+
+
+def near_setting(config_dir: Path, overrides: list[str], parent: str, name: str, have: list[str]) -> str | None:
+    """The name closest to `name` that an option adds under `parent` and the command's own `have` lacks (copy, for
+    data.tasks.copyy where the command's data=recall has no copy task), or None. The options' files are read for
+    their keys, and only the close ones composed, nearest first."""
+    key_line = re.compile(r"^\s*([A-Za-z_][\w-]*)\s*:", re.MULTILINE)
+    left = {found for group in groups(config_dir) if group != "experiment"
+            for file in (config_dir / group).glob("*.yaml") for found in key_line.findall(file.read_text())}
+    left -= {name, *have}
+    while (match := closest(name, left)) is not None:
+        if options_setting(config_dir, overrides, f"{parent}.{match}"):
+            return match
+        left.discard(match)
+    return None
 
 
 def trainer_arguments() -> set[str]:

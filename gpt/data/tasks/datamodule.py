@@ -15,7 +15,7 @@ from gpt.data.batches import BatchedData, RowBatches, line_tensors
 from gpt.data.tasks import TASKS, Line, Task
 from gpt.data.tokenizers import WordTokenizer
 from gpt.overrides import quoted
-from gpt.validate import PositiveInt
+from gpt.validate import PositiveInt, did_you_mean
 
 
 def plain(value: Any) -> Any:
@@ -30,7 +30,8 @@ def build_tasks(spec: Mapping[str, Mapping[str, Any] | None]) -> tuple[Task, ...
     tasks = []
     for name, knobs in spec.items():
         if name not in TASKS:
-            raise ValueError(f"data.tasks.{name} is not a task; choose from {', '.join(TASKS)}")
+            raise ValueError(f"data.tasks.{name} is not a task; choose from {', '.join(TASKS)}"
+                             f"{did_you_mean(str(name), TASKS, 'data.tasks.')}")
         known = {f.name for f in fields(TASKS[name])}  # the knobs, not the ClassVars
         if not isinstance(knobs, Mapping | None):
             raise ValueError(f"data.tasks.{name}={quoted(knobs)} must be a mapping of its knobs: "
@@ -38,7 +39,8 @@ def build_tasks(spec: Mapping[str, Mapping[str, Any] | None]) -> tuple[Task, ...
         unknown = sorted(str(knob) for knob in set(knobs or {}) - known)
         if unknown:
             raise ValueError(f"data.tasks.{name}.{unknown[0]} is not a knob of {name}; its knobs: "
-                             f"{', '.join(sorted(known))}")
+                             f"{', '.join(sorted(known))}"
+                             f"{did_you_mean(unknown[0], sorted(known), f'data.tasks.{name}.')}")
         tasks.append(TASKS[name](**{knob: plain(value) for knob, value in (knobs or {}).items()}))
     alone = next((task.name for task in tasks if task.runs_alone), None)
     if alone and len(tasks) > 1:
