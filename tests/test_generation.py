@@ -84,14 +84,28 @@ def test_stop_token_ends_generation(tiny_cfg: ModelConfig) -> None:
     assert out.shape == (1, 4)
 
 
-class ScriptedModel:
+def test_greedy_decoding_of_a_model_in_training_mode_is_as_in_evaluation_and_leaves_it_training(
+        tiny_cfg: ModelConfig) -> None:
+    """gpt.generate(model, ids, temperature=0) on a model left in training mode with dropout gave another "greedy"
+    answer on each call, where the text API decoded in evaluation mode."""
+    model = off_init(build(dataclasses.replace(tiny_cfg, dropout=0.5)))
+    idx = torch.randint(0, tiny_cfg.vocab_size, (2, 3))
+    greedy = generate(model, idx, 6, temperature=0)
+    model.train()
+    for _ in range(3):
+        assert torch.equal(generate(model, idx, 6, temperature=0), greedy)
+        assert model.training
+
+
+class ScriptedModel(torch.nn.Module):
     """Stands in for a GPT in `stream`: at its n-th call, row b's last logits put all the weight on script[b][n]."""
 
     def __init__(self, script: list[list[int]], vocab_size: int = 4) -> None:
+        super().__init__()
         self.script, self.calls = script, 0
         self.cfg = SimpleNamespace(vocab_size=vocab_size, block_size=64)
 
-    def __call__(self, idx: torch.Tensor, caches: None) -> torch.Tensor:
+    def forward(self, idx: torch.Tensor, caches: None) -> torch.Tensor:
         logits = torch.zeros(idx.shape[0], idx.shape[1], self.cfg.vocab_size)
         for row, tokens in enumerate(self.script):
             logits[row, -1, tokens[self.calls]] = 10.0

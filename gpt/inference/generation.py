@@ -4,6 +4,7 @@ from __future__ import annotations
 import math
 import numbers
 from collections.abc import Iterator
+from contextlib import contextmanager
 
 import torch
 from torch.nn import functional as F
@@ -49,6 +50,17 @@ def check_generator(generator: torch.Generator | None, model: GPT) -> None:
                          f"torch.Generator(device={device!r})")
 
 
+@contextmanager
+def evaluating(model: GPT) -> Iterator[None]:
+    """`model` in evaluation mode (no dropout, positions 0..T-1) while the block runs, then in its own again."""
+    was_training = model.training
+    model.eval()
+    try:
+        yield
+    finally:
+        model.train(was_training)
+
+
 def sample_next(logits: torch.Tensor, temperature: float = 1.0, top_k: int | None = None,
                 top_p: float | None = None, generator: torch.Generator | None = None) -> torch.Tensor:
     """Last-position logits (B, V) -> next token ids (B, 1). temperature=0 is greedy (argmax)."""
@@ -82,7 +94,8 @@ def stream(model: GPT, idx: torch.Tensor, max_new_tokens: int, temperature: floa
     The context is the last block_size tokens, so decoding runs past block_size. Once the cache is
     full the window slides: the cache is refilled from the cropped window, which is exactly what the
     uncached model sees, so both paths choose the same tokens. Until then a cached step feeds the
-    model only the new token: no copy of the context, and no host sync unless a stop token is set."""
+    model only the new token: no copy of the context, and no host sync unless a stop token is set. The model decodes
+    in evaluation mode (no dropout) until the stream ends or is closed, then is back in its own."""
     if not hasattr(model, "cfg"):  # gpt.load's TextModel was "'TextModel' object has no attribute 'cfg'"
         raise ValueError(f"generate takes a GPT, not a {type(model).__name__}: pass the GPT (a TextModel's .model), or "
                          "call the TextModel's complete or stream with text")
@@ -106,30 +119,32 @@ def stream(model: GPT, idx: torch.Tensor, max_new_tokens: int, temperature: floa
                          "its tokenizer's, such as tokenizer.eot_id or tokenizer.encode('\\n')[0]")
     if max_new_tokens == 0:
         return
-    block_size = model.cfg.block_size
-    context = idx[:, -block_size:]
-    caches = model.new_caches(idx.shape[0]) if use_cache else None
-    logits = model(context, caches)[:, -1]
-    unseen: list[torch.Tensor] = []  # tokens the cache holds but `context` does not yet: joined only if it slides
-    finished = torch.zeros(idx.shape[0], dtype=torch.bool, device=idx.device)
-    for step in range(max_new_tokens):
-        token = sample_next(logits[:, :vocab_size], temperature, top_k, top_p, generator)  # (B, 1)
-        yield token
-        if stop_token is not None:
-            finished |= token[:, 0] == stop_token
-            if bool(finished.all()):
-                return
-        if step == max_new_tokens - 1:
-            return
-        if caches is not None and caches[0].length < block_size:
-            unseen.append(token)
-            logits = model(token, caches)[:, -1]
-            continue
-        context = torch.cat([context, *unseen, token], dim=1)[:, -block_size:]  # (B, <= block_size)
-        unseen.clear()
-        for cache in caches or ():
-            cache.reset()
+    # In training mode dropout made a greedy answer differ from call to call (gpt.generate on a model being trained).
+    with evaluating(model):
+        block_size = model.cfg.block_size
+        context = idx[:, -block_size:]
+        caches = model.new_caches(idx.shape[0]) if use_cache else None
         logits = model(context, caches)[:, -1]
+        unseen: list[torch.Tensor] = []  # tokens the cache holds but `context` does not yet: joined only if it slides
+        finished = torch.zeros(idx.shape[0], dtype=torch.bool, device=idx.device)
+        for step in range(max_new_tokens):
+            token = sample_next(logits[:, :vocab_size], temperature, top_k, top_p, generator)  # (B, 1)
+            yield token
+            if stop_token is not None:
+                finished |= token[:, 0] == stop_token
+                if bool(finished.all()):
+                    return
+            if step == max_new_tokens - 1:
+                return
+            if caches is not None and caches[0].length < block_size:
+                unseen.append(token)
+                logits = model(token, caches)[:, -1]
+                continue
+            context = torch.cat([context, *unseen, token], dim=1)[:, -block_size:]  # (B, <= block_size)
+            unseen.clear()
+            for cache in caches or ():
+                cache.reset()
+            logits = model(context, caches)[:, -1]
 
 
 def generate(model: GPT, idx: torch.Tensor, max_new_tokens: int, temperature: float = 1.0,

@@ -15,7 +15,6 @@ import numbers
 import warnings
 from collections import defaultdict
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -58,17 +57,6 @@ def running_prompt_ids(tokenizer: Tokenizer, prompt: str) -> list[int]:
     if tokenizer.eot_id is None:
         raise ValueError("this model's vocabulary has no line break or end-of-text token to start from: pass a prompt")
     return [tokenizer.eot_id]
-
-
-@contextmanager
-def evaluating(model: GPT) -> Iterator[None]:
-    """`model` in evaluation mode (no dropout, positions 0..T-1) while the block runs, then in its own again."""
-    was_training = model.training
-    model.eval()
-    try:
-        yield
-    finally:
-        model.train(was_training)
 
 
 class PromptWarning(UserWarning):
@@ -159,19 +147,17 @@ class TextModel:
             generator = torch.Generator(device=self.device).manual_seed(seed)
         shown = self.tokenizer.decode(ids)
         idx = torch.tensor([ids], device=self.device)
-        # In training mode dropout made a greedy answer differ from call to call, and from complete_batch's.
-        with evaluating(self.model):
-            for token in stream(self.model, idx, max_new_tokens, temperature, top_k, top_p, stop_token=stop,
-                                generator=generator, vocab_size=self.tokenizer.vocab_size):
-                if stop is not None and token.item() == stop:
-                    break
-                ids.append(token.item())
-                # Decode the whole so a BPE piece that completes a multi-byte character prints whole; one that ends
-                # mid-character decodes to U+FFFD until the rest of its bytes come, so that is held back till then.
-                ready = self.tokenizer.decode(ids).rstrip(UNFINISHED)
-                if len(ready) > len(shown):
-                    yield ready[len(shown):]
-                    shown = ready
+        for token in stream(self.model, idx, max_new_tokens, temperature, top_k, top_p, stop_token=stop,
+                            generator=generator, vocab_size=self.tokenizer.vocab_size):
+            if stop is not None and token.item() == stop:
+                break
+            ids.append(token.item())
+            # Decode the whole so a BPE piece that completes a multi-byte character prints whole; one that ends
+            # mid-character decodes to U+FFFD until the rest of its bytes come, so that is held back till then.
+            ready = self.tokenizer.decode(ids).rstrip(UNFINISHED)
+            if len(ready) > len(shown):
+                yield ready[len(shown):]
+                shown = ready
         if len(text := self.tokenizer.decode(ids)) > len(shown):  # bytes that never made a character
             yield text[len(shown):]
 
@@ -205,18 +191,17 @@ class TextModel:
                 warnings.warn(note, PromptWarning, stacklevel=3)  # past torch.no_grad's wrapper, to the caller
             by_length[len(ids)].append((i, ids))
         outputs = [""] * len(prompts)
-        with evaluating(self.model):
-            for group in by_length.values():
-                for start in range(0, len(group), batch_size):
-                    chunk = group[start:start + batch_size]
-                    idx = torch.tensor([ids for _, ids in chunk], device=self.device)  # (B, T)
-                    new = generate(self.model, idx, max_new_tokens, temperature=0.0, stop_token=self.end,
-                                   vocab_size=self.tokenizer.vocab_size)[:, idx.shape[1]:].tolist()  # (B, <= new)
-                    for (i, ids), row in zip(chunk, new):
-                        if self.end in row:
-                            row = row[:row.index(self.end)]
-                        text = self.tokenizer.decode(ids + row)[len(self.tokenizer.decode(ids)):]
-                        outputs[i] = text.lstrip(" ") if self.line_based else text
+        for group in by_length.values():
+            for start in range(0, len(group), batch_size):
+                chunk = group[start:start + batch_size]
+                idx = torch.tensor([ids for _, ids in chunk], device=self.device)  # (B, T)
+                new = generate(self.model, idx, max_new_tokens, temperature=0.0, stop_token=self.end,
+                               vocab_size=self.tokenizer.vocab_size)[:, idx.shape[1]:].tolist()  # (B, <= new)
+                for (i, ids), row in zip(chunk, new):
+                    if self.end in row:
+                        row = row[:row.index(self.end)]
+                    text = self.tokenizer.decode(ids + row)[len(self.tokenizer.decode(ids)):]
+                    outputs[i] = text.lstrip(" ") if self.line_based else text
         return outputs
 
 
