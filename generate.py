@@ -143,12 +143,11 @@ def main(argv: list[str] | None = None) -> int:
             chosen = f" [{describe(path, text_model.meta)}, the newest; --ckpt picks another]"
         greedy = text_model.defaults(args.max_new_tokens, args.temperature)[1] == 0
         if args.num_samples > 1 and greedy:
-            raise ValueError(f"--num-samples={args.num_samples} would print the same greedy answer {args.num_samples} "
-                             "times (temperature 0, the default on one-example-per-line corpora): pass "
-                             "--temperature 0.8 to sample")
+            raise ValueError(f"--num-samples={args.num_samples} would print the same answer {args.num_samples} times, "
+                             f"since {text_model.greedy(args.temperature)}: pass --temperature 0.8 to sample")
         if args.seed is not None and greedy:  # no random number is drawn: another seed, the same answer
-            raise ValueError(f"--seed={args.seed} seeds sampling, but --temperature=0 decodes greedily (the default on "
-                             "one-example-per-line corpora): pass --temperature 0.8 to sample, or drop --seed")
+            raise ValueError(f"--seed={args.seed} seeds sampling, but {text_model.greedy(args.temperature)}: pass "
+                             "--temperature 0.8 to sample, or drop --seed")
         seed = args.seed or 0
         if args.num_samples > 1 and args.top_k == 1:  # sampling from the single likeliest token is greedy decoding
             raise ValueError(f"--num-samples={args.num_samples} would print the same answer {args.num_samples} times: "

@@ -134,13 +134,26 @@ def test_a_batch_stops_once_every_row_has_met_the_stop_token_at_any_step() -> No
     ({"top_k": 2.5}, "top_k=2.5 must be an integer or None$"),  # torch.topk(): argument 'k' must be int
     ({"temperature": "0.8"}, "temperature='0.8' must be a number$"),
     ({"top_p": "0.9"}, "top_p='0.9' must be a number or None$"),
-    ({"temperature": 0, "top_k": 5}, "top_k=5 narrows sampling, but temperature=0 decodes greedily"),
-    ({"temperature": 0, "top_p": 0.9}, "top_p=0.9 narrows sampling, but temperature=0 decodes greedily"),
+    # gpt.generate has no corpus and no default of 0: the refusal said "(the default on one-example-per-line corpora)"
+    ({"temperature": 0, "top_k": 5}, r"^top_k=5 narrows sampling, but temperature=0 decodes greedily: pass a "
+                                     r"temperature > 0, such as 0.8$"),
+    ({"temperature": 0, "top_p": 0.9}, r"^top_p=0.9 narrows sampling, but temperature=0 decodes greedily: pass a "
+                                       r"temperature > 0, such as 0.8$"),
 ])
 def test_bad_sampling_settings_are_refused(tiny_cfg: ModelConfig, kwargs: dict, message: str) -> None:
     args = {"max_new_tokens": 5, **kwargs}
     with pytest.raises(ValueError, match=message):
         list(stream(build(tiny_cfg), torch.zeros(1, 1, dtype=torch.long), **args))
+
+
+@pytest.mark.parametrize("keeps_all", [{"top_p": 1.0}, {"top_k": 37}, {"top_k": 100}, {"top_k": 20, "vocab_size": 20}])
+def test_a_top_k_or_top_p_that_keeps_every_token_is_taken_under_greedy_decoding(tiny_cfg: ModelConfig,
+                                                                                keeps_all: dict) -> None:
+    """top_p=1 and a top_k of every choosable id narrow nothing: greedy decoding takes them, choosing as without."""
+    model, idx = off_init(build(tiny_cfg)), torch.randint(0, tiny_cfg.vocab_size, (2, 3))
+    vocab_size = keeps_all.get("vocab_size")
+    assert torch.equal(generate(model, idx, 5, temperature=0, **keeps_all),
+                       generate(model, idx, 5, temperature=0, vocab_size=vocab_size))
 
 
 @pytest.mark.parametrize("temperature", [0, 1.0])

@@ -143,11 +143,18 @@ def test_a_block_must_hold_the_corpus_longest_line_and_may_be_exactly_as_long() 
     (["--top-k", "5"], "error: --top-k=5 narrows sampling, but --temperature=0 decodes greedily"),
     (["--temperature", "-0.5"], "error: --temperature=-0.5 must be a finite number >= 0"),
     # the hint, already a flag, came back with its dashes doubled: "pass ----temperature 0.8"
-    (["--num-samples", "3"], "error: --num-samples=3 would print the same greedy answer 3 times (--temperature 0, "
-     "the default on one-example-per-line corpora): pass --temperature 0.8 to sample"),
+    (["--num-samples", "3"], "error: --num-samples=3 would print the same answer 3 times, since --temperature=0 "
+     "decodes greedily (the default on one-example-per-line corpora): pass --temperature 0.8 to sample"),
     # greedy decoding draws no random number: another seed printed the same answer as if it were another sample
     (["--seed", "7"], "error: --seed=7 seeds sampling, but --temperature=0 decodes greedily (the default on "
      "one-example-per-line corpora): pass --temperature 0.8 to sample, or drop --seed"),
+    # the user's own --temperature 0 was called the corpus's default, on running text too, whose default is 0.8
+    (["--temperature", "0", "--num-samples", "3"], "error: --num-samples=3 would print the same answer 3 times, "
+     "since --temperature=0 decodes greedily: pass --temperature 0.8 to sample"),
+    (["--temperature", "0", "--seed", "7"], "error: --seed=7 seeds sampling, but --temperature=0 decodes greedily: "
+     "pass --temperature 0.8 to sample, or drop --seed"),
+    (["--temperature", "0", "--top-k", "5"], "error: --top-k=5 narrows sampling, but --temperature=0 decodes "
+     "greedily: pass a --temperature > 0, such as 0.8"),
     # sampled from the likeliest token alone: three copies of one answer, printed as three samples
     (["--num-samples", "3", "--temperature", "1", "--top-k", "1"], "error: --num-samples=3 would print the same "
      "answer 3 times: --top-k 1 keeps only the likeliest token"),
@@ -160,6 +167,20 @@ def test_generate_user_errors_are_one_line(trained: Path, monkeypatch: pytest.Mo
     assert generate.main(argv) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and message in err, err
+
+
+@pytest.mark.parametrize("keeps_all", [["--top-p", "1.0"], ["--top-k", "VOCAB"], ["--top-k", "1000"]])
+def test_a_top_k_or_top_p_that_keeps_every_token_is_taken_under_greedy_decoding(
+        trained: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture, keeps_all: list[str]) -> None:
+    """--top-p 1.0 at --temperature 0 was refused as narrowing sampling, though it narrows nothing: the same greedy
+    answer as without it; so is a --top-k of the whole vocabulary or more."""
+    monkeypatch.chdir(trained)
+    vocab = str(load_checkpoint("model.pt")[1].vocab_size)
+    greedy = ["--ckpt", "model.pt", "--prompt", "two plus two equals", "--temperature", "0.0"]
+    assert generate.main(greedy) == 0
+    answer = capsys.readouterr().out
+    assert generate.main([*greedy, *(vocab if flag == "VOCAB" else flag for flag in keeps_all)]) == 0
+    assert capsys.readouterr().out == answer
 
 
 def test_an_error_about_the_newest_model_names_it(trained: Path, monkeypatch: pytest.MonkeyPatch,

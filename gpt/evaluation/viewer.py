@@ -119,8 +119,9 @@ def write_attention_html(path: str | Path, text_model: TextModel, prompt: str, m
     """Continue `prompt` as text_model.complete would (same defaults: a line-based model answers greedily to the
     end of its line), then write the viewer of the prompt's tokens and the new ones (the last block_size of
     them) to `path`; returns the embedded data. The token that stops it (end of line, end of text) is not shown."""
+    greedy = text_model.greedy(temperature)
     max_new_tokens, temperature, stop = text_model.defaults(max_new_tokens, temperature)
-    check_sampling(temperature, top_k, top_p, max_new_tokens)
+    check_sampling(temperature, top_k, top_p, max_new_tokens, text_model.tokenizer.vocab_size, greedy)
     prompt_ids = text_model.prompt_ids(prompt)
     idx = torch.tensor([prompt_ids], device=text_model.device)
     generator = torch.Generator(device=idx.device).manual_seed(seed)

@@ -13,8 +13,10 @@ from gpt.model.gpt import GPT, check_ids, outside_vocabulary
 from gpt.validate import check_kind
 
 
-def check_sampling(temperature: float, top_k: int | None, top_p: float | None, max_new_tokens: int) -> None:
-    """Refuse settings a user can get wrong, naming the fix."""
+def check_sampling(temperature: float, top_k: int | None, top_p: float | None, max_new_tokens: int,
+                   choosable: int, greedy: str = "temperature=0 decodes greedily") -> None:
+    """Refuse settings a user can get wrong, naming the fix; `choosable` is how many ids decoding chooses among, and
+    `greedy` says why decoding is greedy where temperature is 0 (the text API names its corpus's default)."""
     # Types first: a wrong one failed later in Python or torch ("'<' not supported between NoneType and int",
     # range() or torch.topk of a float), naming neither the setting nor what it takes.
     check_kind("max_new_tokens", max_new_tokens, numbers.Integral)
@@ -29,10 +31,11 @@ def check_sampling(temperature: float, top_k: int | None, top_p: float | None, m
         raise ValueError(f"top_k={top_k} must be at least 1")
     if top_p is not None and not 0.0 < top_p <= 1.0:
         raise ValueError(f"top_p={top_p} must be in (0, 1]")
-    if temperature == 0 and (top_k is not None or top_p is not None):  # it would change nothing, silently
-        narrowing = f"top_k={top_k}" if top_k is not None else f"top_p={top_p}"
-        raise ValueError(f"{narrowing} narrows sampling, but temperature=0 decodes greedily (the default on "
-                         "one-example-per-line corpora): pass a temperature > 0, such as 0.8")
+    # Greedy decoding would ignore it, silently; one that keeps every id (top_p=1, top_k of them all) narrows nothing.
+    narrowing = [f"{name}={value}" for name, value, every in (("top_k", top_k, choosable), ("top_p", top_p, 1))
+                 if value is not None and value < every]
+    if temperature == 0 and narrowing:
+        raise ValueError(f"{narrowing[0]} narrows sampling, but {greedy}: pass a temperature > 0, such as 0.8")
 
 
 def check_generator(generator: torch.Generator | None, model: GPT) -> None:
@@ -99,7 +102,6 @@ def stream(model: GPT, idx: torch.Tensor, max_new_tokens: int, temperature: floa
     if not hasattr(model, "cfg"):  # gpt.load's TextModel was "'TextModel' object has no attribute 'cfg'"
         raise ValueError(f"generate takes a GPT, not a {type(model).__name__}: pass the GPT (a TextModel's .model), or "
                          "call the TextModel's complete or stream with text")
-    check_sampling(temperature, top_k, top_p, max_new_tokens)
     check_generator(generator, model)
     check_ids(idx)
     vocab = model.cfg.vocab_size
@@ -117,6 +119,7 @@ def stream(model: GPT, idx: torch.Tensor, max_new_tokens: int, temperature: floa
     if stop_token is not None and not 0 <= stop_token < choosable:
         raise ValueError(f"stop_token={stop_token} is no id this model can choose (0..{choosable - 1}): pass one of "
                          "its tokenizer's, such as tokenizer.eot_id or tokenizer.encode('\\n')[0]")
+    check_sampling(temperature, top_k, top_p, max_new_tokens, choosable)
     if max_new_tokens == 0:
         return
     # In training mode dropout made a greedy answer differ from call to call (gpt.generate on a model being trained).

@@ -122,6 +122,12 @@ class TextModel:
             temperature = 0.0 if self.line_based else RUNNING_TEXT_TEMPERATURE
         return max_new_tokens, temperature, stop
 
+    def greedy(self, temperature: float | None) -> str:
+        """Why decoding at temperature 0 is greedy, for a refusal of a setting only sampling reads: `temperature` as
+        the caller gave it, None where it is the corpus's default."""
+        default = " (the default on one-example-per-line corpora)" if temperature is None else ""
+        return f"temperature=0 decodes greedily{default}"
+
     def stream(self, prompt: str, max_new_tokens: int | None = None, temperature: float | None = None,
                top_k: int | None = None, top_p: float | None = None, seed: int | None = None,
                generator: torch.Generator | None = None) -> Iterator[str]:
@@ -136,8 +142,9 @@ class TextModel:
         check_kind("seed", seed, numbers.Integral, optional=True)
         if seed is not None and not SEEDS[0] <= seed <= SEEDS[1]:
             raise ValueError(f"seed={seed} must be in [{SEEDS[0]}, {SEEDS[1]}]")
+        greedy = self.greedy(temperature)
         max_new_tokens, temperature, stop = self.defaults(max_new_tokens, temperature)
-        check_sampling(temperature, top_k, top_p, max_new_tokens)
+        check_sampling(temperature, top_k, top_p, max_new_tokens, self.tokenizer.vocab_size, greedy)
         ids = self.prompt_ids(prompt)
         # The ids stay as asked: the prompt may mean to end there, and its start is the caller's to drop.
         for note in (self.cut_note(ids), self.prompt_note(prompt)):
