@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from gpt import GPT, ModelConfig, TextModel, generate, load
-from gpt.data.tokenizers import EOT, BPETokenizer, CharTokenizer, GPT2Tokenizer, tokenizer_from_dict
+from gpt.data.tokenizers import EOT, BPETokenizer, CharTokenizer, GPT2Tokenizer, WordTokenizer, tokenizer_from_dict
 from gpt.inference.checkpoint import save_model
 from gpt.inference.compiled import compile_for_decoding
 from gpt.inference.text import PromptWarning
@@ -235,6 +235,19 @@ def test_a_character_split_across_byte_level_pieces_streams_whole() -> None:
     assert list(running.stream("a", temperature=0)) == [" ", "🦓", " b"]
     assert running.complete("a", temperature=0) == running.complete_batch(["a"], 10)[0] == " 🦓 b"
     assert "".join(running.stream("a", max_new_tokens=2, temperature=0)) == " \ufffd"  # cut off: what decode says
+
+
+@pytest.mark.parametrize("line_based", [True, False])
+def test_a_trailing_space_the_tokenizer_drops_is_not_streamed_again(line_based: bool) -> None:
+    """generate.py prints the prompt, then what stream yields: "one plus two equals " read "one plus two equals  three"
+    with two spaces, the word tokenizer having dropped the prompt's own space and joined the answer with one more."""
+    tokenizer = WordTokenizer(["\n", "one", "plus", "two", "equals", "three", ".", EOT])
+    stop = tokenizer.encode("\n")[0] if line_based else tokenizer.eot_id
+    text_model = TextModel(chain_model([*tokenizer.encode("one plus two equals three."), stop], tokenizer.vocab_size),
+                           tokenizer, {"one_example_per_line": line_based})
+    assert "".join(text_model.stream("one plus two equals")) == " three."  # the tokenizer's own space, kept
+    assert "".join(text_model.stream("one plus two equals ")) == "three."  # the prompt's is that space
+    assert "".join(text_model.stream("one plus two equals\t")) == "three."
 
 
 @pytest.mark.parametrize("prompt, tail", [("Once upon a ", " "), ("The end.\n\n", "\n\n"), ("a  ", "  "),

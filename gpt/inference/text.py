@@ -131,8 +131,9 @@ class TextModel:
     def stream(self, prompt: str, max_new_tokens: int | None = None, temperature: float | None = None,
                top_k: int | None = None, top_p: float | None = None, seed: int | None = None,
                generator: torch.Generator | None = None) -> Iterator[str]:
-        """Yield the continuation of `prompt` piece by piece as it is decoded (the prompt itself is not
-        repeated). Pass `seed` for a reproducible sample, or a `generator` to continue one across calls."""
+        """Yield the continuation of `prompt` piece by piece as it is decoded (the prompt itself is not repeated:
+        `prompt` and the pieces read as the model's text). Pass `seed` for a reproducible sample, or a `generator`
+        to continue one across calls."""
         if seed is not None and generator is not None:  # the seed would be ignored, the sample not the one asked for
             raise ValueError(f"seed={seed} and a generator were both given: pass seed= for a sample of its own, or "
                              "generator= to continue one across calls")
@@ -153,6 +154,9 @@ class TextModel:
         if generator is None and seed is not None:
             generator = torch.Generator(device=self.device).manual_seed(seed)
         shown = self.tokenizer.decode(ids)
+        # A tokenizer that drops whitespace (the word tokenizer's) joins the next word with a space of its own: after
+        # a prompt ending in its own space, "two plus two equals " then " four" read with two.
+        dropped = prompt[-1:].isspace() and not shown[-1:].isspace()
         idx = torch.tensor([ids], device=self.device)
         for token in stream(self.model, idx, max_new_tokens, temperature, top_k, top_p, stop_token=stop,
                             generator=generator, vocab_size=self.tokenizer.vocab_size):
@@ -162,6 +166,9 @@ class TextModel:
             # Decode the whole so a BPE piece that completes a multi-byte character prints whole; one that ends
             # mid-character decodes to U+FFFD until the rest of its bytes come, so that is held back till then.
             ready = self.tokenizer.decode(ids).rstrip(UNFINISHED)
+            if dropped and len(ready) > len(shown):  # the first new text: its joining space is the prompt's
+                shown += " " * ready.startswith(" ", len(shown))
+                dropped = False
             if len(ready) > len(shown):
                 yield ready[len(shown):]
                 shown = ready
