@@ -71,6 +71,19 @@ def test_missing_and_foreign_files_fail_with_one_line(tmp_path: Path) -> None:
         load_checkpoint(tmp_path / "other.pt")
 
 
+@pytest.mark.parametrize("payload, lightning", [({"a": 1}, False), (torch.zeros(2), False), ({"state_dict": {}}, False),
+                                                ({"state_dict": {}, "optimizer_states": []}, True),
+                                                ({"state_dict": {}, "pytorch-lightning_version": "2.4.0"}, True)])
+def test_only_a_lightning_checkpoint_is_told_it_is_one(tmp_path: Path, payload: object, lightning: bool) -> None:
+    """Any torch file that was not a model.pt, a bare tensor too, was told a Lightning .ckpt is for resuming."""
+    torch.save(payload, tmp_path / "x.pt")
+    said = " (a Lightning .ckpt is for resuming training; generate from the model.pt next to it)" if lightning else \
+        ": give the model.pt that python train.py wrote in its run folder"
+    with pytest.raises(CheckpointError, match=f"^{re.escape(str(tmp_path / 'x.pt'))} is not a tinygpt model.pt"
+                                              f"{re.escape(said)}$"):
+        load_checkpoint(tmp_path / "x.pt")
+
+
 @pytest.mark.parametrize("device, message", [("gpu", "device 'gpu' is not a device name: use cpu, cuda"),
                                              (None, "device None is not a device name: use cpu, cuda"),
                                              ("meta", "device 'meta': tinygpt runs on cpu, cuda")])

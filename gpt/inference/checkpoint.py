@@ -108,9 +108,13 @@ def read_checkpoint(path: str | Path) -> dict[str, Any]:
         raise CheckpointError(f"no checkpoint at {path}: train one with `python train.py`, or give the path of a "
                               "model.pt or of the run folder holding it")
     payload = safe_load(path, "model.pt")
-    if not isinstance(payload, dict) or payload.get("format") != FORMAT:
+    if isinstance(payload, dict) and "state_dict" in payload and \
+            {"optimizer_states", "pytorch-lightning_version"} & payload.keys():  # what Lightning saves
         raise CheckpointError(f"{path} is not a tinygpt model.pt (a Lightning .ckpt is for resuming training; "
                               "generate from the model.pt next to it)")
+    if not isinstance(payload, dict) or payload.get("format") != FORMAT:
+        raise CheckpointError(f"{path} is not a tinygpt model.pt: give the model.pt that python train.py wrote in its "
+                              "run folder")
     if payload.get("version") != VERSION:
         raise CheckpointError(f"{path} has format version {payload.get('version')}; this tinygpt reads {VERSION}")
     return payload
