@@ -467,6 +467,32 @@ def test_evaluate_refuses_a_corpus_prepared_again_since_training(tmp_path: Path,
     assert err.count("\n") == 1
 
 
+@pytest.mark.parametrize("prepared_with", [[], ["--val-fraction", "0.3"], ["--val", "VAL"]])
+def test_evaluate_on_a_corpus_deleted_since_training_names_the_command_that_prepares_it_again(
+        tmp_path: Path, text_file: Path, capsys: pytest.CaptureFixture, prepared_with: list[str]) -> None:
+    """The shards folder deleted after training: evaluate said to delete it (it was gone) and prepare it again from
+    `<inputs>`, which the model.pt records."""
+    val = tmp_path / "val.txt"
+    val.write_text(play()[:3000])
+    options = {"val_path": str(val)} if "--val" in prepared_with else \
+        {"val_fraction": 0.3} if prepared_with else {}
+    data = load(text_file, tmp_path, tokenizer="word", **options)
+    save_model(tmp_path / "model.pt", gpt.GPT(gpt.ModelConfig(vocab_size=data.vocab_size, layers=1, heads=2, dim=32,
+                                                                block_size=8)), data.tokenizer, data.meta)
+    folder = data.corpus.folder.resolve()
+    shutil.rmtree(folder)
+    assert cli(["evaluate", "--ckpt", str(tmp_path / "model.pt")]) == 2
+    flags = " ".join(str(val) if flag == "VAL" else flag for flag in prepared_with)
+    command = f"python -m gpt prepare {text_file} {flags + ' ' * bool(flags)}--tokenizer word --out {folder}"
+    assert capsys.readouterr().err == (f"error: {folder}, the prepared corpus this model trained on, is gone: prepare "
+                                       f"it there again to measure the model on its validation text: {command} (with "
+                                       "the --doc-bytes and --text-field it was prepared with, where not the "
+                                       "defaults)\n")
+    assert cli(command.split()[3:] + ["--doc-bytes", "256", "--num-proc", "1"]) == 0
+    capsys.readouterr()
+    assert cli(["evaluate", "--ckpt", str(tmp_path / "model.pt")]) == 0  # the command made the corpus it trained on
+
+
 def model_on_a_prepared_play(tmp_path: Path) -> tuple[Path, Path, list[str], TextData, gpt.ModelConfig]:
     """A play prepared with --out and a tiny untrained model.pt of its corpus: (folder, text file, the prepare
     command, the data, the model's config), for the tests that prepare the folder again under the model."""
@@ -495,6 +521,17 @@ def test_evaluate_refuses_a_corpus_prepared_again_with_another_tokenizer(tmp_pat
                                        "another, so its ids are other tokens to the model; prepare the text it "
                                        "trained on there again, with the settings it had, to measure it on its own "
                                        "validation text\n")
+
+
+def test_evaluate_on_a_deleted_folder_prepared_with_out_leaves_its_unrecorded_inputs_to_fill(
+        tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """A model trained on a folder prepared with --out records the folder as its path, not the text it came from."""
+    folder, _, _, _, _ = model_on_a_prepared_play(tmp_path)
+    shutil.rmtree(folder)
+    capsys.readouterr()
+    assert cli(["evaluate", "--ckpt", str(tmp_path / "model.pt")]) == 2
+    assert f": python -m gpt prepare <the inputs it was prepared from> --tokenizer char --out {folder.resolve()} (" \
+        in capsys.readouterr().err
 
 
 def test_evaluate_refuses_a_corpus_prepared_again_from_text_edited_to_the_same_size(

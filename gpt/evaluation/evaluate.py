@@ -8,11 +8,13 @@ loss per evaluation length and position past the length it trained on.
 from __future__ import annotations
 
 import argparse
+import shlex
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
-from gpt.data.prepare import check_prepared_as, open_prepared, tokenizer_digest
+from gpt.data.prepare import Recipe, check_prepared_as, open_prepared, tokenizer_digest
 from gpt.data.tasks.base import doubling
 from gpt.data.tasks.datamodule import build_tasks, held_out, repeats_note
 from gpt.evaluation.bpb import byte_counts, text_loss
@@ -22,11 +24,34 @@ from gpt.inference.checkpoint import DEVICE_HELP, corpus_of, model_file, newest_
 from gpt.inference.text import TextModel, load
 
 
+def prepare_again(meta: dict[str, Any]) -> str:
+    """The command that prepares a text model's corpus again where its model.pt says it was, with the settings the
+    model.pt records (not its --doc-bytes or --text-field)."""
+    folder = meta["shards"]
+    # A run on a folder prepared with --out records that folder as its path: the inputs it was made from are unknown.
+    if meta["path"] == folder:
+        inputs = "<the inputs it was prepared from>"
+    else:
+        inputs = " ".join(map(shlex.quote, meta["path"].split(", ")))  # the recorded path joins them so
+    flags = ["--tokenizer", meta["tokenizer"]]
+    if meta["tokenizer"] == "bpe":
+        flags += ["--vocab-size", str(meta["vocab_size"])]
+    if meta.get("val_path"):
+        flags = ["--val", *meta["val_path"].split(", "), *flags]
+    elif meta["val_fraction"] != Recipe().val_fraction:
+        flags = ["--val-fraction", str(meta["val_fraction"]), *flags]
+    return f"python -m gpt prepare {inputs} {shlex.join([*flags, '--out', folder])}"
+
+
 def val_ids(text_model: TextModel) -> np.ndarray:
     """The validation split of the prepared corpus (its shards) a running-text model was trained on, refused when
     the folder there was prepared again since (with other settings, or from other text): its split would hold text
     the model trained on, or ids that are other tokens to the model."""
     meta = text_model.meta
+    if not Path(meta["shards"]).exists():  # open_prepared would say to delete it
+        raise ValueError(f"{meta['shards']}, the prepared corpus this model trained on, is gone: prepare it there "
+                         f"again to measure the model on its validation text: {prepare_again(meta)} (with the "
+                         "--doc-bytes and --text-field it was prepared with, where not the defaults)")
     # The folder's own tokenizer, whatever its name: check_prepared_as refuses one other than the model's, naming the
     # fix for a model (the name check advises data.tokenizer=, a training setting).
     prepared = open_prepared(Path(meta["shards"]), None)
