@@ -360,6 +360,28 @@ def test_a_stopped_job_is_a_stopped_row_counted_under_its_own_word(tmp_path: Pat
     assert "failed runs: 1; 1 stopped (Ctrl-C or their sweep's stop; resume=true continues them)." in report
 
 
+def test_a_sweep_stopped_before_some_jobs_started_names_them(tmp_path: Path) -> None:
+    """A sweep stopped with Ctrl-C before its last jobs started leaves folders only for the jobs that started: its
+    report read `Runs: 2, configurations: 1`, a complete sweep, with nothing of the two jobs it never ran. A folder of
+    runs that no sweep recorded (no multirun.yaml) says nothing of jobs it cannot know."""
+    base = {"status": "ok", "params": 100, "val_loss": 1.0, "val_ppl": 3.0, "wall_s": 5.0}
+    fake_run(tmp_path / "0", ["attention=mha", "seed=0", "trainer=debug"], base)
+    fake_run(tmp_path / "1", ["attention=mha", "seed=1", "trainer=debug"],
+             {"status": "stopped", "reason": "stopped by Ctrl-C at step 7"})
+    assert "started" not in write_report(tmp_path).read_text()
+    for damaged in ("hydra: [\n", "", "hydra:\n  overrides:\n    task: ['seed=0,1]']\n"):  # cut short, emptied, edited
+        (tmp_path / "multirun.yaml").write_text(damaged)
+        assert "started" not in write_report(tmp_path).read_text()
+    OmegaConf.save({"hydra": {"sweeper": {"params": None},
+                              "overrides": {"task": ["attention=mha,gqa", "seed=0,1", "trainer=debug"]}}},
+                   tmp_path / "multirun.yaml")
+    assert ("Never started: 2 of the sweep's 4 jobs (`attention=gqa seed=0`, `attention=gqa seed=1`): the sweep "
+            "stopped before them; the same command plus resume=true runs them.") in write_report(tmp_path).read_text()
+    # --best-of leaves configurations out of the table, not out of the sweep: they started
+    fake_run(tmp_path / "2", ["attention=gqa", "seed=0", "trainer=debug"], base)
+    fake_run(tmp_path / "3", ["attention=gqa", "seed=1", "trainer=debug"], {**base, "val_loss": 2.0})
+    assert "started" not in write_report(tmp_path, ["attention"]).read_text()
+
 def test_a_finished_job_whose_model_cannot_be_rebuilt_is_a_damaged_row(tmp_path: Path) -> None:
     """A finished job whose model.pt and last.ckpt were both cut short was an ok row, its model unloadable. One whose
     last.ckpt is whole stays ok (resume=true writes its model.pt again), as does one whose model.pt was deleted."""

@@ -11,6 +11,7 @@ configuration's best learning rate:
 from __future__ import annotations
 
 import argparse
+import itertools
 import math
 import re
 import statistics
@@ -20,7 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import yaml
 from hydra.core.utils import JobReturn, JobStatus
+from hydra.errors import HydraException
 from hydra.experimental.callback import Callback
 from matplotlib.figure import Figure
 from omegaconf import DictConfig
@@ -29,7 +32,9 @@ from gpt.atomic import atomic_open, atomic_write
 from gpt.overrides import override_key, override_value
 from gpt.sweeps import capability, capacity, pareto, scaling
 from gpt.sweeps.best_of import best_settings
+from gpt.sweeps.parallel import command_line_values
 from gpt.sweeps.plots import loss_figure, matrix_figure, styles
+from gpt.sweeps.repeats import recorded_sweep
 from gpt.sweeps.stats import behind_best, best_of, stat_cell
 from gpt.training.run_folder import (CHECKPOINT, NOT_IDENTITY, OVERRIDES, REPORT, SUMMARY, model_rebuildable,
                                      read_history, read_overrides, read_summary, record_failure)
@@ -164,6 +169,27 @@ def failed_count(runs: list[Run]) -> str:
     return "; ".join([f"failed runs: {failed}", *notes])
 
 
+def never_started(sweep_dir: Path, runs: list[Run]) -> list[str]:
+    """The report's lines on the jobs of the sweep recorded in the folder that no run folder holds (a sweep stopped
+    before they started leaves none), each named by the swept overrides that set it apart; none where every job
+    started or no sweep is recorded (a folder of runs made another way)."""
+    try:
+        sweep = command_line_values(recorded_sweep(sweep_dir))
+    except (yaml.YAMLError, ValueError, TypeError, HydraException):
+        # a damaged multirun.yaml (resume=true names it), or a glob() over a group's options, which only a running
+        # Hydra lists: the report stands without the count
+        return []
+    swept = {key: values for key, values in sweep.items() if len(values) > 1}
+    ran = {tuple(override_value(r.overrides, key, "") for key in swept) for r in runs}
+    jobs = list(itertools.product(*swept.values()))
+    unstarted = [" ".join(f"{key}={value}" for key, value in zip(swept, job)) for job in jobs if job not in ran]
+    if not unstarted:
+        return []
+    named = ", ".join(f"`{job}`" for job in unstarted)
+    return [f"Never started: {len(unstarted)} of the sweep's {len(jobs)} jobs ({named}): the sweep "
+            "stopped before them; the same command plus resume=true runs them.", ""]
+
+
 def sweep_ending(runs: list[Run]) -> tuple[str, int] | None:
     """The line that ends a sweep with something to say, and its exit status: 1 when a job failed or none
     finished, as a failed single run exits nonzero; refused configurations beside finished ones are answers."""
@@ -221,7 +247,7 @@ def group(runs: list[Run]) -> dict[tuple[str, ...], list[Run]]:
     return {config: [r for r in runs if r.config == config and r.path in kept] for config in seeds}
 
 
-def markdown(sweep_dir: Path, runs: list[Run], best_notes: Sequence[str] = ()) -> str:
+def markdown(sweep_dir: Path, runs: list[Run], best_notes: Sequence[str] = (), unstarted: Sequence[str] = ()) -> str:
     groups = group(runs)
     names, common = labels(list(groups))
     values = {c.header: {k: column_values(g, c) for k, g in groups.items()} for c in COLUMNS}
@@ -240,6 +266,7 @@ def markdown(sweep_dir: Path, runs: list[Run], best_notes: Sequence[str] = ()) -
     lines = [f"# Sweep report: {sweep_dir}", "",
              f"Runs: {len(counted)}{repeats}, configurations: {len(groups)}, {failed_count(counted)}. "
              f"Common to all configurations: `{' '.join(common) or '(nothing)'}`.", "",
+             *unstarted,
              *(["Each configuration at its best of the swept settings (mean over seeds; the others are left out):",
                 *best_notes, ""] if best_notes else []),
              table_row(["configuration", "seeds", *(c.header for c in columns), "status"]),
@@ -374,6 +401,7 @@ def write_report(sweep_dir: str | Path, best_of: Sequence[str] = ()) -> Path:
     if not runs:
         raise ValueError(f"no run folders (with {OVERRIDES}) under {sweep_dir}: pass the folder of a sweep "
                          "made by `python train.py -m ...`")
+    unstarted = never_started(sweep_dir, runs)  # before --best-of leaves runs out: they started
     kept, notes = best_settings({key: [r.summary for r in g] for key, g in group(runs).items()}, best_of)
     runs = [r for r in runs if r.config in kept]
     drawn = figures(runs)
@@ -385,7 +413,7 @@ def write_report(sweep_dir: str | Path, best_of: Sequence[str] = ()) -> Path:
     path = sweep_dir / REPORT
     # Whole or not at all: a report.md there says the sweep ended. A reason may hold a file name that is not UTF-8
     # (Python reads its bytes as lone surrogates), written as the escape that names them.
-    atomic_write(path, markdown(sweep_dir, runs, notes).encode("utf-8", "backslashreplace"))
+    atomic_write(path, markdown(sweep_dir, runs, notes, unstarted).encode("utf-8", "backslashreplace"))
     return path
 
 
