@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 
@@ -316,6 +317,28 @@ def test_an_engine_out_of_memory_in_a_later_round_is_out_of_memory(monkeypatch: 
     assert big["out_of_memory"] and big["decode_tokens_per_s"] is None and len(big["rounds"]) == 1
     assert not small["out_of_memory"] and small["decode_x"] == {"small": 1.0} and len(small["rounds"]) == 3
     assert "| big | out of memory |" in table([small, big])
+
+
+def test_the_plot_keys_every_engine_when_a_batch_ran_out_of_memory_everywhere() -> None:
+    # `--batch 1000000 1`: the first batch out of memory at every depth left its panels empty, the legend went on one
+    # of them (none drawn, a matplotlib warning printed), and the batch 1 panels' lines had no key; an engine skipped
+    # in one batch also shifted the colours of the next ones, so one colour named two engines across the rows.
+    def row(name: str, batch: int, oom: bool) -> dict:
+        value = None if oom else 1.0
+        return {"name": name, "batch": batch, "depth": 8, "out_of_memory": oom, "decode_ms_per_token": value,
+                "cache_mib": value, "prefill_tokens_per_s": value}
+
+    rows = [row("mha", 64, True), row("gqa", 64, True), row("mha", 8, True), row("gqa", 8, False),
+            row("mha", 1, False), row("gqa", 1, False)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # "No artists with labels found to put in legend"
+        fig = figure(rows, "cpu: test")
+    keys = [text.get_text() for ax in fig.axes if ax.get_legend() for text in ax.get_legend().get_texts()]
+    assert keys == ["mha", "gqa"]
+    colours = {}
+    for ax in fig.axes:
+        for line in ax.get_lines():
+            assert colours.setdefault(line.get_label(), line.get_color()) == line.get_color()
 
 
 def test_a_row_reads_its_rounds_as_rates_per_token_and_ratios_against_each_reference() -> None:

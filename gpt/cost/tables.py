@@ -51,21 +51,31 @@ def figure(rows: list[dict[str, Any]], machine: str) -> Any:
     axes = fig.subplots(len(batches), 3, squeeze=False)
     panels = (("decode_ms_per_token", "decode ms/token"), ("cache_mib", "cache MiB"),
               ("prefill_tokens_per_s", "prefill tokens/s"))
+    # One colour per engine in every panel: an engine out of memory at every depth of a batch draws no line there,
+    # and the colour cycle would hand its colour to the next engine.
+    colours = {name: f"C{i % 10}" for i, name in enumerate(dict.fromkeys(r["name"] for r in rows))}
     for axes_row, batch in zip(axes, batches):
         # A line that stops short would read as unmeasured: the titles name where an engine ran out of memory.
         missing = [f"{r['name']} at {r['depth']:,}" for r in rows if r["batch"] == batch and r["out_of_memory"]]
         note = f"\nout of memory: {'; '.join(missing)}" if missing else ""
         for ax, (key, label) in zip(axes_row, panels):
-            for name in dict.fromkeys(r["name"] for r in rows):
+            for name in colours:
                 points = [(r["depth"], r[key]) for r in rows if r["name"] == name and r["batch"] == batch
                           and r[key] is not None]
                 if not points:  # out of memory at every depth of this batch
                     continue
-                ax.plot(*zip(*points), marker="o", linestyle="--" if name.startswith("hf ") else "-", label=name)
+                ax.plot(*zip(*points), marker="o", linestyle="--" if name.startswith("hf ") else "-", label=name,
+                        color=colours[name])
             ax.set(xlabel="depth (tokens in the cache)", ylabel=label, title=f"{label}, batch {batch}{note}")
             ax.set_xscale("symlog", linthresh=min([d for d in depths if d] or [1]))
             ax.set_xticks(depths, [f"{d:,}" for d in depths])
             ax.grid(alpha=0.3)
-    axes[0][0].legend(fontsize="small")
+    # The key names every engine from any batch's lines, on the first decode panel that has some: a batch out of
+    # memory at every depth has none, and one out of memory for some engines lacks theirs.
+    handles = {line.get_label(): line for row in axes for line in row[0].get_lines()}
+    keyed = next((row[0] for row in axes if row[0].get_lines()), None)
+    if keyed is not None:
+        keyed.legend([handles[name] for name in colours if name in handles],
+                     [name for name in colours if name in handles], fontsize="small")
     fig.suptitle(machine, fontsize="small")
     return fig
