@@ -127,6 +127,19 @@ def test_a_variants_own_flag_that_no_variant_measured_reads_is_refused(measured:
     assert main([*run, "--attention", *measured, reader]) == 0  # measured beside a variant that reads it
 
 
+@pytest.mark.parametrize("measured", [["linear"], ["linear", "torch_mha"]])
+def test_a_kernel_that_no_variant_measured_reads_is_refused(measured: list[str], tmp_path: Path,
+                                                           capsys: pytest.CaptureFixture) -> None:
+    # --attention linear --kernel math measured linear attention as under sdpa (it forms no softmax weights), named
+    # the row plain `linear`, and cost.json recorded kernel math; train.py refuses the same setting as changing nothing.
+    run = ["cost", *TINY, "--kernel", "math", "--depths", "4", "--batch", "1", "--repeats", "1", "--out", str(tmp_path)]
+    assert main([*run, "--attention", *measured]) == 2
+    assert capsys.readouterr().err == f"error: --kernel math changes nothing under --attention {' '.join(measured)}, " \
+        "which forms no softmax weights: drop --kernel, or add a variant that does (mha) to --attention\n"
+    assert not (tmp_path / "cost.json").exists()
+    assert main([*run, "--attention", *measured, "mha"]) == 0  # measured beside a variant that reads it
+
+
 @pytest.mark.parametrize("flags, message", [
     (["--pos", "rop"], "error: --pos rop is unknown; choose from: "),
     (["--dim", "40", "--heads", "8"], "error: --pos rope rotates feature pairs, so it needs an even width; "

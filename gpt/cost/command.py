@@ -87,8 +87,8 @@ def settle_shape(args: argparse.Namespace) -> None:
 
 
 def check_own_settings(args: argparse.Namespace) -> None:
-    """Refuse a variant's own setting (--kv-heads, --window, --latent) given where no variant measured reads it: every
-    row was built without it, and cost.json recorded it as measured."""
+    """Refuse a variant's own setting (--kv-heads, --window, --latent), or a --kernel, given where no variant measured
+    reads it: every row was built without it, and cost.json recorded it as measured."""
     measured = args.attention or VARIANTS
     if not set(measured) <= set(ATTENTION):  # check_args names the unknown variant
         return
@@ -98,6 +98,12 @@ def check_own_settings(args: argparse.Namespace) -> None:
             flag = f"--{name.replace('_', '-')}"
             raise ValueError(f"{flag} {getattr(args, name)} changes nothing under --attention {' '.join(measured)}, "
                              f"which does not read it: drop {flag}, or add {' or '.join(readers)} to --attention")
+    # --kernel's default reads as not given: linear attention and torch's own form no weights for a kernel to compute.
+    given = args.kernel != ["sdpa"] and set(args.kernel) <= set(KERNELS)  # check_args names an unknown kernel
+    if given and not any(ATTENTION[attention].has_weights for attention in measured):
+        raise ValueError(f"--kernel {' '.join(args.kernel)} changes nothing under --attention {' '.join(measured)}, "
+                         "which forms no softmax weights: drop --kernel, or add a variant that does (mha) to "
+                         "--attention")
 
 
 def check_args(args: argparse.Namespace) -> None:
