@@ -186,6 +186,13 @@ def check_kind(name: str, value: object, kind: type[numbers.Number], optional: b
     raise ValueError(f"{name}={value!r} must be {expected}{' or None' if optional else ''}")
 
 
+def check_once(name: str, values: Sequence[Any], each: str) -> None:
+    """Refuse a list naming one thing twice: each is a column of the report, and twice made two of one."""
+    twice = next((value for i, value in enumerate(values) if value in values[:i]), None)
+    if twice is not None:
+        raise ValueError(f"{name}={list(values)} lists {twice} twice: list each {each} once")
+
+
 def check_choice(name: str, value: Any, choices: Iterable[str]) -> None:
     """Refuse a value that is none of `choices` (a registry's names), listing them."""
     if value not in choices:

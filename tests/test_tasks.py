@@ -240,6 +240,10 @@ def test_mixture_meta_regenerates_the_held_out_lines() -> None:
     ({"length": {"unique": True}}, "raise data.tasks.length.vocab to at least 32"),
     ({}, "data.tasks is empty"),
     ({"recall": {"pairs": []}}, "data.tasks.recall.pairs=[] names no pair count"),
+    ({"recall": {"pairs": [4, 8, 4]}}, "data.tasks.recall.pairs=[4, 8, 4] lists 4 twice: list each pair count "
+                                       "once"),
+    ({"calculator": {"operations": ["plus", "plus"]}}, "data.tasks.calculator.operations=['plus', 'plus'] lists "
+                                                       "plus twice: list each operation once"),
     ({"calculator": {"operations": []}}, "data.tasks.calculator.operations=[] names no operation"),
     ({"recall": {}, "length": {}}, "data.tasks.length runs alone (data=length): lines of recall can train the "
                                    "positions"),

@@ -10,7 +10,7 @@ from functools import lru_cache
 from typing import Any, ClassVar
 
 from gpt.data.tasks.base import Line, Task, Turn
-from gpt.validate import Fraction
+from gpt.validate import Fraction, check_once
 
 UNITS = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten",
          "eleven", "twelve", "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen"]
@@ -154,6 +154,7 @@ class Calculator(Task):
         if self.operations is not None and not self.operations:  # else [] would silently train on all four
             raise ValueError("data.tasks.calculator.operations=[] names no operation: list some, such as [plus,minus], "
                              "or null for all four")
+        check_once("data.tasks.calculator.operations", self.operations or (), "operation")
         unknown = sorted(set(self.operations or ()) - set(OPERATIONS))
         if unknown:
             raise ValueError(f"data.tasks.calculator.operations has unknown {unknown}; choose from {list(OPERATIONS)}")

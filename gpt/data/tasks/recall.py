@@ -9,7 +9,7 @@ from dataclasses import dataclass, replace
 from typing import ClassVar
 
 from gpt.data.tasks.base import Line, SampledTask, Turn, words
-from gpt.validate import PositiveInt
+from gpt.validate import PositiveInt, check_once
 
 
 @dataclass(frozen=True)
@@ -30,6 +30,7 @@ class Recall(SampledTask):
         if not self.counts:
             raise ValueError("data.tasks.recall.pairs=[] names no pair count: give one, such as 8, or a list such as "
                              "[4,8,16]")
+        check_once("data.tasks.recall.pairs", self.counts, "pair count")
         if max(self.counts) > self.keys:
             raise ValueError(f"data.tasks.recall.pairs={max(self.counts)} exceeds keys={self.keys}: a line's keys "
                              "must differ, so raise data.tasks.recall.keys")
