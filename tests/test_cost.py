@@ -426,3 +426,15 @@ def test_what_a_model_holds_counts_the_rope_tables_its_prompts_grew() -> None:
         model(torch.zeros(1, 300, dtype=torch.long))
     positions = 2 * 300  # the tables are built for twice the prompt, for the decode steps after it
     assert rounds.held_bytes(model) - weights == 2 * positions * (32 // 2) * 4  # cos and sin, head width 16, fp32
+
+
+def test_the_hf_help_names_every_family_and_the_variants_it_computes() -> None:
+    """--hf's help named Llama's and Mistral's variants alone, while its refusal named GPT-2's and Qwen3's too."""
+    from gpt.cost.command import add_arguments
+    from gpt.hf import FAMILIES
+
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    help_text = " ".join(next(a.help for a in parser._actions if "--hf" in a.option_strings).split())
+    for name, family in FAMILIES.items():
+        assert f"{name}: {', '.join(family.parts['attention'])}" in help_text

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import torch
 
-from gpt.cost.counterparts import hf_engines
+from gpt.cost.counterparts import computed_by, hf_engines
 from gpt.cost.rounds import run_rounds
 from gpt.cost.tables import device_line, figure, table
 from gpt.inference.depth import Engine, GPTEngine
@@ -67,7 +67,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--repeats", type=int, default=3, help="alternated rounds over every row; medians reported")
     parser.add_argument("--hf", action="store_true",
                         help="add Hugging Face's model of each variant it has, from the same parts and shape "
-                             "(Llama: mha, gqa, mqa; Mistral: sliding_window), random weights (needs the hf extra)")
+                             f"({computed_by()}), random weights (needs the hf extra)")
     parser.add_argument("--out", default="cost", help="folder for cost.json and cost.png (default: ./cost)")
 
 

@@ -15,6 +15,11 @@ from gpt.model.config import ModelConfig
 from gpt.model.gpt import GPT
 
 
+def computed_by() -> str:
+    """Each family and the variants it computes, for --hf's help and its refusal."""
+    return "; ".join(f"{name}: {', '.join(family.parts['attention'])}" for name, family in FAMILIES.items())
+
+
 def counterpart(cfg: ModelConfig, trained: bool = False) -> Family | None:
     """The family that computes this model part for part; None for a variant no family has (mla, linear); ValueError
     naming the parts to change where families have the variant but not the model's other parts (a `trained` model's
@@ -57,7 +62,6 @@ def hf_engines(models: list[GPT], device: str, dtype: torch.dtype, trained: bool
                                                                attn_implementation="sdpa")
             engines[name] = HFEngine(name, hf.to(device, dtype).eval())
     if not engines:
-        has = "; ".join(f"{name}: {', '.join(family.parts['attention'])}" for name, family in FAMILIES.items())
         raise ValueError(f"--hf: no Hugging Face model computes {', '.join(m.cfg.attention for m in models)} "
-                         f"({has}): measure one of those too, or leave out --hf")
+                         f"({computed_by()}): measure one of those too, or leave out --hf")
     return list(engines.values())
