@@ -283,7 +283,10 @@ def test_a_folder_whose_name_holds_an_escaped_interpolation_is_refused_before_it
     *([(["trainer.accelerator=tpu"], "error: trainer.accelerator=tpu needs torch_xla, which this Python lacks")]
       if importlib.util.find_spec("torch_xla") is None else []),  # was a traceback, and the run folder stayed
     # trainer=ddp's accelerator=auto trains on the CPU where torch sees no GPU: Lightning's TypeError traceback
-    *([(["trainer=ddp", "trainer.devices=-1"], "error: trainer.devices=-1 must be one of auto or a positive integer")]
+    *([(["trainer=ddp", "trainer.devices=-1"], "error: trainer.devices=-1 must be one of auto or a positive integer"),
+       # Lightning trained it in bf16-mixed with a warning, while the run's first line and record said 16-mixed
+       (["trainer=ddp", "trainer.precision=16-mixed"], "error: trainer.precision=16-mixed needs a GPU: on CPU use "
+                                                        "trainer.precision=bf16-mixed or 32")]
       if not torch.cuda.is_available() and not torch.backends.mps.is_available() else []),
 ])
 def test_train_cli_refuses_in_one_line_and_leaves_no_run_folder(tmp_path: Path, argv: list[str],

@@ -104,6 +104,8 @@ def test_evaluate_cli_grades_the_test_split(trained: Path) -> None:
 @pytest.mark.parametrize("overrides, message", [
     (["+trainer.nope=1"], "trainer.nope is not a setting of trainer"),
     (["trainer.precision=16-mixed"], "trainer.precision=16-mixed needs a GPU"),
+    # Lightning's ModuleNotFoundError traceback for transformer_engine, a GPU library, after the run folder was made
+    (["trainer.precision=transformer-engine"], "trainer.precision=transformer-engine needs a GPU"),
     (["resume=true", "ckpt_path=x.ckpt"], "pass either resume=true"),
     (["callbacks.checkpoint.every_n_steps=0"], "every_n_steps=0 must be a positive integer"),
     (["compile=yes"], "compile=yes must be true or false"),
@@ -121,6 +123,15 @@ def test_impossible_settings_are_refused_by_check_config(overrides: list[str], m
         cfg = compose(config_name="train", overrides=overrides)
     with pytest.raises(ValueError, match=message.replace("+", r"\+").replace("=", "=")):
         check_config(cfg)
+
+
+def test_a_null_precision_trains_in_lightnings_fp32() -> None:
+    """Lightning reads trainer.precision=null as 32-true; it was refused as "precision=None must be one of ... or
+    null", naming as allowed the value it refused."""
+    with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base="1.3"):
+        cfg = compose(config_name="train", overrides=["trainer.precision=null"])
+    check_config(cfg)
+    assert checks.trainer_arguments(cfg)["precision"] == "32-true"
 
 
 def test_a_block_must_hold_the_corpus_longest_line_and_may_be_exactly_as_long() -> None:

@@ -63,9 +63,11 @@ def cpu_trains_faster_in_bf16(cpuinfo: Path = Path("/proc/cpuinfo")) -> bool:
     return "amx_bf16" in flags or ("avx512_bf16" in flags and cpu_info("vendor_id", cpuinfo) == "AuthenticAMD")
 
 
-def resolve_precision(precision: str, accelerator: str) -> str:
+def resolve_precision(precision: str | None, accelerator: str) -> str:
     """trainer.precision=auto: bf16 autocast where the hardware trains faster in it (a GPU that computes in bf16, a
-    CPU as cpu_trains_faster_in_bf16 says), else fp32."""
+    CPU as cpu_trains_faster_in_bf16 says), else fp32; null is Lightning's fp32."""
+    if precision is None:
+        return "32-true"
     if precision != "auto":
         return precision
     if accelerator == "cpu":
@@ -112,6 +114,7 @@ def check_accelerator(trainer: DictConfig) -> None:
     # auto trains on this CPU where torch sees no GPU (trainer=ddp here): devices=-1 was Lightning's TypeError.
     if trainer.accelerator == "auto" and not torch.cuda.is_available() and not torch.backends.mps.is_available():
         check_value("trainer.devices", trainer.devices, CPU_DEVICES)
+        check_cpu_precision(trainer.precision)
     # Lightning's answer was its ModuleNotFoundError's traceback, and the run folder left behind.
     if trainer.accelerator == "tpu" and importlib.util.find_spec("torch_xla") is None:
         raise ValueError("trainer.accelerator=tpu needs torch_xla, which this Python lacks: run on a TPU machine with "
@@ -312,9 +315,8 @@ def check_sections(cfg: DictConfig) -> None:
         check_value(key, cfg.get(key), hint)
     if cfg.trainer.accelerator == "cpu":  # -1 (every GPU on a GPU) was Lightning's TypeError after the run folder
         check_value("trainer.devices", cfg.trainer.devices, CPU_DEVICES)
-    if str(cfg.trainer.precision).startswith("16") and cfg.trainer.accelerator == "cpu":
-        raise ValueError(f"trainer.precision={cfg.trainer.precision} needs a GPU: on CPU use "
-                         "trainer.precision=bf16-mixed or 32")
+    if cfg.trainer.accelerator == "cpu":
+        check_cpu_precision(cfg.trainer.precision)
     # Also refused when the optimizer is built (a Trainer given an FSDP strategy object), but on the GPUs, after
     # the run folder, the data and the model: named here from the config, before any work.
     check_sharding(cfg.optim.name, "fsdp" in str(cfg.trainer.strategy).lower())
@@ -323,11 +325,19 @@ def check_sections(cfg: DictConfig) -> None:
     check_init_from(cfg.init_from)
 
 
+def check_cpu_precision(precision: Any) -> None:
+    """fp16 and Transformer Engine compute on a GPU only. Lightning trains a CPU run asked for 16-mixed in bf16-mixed
+    with a warning (its record saying 16-mixed), and transformer-engine ends in its ModuleNotFoundError's traceback."""
+    if str(precision).startswith(("16", "transformer-engine")):
+        raise ValueError(f"trainer.precision={precision} needs a GPU: on CPU use trainer.precision=bf16-mixed or 32")
+
+
 def trainer_arguments(cfg: DictConfig) -> dict[str, Any]:
     """The trainer section as lightning.Trainer takes it: plain values (it reads a dict max_time, not a DictConfig)
     and the precision to train in."""
     return {**OmegaConf.to_container(cfg.trainer, resolve=True),
-            "precision": resolve_precision(str(cfg.trainer.precision), cfg.trainer.accelerator)}
+            "precision": resolve_precision(None if cfg.trainer.precision is None else str(cfg.trainer.precision),
+                                           cfg.trainer.accelerator)}
 
 
 def check_max_time(max_time: Any) -> None:
