@@ -11,8 +11,13 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-gpu_checks}
-runs=$(mktemp -d)  # run folders stay out of $OUT: only the log and the cost figures are wanted back
 py=${PYTHON:-python}
+# Without a GPU every step failed in its own way (trainer=ddp trained on the CPU) and the script still exited 0.
+if ! $py -c "import sys, torch; sys.exit(not torch.cuda.is_available())"; then
+    echo "bench/gpu_checks.sh needs a CUDA GPU and torch sees none here: run it on a GPU machine" >&2
+    exit 2
+fi
+runs=$(mktemp -d)  # run folders stay out of $OUT: only the log and the cost figures are wanted back
 mkdir -p "$out"
 log="$out/gpu_checks.log"
 export PYTHONUNBUFFERED=1
