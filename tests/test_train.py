@@ -227,6 +227,9 @@ def test_auto_precision_is_bf16_only_where_the_cpu_trains_faster_in_it(tmp_path:
     monkeypatch.setattr(checks, "cpu_trains_faster_in_bf16", lambda: bf16)
     assert checks.resolve_precision("auto", "cpu") == ("bf16-mixed" if bf16 else "32-true")
     assert checks.resolve_precision("32-true", "cpu") == "32-true"  # a precision asked for is kept
+    # trainer=ddp's accelerator=auto trains on the CPU where torch sees no GPU: it was fp32 on every CPU
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert checks.resolve_precision("auto", "auto") == ("bf16-mixed" if bf16 else "32-true")
 
 
 def test_lightnings_advice_to_add_dataloader_workers_is_not_shown(monkeypatch: pytest.MonkeyPatch) -> None:

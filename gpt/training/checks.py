@@ -70,7 +70,7 @@ def resolve_precision(precision: str | None, accelerator: str) -> str:
         return "32-true"
     if precision != "auto":
         return precision
-    if accelerator == "cpu":
+    if accelerator == "cpu" or (accelerator == "auto" and not torch.cuda.is_available()):  # auto: this CPU
         return "bf16-mixed" if cpu_trains_faster_in_bf16() else "32-true"
     return "bf16-mixed" if torch.cuda.is_available() and torch.cuda.is_bf16_supported() else "32-true"
 
