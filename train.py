@@ -188,6 +188,11 @@ def train(cfg: DictConfig, run_dir: Path | None = None) -> Path | None:
         print(f"model: {lit.model.num_params():,} parameters, precision {precision}; run folder: {run_dir}")
         for note in data.notes:
             print(f"note: {note}")
+        # trainer=ddp's devices=auto on a machine without a GPU is the CPU, one device: it ran one process, silently
+        if "ddp" in str(cfg.trainer.strategy) and trainer.world_size == 1:
+            device = type(trainer.accelerator).__name__.removesuffix("Accelerator").lower()
+            print(f"note: trainer.strategy={cfg.trainer.strategy} has one device here ({device}), so one process "
+                  "trains, with no data parallelism; on a CPU, trainer.accelerator=cpu trainer.devices=2 trains two")
         if off:
             print(f"note: {off} turns validation off: this run records no val loss, held-out exact match or "
                   "history.csv row, not even at its last step; drop it to validate")

@@ -102,3 +102,15 @@ def test_a_signal_to_a_ddp_run_stops_it_as_it_stops_a_single_run(tmp_path: Path,
     model, _ = load_checkpoint(run / "model.pt")  # the weights the ranks stopped with
     for name, weight in model.state_dict().items():
         assert torch.equal(weight, checkpoint["state_dict"][f"model.{name}"]), name
+
+
+def test_ddp_with_one_device_says_it_trains_one_process(tmp_path: Path) -> None:
+    """trainer=ddp on a machine without a GPU found one device (accelerator auto: the CPU) and trained one process
+    without a word, where the docs promise every GPU of the machine."""
+    (tmp_path / "corpus.txt").write_text(play(2000))
+    run = run_cli("train.py", *TINY, "trainer=ddp", "hydra.run.dir=one", cwd=tmp_path)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "note: trainer.strategy=ddp_spawn has one device here (cpu), so one process trains, with no data " \
+        "parallelism; on a CPU, trainer.accelerator=cpu trainer.devices=2 trains two" in run.stdout, run.stdout
+    two = run_cli("train.py", *TINY, *DDP, "hydra.run.dir=two", cwd=tmp_path)
+    assert two.returncode == 0 and "no data parallelism" not in two.stdout, two.stderr[-3000:]
