@@ -75,6 +75,12 @@ def test_a_trained_model_is_measured_under_each_kernel(tmp_path: Path, capsys: p
                                       "shape; drop --dim, or drop --ckpt to measure that shape with random weights\n"
     assert main(["cost", "--ckpt", str(tmp_path / "model.pt"), "--attention", "mha", "--out", str(tmp_path)]) == 2
     assert "error: --attention with --ckpt" in capsys.readouterr().err
+    # --kernel beside a trained linear model measured it as ever, cost.json recording the kernel as measured
+    save_model(tmp_path / "linear.pt", build(make("linear", block_size=16)), CharTokenizer(list("abc")))
+    assert main(["cost", "--ckpt", str(tmp_path / "linear.pt"), "--kernel", "math", "--depths", "8",
+                 "--new-tokens", "2", "--out", str(tmp_path)]) == 2
+    assert capsys.readouterr().err == "error: --kernel math changes nothing for --ckpt's attention=linear, " \
+                                      "which forms no softmax weights: drop --kernel\n"
 
 
 @pytest.mark.parametrize("flags, message", [

@@ -200,7 +200,11 @@ def tinygpt_engines(args: argparse.Namespace, block_size: int) -> list[GPTEngine
             raise ValueError(f"--depths {max(args.depths)} + --new-tokens {args.new_tokens} need {longest(args)} "
                              f"positions (a prompt is at least one token), which exceed the model's "
                              f"block_size={trained.cfg.block_size}: measure at smaller depths or fewer new tokens")
-        configs = [dataclasses.replace(trained.cfg, kernel=k) for k in kernels_of(trained.cfg.attention, args.kernel)]
+        attention = trained.cfg.attention
+        if args.kernel != ["sdpa"] and not ATTENTION[attention].has_weights:  # as check_own_settings, once loaded
+            raise ValueError(f"--kernel {' '.join(args.kernel)} changes nothing for --ckpt's attention={attention}, "
+                             "which forms no softmax weights: drop --kernel")
+        configs = [dataclasses.replace(trained.cfg, kernel=k) for k in kernels_of(attention, args.kernel)]
     else:
         configs = [shape_config(args, a, k, block_size) for a in args.attention for k in kernels_of(a, args.kernel)]
     for cfg in configs:
