@@ -360,6 +360,16 @@ def test_the_plot_keys_every_engine_when_a_batch_ran_out_of_memory_everywhere() 
             assert colours.setdefault(line.get_label(), line.get_color()) == line.get_color()
 
 
+def test_a_prefill_panel_of_depth_0_alone_says_why_it_is_empty() -> None:
+    """`--depths 0`: a prompt of one token is no prefill to time, so the table shows — and its panel stood empty
+    (axes 0 to 1) with nothing saying why."""
+    rows = [{"name": name, "batch": 1, "depth": 0, "out_of_memory": False, "decode_ms_per_token": 1.0,
+             "cache_mib": 0.5, "prefill_tokens_per_s": None} for name in ("mha", "gqa")]
+    decode, cache, prefill = figure(rows, "cpu: test").axes
+    assert [t.get_text() for t in prefill.texts] == ["prefill is not measured at depth 0: give --depths above 0"]
+    assert not decode.texts and not cache.texts
+
+
 def test_a_row_reads_its_rounds_as_rates_per_token_and_ratios_against_each_reference() -> None:
     """Batch 2, depth 8, 3 new tokens; the engine's rounds take 2 s and 4 s to prefill and 6 s and 12 s to decode, the
     reference's half as long: x is the reference's time over this engine's (0.5, slower), ms/token is a step's time

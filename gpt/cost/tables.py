@@ -66,6 +66,9 @@ def figure(rows: list[dict[str, Any]], machine: str) -> Any:
                     continue
                 ax.plot(*zip(*points), marker="o", linestyle="--" if name.startswith("hf ") else "-", label=name,
                         color=colours[name])
+            if not ax.get_lines() and not missing:  # a prompt of one token (depth 0) is no prefill to time
+                ax.text(0.5, 0.5, "prefill is not measured at depth 0: give --depths above 0", ha="center",
+                        transform=ax.transAxes)
             ax.set(xlabel="depth (tokens in the cache)", ylabel=label, title=f"{label}, batch {batch}{note}")
             ax.set_xscale("symlog", linthresh=min([d for d in depths if d] or [1]))
             ax.set_xticks(depths, [f"{d:,}" for d in depths])
