@@ -186,10 +186,14 @@ def check_kind(name: str, value: object, kind: type[numbers.Number], optional: b
     raise ValueError(f"{name}={value!r} must be {expected}{' or None' if optional else ''}")
 
 
+def repeated(values: Sequence[Any]) -> Any | None:
+    """The first value of `values` named a second time, or None."""
+    return next((value for i, value in enumerate(values) if value in values[:i]), None)
+
+
 def check_once(name: str, values: Sequence[Any], each: str) -> None:
     """Refuse a list naming one thing twice: each is a column of the report, and twice made two of one."""
-    twice = next((value for i, value in enumerate(values) if value in values[:i]), None)
-    if twice is not None:
+    if (twice := repeated(values)) is not None:
         raise ValueError(f"{name}={list(values)} lists {twice} twice: list each {each} once")
 
 

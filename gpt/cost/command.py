@@ -24,6 +24,7 @@ from gpt.model.attention.kernels import KERNELS
 from gpt.model.config import ModelConfig
 from gpt.model.gpt import GPT, check_parts, without_foreign_settings
 from gpt.model.positional import POSITIONAL
+from gpt.validate import repeated
 
 VARIANTS = ["mha", "gqa", "mqa", "mla", "sliding_window", "linear"]
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
@@ -115,8 +116,7 @@ def check_args(args: argparse.Namespace) -> None:
     # Rows are keyed by name and tables by batch and depth: a value named twice merged its rounds into repeated rows.
     for flag, values in (("--attention", args.attention or []), ("--kernel", args.kernel), ("--depths", args.depths),
                          ("--batch", args.batch)):
-        twice = next((v for i, v in enumerate(values) if v in values[:i]), None)
-        if twice is not None:
+        if (twice := repeated(values)) is not None:
             raise ValueError(f"{flag} {' '.join(map(str, values))}: {twice} is named twice; name each once")
     for flag, values, known in (("--attention", args.attention or [], ATTENTION), ("--kernel", args.kernel, KERNELS),
                                 ("--pos", [args.pos] if args.pos else [], POSITIONAL)):
