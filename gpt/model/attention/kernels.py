@@ -40,14 +40,36 @@ def math_weights(q: torch.Tensor, k: torch.Tensor, scale: float, allowed: torch.
                  bias: torch.Tensor | None) -> torch.Tensor:
     """softmax(q k^T * scale + bias) over the allowed keys, for queries (B, H, T, D) and keys (B, H_kv, S, D):
     (B, H_kv, G, T, S), the G query heads of each key/value head side by side."""
-    B, H, T, _ = q.shape
+    B, H, T, D = q.shape
     H_kv, S = k.shape[1], k.shape[2]
-    scores = (fold_groups(q, H_kv) @ k.transpose(-2, -1) * scale).view(B, H_kv, H // H_kv, T, S)  # (B, H_kv, G, T, S)
-    if bias is not None:
-        scores = scores + bias.to(scores.dtype).view(H_kv, H // H_kv, T, S)  # (H, T, S) -> (H_kv, G, T, S)
-    if allowed is not None:
-        scores = scores.masked_fill(~allowed, float("-inf"))
-    return F.softmax(scores, dim=-1)
+    G = H // H_kv
+    rows = fold_groups(q, H_kv).reshape(B * H_kv, G * T, D)  # (B * H_kv, G * T, D)
+    keys = k.reshape(B * H_kv, S, D).transpose(1, 2)  # (B * H_kv, D, S)
+    added = additive_term(allowed, bias, G, H_kv, q.dtype)  # (H_kv or 1, G * T, S) or None
+    if added is None:
+        scores = torch.bmm(rows, keys) * scale
+    else:
+        # The scale, the bias and the mask ride on the multiply itself: a separate scaling and masked_fill were two
+        # more passes over every score, forward and backward. The term is a view where every head shares it (a mask
+        # alone); a score bias, per head, is copied per sequence as adding it was.
+        added = added.expand(B, H_kv, G * T, S).reshape(B * H_kv, G * T, S)
+        scores = torch.baddbmm(added, rows, keys, alpha=scale)
+    return F.softmax(scores.view(B, H_kv, G, T, S), dim=-1)
+
+
+def additive_term(allowed: torch.Tensor | None, bias: torch.Tensor | None, groups: int, kv_heads: int,
+                  dtype: torch.dtype) -> torch.Tensor | None:
+    """What is added to the scaled scores: the score bias (H, T, S) and -inf where `allowed` (T, S) forbids a key,
+    as (H_kv, G * T, S) for queries folded by fold_groups, (1, G * T, S) when every head shares it (a mask alone);
+    None when neither applies."""
+    if bias is None and allowed is None:
+        return None
+    if bias is None:  # the mask alone: one (T, S) term shared by every head
+        T, S = allowed.shape
+        term = torch.zeros(T, S, dtype=dtype, device=allowed.device).masked_fill_(~allowed, float("-inf"))
+        return term.repeat(groups, 1).unsqueeze(0)  # (T, S) -> (1, G * T, S)
+    term = scores_bias(allowed, bias, kv_heads * groups, dtype)  # (H, T, S)
+    return term.reshape(kv_heads, -1, term.shape[-1])  # (H_kv, G * T, S)
 
 
 def math_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float, allowed: torch.Tensor | None,
