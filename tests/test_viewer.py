@@ -176,6 +176,17 @@ def test_view_refuses_more_tokens_than_the_model_sees() -> None:
         attention_view(build(make("mha")), TOKENIZER, [NEWLINE] * 13, 13)
 
 
+@pytest.mark.parametrize("given", ["the GPT", "a path"])
+def test_the_viewer_names_what_to_pass_for_a_model_that_is_not_a_text_model(given: str, tmp_path: Path) -> None:
+    """A GPT built in Python (the notebook's way), or the model.pt's path, was "'GPT' object has no attribute
+    'greedy'" from inside the viewer."""
+    model = build(make("mha"))
+    wrong = model if given == "the GPT" else str(tmp_path / "model.pt")
+    with pytest.raises(ValueError, match=r"pass gpt\.load\(path\), or TextModel\(model, tokenizer, meta\)"):
+        write_attention_html(tmp_path / "view.html", wrong, "two plus three equals")
+    assert not (tmp_path / "view.html").exists()
+
+
 def save(tmp_path: Path, cfg: ModelConfig) -> Path:
     path = tmp_path / "model.pt"
     save_model(path, build(cfg), TOKENIZER, meta=LINES)

@@ -119,6 +119,9 @@ def write_attention_html(path: str | Path, text_model: TextModel, prompt: str, m
     """Continue `prompt` as text_model.complete would (same defaults: a line-based model answers greedily to the
     end of its line), then write the viewer of the prompt's tokens and the new ones (the last block_size of
     them) to `path`; returns the embedded data. The token that stops it (end of line, end of text) is not shown."""
+    if not isinstance(text_model, TextModel):  # a GPT or a path was "'GPT' object has no attribute 'greedy'"
+        raise ValueError(f"write_attention_html takes a model with its tokenizer, not a {type(text_model).__name__}: "
+                         "pass gpt.load(path), or TextModel(model, tokenizer, meta) for a GPT in hand")
     greedy = text_model.greedy(temperature)
     max_new_tokens, temperature, stop = text_model.defaults(max_new_tokens, temperature)
     check_sampling(temperature, top_k, top_p, max_new_tokens, text_model.tokenizer.vocab_size, greedy)
