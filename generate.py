@@ -83,6 +83,9 @@ def write_attention(path: str, flag: str, write: Callable[[], str]) -> int:
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    except IsADirectoryError:
+        print(f"error: {flag} {path} is a folder: name a file in it to write", file=sys.stderr)
+        return 2
     except OSError as err:
         print(f"error: cannot write {path} ({err.strerror}): pass {flag} a path in an existing folder", file=sys.stderr)
         return 2

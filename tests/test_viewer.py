@@ -228,6 +228,16 @@ def test_generate_names_the_fix_for_an_unwritable_path(tmp_path: Path, capsys: p
     assert err.count("\n") == 1 and "--attention-html" in err
 
 
+def test_generate_says_a_folder_is_no_file_for_the_viewer(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """A folder named like a page was "cannot write ... (Is a directory): pass --attention-html a path in an existing
+    folder", a fix that was already so."""
+    out = tmp_path / "view.html"
+    out.mkdir()
+    assert generate.main(["--ckpt", str(save(tmp_path, make("mha"))), "--prompt", "two",
+                          "--attention-html", str(out)]) == 2
+    assert capsys.readouterr().err == f"error: --attention-html {out} is a folder: name a file in it to write\n"
+
+
 def test_generate_never_writes_the_viewer_over_a_file_of_another_kind(tmp_path: Path,
                                                                        capsys: pytest.CaptureFixture) -> None:
     """`--attention-html <run>/model.pt` replaced the model it had just read with the page, and said "wrote"."""
