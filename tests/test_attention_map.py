@@ -48,6 +48,13 @@ def test_grid_has_a_causal_panel_per_layer_and_head(cfg: ModelConfig, tokenizer:
 
 
 
+def test_no_ids_are_refused_as_no_ids(cfg: ModelConfig, tokenizer: WordTokenizer) -> None:
+    """tokenizer.encode("") drawn was "token ids of dtype torch.float32: pass integer ids": an empty list made a float
+    tensor, and the line named a fix that changes nothing."""
+    with pytest.raises(ValueError, match=r"of shape \(1, 0\): .* length >= 1"):
+        attention_map(build(cfg), tokenizer.encode(""), tokenizer)
+
+
 def test_a_space_token_is_labelled_visibly() -> None:
     """A char model's space was a blank tick label (and a blank chip in the viewer), told apart from no token only
     by its place."""

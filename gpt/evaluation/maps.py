@@ -39,6 +39,7 @@ def attention_figure(maps: list[np.ndarray], labels: list[str]) -> Figure:
 def attention_map(model: GPT, ids: list[int], tokenizer: Tokenizer) -> Figure:
     """The attention of every layer and head of `model` over the token ids, drawn by `attention_figure`.
     Raises ValueError for ids longer than block_size."""
-    idx = torch.tensor([ids], device=next(model.parameters()).device)  # (1, T)
+    # long even when empty: torch.tensor([[]]) is float, and the model would name the dtype, not the missing ids
+    idx = torch.tensor([ids], dtype=torch.long, device=next(model.parameters()).device)  # (1, T)
     maps = [m[0].float().cpu().numpy() for m in model.attention_maps(idx)]  # per layer (H, T, T)
     return attention_figure(maps, [token_label(tokenizer.decode([i])) for i in ids])
