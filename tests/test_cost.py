@@ -338,6 +338,29 @@ def test_an_engine_out_of_memory_in_a_later_round_is_out_of_memory(monkeypatch: 
     assert "| big | out of memory |" in table([small, big])
 
 
+def test_a_reference_out_of_memory_in_a_later_round_gives_no_ratio(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first row out of memory in its second round read "out of memory" while the row below it read x 1.00
+    against it, a ratio from the one round it fitted."""
+    tries = {"ref": 0, "other": 0}
+
+    def later_short(engine: Engine, batch: int, depth: int, new_tokens: int, vocab_size: int,
+                    device: torch.device) -> Measure:
+        tries[engine.name] += 1
+        if engine.name == "ref" and tries["ref"] == 3:  # the untimed call, round 1, then round 2
+            raise RuntimeError("DefaultCPUAllocator: can't allocate memory: you tried to allocate 2 bytes")
+        return Measure(1.0, 2.0, 0.0, 0.0, 0, 16)
+
+    engines = [Engine(), Engine()]
+    for engine, name in zip(engines, ["ref", "other"]):
+        engine.name, engine.model = name, torch.nn.Module()
+    monkeypatch.setattr(rounds, "measure", later_short)
+    args = argparse.Namespace(batch=[1], depths=[8], repeats=3, new_tokens=3, device="cpu")
+    ref, other = rounds.run_rounds(engines, args, vocab_size=5)
+    assert ref["out_of_memory"] and not other["out_of_memory"]
+    assert other["decode_x"] == {"ref": None} and other["prefill_x"] == {"ref": None}
+    assert "| other | 8 | — | 1.5 | — |" in table([ref, other])
+
+
 def test_the_plot_keys_every_engine_when_a_batch_ran_out_of_memory_everywhere() -> None:
     # `--batch 1000000 1`: the first batch out of memory at every depth left its panels empty, the legend went on one
     # of them (none drawn, a matplotlib warning printed), and the batch 1 panels' lines had no key; an engine skipped

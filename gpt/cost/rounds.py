@@ -44,8 +44,9 @@ def run_rounds(engines: list[Engine], args: argparse.Namespace, vocab_size: int)
                     print(f"[{done}/{total} {time.time() - start:,.0f} s] batch {batch} depth {depth:,} {engine.name}: "
                           f"prefill {last.prefill_s:.2f} s, decode {1000 * last.decode_s / args.new_tokens:.2f} "
                           "ms/token", flush=True)
-            # Speeds relative to the first row and to the first Hugging Face row, paired within each round.
-            references = {name: runs[name] for name in (engines[0].name, next(
+            # Speeds relative to the first row and to the first Hugging Face row, paired within each round. A reference
+            # out of memory in a later round is shown out of memory: its earlier rounds would give ratios against it.
+            references = {name: [] if name in failed else runs[name] for name in (engines[0].name, next(
                 (e.name for e in engines if isinstance(e, HFEngine)), engines[0].name))}
             for engine in engines:
                 rows.append(summarise(engine, runs[engine.name], references, batch, depth, args.new_tokens,
