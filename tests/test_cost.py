@@ -383,6 +383,17 @@ def test_the_plot_keys_every_engine_when_a_batch_ran_out_of_memory_everywhere() 
             assert colours.setdefault(line.get_label(), line.get_color()) == line.get_color()
 
 
+def test_every_engine_in_the_plot_is_drawn_unlike_the_others() -> None:
+    """`--kernel sdpa math` measures 11 engines: the colours ran out at 10, and linear was drawn as mha (sdpa) was,
+    blue, solid, round markers, in every panel and twice in the key."""
+    names = [f"e{i}" for i in range(12)] + ["hf a", "hf b"]
+    rows = [{"name": name, "batch": 1, "depth": depth, "out_of_memory": False, "decode_ms_per_token": 1.0 + i,
+             "cache_mib": 0.5, "prefill_tokens_per_s": 2.0} for i, name in enumerate(names) for depth in (8, 64)]
+    for ax in figure(rows, "cpu: test").axes:
+        styles = [(line.get_color(), line.get_marker(), line.get_linestyle()) for line in ax.get_lines()]
+        assert len(styles) == len(names) and len(set(styles)) == len(names)
+
+
 def test_a_prefill_panel_of_depth_0_alone_says_why_it_is_empty() -> None:
     """`--depths 0`: a prompt of one token is no prefill to time, so the table shows — and its panel stood empty
     (axes 0 to 1) with nothing saying why."""

@@ -40,6 +40,9 @@ def table(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+MARKERS = "osD^v"  # one per ten engines, the colour cycle's length
+
+
 def figure(rows: list[dict[str, Any]], machine: str) -> Any:
     """Decode ms/token, cache MiB and prefill tokens/s against depth, one line per engine, one row per batch, under
     the machine they were measured on (a GPU's figures and a CPU's read differently)."""
@@ -52,8 +55,11 @@ def figure(rows: list[dict[str, Any]], machine: str) -> Any:
     panels = (("decode_ms_per_token", "decode ms/token"), ("cache_mib", "cache MiB"),
               ("prefill_tokens_per_s", "prefill tokens/s"))
     # One colour per engine in every panel: an engine out of memory at every depth of a batch draws no line there,
-    # and the colour cycle would hand its colour to the next engine.
-    colours = {name: f"C{i % 10}" for i, name in enumerate(dict.fromkeys(r["name"] for r in rows))}
+    # and the colour cycle would hand its colour to the next engine. Past the cycle's 10 colours the marker changes:
+    # `--kernel sdpa math` measures 11 engines, and linear was drawn as mha (sdpa) was.
+    names = list(dict.fromkeys(r["name"] for r in rows))
+    colours = {name: f"C{i % 10}" for i, name in enumerate(names)}
+    markers = {name: MARKERS[i // 10 % len(MARKERS)] for i, name in enumerate(names)}
     for axes_row, batch in zip(axes, batches):
         # A line that stops short would read as unmeasured: the titles name where an engine ran out of memory.
         missing = [f"{r['name']} at {r['depth']:,}" for r in rows if r["batch"] == batch and r["out_of_memory"]]
@@ -64,8 +70,8 @@ def figure(rows: list[dict[str, Any]], machine: str) -> Any:
                           and r[key] is not None]
                 if not points:  # out of memory at every depth of this batch
                     continue
-                ax.plot(*zip(*points), marker="o", linestyle="--" if name.startswith("hf ") else "-", label=name,
-                        color=colours[name])
+                ax.plot(*zip(*points), marker=markers[name], linestyle="--" if name.startswith("hf ") else "-",
+                        label=name, color=colours[name])
             if not ax.get_lines() and not missing:  # a prompt of one token (depth 0) is no prefill to time
                 ax.text(0.5, 0.5, "prefill is not measured at depth 0: give --depths above 0", ha="center",
                         transform=ax.transAxes)
