@@ -167,10 +167,24 @@ def test_the_positions_each_row_was_measured_with_are_printed(tmp_path: Path, ca
     # learned ones in every row, and nothing printed said so.
     assert main(["cost", *TINY, "--attention", "mha", "linear", "--pos", "alibi", "--depths", "4", "--batch", "1",
                  "--repeats", "1", "--out", str(tmp_path)]) == 0
-    assert "mlp=swiglu, pos=alibi (learned: linear), vocab 256;" in capsys.readouterr().out
+    assert "mlp=swiglu, pos=alibi (learned: linear), kernel=sdpa, vocab 256;" in capsys.readouterr().out
     assert main(["cost", *TINY, "--attention", "mha", "--depths", "4", "--batch", "1", "--repeats", "1",
                  "--out", str(tmp_path)]) == 0
-    assert "mlp=swiglu, pos=rope, vocab 256;" in capsys.readouterr().out
+    assert "mlp=swiglu, pos=rope, kernel=sdpa, vocab 256;" in capsys.readouterr().out
+
+
+def test_the_kernel_the_rows_were_measured_with_is_printed(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    # A model.pt trained with model.kernel=math is measured under --kernel (sdpa unless given), and nothing printed
+    # said which kernel computed the figures.
+    save_model(tmp_path / "model.pt", build(make("mha", block_size=16, kernel="math")), CharTokenizer(list("abc")))
+    for flags, said in (([], "kernel=sdpa, "), (["--kernel", "math"], "kernel=math, "),
+                        (["--kernel", "sdpa", "math"], "kernel=sdpa and math, ")):
+        assert main(["cost", "--ckpt", str(tmp_path / "model.pt"), *flags, "--depths", "4", "--batch", "1",
+                     "--new-tokens", "2", "--repeats", "1", "--out", str(tmp_path)]) == 0
+        assert f", pos=rope, {said}vocab 37;" in capsys.readouterr().out
+    assert main(["cost", *TINY, "--attention", "linear", "--depths", "4", "--batch", "1", "--repeats", "1",
+                 "--out", str(tmp_path)]) == 0  # linear attention forms no softmax weights for a kernel to compute
+    assert "pos=rope, vocab 256;" in capsys.readouterr().out
 
 
 def test_an_out_that_cannot_be_a_folder_is_one_line_before_measuring(tmp_path: Path,

@@ -228,6 +228,14 @@ def positions(engines: list[Engine]) -> str:
     return f"pos={most}" + "".join(f" ({pos}: {', '.join(names)})" for pos, names in rows.items() if pos != most)
 
 
+def kernels(engines: list[Engine]) -> str:
+    """The kernels that computed tinygpt's rows that form softmax weights, for the settings line: a --ckpt trained with
+    model.kernel=math is measured under --kernel (sdpa unless given), and nothing printed said which."""
+    used = dict.fromkeys(engine.model.cfg.kernel for engine in engines
+                         if isinstance(engine, GPTEngine) and ATTENTION[engine.model.cfg.attention].has_weights)
+    return f"kernel={' and '.join(used)}, " if used else ""
+
+
 def run(args: argparse.Namespace) -> None:
     """Measure each attention variant's prefill, decode, peak memory and cache bytes at depth, beside Hugging Face."""
     settle_shape(args)
@@ -248,7 +256,8 @@ def run(args: argparse.Namespace) -> None:
     machine = device_line(torch.device(args.device))
     print(machine)
     print(f"torch {torch.__version__}, {torch.get_num_threads()} CPU thread(s), {args.dtype}; {cfg.layers} layers x "
-          f"{cfg.heads} heads x {cfg.dim} dims, mlp={cfg.mlp}, {positions(engines)}, vocab {cfg.vocab_size}; "
+          f"{cfg.heads} heads x {cfg.dim} dims, mlp={cfg.mlp}, {positions(engines)}, {kernels(engines)}vocab "
+          f"{cfg.vocab_size}; "
           f"{args.new_tokens} greedy cached steps after each prompt; {args.repeats} alternated rounds, medians")
     rows = run_rounds(engines, args, engines[0].model.cfg.vocab_size)
     print(table(rows))
