@@ -187,6 +187,26 @@ def test_the_kernel_the_rows_were_measured_with_is_printed(tmp_path: Path, capsy
     assert "pos=rope, vocab 256;" in capsys.readouterr().out
 
 
+def test_the_plot_is_titled_with_the_settings_it_was_measured_at(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                  capsys: pytest.CaptureFixture) -> None:
+    # cost.png was titled with the machine alone: a bf16 run's plot and an fp32 one's, or two shapes', read the same.
+    from gpt.cost import command
+
+    titles: list[str] = []
+
+    def titled(rows: list[dict], title: str) -> object:
+        made = figure(rows, title)
+        titles.append(made.get_suptitle())
+        return made
+
+    monkeypatch.setattr(command, "figure", titled)
+    assert main(["cost", *TINY, "--attention", "gqa", "--dtype", "bfloat16", "--depths", "4", "--batch", "1",
+                 "--repeats", "1", "--out", str(tmp_path)]) == 0
+    printed = capsys.readouterr().out.splitlines()
+    machine, settings = next((line, after) for line, after in zip(printed, printed[1:]) if line.startswith("cpu: "))
+    assert titles == [f"{machine}\n{settings}"] and "bfloat16; 1 layers x 4 heads x 32 dims" in settings
+
+
 def test_an_out_that_cannot_be_a_folder_is_one_line_before_measuring(tmp_path: Path,
                                                                      capsys: pytest.CaptureFixture) -> None:
     # --out names a folder; given the path of a file (cost.png of an earlier run), mkdir raised a traceback.

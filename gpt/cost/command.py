@@ -255,10 +255,11 @@ def run(args: argparse.Namespace) -> None:
         print(f"command: python -m gpt cost {shlex.join(sys.argv[2:])}")
     machine = device_line(torch.device(args.device))
     print(machine)
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} CPU thread(s), {args.dtype}; {cfg.layers} layers x "
-          f"{cfg.heads} heads x {cfg.dim} dims, mlp={cfg.mlp}, {positions(engines)}, {kernels(engines)}vocab "
-          f"{cfg.vocab_size}; "
-          f"{args.new_tokens} greedy cached steps after each prompt; {args.repeats} alternated rounds, medians")
+    settings = (f"torch {torch.__version__}, {torch.get_num_threads()} CPU thread(s), {args.dtype}; {cfg.layers} "
+                f"layers x {cfg.heads} heads x {cfg.dim} dims, mlp={cfg.mlp}, {positions(engines)}, "
+                f"{kernels(engines)}vocab {cfg.vocab_size}; {args.new_tokens} greedy cached steps after each prompt; "
+                f"{args.repeats} alternated rounds, medians")
+    print(settings)
     rows = run_rounds(engines, args, engines[0].model.cfg.vocab_size)
     print(table(rows))
     result = {"settings": vars(args), "cpu": cpu_description(), "device": machine, "torch": torch.__version__,
@@ -266,5 +267,6 @@ def run(args: argparse.Namespace) -> None:
               "dtype": args.dtype, "new_tokens": args.new_tokens, "rows": rows,
               "configs": {e.name: e.model.cfg.to_dict() for e in engines if isinstance(e, GPTEngine)}}
     (out / "cost.json").write_text(json.dumps(result, indent=2) + "\n")
-    figure(rows, machine).savefig(out / "cost.png")
+    # The plot is read without the table: a bf16 run's and an fp32 one's, or two shapes', would look alike.
+    figure(rows, f"{machine}\n{settings}").savefig(out / "cost.png")
     print(f"\nwrote {out / 'cost.json'} and {out / 'cost.png'}")

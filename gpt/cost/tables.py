@@ -1,5 +1,5 @@
 """How the cost command's figures are shown: a markdown table per batch and depth, a plot against depth, and the
-machine they were measured on (a GPU's figures and a CPU's read differently)."""
+machine and settings they were measured at (a GPU's figures and a CPU's read differently)."""
 from __future__ import annotations
 
 from typing import Any
@@ -43,9 +43,9 @@ def table(rows: list[dict[str, Any]]) -> str:
 MARKERS = "osD^v"  # one per ten engines, the colour cycle's length
 
 
-def figure(rows: list[dict[str, Any]], machine: str) -> Any:
+def figure(rows: list[dict[str, Any]], title: str) -> Any:
     """Decode ms/token, cache MiB and prefill tokens/s against depth, one line per engine, one row per batch, under
-    the machine they were measured on (a GPU's figures and a CPU's read differently)."""
+    `title`: the machine and the settings they were measured at (a GPU's figures and a CPU's read differently)."""
     from matplotlib.figure import Figure  # matplotlib only when a figure is drawn
 
     batches = list(dict.fromkeys(r["batch"] for r in rows))
@@ -86,5 +86,5 @@ def figure(rows: list[dict[str, Any]], machine: str) -> Any:
     if keyed is not None:
         keyed.legend([handles[name] for name in colours if name in handles],
                      [name for name in colours if name in handles], fontsize="small")
-    fig.suptitle(machine, fontsize="small")
+    fig.suptitle(title, fontsize="small")
     return fig
