@@ -207,6 +207,16 @@ def test_the_plot_is_titled_with_the_settings_it_was_measured_at(tmp_path: Path,
     assert titles == [f"{machine}\n{settings}"] and "bfloat16; 1 layers x 4 heads x 32 dims" in settings
 
 
+def test_the_default_out_folder_is_left_out_of_git() -> None:
+    # `python -m gpt cost` in a clone, as the docs run it, left cost/cost.json and cost/cost.png untracked.
+    from gpt.cost.command import add_arguments
+
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    ignored = (Path(__file__).parents[1] / ".gitignore").read_text().splitlines()
+    assert f"/{parser.get_default('out')}/" in ignored  # rooted: gpt/cost/ is the command's own package
+
+
 def test_an_out_that_cannot_be_a_folder_is_one_line_before_measuring(tmp_path: Path,
                                                                      capsys: pytest.CaptureFixture) -> None:
     # --out names a folder; given the path of a file (cost.png of an earlier run), mkdir raised a traceback.
