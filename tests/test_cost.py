@@ -438,6 +438,16 @@ def test_every_engine_in_the_plot_is_drawn_unlike_the_others() -> None:
         assert len(styles) == len(names) and len(set(styles)) == len(names)
 
 
+def test_a_line_runs_through_the_depths_in_order_whatever_order_they_were_given() -> None:
+    """`--depths 1024 16 256` drew each line from 1,024 back to 16 and on to 256: a triangle in the cache panel, as
+    if 16 tokens had been measured twice."""
+    rows = [{"name": "mha", "batch": 1, "depth": depth, "out_of_memory": False, "decode_ms_per_token": depth / 8,
+             "cache_mib": depth / 16, "prefill_tokens_per_s": float(depth)} for depth in (1024, 16, 256)]
+    for ax in figure(rows, "cpu: test").axes:
+        (line,) = ax.get_lines()
+        assert list(line.get_xdata()) == [16, 256, 1024]
+
+
 def test_a_prefill_panel_of_depth_0_alone_says_why_it_is_empty() -> None:
     """`--depths 0`: a prompt of one token is no prefill to time, so the table shows — and its panel stood empty
     (axes 0 to 1) with nothing saying why."""

@@ -66,8 +66,9 @@ def figure(rows: list[dict[str, Any]], title: str) -> Any:
         note = f"\nout of memory: {'; '.join(missing)}" if missing else ""
         for ax, (key, label) in zip(axes_row, panels):
             for name in colours:
-                points = [(r["depth"], r[key]) for r in rows if r["name"] == name and r["batch"] == batch
-                          and r[key] is not None]
+                # In depth order: --depths is measured in the order given, and a line drawn so would double back.
+                points = sorted((r["depth"], r[key]) for r in rows if r["name"] == name and r["batch"] == batch
+                                and r[key] is not None)
                 if not points:  # out of memory at every depth of this batch
                     continue
                 ax.plot(*zip(*points), marker=markers[name], linestyle="--" if name.startswith("hf ") else "-",
