@@ -275,6 +275,17 @@ def test_hf_without_a_counterpart_of_a_trained_models_parts_names_the_one_fix(tm
                                             "its own)\n")
 
 
+def test_hf_without_a_family_for_a_trained_models_attention_names_the_one_fix(tmp_path: Path,
+                                                                            capsys: pytest.CaptureFixture) -> None:
+    """It said to measure one of the variants Hugging Face computes too, which --attention beside --ckpt refuses."""
+    save_model(tmp_path / "model.pt", build(make("mla", block_size=16)), CharTokenizer(list("abc")))
+    assert main(["cost", "--ckpt", str(tmp_path / "model.pt"), "--depths", "4", "--batch", "1", "--new-tokens", "2",
+                 "--repeats", "1", "--hf", "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --hf: no Hugging Face model computes mla (gpt2: ") and err.count("\n") == 1
+    assert err.endswith("): leave out --hf (a trained model's attention is its own)\n")
+
+
 def test_hf_rows_are_the_measured_models_in_hugging_faces_code(tmp_path: Path) -> None:
     # A GPT-2 model.pt is measured beside Hugging Face's GPT-2; each counterpart has its model's parameters.
     gpt2 = make("mha_fused", pos="learned", mlp="gelu", norm="layernorm", bias=True, block_size=16)

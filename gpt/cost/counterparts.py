@@ -61,7 +61,9 @@ def hf_engines(models: list[GPT], device: str, dtype: torch.dtype, trained: bool
             hf = transformers.AutoModelForCausalLM.from_config(getattr(transformers, family.config_class)(**config),
                                                                attn_implementation="sdpa")
             engines[name] = HFEngine(name, hf.to(device, dtype).eval())
-    if not engines:
+    if not engines:  # --attention beside --ckpt is refused: a model.pt's one variant is all there is to measure
+        fix = "leave out --hf (a trained model's attention is its own)" if trained else \
+            "measure one of those too, or leave out --hf"
         raise ValueError(f"--hf: no Hugging Face model computes {', '.join(m.cfg.attention for m in models)} "
-                         f"({computed_by()}): measure one of those too, or leave out --hf")
+                         f"({computed_by()}): {fix}")
     return list(engines.values())
