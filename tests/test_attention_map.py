@@ -7,13 +7,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.colors import to_rgba
 from matplotlib.image import imread
 
 import generate
 from gpt import ModelConfig
 from gpt.data.tokenizers import CharTokenizer, WordTokenizer
-from gpt.evaluation.maps import attention_map
+from gpt.evaluation.maps import HIDDEN, attention_map
 from gpt.inference.checkpoint import save_model
+from gpt.model.attention import ATTENTION
+from gpt.model.gpt import without_foreign_settings
 from tests.conftest import build, calculator_tokenizer
 
 PROMPT = "seven times six equals"
@@ -46,6 +50,33 @@ def test_grid_has_a_causal_panel_per_layer_and_head(cfg: ModelConfig, tokenizer:
             np.testing.assert_allclose(drawn.sum(axis=1), 1.0, rtol=1e-5)
             assert [t.get_text() for t in ax.get_xticklabels()] == ["\\n", *PROMPT.split()]
 
+
+@pytest.mark.parametrize("attention", ATTENTION)
+def test_keys_a_query_cannot_see_are_drawn_apart_from_keys_it_gives_no_weight(attention: str,
+                                                                              tokenizer: WordTokenizer) -> None:
+    """A masked key (the future, or one past a sliding window) was drawn in the colour of weight 0, so a key the
+    query could not see looked like one it saw and ignored."""
+    window = 3
+    model = build(without_foreign_settings(ModelConfig(
+        vocab_size=tokenizer.vocab_size, layers=1, heads=2, dim=16, block_size=16, attention=attention,
+        window=window, kv_heads=1, kv_latent_dim=8)))
+    ids = tokenizer.encode("\n" + PROMPT)
+    fig = attention_map(model, ids, tokenizer)
+    canvas = FigureCanvasAgg(fig)
+    canvas.draw()
+    pixels = np.asarray(canvas.buffer_rgba())  # (height, width, 4), row 0 at the top
+    T = len(ids)
+    visible = torch.ones(T, T, dtype=torch.bool).tril()
+    if attention == "sliding_window":
+        visible &= ~torch.ones(T, T, dtype=torch.bool).tril(-window)
+    hidden = tuple(round(255 * c) for c in to_rgba(HIDDEN))
+    for ax in (ax for ax in fig.axes if ax.images):
+        for i in range(T):
+            for j in range(T):
+                x, y = ax.transData.transform((j, i))  # the cell's centre, from the bottom left
+                drawn = tuple(int(c) for c in pixels[pixels.shape[0] - round(y), round(x)])
+                assert (drawn == hidden) != bool(visible[i, j]), (attention, i, j, drawn)
+    assert any("hidden" in text.get_text() for legend in fig.legends for text in legend.get_texts())
 
 
 def test_no_ids_are_refused_as_no_ids(cfg: ModelConfig, tokenizer: WordTokenizer) -> None:

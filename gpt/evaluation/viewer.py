@@ -13,11 +13,10 @@ from typing import Any
 import torch
 
 from gpt.data.tokenizers import Tokenizer
-from gpt.evaluation.maps import token_label
+from gpt.evaluation.maps import attention_parts, token_label, visible_keys
 from gpt.inference.generation import check_sampling, generate
 from gpt.inference.text import TextModel
 from gpt.model.attention import ATTENTION
-from gpt.model.attention.base import Attention
 from gpt.model.config import ModelConfig
 from gpt.model.gpt import GPT
 from gpt.model.positional import POSITIONAL
@@ -29,18 +28,13 @@ EXPLICIT_NOTE = ("Its ordinary forward never forms this matrix (torch's fused ke
                  "to what the fast path computes.")
 
 
-def attention_parts(attn: torch.nn.Module) -> list[Attention]:
-    """The Attention modules that form a block's weights: the block's own, or each head of a multi-head wrapper."""
-    return [m for m in attn.modules() if isinstance(m, Attention)]
-
-
 def applied_mask(model: GPT, T: int) -> tuple[torch.Tensor, torch.Tensor | None]:
     """What the variant applies over T positions: allowed (T, T) bool, and the score bias (H, T, T) or None.
     Every layer uses the same variant, so the first layer's answer holds for all."""
     device = model.tok_emb.weight.device
     parts = attention_parts(model.blocks[0].attn)
     biases = [b for b in (part.score_bias(model.pos, T, T, 0, device) for part in parts) if b is not None]
-    return parts[0].mask(T, T, 0, device), torch.cat(biases) if biases else None  # (T, T), (H, T, T)
+    return visible_keys(model, T), torch.cat(biases) if biases else None  # (T, T), (H, T, T)
 
 
 def forms_weights(cfg: ModelConfig) -> bool:
