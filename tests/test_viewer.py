@@ -308,3 +308,25 @@ def test_a_headless_browser_renders_the_page_and_answers_the_reader(page: Any, t
     entropy = view["stats"]["entropy"][0][0]
     assert f"H {entropy:.3f}" in text("#zoom-title")
     assert page.problems == []
+
+
+def test_the_numbers_marked_red_are_those_the_legend_names(page: Any, tmp_path: Path) -> None:
+    """The legend said "Red: the highest of each number", yet no entropy was ever marked."""
+    path = tmp_path / "view.html"
+    view = write_attention_html(path, TextModel(build(make("mha")), TOKENIZER, LINES), "two plus three equals",
+                                max_new_tokens=2)
+    page.goto(path.as_uri())
+    assert "Red: the lowest H (the most focused head) and the highest prev, first and ind" in \
+        " ".join(page.text_content("#grid + .legend").split())
+    labels = {"entropy": "H", "previous": "prev", "first": "first", "induction": "ind"}
+    expected = []
+    for name, label in labels.items():
+        values = [v for layer in view["stats"][name] for v in layer]
+        mark = min(values) if name == "entropy" else max(values)
+        if (name == "entropy" and mark < max(values)) or (name != "entropy" and mark > 0):
+            expected += [f"{label} {v:.3f}" for v in values if v == mark]
+    assert any(text.startswith("H ") for text in expected)
+    marked = page.eval_on_selector_all(".stats .best", "spans => spans.map(s => s.textContent)")
+    assert sorted(marked) == sorted(expected)
+    assert page.problems == []
+
