@@ -330,3 +330,19 @@ def test_the_numbers_marked_red_are_those_the_legend_names(page: Any, tmp_path: 
     assert sorted(marked) == sorted(expected)
     assert page.problems == []
 
+
+def test_the_bias_shading_spans_the_keys_a_query_can_see(page: Any, tmp_path: Path) -> None:
+    """The shading was scaled to the last row's bias, hidden keys included: with a window of 3 over 7 tokens the key
+    farthest back that a query sees was shaded a third of the way, and every visible cell looked alike."""
+    path = tmp_path / "view.html"
+    write_attention_html(path, TextModel(build(make("sliding_window", "alibi")), TOKENIZER, LINES),
+                         "two plus three equals", max_new_tokens=2)
+    page.goto(f"{path.as_uri()}#head=1")
+    colour = lambda i, j: page.evaluate(  # noqa: E731
+        f"Array.from(document.getElementById('mask').getContext('2d').getImageData("
+        f"margin + ({j} + 0.5) * zoomCell, margin + ({i} + 0.5) * zoomCell, 1, 1).data.slice(0, 3))")
+    query = 5
+    assert colour(query, query) == [232, 238, 247]  # no bias on the query's own key
+    assert colour(query, query - (WINDOW - 1)) == [192, 128, 47]  # the most negative bias it can see: darkest
+    assert colour(query, 0) == [43, 43, 43]  # hidden
+    assert page.problems == []
