@@ -104,11 +104,14 @@ def attention_map_png(text_model: TextModel, prompt: str, path: str) -> str:
     if len(ids) > block:
         raise ValueError(f"--prompt is {len(ids)} tokens to this model, more than the block_size={block} it attends "
                          "over: shorten it")
+    # As --attention-html refuses it: a name without a suffix is as likely a file of another kind (a LICENSE, a run's
+    # notes) as a new picture, and the map would replace it.
+    if not Path(path).suffix:
+        raise ValueError(f"--attention-map {path}: the map is a PNG image; end the name in .png (without a suffix it "
+                         "could overwrite a file that is not one)")
     figure = attention_map(text_model.model, ids, text_model.tokenizer)
-    # The format named outright: from a name without a suffix matplotlib would write `path`.png, not the file named.
-    fmt = Path(path).suffix[1:].lower() or "png"
     try:
-        figure.savefig(path, format=fmt)
+        figure.savefig(path)
     except ValueError as err:  # a suffix matplotlib cannot draw (maps.txt): its own line named no flag
         raise ValueError(f"--attention-map {path}: {err}; end the name in .png") from None
     return f"attention of every layer (rows) and head (columns) over {len(ids)} tokens"

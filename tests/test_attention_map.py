@@ -117,16 +117,33 @@ def test_cli_draws_a_variant_that_never_forms_weights(tmp_path: Path, tokenizer:
     assert imread(out).shape[0] > 0
 
 
-def test_cli_writes_the_file_it_names(tmp_path: Path, cfg: ModelConfig, tokenizer: WordTokenizer,
-                                      capsys: pytest.CaptureFixture) -> None:
-    # matplotlib adds .png to a name without a suffix, so "wrote maps" named a file that was not there.
+def test_cli_refuses_a_suffix_it_cannot_draw(tmp_path: Path, cfg: ModelConfig, tokenizer: WordTokenizer,
+                                            capsys: pytest.CaptureFixture) -> None:
     ckpt = str(save(tmp_path, cfg, tokenizer))
-    assert generate.main(["--ckpt", ckpt, "--prompt", PROMPT, "--attention-map", str(tmp_path / "maps")]) == 0
-    assert imread(tmp_path / "maps", format="png").shape[0] > 0 and not (tmp_path / "maps.png").exists()
-    capsys.readouterr()
     assert generate.main(["--ckpt", ckpt, "--prompt", PROMPT, "--attention-map", str(tmp_path / "maps.txt")]) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"error: --attention-map {tmp_path / 'maps.txt'}: ") and err.count("\n") == 1, err
+    assert not (tmp_path / "maps.txt").exists()
+
+
+@pytest.mark.parametrize("flag, suffix", [("--attention-map", ".png"), ("--attention-html", ".html")])
+def test_both_attention_outputs_refuse_a_name_without_a_suffix_and_replace_their_own_kind(
+        flag: str, suffix: str, tmp_path: Path, cfg: ModelConfig, tokenizer: WordTokenizer,
+        capsys: pytest.CaptureFixture) -> None:
+    """--attention-map wrote a PNG over a file with no suffix (a run's notes, a LICENSE), where --attention-html
+    refused the same name; a file of the output's own kind both replace, as a rerun to refresh it expects."""
+    ckpt = str(save(tmp_path, cfg, tokenizer))
+    notes = tmp_path / "notes"
+    notes.write_text("mine")
+    assert generate.main(["--ckpt", ckpt, "--prompt", PROMPT, flag, str(notes)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {flag} {notes}: ") and f"end the name in {suffix}" in err and \
+        err.count("\n") == 1, err
+    assert notes.read_text() == "mine" and sorted(p.name for p in tmp_path.iterdir()) == ["model.pt", "notes"]
+    out = tmp_path / f"view{suffix}"
+    out.write_text("an older one")
+    assert generate.main(["--ckpt", ckpt, "--prompt", PROMPT, flag, str(out)]) == 0
+    assert capsys.readouterr().out.startswith(f"wrote {out}: ") and out.read_bytes() != b"an older one"
 
 
 def test_cli_refuses_a_prompt_longer_than_the_block_in_one_line_naming_it(tmp_path: Path, cfg: ModelConfig,
