@@ -81,13 +81,18 @@ def write_gpt2_tokenizer(folder: Path, max_length: int) -> None:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--ckpt", type=Path,
                         help="model.pt to export (default: the newest under outputs/ or multirun/)")
-    parser.add_argument("--to", type=Path, required=True, help="folder to create (must be new or empty)")
+    parser.add_argument("--to", type=Path, required=True,
+                        help="folder to create, in one that exists (must be new or empty)")
 
 
 def run(args: argparse.Namespace) -> None:
     """`python -m gpt export`: model.pt -> a Hugging Face folder."""
     if args.to.exists() and (not args.to.is_dir() or any(args.to.iterdir())):
         raise ValueError(f"--to {args.to} already exists and is not an empty folder: name a new one")
+    # Made only in a folder that exists, as generate.py writes its files: a mistyped parent became a tree of folders.
+    if not args.to.parent.is_dir():
+        raise ValueError(f"--to {args.to}: there is no folder {args.to.parent} to make it in: create that first, or "
+                         "name a new folder in one that exists")
     model, tokenizer, meta = load_checkpoint(args.ckpt or newest_checkpoint(), with_meta=True)
     # Written beside --to and renamed into place once whole: an export that fails half-way (a full disk) or is killed
     # leaves no folder of weights without the rest, which init_from= and transformers would read, and which refused
