@@ -54,7 +54,9 @@ def math_weights(q: torch.Tensor, k: torch.Tensor, scale: float, allowed: torch.
         # alone); a score bias, per head, is copied per sequence as adding it was.
         added = added.expand(B, H_kv, G * T, S).reshape(B * H_kv, G * T, S)
         scores = torch.baddbmm(added, rows, keys, alpha=scale)
-    return F.softmax(scores.view(B, H_kv, G, T, S), dim=-1)
+    # In fp32 and back, as Hugging Face's eager attention does: torch's CPU softmax of bf16 scores took 3x as long as
+    # converting them first (1.35 against 0.46 ms for (64, 4, 41, 41), one AMD EPYC thread).
+    return F.softmax(scores.view(B, H_kv, G, T, S).float(), dim=-1).to(scores.dtype)
 
 
 def additive_term(allowed: torch.Tensor | None, bias: torch.Tensor | None, groups: int, kv_heads: int,
