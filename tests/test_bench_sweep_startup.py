@@ -5,6 +5,8 @@ import sys
 
 import pytest
 
+from gpt.training.checks import check_config
+from gpt.training.preflight import compose_train
 from tests.conftest import ROOT
 
 sys.path.insert(0, str(ROOT / "bench"))
@@ -17,3 +19,11 @@ def test_nothing_to_measure_is_refused(argv: list[str]) -> None:
     --repeats 0 in 'StatisticsError: no median for empty data'."""
     with pytest.raises(SystemExit):
         sweep_startup.parse_args(argv)
+
+
+def test_its_one_step_jobs_pass_train_pys_checks() -> None:
+    """Every sweep it timed was refused: ONE_STEP set callbacks.sample.max_new_tokens, which train.py refuses on
+    the default calculator corpus (a task's sample is one whole line), so `python bench/sweep_startup.py` printed
+    'all 1 jobs were refused' and measured nothing."""
+    cfg = compose_train(ROOT / "configs", sweep_startup.ONE_STEP)
+    check_config(cfg, sweep_startup.ONE_STEP)
