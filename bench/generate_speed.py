@@ -22,6 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from anywher
 from gpt import GPT, ModelConfig, generate  # noqa: E402
 from gpt.inference.compiled import compile_for_decoding  # noqa: E402
 from gpt.model.attention import ATTENTION  # noqa: E402
+from gpt.model.gpt import check_parts  # noqa: E402
 from gpt.machine import cpu_description  # noqa: E402
 
 
@@ -52,7 +53,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if args.prompt_len + args.new_tokens > args.block_size:
         parser.error(f"--prompt-len + --new-tokens = {args.prompt_len + args.new_tokens} exceeds --block-size "
                      f"{args.block_size}: the window would slide; raise --block-size")
+    for attention in args.attention:  # checked before any model is built, whose refusal was a traceback
+        try:
+            check_parts(model_config(args, attention))
+        except ValueError as err:
+            parser.error(str(err))
     return args
+
+
+def model_config(args: argparse.Namespace, attention: str) -> ModelConfig:
+    return ModelConfig(vocab_size=args.vocab, layers=args.layers, heads=args.heads, dim=args.dim,
+                       block_size=args.block_size, attention=attention, pos=args.pos)
 
 
 def timed(run: Callable[[], object]) -> tuple[float, float]:
@@ -64,10 +75,8 @@ def timed(run: Callable[[], object]) -> tuple[float, float]:
 
 def tinygpt_runner(args: argparse.Namespace, attention: str, batch: int, cache: bool,
                    compiled: bool = False) -> Callable[[], object]:
-    cfg = ModelConfig(vocab_size=args.vocab, layers=args.layers, heads=args.heads, dim=args.dim,
-                      block_size=args.block_size, attention=attention, pos=args.pos)
     torch.manual_seed(0)
-    model = GPT(cfg).eval()
+    model = GPT(model_config(args, attention)).eval()
     if compiled:
         model = compile_for_decoding(model)  # as generate.py --compile
     idx = torch.randint(0, args.vocab, (batch, args.prompt_len))

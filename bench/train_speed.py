@@ -33,6 +33,7 @@ from gpt import GPT, ModelConfig  # noqa: E402
 from gpt.data.batches import RandomWindows  # noqa: E402
 from gpt.data.shards import TokenShards  # noqa: E402
 from gpt.machine import cpu_description  # noqa: E402
+from gpt.model.gpt import check_parts  # noqa: E402
 from gpt.training.lit import LitGPT  # noqa: E402
 from gpt.training.optim import OPTIMIZERS, SCHEDULES, OptimConfig  # noqa: E402
 
@@ -61,7 +62,9 @@ def model_config(overrides: list[str], vocab_size: int) -> ModelConfig:
     for override in overrides:
         key, _, value = override.partition("=")
         values[key.removeprefix("model.")] = yaml.safe_load(value)
-    return ModelConfig.from_dict({**values, "vocab_size": vocab_size})
+    cfg = ModelConfig.from_dict({**values, "vocab_size": vocab_size})
+    check_parts(cfg)  # parts that do not suit each other (torch_mha with rope) were a traceback in the first loop
+    return cfg
 
 
 # nanoGPT's GPT in tinygpt's parts: the same arithmetic (fused QKV, one fused attention kernel call, GELU MLP,

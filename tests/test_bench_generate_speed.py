@@ -25,3 +25,17 @@ def test_compiled_all_is_refused_not_ignored(monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.setattr(generate_speed, "tinygpt_runner", lambda *args: pytest.fail("built a model"))
     with pytest.raises(SystemExit, match="--compiled/--uncached all not among --attention"):
         generate_speed.main(["--attention", "mha", "--compiled", "all", "--no-hf"])
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--pos", "rope"], "attention=torch_mha projects queries/keys inside torch, where pos=rope cannot rotate"),
+    (["--attention", "linear", "--pos", "alibi"], "pos=alibi biases attention scores, which attention=linear never"),
+    (["--heads", "3"], "heads=3 does not divide dim=128"),
+])
+def test_a_model_it_cannot_build_is_one_line(argv: list[str], message: str, capsys: pytest.CaptureFixture) -> None:
+    """--pos rope, with every variant as by default, ended in a ValueError traceback from torch_mha, which refuses
+    RoPE; so did a shape no model has (--heads 3 of 128 dims)."""
+    with pytest.raises(SystemExit):
+        generate_speed.parse_args(argv)
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert ": error: " in last and message in last

@@ -28,3 +28,12 @@ def test_an_unknown_model_field_is_one_line_naming_the_fields(monkeypatch: pytes
     monkeypatch.setattr(train_speed, "matmul_peak", lambda n: pytest.fail("measured before the model was checked"))
     with pytest.raises(SystemExit, match=r"^error: unknown model field\(s\) \['foo'\]; known fields: attention, "):
         train_speed.main(["foo=1"])
+
+
+def test_parts_that_do_not_suit_each_other_are_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    """attention=torch_mha pos=rope passed the config's own checks and ended in a ValueError traceback when the
+    first loop built the model, after the matmul peak had been measured."""
+    monkeypatch.setattr(train_speed, "matmul_peak", lambda n: pytest.fail("measured before the model was checked"))
+    with pytest.raises(SystemExit, match=r"^error: attention=torch_mha projects queries/keys inside torch, where "
+                                         r"pos=rope cannot rotate them"):
+        train_speed.main(["attention=torch_mha", "pos=rope"])
