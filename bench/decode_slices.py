@@ -41,6 +41,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if min(args.depths) < 1 or args.batch < 1 or args.rounds < 1:
         parser.error("--depths, --batch and --rounds must be at least 1")
+    if kernel_less := [a for a in args.attention if not ATTENTION[a].has_weights]:
+        parser.error(f"--attention {' '.join(kernel_less)} never calls the softmax kernel whose keys are cut, so "
+                     "both settings would run the same code: time a softmax variant, such as mqa or mla")
     return args
 
 

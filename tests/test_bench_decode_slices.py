@@ -36,3 +36,12 @@ def test_an_unknown_variant_is_refused_in_one_line(capsys: pytest.CaptureFixture
     with pytest.raises(SystemExit):
         decode_slices.parse_args(["--attention", "mqa", "nope"])
     assert "invalid choice: 'nope'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("variant", ["linear", "torch_mha"])
+def test_a_variant_that_reads_no_kernel_is_refused(variant: str, capsys: pytest.CaptureFixture) -> None:
+    """--attention linear timed the same code twice and printed its noise as 'uncut/slices 1.07x', as if slicing
+    sped up a variant that never calls the kernel that slices."""
+    with pytest.raises(SystemExit):
+        decode_slices.parse_args(["--attention", "mqa", variant])
+    assert f"--attention {variant} never calls the softmax kernel" in capsys.readouterr().err
