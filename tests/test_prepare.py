@@ -799,6 +799,13 @@ def user_error(tmp_path: Path, case: str) -> tuple[dict, str]:
         packed.write_bytes(gzip.compress(b'{"text": "fine"}\n'))
         return {"path": str(packed)}, (rf"^data.path={packed} is compressed: decompress it first \(gzip -dk {packed}\) "
                                        "and name the file that gives$")
+    if case in ("latin-1 jsonl", "windows-1252 jsonl"):  # once "iconv -t utf-8", which fails: no -f names the source
+        text = "caf\u00e9" if case == "latin-1 jsonl" else "\u201cquoted\u201d"
+        raw = json.dumps({"text": text}, ensure_ascii=False).encode("latin-1" if case == "latin-1 jsonl" else "cp1252")
+        jsonl.write_bytes(b'{"text": "fine"}\n' + raw + b"\n")
+        byte, source = ("0xe9", "latin1") if case == "latin-1 jsonl" else ("0x93", "cp1252")
+        return {"path": str(jsonl)}, (rf"^{jsonl}:2 is not UTF-8: byte {byte} at byte offset \d+ \(convert it, e.g. "
+                                      rf"iconv -f {source} -t utf-8\)$")
     if case == "utf-16 jsonl":  # once "2 is not UTF-8 (convert the file, e.g. iconv -t utf-8)", which keeps it so
         jsonl.write_bytes('{"text": "fine"}\n{"text": "fine too"}\n'.encode("utf-16"))
         return {"path": str(jsonl)}, rf"^{jsonl} is UTF-16, not UTF-8: convert it \(iconv -f utf-16 -t utf-8\)$"
@@ -952,7 +959,8 @@ def test_an_arrow_file_with_a_flipped_bit_is_read_or_refused_in_one_line(table_b
 @pytest.mark.parametrize("case", ["not json", "a json array", "json over several lines", "a huge number",
                                   "deep nesting", "compressed", "no field", "a number", "null", "lone surrogate",
                                   "utf-16", "utf-16 without a byte order mark", "utf-16 jsonl", "binary",
-                                  "binary without a NUL byte", "latin-1", "windows-1252", "no column",
+                                  "binary without a NUL byte", "latin-1", "windows-1252", "latin-1 jsonl",
+                                  "windows-1252 jsonl", "no column",
                                   "numbers column", "arrow numbers column", "not parquet", "another tokenizer",
                                   "another setting", "a fraction beside --val", "a prepared folder among inputs",
                                   "a run folder in the folder", "a tokenizer folder in the folder",

@@ -250,8 +250,12 @@ class JsonlFormat:
                                  f"line of its own, e.g. jq -c {query} {unit.path} > <new file>.jsonl")
             try:
                 record = json.loads(raw)
-            except UnicodeDecodeError:
-                raise ValueError(f"{unit.path}:{number} is not UTF-8 (convert the file, e.g. iconv -t utf-8)") from None
+            except UnicodeDecodeError as err:  # named as in a text file: iconv without -f reads the locale's UTF-8
+                line_start = unit.start + sum(len(line) + 1 for line in lines[:number - unit.first_line])
+                _not_binary(raw, unit.path, line_start)
+                raise ValueError(f"{unit.path}:{number} is not UTF-8: byte 0x{raw[err.start]:02x} at byte offset "
+                                 f"{line_start + err.start} (convert it, e.g. iconv -f {eight_bit_source(raw)} -t "
+                                 "utf-8)") from None
             except json.JSONDecodeError as err:
                 raise ValueError(f"{unit.path}:{number} is not JSON ({err.msg}): fix or delete that line") from None
             # Valid JSON that json refuses, in words that name no line: an integer of over 4,300 digits (a ValueError),
