@@ -283,6 +283,26 @@ def test_a_null_text_in_a_table_is_refused_naming_its_row_as_a_jsonl_null_is(tmp
         build([nulls], tmp_path / "nulls")
 
 
+def test_an_arrow_stream_cut_short_at_a_batch_is_refused_naming_the_file(tmp_path: Path) -> None:
+    """A copy or download stopped between two record batches reads as a whole stream of fewer rows: the corpus
+    trained on 2 of its 3 batches without a word. A stream's writer ends it with an end-of-stream marker."""
+    whole = write(tmp_path / "whole.arrow", stories(21, seed=17))  # three batches of seven rows
+    import pyarrow as pa
+
+    table = pa.ipc.open_stream(pa.memory_map(str(whole))).read_all()
+    sink = pa.BufferOutputStream()
+    writer = pa.ipc.new_stream(sink, table.schema)
+    for batch in table.to_batches(max_chunksize=7)[:2]:
+        writer.write_batch(batch)
+    cut = tmp_path / "cut.arrow"
+    cut.write_bytes(sink.getvalue().to_pybytes())  # the first two batches, byte for byte, and no end marker
+    assert whole.read_bytes().startswith(cut.read_bytes())
+    with pytest.raises(ValueError, match=rf"^{cut} is cut short \(an Arrow stream without its end-of-stream marker\): "
+                                         "copy it again, or write it again"):
+        build([cut], tmp_path / "out")
+    assert build([whole], tmp_path / "whole").manifest["documents"] == 21
+
+
 def test_a_validation_file_is_all_of_validation_and_nothing_else_is(tmp_path: Path) -> None:
     """data.val_path: a fixed held-out text (nanoGPT's last 10%), whose characters the vocabulary learns too."""
     train_docs, val_docs = stories(30, seed=8), [d + " ~ only here" for d in stories(10, seed=9)]

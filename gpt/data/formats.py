@@ -27,6 +27,8 @@ SURROGATE = re.compile("[\ud800-\udfff]")  # half of a UTF-16 pair: JSON can esc
 CONTROL = bytes([*range(0x01, 0x09), *range(0x0e, 0x20), 0x7f])
 BINARY_SHARE = 0.05
 WINDOWS_1252 = re.compile(rb"[\x80-\x9f]")  # Windows-1252's printable bytes where latin1 has control characters
+ARROW_MAGIC = b"ARROW1"  # what Arrow's file format (Feather v2) starts with; its stream format starts otherwise
+END_OF_STREAM = b"\xff\xff\xff\xff\x00\x00\x00\x00"  # what an Arrow stream's writer ends it with when it closes
 
 
 @dataclass(frozen=True)
@@ -362,6 +364,8 @@ class TableFormat:
         import pyarrow as pa
 
         table = cls.table(path, text_field)
+        for file in read_files(path):
+            _not_cut_short(file)
         try:  # once, here: pyarrow trusts a file's offsets, and a damaged one read as text crashed the process
             table.column(text_field).validate(full=True)
         except pa.ArrowInvalid as err:
@@ -375,6 +379,19 @@ class TableFormat:
     def parts(cls, unit: Unit, doc_bytes: int, text_field: str) -> Iterator[Part]:
         column = cls.table(unit.path, text_field).slice(unit.start, unit.stop - unit.start).column(text_field)
         yield from _documents(column.to_pylist(), unit.path, unit.start, text_field)
+
+
+def _not_cut_short(path: Path) -> None:
+    """Refuse an Arrow stream without the end-of-stream marker its writer closes it with: cut between two record
+    batches (a copy or download stopped there), it reads as a whole stream of fewer rows. A file of Arrow's file
+    format opens only with its footer, which is its end."""
+    with open(path, "rb") as f:
+        if f.read(len(ARROW_MAGIC)) == ARROW_MAGIC:
+            return
+        f.seek(max(f.seek(0, 2) - len(END_OF_STREAM), 0))
+        if f.read() != END_OF_STREAM:
+            raise ValueError(f"{path} is cut short (an Arrow stream without its end-of-stream marker): copy it again, "
+                             "or write it again")
 
 
 class DatasetFormat(TableFormat):
