@@ -303,6 +303,26 @@ def test_an_arrow_stream_cut_short_at_a_batch_is_refused_naming_the_file(tmp_pat
     assert build([whole], tmp_path / "whole").manifest["documents"] == 21
 
 
+def test_an_arrow_ipc_file_reads_as_an_arrow_stream_does(tmp_path: Path) -> None:
+    """Arrow's file format (Feather v2: pyarrow's ipc.new_file, polars' write_ipc, R's write_feather), often saved as
+    *.arrow, was refused as "not an Arrow stream file", though the docs read Arrow files."""
+    import pyarrow as pa
+
+    docs = stories(40, seed=18)
+    table = pa.table({"text": docs})
+    with pa.ipc.new_file(str(tmp_path / "corpus.arrow"), table.schema) as writer:
+        for batch in table.to_batches(max_chunksize=7):
+            writer.write_batch(batch)
+    as_file = build([tmp_path / "corpus.arrow"], tmp_path / "file")
+    as_stream = build([write(tmp_path / "stream" / "corpus.arrow", docs)], tmp_path / "stream-out")
+    assert split_documents(as_file) == split_documents(as_stream)
+    assert sorted(sum(split_documents(as_file).values(), [])) == sorted(docs)
+    cut = tmp_path / "cut.arrow"
+    cut.write_bytes((tmp_path / "corpus.arrow").read_bytes()[:-20])  # its footer gone
+    with pytest.raises(ValueError, match=rf"^{cut} is not an Arrow file \(.*\): copy it again, or write it again"):
+        build([cut], tmp_path / "cut")
+
+
 def test_a_validation_file_is_all_of_validation_and_nothing_else_is(tmp_path: Path) -> None:
     """data.val_path: a fixed held-out text (nanoGPT's last 10%), whose characters the vocabulary learns too."""
     train_docs, val_docs = stories(30, seed=8), [d + " ~ only here" for d in stories(10, seed=9)]

@@ -411,7 +411,8 @@ class DatasetFormat(TableFormat):
 
 
 class ArrowFormat(TableFormat):
-    """An Arrow stream file, as the `datasets` cache keeps a loaded dataset (~/.cache/huggingface/datasets)."""
+    """An Arrow stream file, as the `datasets` cache keeps a loaded dataset (~/.cache/huggingface/datasets), or a file
+    of Arrow's file format (Feather v2), as pyarrow's ipc.new_file and polars' write_ipc write one."""
 
     format = "arrow"
 
@@ -419,10 +420,13 @@ class ArrowFormat(TableFormat):
     def table(path: Path | str, text_field: str) -> Any:
         import pyarrow as pa
 
+        with open(path, "rb") as f:
+            open_format = pa.ipc.open_file if f.read(len(ARROW_MAGIC)) == ARROW_MAGIC else pa.ipc.open_stream
         try:
-            table = pa.ipc.open_stream(pa.memory_map(str(path))).read_all()
+            table = open_format(pa.memory_map(str(path))).read_all()
         except (pa.ArrowInvalid, OSError) as err:
-            raise ValueError(f"{path} is not an Arrow stream file ({err}): point at a dataset's *.arrow file") from None
+            raise ValueError(f"{path} is not an Arrow file ({first_line(err)}): copy it again, or write it again (or "
+                             "rename it if it holds text: *.txt)") from None
         _text_column(Path(path), table.schema, text_field)
         return table
 
