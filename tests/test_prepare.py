@@ -323,6 +323,27 @@ def test_an_arrow_ipc_file_reads_as_an_arrow_stream_does(tmp_path: Path) -> None
         build([cut], tmp_path / "cut")
 
 
+@pytest.mark.parametrize("suffix", [".csv", ".TSV"])
+def test_a_csv_file_is_refused_naming_the_command_that_makes_it_parquet(tmp_path: Path, suffix: str) -> None:
+    """Read as text (its suffix is none of the formats'), a CSV file trained its header, ids and labels beside its
+    text, and data.text_field, which names the column a user means, was ignored without a word."""
+    import csv
+
+    docs = stories(20, seed=19)
+    table = tmp_path / f"corpus{suffix}"
+    with open(table, "w", newline="") as f:
+        writer = csv.writer(f, delimiter="," if suffix == ".csv" else "\t")
+        writer.writerows([["id", "text", "label"], *([i, doc, "x,y"] for i, doc in enumerate(docs))])
+    with pytest.raises(ValueError, match=rf"^data.path={table} is {suffix[1:].upper()}, which would train as text, its "
+                                         r"header and every column included: convert it to Parquet \(") as err:
+        build([table], tmp_path / "out")
+    assert "\n" not in str(err.value) and str(err.value).endswith(", or rename it *.txt to train on it as text")
+    command = re.search(r"\((python -c .*)\), then name", str(err.value))[1]
+    subprocess.run([sys.executable, *shlex.split(command)[1:]], check=True)  # the command it names makes the Parquet
+    splits = split_documents(build([table.with_suffix(".parquet")], tmp_path / "parquet"))
+    assert sorted(splits["train"] + splits["val"]) == sorted(docs)
+
+
 def test_a_validation_file_is_all_of_validation_and_nothing_else_is(tmp_path: Path) -> None:
     """data.val_path: a fixed held-out text (nanoGPT's last 10%), whose characters the vocabulary learns too."""
     train_docs, val_docs = stories(30, seed=8), [d + " ~ only here" for d in stories(10, seed=9)]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -441,6 +442,16 @@ FILE_SUFFIXES = {**SUFFIXES, ".json": "jsonl"}
 
 # A compressed file read as text is "not UTF-8", and iconv, the fix that names, would make it text of garbage.
 COMPRESSED = {".gz": "gzip -dk", ".bz2": "bzip2 -dk", ".xz": "xz -dk", ".zst": "zstd -d", ".zip": "unzip"}
+# A table of delimited columns read as text trains its header, ids and labels beside the text column it holds.
+DELIMITED = {".csv": ",", ".tsv": "\t"}
+
+
+def to_parquet(path: Path, delimiter: str) -> str:
+    """A command that writes the delimited table `path` as Parquet beside it, its header row naming the columns."""
+    options = "" if delimiter == "," else f", parse_options=c.ParseOptions(delimiter={json.dumps(delimiter)})"
+    code = (f"import pyarrow.csv as c, pyarrow.parquet as p; p.write_table(c.read_csv({json.dumps(str(path))}"
+            f"{options}), {json.dumps(str(path.with_suffix('.parquet')))})")
+    return f"python -c {shlex.quote(code)}"
 
 
 def format_of(path: Path) -> str:
@@ -542,6 +553,12 @@ def input_files(paths: list[str], named: str) -> list[Path]:
         if (tool := COMPRESSED.get(path.suffix.lower())) and path.is_file():
             raise ValueError(f"{named.format(path)} is compressed: decompress it first ({tool} {path}) and name the "
                              "file that gives")
+        if (delimiter := DELIMITED.get(path.suffix.lower())) and path.is_file():
+            command = to_parquet(path, delimiter)
+            raise ValueError(f"{named.format(path)} is {path.suffix[1:].upper()}, which would train as text, its "
+                             f"header and every column included: convert it to Parquet ({command}), then name that "
+                             "file and set data.text_field=<its text column>, or rename it *.txt to train on it as "
+                             "text")
         if path.is_dir() and not (path / "state.json").exists():
             members = list(path.rglob("*"))
             found = sorted(p for p in members if p.suffix.lower() in SUFFIXES and p.is_file())
