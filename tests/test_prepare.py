@@ -104,6 +104,23 @@ def test_suffixes_are_read_whatever_their_case_and_json_as_json_lines(tmp_path: 
     assert sorted(splits["train"] + splits["val"]) == sorted(docs)
 
 
+def test_a_folders_hidden_files_and_folders_are_not_read(tmp_path: Path) -> None:
+    """JupyterLab keeps a copy of each text file it edits in .ipynb_checkpoints/, and macOS writes ._<name> files of
+    its own metadata beside files copied to another disk: read, the copies trained twice (an older copy, hashed apart,
+    could hold out in validation what the newer trains) and the metadata failed as binary."""
+    docs = stories(30, seed=20)
+    folder = tmp_path / "corpus"
+    write(folder / "a.txt", docs)
+    write(folder / ".ipynb_checkpoints" / "a-checkpoint.txt", [*docs[:25], "an older draft"])
+    (folder / "._a.txt").write_bytes(b"\x00\x05\x16\x07\x00\x02\x00\x00Mac OS X        ")
+    splits = split_documents(build([folder], tmp_path / "out"))
+    assert sorted(splits["train"] + splits["val"]) == sorted(docs)
+    only_hidden = tmp_path / "only-hidden"
+    write(only_hidden / ".drafts" / "b.txt", docs)
+    with pytest.raises(ValueError, match=r"is a folder with no \*.txt, \*.jsonl, \*.parquet or \*.arrow files"):
+        build([only_hidden], tmp_path / "out-hidden")
+
+
 def test_the_tokenizers_sample_is_counted_in_bytes(tmp_path: Path) -> None:
     # Counted by its progress bar, a tokenizer's 256 MB sample was the whole corpus wherever the bar was off (no
     # terminal: CI, a log), and in characters, CJK text read 3x as many bytes as it meant.

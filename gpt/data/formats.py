@@ -537,10 +537,18 @@ def _no_run_or_tokenizer_folder(folder: Path, members: list[Path], found: list[P
                              "train as text: name the text's own files or folder")
 
 
+def hidden(file: Path, folder: Path) -> bool:
+    """Whether `file` is hidden under `folder` (a name starting with a dot on the way): another tool's copy or record,
+    such as JupyterLab's .ipynb_checkpoints/<name>-checkpoint.txt or the ._<name> metadata macOS writes beside a file,
+    not text of the corpus."""
+    return any(part.startswith(".") for part in file.relative_to(folder).parts)
+
+
 def input_files(paths: list[str], named: str) -> list[Path]:
     """The inputs in a fixed order: each file, a saved dataset's folder, or every file of a known suffix under a
-    folder (so a `datasets` cache folder gives its *.arrow files; one holding several splits is refused). `named` is
-    how a message names a path, as the user gave it: `data.path={}` to train.py, `{}` to the prepare command."""
+    folder, hidden ones aside (so a `datasets` cache folder gives its *.arrow files; one holding several splits is
+    refused). `named` is how a message names a path, as the user gave it: `data.path={}` to train.py, `{}` to the
+    prepare command."""
     files: list[Path] = []
     for name in paths:
         path = Path(name)
@@ -561,7 +569,7 @@ def input_files(paths: list[str], named: str) -> list[Path]:
                              "text")
         if path.is_dir() and not (path / "state.json").exists():
             members = list(path.rglob("*"))
-            found = sorted(p for p in members if p.suffix.lower() in SUFFIXES and p.is_file())
+            found = sorted(p for p in members if p.suffix.lower() in SUFFIXES and p.is_file() and not hidden(p, path))
             if not found:
                 raise ValueError(f"{named.format(path)} is a folder with no *.txt, *.jsonl, *.parquet or *.arrow "
                                  "files: add some or point at a file")
