@@ -361,6 +361,27 @@ def test_a_csv_file_is_refused_naming_the_command_that_makes_it_parquet(tmp_path
     assert sorted(splits["train"] + splits["val"]) == sorted(docs)
 
 
+def test_a_text_field_for_plain_text_inputs_alone_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """Plain text has no fields: data.text_field (prepare's --text-field) was ignored without a word, and JSONL saved as
+    *.txt, the mistake it points at, trained its JSON syntax as text."""
+    notes = tmp_path / "notes.txt"
+    notes.write_text("".join(json.dumps({"body": doc}) + "\n" for doc in stories(20, seed=21)))
+    data = lambda path, **given: TextData(block_size=8, path=path, text_field="body", root=str(tmp_path / "data"),  # noqa: E731
+                                          num_proc=1, **given)
+    with pytest.raises(ValueError, match=rf"^data.text_field=body names a JSONL key or a table's column, and "
+                                         rf"data.path={notes} is plain text, read whole: drop data.text_field, or give "
+                                         r"the file its format's suffix \(\*.jsonl, \*.parquet, \*.arrow\)$"):
+        data(str(notes), given=["text_field"]).vocab_size
+    assert not (tmp_path / "data").exists()
+    assert cli(["prepare", str(notes), "--text-field", "body", "--out", str(tmp_path / "out")]) == 2
+    assert capsys.readouterr().err == (f"error: --text-field body names a JSONL key or a table's column, and {notes} "
+                                       "is plain text, read whole: drop --text-field, or give the file its format's "
+                                       "suffix (*.jsonl, *.parquet, *.arrow)\n")
+    records = notes.rename(tmp_path / "notes.jsonl")
+    mixed = data([str(records), str(write(tmp_path / "more.txt", stories(5, seed=22)))], given=["text_field"])
+    assert mixed.corpus.manifest["documents"] == 25  # one input has fields: the setting is read
+
+
 def test_a_validation_file_is_all_of_validation_and_nothing_else_is(tmp_path: Path) -> None:
     """data.val_path: a fixed held-out text (nanoGPT's last 10%), whose characters the vocabulary learns too."""
     train_docs, val_docs = stories(30, seed=8), [d + " ~ only here" for d in stories(10, seed=9)]

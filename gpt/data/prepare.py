@@ -92,6 +92,19 @@ def split_files(inputs: list[str], val_inputs: list[str],
     return train_files, val_files
 
 
+def check_text_field(inputs: list[str], val_inputs: list[str], setting: str, names: Names) -> None:
+    """Refuse a text field (`setting`, as the command gave it) where every input is plain text, which has no fields:
+    it would be ignored, and the mistake it points at, JSONL saved as *.txt, would train JSON syntax as text."""
+    train_files, val_files = split_files(inputs, val_inputs, names)
+    if any(format_of(file) != "text" for file in [*train_files, *val_files]):
+        return
+    paths = [*(names.inputs.format(p) for p in inputs), *(names.val_inputs.format(p) for p in val_inputs)]
+    key = setting.split("=")[0].split()[0]  # data.text_field, or prepare's --text-field
+    raise ValueError(f"{setting} names a JSONL key or a table's column, and {', '.join(paths)} "
+                     f"{'is' if len(paths) == 1 else 'are'} plain text, read whole: drop {key}, or give the file its "
+                     "format's suffix (*.jsonl, *.parquet, *.arrow)")
+
+
 @dataclass(frozen=True)
 class Prepared:
     """A prepared corpus opened for training: its split shards through memory maps and its tokenizer."""
@@ -482,6 +495,8 @@ def load(recipe: Recipe, root: Path, num_proc: int | None = None, given: Collect
         prepared = open_prepared(Path(recipe.inputs[0]), recipe.tokenizer)
         check_settings(recipe, prepared.folder, prepared.manifest, given)
         return prepared
+    if "text_field" in given:
+        check_text_field(recipe.inputs, recipe.val_inputs, pasted("data.text_field", recipe.text_field), TRAINING_NAMES)
     return open_prepared(prepare(recipe, cache_folder(recipe, root), num_proc, cached=True), recipe.tokenizer,
                          cached=True)
 
@@ -520,6 +535,8 @@ def run(args: argparse.Namespace) -> None:
     """`python -m gpt prepare`: prepare the inputs, then say how to train on them."""
     defaults = Recipe()
     split_files(args.inputs, args.val, COMMAND_NAMES)  # a mistake named as typed here, before training's names
+    if args.text_field != defaults.text_field:
+        check_text_field(args.inputs, args.val, f"--text-field {shlex.quote(args.text_field)}", COMMAND_NAMES)
     if args.compact_vocab is not None and args.tokenizer != "gpt2":  # stored in the manifest, it would do nothing
         raise ValueError(f"--compact-vocab {args.compact_vocab} keeps only the GPT-2 ids a corpus uses; --tokenizer "
                          f"{args.tokenizer} is not compacted: drop --compact-vocab")
