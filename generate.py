@@ -1,7 +1,7 @@
 """Stream text from a trained tinygpt model.pt (the newest under outputs/ unless --ckpt is given), exactly
 as `gpt.load(path).complete(prompt, ...)` returns it, after the prompt.
 
-    python generate.py --prompt "ninety nine plus ninety nine equals"
+    python generate.py --prompt "thirty five plus eighty six equals"
     python generate.py --prompt "seven times six equals" --temperature 0.8 --top-k 5 --num-samples 3
     python generate.py --prompt "seven times six equals" --attention-map maps.png
     python generate.py --prompt "seven times six equals" --attention-html view.html

@@ -54,7 +54,7 @@ def from_model(path: Path) -> tuple[int, Calculator, int | None]:
 
 
 def run(args: argparse.Namespace) -> None:
-    """`python -m gpt which-split "ninety nine plus ninety nine equals"`: which split of data.seed it is in."""
+    """`python -m gpt which-split "thirty five plus eighty six equals"`: which split of data.seed it is in."""
     problem_words, _, answer = " ".join(args.prompt.split()).partition(" equals")
     prompt = problem_words + " equals"  # a corpus line: its answer dropped (and checked below)
     if args.model is not None:

@@ -2,7 +2,7 @@
 
     import gpt
     model = gpt.load("outputs/<date>/<time>/model.pt")
-    model.complete("ninety nine plus ninety nine equals")  # "one hundred ninety eight"
+    model.complete("thirty five plus eighty six equals")  # "one hundred twenty one"
 
 Line-based corpora (the calculator, the attention tasks) hold one example per line and were trained with each
 line starting after a newline: prompts get that line start, completions stop at the end of the line, and
