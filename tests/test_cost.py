@@ -7,6 +7,7 @@ import json
 import warnings
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -370,24 +371,31 @@ def test_an_engine_out_of_memory_is_a_row_saying_so_and_the_rest_are_measured(mo
         rounds.run_rounds(engines, args, vocab_size=5)
 
 
-def test_an_engine_out_of_memory_in_a_later_round_is_out_of_memory(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Out of memory in its second round, a row read out_of_memory false with medians of the rounds that fitted, as
-    if the shape fitted; only the progress line said otherwise."""
-    tries = {"small": 0, "big": 0}
+def rows_with_one_short_in_round_two(monkeypatch: pytest.MonkeyPatch, names: list[str],
+                                     short: str) -> list[dict[str, Any]]:
+    """run_rounds' rows for engines `names` (the first the reference), 3 rounds, the engine `short` out of memory in
+    its second round."""
+    tries = dict.fromkeys(names, 0)
 
     def later_short(engine: Engine, batch: int, depth: int, new_tokens: int, vocab_size: int,
                     device: torch.device) -> Measure:
         tries[engine.name] += 1
-        if engine.name == "big" and tries["big"] == 3:  # the untimed call, round 1, then round 2
+        if engine.name == short and tries[short] == 3:  # the untimed call, round 1, then round 2
             raise RuntimeError("DefaultCPUAllocator: can't allocate memory: you tried to allocate 2 bytes")
         return Measure(1.0, 2.0, 0.0, 0.0, 0, 16)
 
-    engines = [Engine(), Engine()]
-    for engine, name in zip(engines, ["small", "big"]):
+    engines = [Engine() for _ in names]
+    for engine, name in zip(engines, names):
         engine.name, engine.model = name, torch.nn.Module()
     monkeypatch.setattr(rounds, "measure", later_short)
     args = argparse.Namespace(batch=[1], depths=[8], repeats=3, new_tokens=3, device="cpu")
-    small, big = rounds.run_rounds(engines, args, vocab_size=5)
+    return rounds.run_rounds(engines, args, vocab_size=5)
+
+
+def test_an_engine_out_of_memory_in_a_later_round_is_out_of_memory(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Out of memory in its second round, a row read out_of_memory false with medians of the rounds that fitted, as
+    if the shape fitted; only the progress line said otherwise."""
+    small, big = rows_with_one_short_in_round_two(monkeypatch, ["small", "big"], short="big")
     assert big["out_of_memory"] and big["decode_tokens_per_s"] is None and len(big["rounds"]) == 1
     assert not small["out_of_memory"] and small["decode_x"] == {"small": 1.0} and len(small["rounds"]) == 3
     assert "| big | out of memory |" in table([small, big])
@@ -396,21 +404,7 @@ def test_an_engine_out_of_memory_in_a_later_round_is_out_of_memory(monkeypatch: 
 def test_a_reference_out_of_memory_in_a_later_round_gives_no_ratio(monkeypatch: pytest.MonkeyPatch) -> None:
     """The first row out of memory in its second round read "out of memory" while the row below it read x 1.00
     against it, a ratio from the one round it fitted."""
-    tries = {"ref": 0, "other": 0}
-
-    def later_short(engine: Engine, batch: int, depth: int, new_tokens: int, vocab_size: int,
-                    device: torch.device) -> Measure:
-        tries[engine.name] += 1
-        if engine.name == "ref" and tries["ref"] == 3:  # the untimed call, round 1, then round 2
-            raise RuntimeError("DefaultCPUAllocator: can't allocate memory: you tried to allocate 2 bytes")
-        return Measure(1.0, 2.0, 0.0, 0.0, 0, 16)
-
-    engines = [Engine(), Engine()]
-    for engine, name in zip(engines, ["ref", "other"]):
-        engine.name, engine.model = name, torch.nn.Module()
-    monkeypatch.setattr(rounds, "measure", later_short)
-    args = argparse.Namespace(batch=[1], depths=[8], repeats=3, new_tokens=3, device="cpu")
-    ref, other = rounds.run_rounds(engines, args, vocab_size=5)
+    ref, other = rows_with_one_short_in_round_two(monkeypatch, ["ref", "other"], short="ref")
     assert ref["out_of_memory"] and not other["out_of_memory"]
     assert other["decode_x"] == {"ref": None} and other["prefill_x"] == {"ref": None}
     assert "| other | 8 | — | 1.5 | — |" in table([ref, other])
