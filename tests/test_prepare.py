@@ -709,9 +709,9 @@ def test_a_prepared_folders_refusal_names_its_value_where_a_preset_sets_the_sett
     (["a.txt", "--val", "./a.txt"], "{a} is in both the inputs and --val: validation text must be held out"),
     (["a.txt", "--num-proc", "0"], "argument --num-proc: must be a positive integer, not '0'"),
     # its text trained twice, unsaid
-    (["a.txt", "./a.txt"], "a.txt is named twice (a.txt and a.txt, one perhaps through its folder): name each input "
-                           "once"),
-    ([".", "a.txt"], "a.txt is named twice (a.txt and a.txt, one perhaps through its folder)"),
+    (["a.txt", "./a.txt"], "a.txt is read twice (as a.txt and as ./a.txt): name each input once"),
+    # the message named a.txt twice (a.txt and a.txt), not the folder it was read through
+    ([".", "a.txt"], "a.txt is read twice (through the folder . and as a.txt): name each input once"),
 ], ids=["input", "--val", "in both", "--num-proc 0", "twice", "in its folder"])
 def test_command_line_mistakes_name_its_own_arguments(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                       capsys: pytest.CaptureFixture, args: list[str],
@@ -727,8 +727,8 @@ def test_command_line_mistakes_name_its_own_arguments(tmp_path: Path, monkeypatc
 
 
 @pytest.mark.parametrize("args, message", [
-    (["outer", "outer/b.dataset"], "outer/b.dataset is named twice (outer/b.dataset/data-00000-of-00001.arrow and "
-                                   "outer/b.dataset, one perhaps through its folder)"),
+    (["outer", "outer/b.dataset"], "outer/b.dataset/data-00000-of-00001.arrow is read twice (through the folder "
+                                   "outer and through the folder outer/b.dataset): name each input once"),
     (["outer", "--val", "outer/b.dataset"], "{arrow} is in both the inputs and --val: validation text must be "
                                             "held out"),
 ], ids=["twice", "in both"])

@@ -549,8 +549,8 @@ def input_files(paths: list[str], named: str) -> list[Path]:
     folder, hidden ones aside (so a `datasets` cache folder gives its *.arrow files; one holding several splits is
     refused). `named` is how a message names a path, as the user gave it: `data.path={}` to train.py, `{}` to the
     prepare command."""
-    files: list[Path] = []
-    for name in paths:
+    files: list[tuple[Path, int]] = []  # each file, and which input gave it
+    for given, name in enumerate(paths):
         path = Path(name)
         if not path.exists():
             raise ValueError(f"{named.format(path)} does not exist: point it at a text, JSONL or Parquet file, or a "
@@ -575,16 +575,20 @@ def input_files(paths: list[str], named: str) -> list[Path]:
                                  "files: add some or point at a file")
             _one_split(path, found, named)
             _no_run_or_tokenizer_folder(path, members, found, named)
-            files.extend(found)
+            files.extend((file, given) for file in found)
         else:
-            files.append(path)
-    seen: dict[Path, Path] = {}
-    for file in files:  # named twice, or a folder beside a file in it: its text would train twice, unsaid
+            files.append((path, given))
+
+    def how(given: int) -> str:
+        return f"{'through the folder' if Path(paths[given]).is_dir() else 'as'} {named.format(paths[given])}"
+
+    seen: dict[Path, int] = {}
+    for file, given in files:  # named twice, or a folder beside a file in it: its text would train twice, unsaid
         for member in read_files(file):
-            if (first := seen.setdefault(member, file)) is not file:
-                raise ValueError(f"{named.format(file)} is named twice ({first} and {file}, one perhaps through its "
-                                 "folder): name each input once")
-    return files
+            if (first := seen.setdefault(member, given)) != given:
+                shown = member.relative_to(Path.cwd()) if member.is_relative_to(Path.cwd()) else member
+                raise ValueError(f"{shown} is read twice ({how(first)} and {how(given)}): name each input once")
+    return [file for file, _ in files]
 
 
 def read_files(path: Path) -> list[Path]:
