@@ -361,6 +361,19 @@ def test_a_csv_file_is_refused_naming_the_command_that_makes_it_parquet(tmp_path
     assert sorted(splits["train"] + splits["val"]) == sorted(docs)
 
 
+def test_a_csv_file_in_a_folder_is_refused_as_one_named_alone(tmp_path: Path) -> None:
+    """A folder reads its *.txt, *.jsonl, *.parquet and *.arrow files: its CSV files were left out without a word, the
+    corpus trained on the text files alone, where the same CSV named alone is refused with how to convert it."""
+    folder = tmp_path / "corpus"
+    write(folder / "notes.txt", stories(5, seed=23))
+    (folder / "more").mkdir()
+    (folder / "more" / "table.csv").write_text("id,text\n0,a story\n")
+    with pytest.raises(ValueError, match=rf"^data.path={folder} holds more/table.csv, a CSV file, which a folder does "
+                                         r"not read: convert it to Parquet \(python -c .*\) or move it out of the "
+                                         r"folder$"):
+        build([folder], tmp_path / "out")
+
+
 def test_a_text_field_for_plain_text_inputs_alone_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     """Plain text has no fields: data.text_field (prepare's --text-field) was ignored without a word, and JSONL saved as
     *.txt, the mistake it points at, trained its JSON syntax as text."""

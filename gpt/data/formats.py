@@ -569,12 +569,19 @@ def input_files(paths: list[str], named: str) -> list[Path]:
                              "text")
         if path.is_dir() and not (path / "state.json").exists():
             members = list(path.rglob("*"))
-            found = sorted(p for p in members if p.suffix.lower() in SUFFIXES and p.is_file() and not hidden(p, path))
+            listed = sorted(p for p in members if p.is_file() and not hidden(p, path))
+            found = [p for p in listed if p.suffix.lower() in SUFFIXES]
+            tables = [p for p in listed if p.suffix.lower() in DELIMITED]
+            _no_run_or_tokenizer_folder(path, members, found + tables, named)  # a run's CSV logs: named as the run's
+            if tables:  # refused named alone, with how to convert it; left out of its folder, it went unsaid
+                raise ValueError(f"{named.format(path)} holds {tables[0].relative_to(path)}, a "
+                                 f"{tables[0].suffix[1:].upper()} file, which a folder does not read: convert it to "
+                                 f"Parquet ({to_parquet(tables[0], DELIMITED[tables[0].suffix.lower()])}) or move it "
+                                 "out of the folder")
             if not found:
                 raise ValueError(f"{named.format(path)} is a folder with no *.txt, *.jsonl, *.parquet or *.arrow "
                                  "files: add some or point at a file")
             _one_split(path, found, named)
-            _no_run_or_tokenizer_folder(path, members, found, named)
             files.extend((file, given) for file in found)
         else:
             files.append((path, given))
