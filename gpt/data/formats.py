@@ -382,13 +382,19 @@ class TableFormat:
         yield from _documents(column.to_pylist(), unit.path, unit.start, text_field)
 
 
+def arrow_file_format(path: Path | str) -> bool:
+    """Whether `path` is in Arrow's file format (Feather v2), which starts with its magic bytes; else a stream."""
+    with open(path, "rb") as f:
+        return f.read(len(ARROW_MAGIC)) == ARROW_MAGIC
+
+
 def _not_cut_short(path: Path) -> None:
     """Refuse an Arrow stream without the end-of-stream marker its writer closes it with: cut between two record
     batches (a copy or download stopped there), it reads as a whole stream of fewer rows. A file of Arrow's file
     format opens only with its footer, which is its end."""
+    if arrow_file_format(path):
+        return
     with open(path, "rb") as f:
-        if f.read(len(ARROW_MAGIC)) == ARROW_MAGIC:
-            return
         f.seek(max(f.seek(0, 2) - len(END_OF_STREAM), 0))
         if f.read() != END_OF_STREAM:
             raise ValueError(f"{path} is cut short (an Arrow stream without its end-of-stream marker): copy it again, "
@@ -421,8 +427,7 @@ class ArrowFormat(TableFormat):
     def table(path: Path | str, text_field: str) -> Any:
         import pyarrow as pa
 
-        with open(path, "rb") as f:
-            open_format = pa.ipc.open_file if f.read(len(ARROW_MAGIC)) == ARROW_MAGIC else pa.ipc.open_stream
+        open_format = pa.ipc.open_file if arrow_file_format(path) else pa.ipc.open_stream
         try:
             table = open_format(pa.memory_map(str(path))).read_all()
         except (pa.ArrowInvalid, OSError) as err:

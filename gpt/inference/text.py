@@ -122,7 +122,8 @@ class TextModel:
             temperature = 0.0 if self.line_based else RUNNING_TEXT_TEMPERATURE
         return max_new_tokens, temperature, stop
 
-    def greedy(self, temperature: float | None) -> str:
+    @staticmethod
+    def greedy(temperature: float | None) -> str:
         """Why decoding at temperature 0 is greedy, for a refusal of a setting only sampling reads: `temperature` as
         the caller gave it, None where it is the corpus's default."""
         default = " (the default on one-example-per-line corpora)" if temperature is None else ""
