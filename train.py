@@ -274,8 +274,11 @@ def main(cfg: DictConfig) -> None:
 
     run_dir = Path(HydraConfig.get().runtime.output_dir)
     multirun = HydraConfig.get().mode == RunMode.MULTIRUN
-    if multirun:  # jobs side by side write to one stdout: whole lines, not interleaved halves of buffers
+    if multirun:  # jobs side by side write to one stdout and stderr: whole lines, not interleaved halves of buffers
         sys.stdout.reconfigure(line_buffering=True)
+        # stderr writes through: print's text and its newline were two writes, and two jobs' stop lines ran together
+        # ("...continues itstopped with its sweep...").
+        sys.stderr.reconfigure(line_buffering=True, write_through=False)
     with worker_job(run_dir) if multirun else nullcontext(True) as run:
         if run:
             run_job(cfg, run_dir, multirun)
