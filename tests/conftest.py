@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -37,6 +38,11 @@ if os.environ.get("PYTEST_XDIST_WORKER_COUNT"):
     THREADS = job_threads(int(os.environ["PYTEST_XDIST_WORKER_COUNT"]), cores())
     os.environ["OMP_NUM_THREADS"] = str(THREADS)
     torch.set_num_threads(THREADS)
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    # Started in a script's background (`pytest &`), the suite ignored SIGINT and so did every run it started, which
+    # then ignores Ctrl-C as it should: the Ctrl-C tests were of no terminal's run. Caught here, it starts them with
+    # SIGINT at its default, as a run typed at a terminal is.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 WORDS = "thou art more lovely and temperate rough winds do shake the darling buds of may".split()
 
 

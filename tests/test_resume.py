@@ -365,6 +365,30 @@ runpy.run_path({str(ROOT / "train.py")!r}, run_name="__main__")
     assert read_summary(run)["status"] == ("stopped" if stopped else "ok") and not kept_on_resume(run)
 
 
+def test_a_run_started_with_ctrl_c_ignored_keeps_ignoring_it(tmp_path: Path) -> None:
+    """A run started in the background of a script (`python train.py &`) ignores SIGINT, as the shell set it, so that
+    a Ctrl-C meant for the script's foreground leaves it training. StopOnInterrupt listened anyway: such a Ctrl-C
+    stopped it, and a second one while model.pt was written did nothing (Lightning put the ignoring back)."""
+    script = f"""
+import runpy, signal, sys
+from gpt.training.callbacks import StopOnInterrupt
+signal.signal(signal.SIGINT, signal.SIG_IGN)
+stop_at = StopOnInterrupt.on_train_batch_end
+def ctrl_c(self, trainer, *args):
+    if trainer.global_step == 25:
+        signal.raise_signal(signal.SIGINT)
+    stop_at(self, trainer, *args)
+StopOnInterrupt.on_train_batch_end = ctrl_c
+sys.argv = ["train.py", *{RUN!r}, "hydra.run.dir=run"]
+runpy.run_path({str(ROOT / "train.py")!r}, run_name="__main__")
+"""
+    proc = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, env=child_env(),
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert read_summary(tmp_path / "run")["status"] == "ok" and read_summary(tmp_path / "run")["steps"] == 40
+    assert (tmp_path / "run/model.pt").is_file()
+
+
 def test_a_sigterm_that_lightning_answers_aborts_in_one_line(tmp_path: Path) -> None:
     """A SIGTERM in the moment between Lightning's handler and StopOnInterrupt's (or any under SLURM, left to
     Lightning): Lightning ended the run after its next step with exit status 0 and nothing said, as if it finished."""

@@ -305,7 +305,7 @@ class StopOnInterrupt(L.Callback):
         KeyboardInterrupt, or a trainer=ddp rank's exit status that the waiting process reads."""
         self._pass_on(signum)
         self.aborted_by = signum
-        previous = self._previous[signal.SIGINT]
+        previous = self._previous.get(signal.SIGINT)
         if not callable(previous):
             raise KeyboardInterrupt
         previous(signum, frame)
@@ -317,7 +317,10 @@ class StopOnInterrupt(L.Callback):
             f"{SIGNAL_NAMES[second]} after {SIGNAL_NAMES[self.signum]}"
 
     def _listen(self, signals: Sequence[int]) -> None:
-        self._previous = {signum: signal.signal(signum, self._request) for signum in signals}
+        # A signal ignored from the start stays ignored: the shell does so for a script's `python train.py &`, so that
+        # a Ctrl-C meant for the script's foreground leaves it training.
+        self._previous = {signum: signal.signal(signum, self._request) for signum in signals
+                          if signal.getsignal(signum) is not signal.SIG_IGN}
 
     def _stop_listening(self) -> None:
         if not self.requested:
