@@ -99,12 +99,16 @@ def check_own_settings(args: argparse.Namespace) -> None:
             flag = f"--{name.replace('_', '-')}"
             raise ValueError(f"{flag} {getattr(args, name)} changes nothing under --attention {' '.join(measured)}, "
                              f"which does not read it: drop {flag}, or add {' or '.join(readers)} to --attention")
-    # --kernel's default reads as not given: linear attention and torch's own form no weights for a kernel to compute.
-    given = args.kernel != ["sdpa"] and set(args.kernel) <= set(KERNELS)  # check_args names an unknown kernel
+    check_kernel_read(args.kernel, measured, f"under --attention {' '.join(measured)}",
+                      "drop --kernel, or add a variant that does (mha) to --attention")
+
+
+def check_kernel_read(kernels: list[str], measured: list[str], where: str, fix: str) -> None:
+    """Refuse a --kernel given where no variant measured forms softmax weights for it to compute (linear attention,
+    torch's own): its rows were computed without it. --kernel's default reads as not given."""
+    given = kernels != ["sdpa"] and set(kernels) <= set(KERNELS)  # check_args names an unknown kernel
     if given and not any(ATTENTION[attention].has_weights for attention in measured):
-        raise ValueError(f"--kernel {' '.join(args.kernel)} changes nothing under --attention {' '.join(measured)}, "
-                         "which forms no softmax weights: drop --kernel, or add a variant that does (mha) to "
-                         "--attention")
+        raise ValueError(f"--kernel {' '.join(kernels)} changes nothing {where}, which forms no softmax weights: {fix}")
 
 
 def check_args(args: argparse.Namespace) -> None:
@@ -201,9 +205,7 @@ def tinygpt_engines(args: argparse.Namespace, block_size: int) -> list[GPTEngine
                              f"positions (a prompt is at least one token), which exceed the model's "
                              f"block_size={trained.cfg.block_size}: measure at smaller depths or fewer new tokens")
         attention = trained.cfg.attention
-        if args.kernel != ["sdpa"] and not ATTENTION[attention].has_weights:  # as check_own_settings, once loaded
-            raise ValueError(f"--kernel {' '.join(args.kernel)} changes nothing for --ckpt's attention={attention}, "
-                             "which forms no softmax weights: drop --kernel")
+        check_kernel_read(args.kernel, [attention], f"for --ckpt's attention={attention}", "drop --kernel")
         configs = [dataclasses.replace(trained.cfg, kernel=k) for k in kernels_of(attention, args.kernel)]
     else:
         configs = [shape_config(args, a, k, block_size) for a in args.attention for k in kernels_of(a, args.kernel)]
