@@ -264,6 +264,38 @@ def test_caches_of_no_batch_or_of_a_length_the_block_cannot_hold_are_refused(bat
         build(make("mha")).new_caches(batch, max_len=max_len)
 
 
+@pytest.mark.parametrize("attention", list(ATTENTION))
+@pytest.mark.parametrize("model_dtype, cache_dtype", [(torch.float32, torch.bfloat16), (torch.bfloat16, torch.float32)])
+def test_caches_in_a_dtype_the_model_does_not_compute_in_are_refused_naming_it(attention: str, model_dtype: torch.dtype,
+                                                                                cache_dtype: torch.dtype) -> None:
+    # Accepted, they failed at the first prompt in torch's own error deep in attention ("Expected query, key, and
+    # value to have the same dtype"), which named neither the caches nor the model's dtype.
+    model = build(make(attention, pos="learned")).to(model_dtype)
+    with pytest.raises(ValueError) as err:
+        model.new_caches(1, dtype=cache_dtype)
+    assert str(err.value) == f"new_caches(dtype={cache_dtype}): this model computes in {model_dtype}, the dtype its " \
+                             f"layers hand their caches: pass dtype={model_dtype} (or leave dtype out), or convert " \
+                             f"the model first with model.to({cache_dtype}), or make the caches and run it under " \
+                             f"torch.autocast('cpu', dtype={cache_dtype})"
+
+
+@pytest.mark.parametrize("attention", ["mha", "sliding_window", "mla"])
+def test_caches_in_autocasts_dtype_decode_as_those_in_the_models(attention: str) -> None:
+    """Under bf16 autocast an fp32 model's layers hand their caches bf16 keys, values or latents, so caches of
+    either dtype hold the same numbers and give the same logits (linear attention's state is a running sum, which
+    fp32 holds more exactly)."""
+    model = off_init(build(make(attention)))
+    idx = torch.randint(0, 37, (2, 9))
+    logits = []
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        for dtype in (None, torch.bfloat16):
+            caches = model.new_caches(2, dtype=dtype)
+            model(idx[:, :-1], caches)
+            logits.append(model(idx[:, -1:], caches))
+    assert caches[0].k.dtype == torch.bfloat16
+    assert torch.equal(*logits)
+
+
 @pytest.mark.parametrize("attention", ["mha", "sliding_window"])
 def test_a_cache_shorter_than_asked_overflows_rather_than_attending_to_less(attention: str) -> None:
     """new_caches(max_len=3) with window=4: the window's ring of 3 slots overwrote a position the window still sees

@@ -347,9 +347,9 @@ def test_cache_bytes_from_the_tensors_are_the_variants_formula(attention: str, p
     most 4 positions; linear attention's state is the same at any length), in fp32 and bf16."""
     model = build(make(attention, "learned" if attention == "torch_mha" else "rope"))
     for dtype in (torch.float32, torch.bfloat16):
-        caches = model.new_caches(2, dtype=dtype, max_len=positions)
+        caches = model.to(dtype).new_caches(2, dtype=dtype, max_len=positions)
         with torch.no_grad():
-            model.to(dtype)(torch.randint(0, 37, (2, positions)), caches)
+            model(torch.randint(0, 37, (2, positions)), caches)
         assert tensor_bytes(caches) == model.cache_bytes(2, positions, dtype) > 0
     rope_dim = 4  # mla's shared rotary key: half a head of 8
     per_token = {"mha": 2 * 32, "gqa": 2 * 2 * 8, "mqa": 2 * 8, "mla": BASE["kv_latent_dim"] + rope_dim}

@@ -112,6 +112,19 @@ def too_long(cached: int, new: int, block_size: int) -> ValueError:
                       f"(ids[:, -{block_size}:]), as gpt.generate does, or build the model with block_size={new}")
 
 
+def check_cache_dtype(dtype: torch.dtype, model_dtype: torch.dtype, device_type: str) -> None:
+    """Raise ValueError naming the fix unless caches of `dtype` hold what the model's layers hand them: keys in
+    another dtype than the queries failed at the first prompt in torch's own error, deep in attention. Casting them
+    back instead would copy every cached key at each decode step, and sum linear attention's state in less precision
+    than the model computes in."""
+    autocast = torch.is_autocast_enabled(device_type) and dtype == torch.get_autocast_dtype(device_type)
+    if dtype != model_dtype and not autocast:
+        raise ValueError(f"new_caches(dtype={dtype}): this model computes in {model_dtype}, the dtype its layers hand "
+                         f"their caches: pass dtype={model_dtype} (or leave dtype out), or convert the model first "
+                         f"with model.to({dtype}), or make the caches and run it under "
+                         f"torch.autocast('{device_type}', dtype={dtype})")
+
+
 def refuse_an_untied_head(model: nn.Module, state_dict: dict[str, torch.Tensor], prefix: str, *_: object) -> None:
     """A tied model's load_state_dict pre-hook: refuse weights whose head is not their embedding. Both load into the
     one tied tensor, the head last, so an untied model's weights loaded as "All keys matched successfully" and the
@@ -167,15 +180,18 @@ class GPT(nn.Module):
 
     def new_caches(self, batch: int, device: torch.device | None = None, dtype: torch.dtype | None = None,
                    max_len: int | None = None) -> list[Cache]:
-        """One empty cache per block, holding up to max_len positions (block_size unless given)."""
+        """One empty cache per block, holding up to max_len positions (block_size unless given), in the dtype the
+        model computes in: its weights' (the default), or autocast's while the caches are made under autocast."""
         # torch.empty's TypeError named neither setting; batch 0 and max_len=0 (read as "not given") were accepted.
         if not (is_kind(batch, numbers.Integral) and batch >= 1):
             raise ValueError(f"new_caches(batch={batch!r}): batch must be an integer of at least 1")
         if max_len is not None and not (is_kind(max_len, numbers.Integral) and 1 <= max_len <= self.cfg.block_size):
             raise ValueError(f"new_caches(max_len={max_len!r}): max_len must be 1..{self.cfg.block_size}")
         weight = self.tok_emb.weight
-        return [block.attn.new_cache(batch, max_len or self.cfg.block_size, device or weight.device,
-                                     dtype or weight.dtype) for block in self.blocks]
+        device = torch.device(device or weight.device)
+        check_cache_dtype(dtype or weight.dtype, weight.dtype, device.type)
+        return [block.attn.new_cache(batch, max_len or self.cfg.block_size, device, dtype or weight.dtype)
+                for block in self.blocks]
 
     def forward(self, idx: torch.Tensor, caches: list[Cache] | None = None) -> torch.Tensor:
         """Token ids (B, T) -> logits (B, T, vocab_size). With caches, idx continues the cached positions."""
