@@ -117,8 +117,9 @@ def check_cache_dtype(dtype: torch.dtype, model_dtype: torch.dtype, device_type:
     another dtype than the queries failed at the first prompt in torch's own error, deep in attention. Casting them
     back instead would copy every cached key at each decode step, and sum linear attention's state in less precision
     than the model computes in."""
-    autocast = torch.is_autocast_enabled(device_type) and dtype == torch.get_autocast_dtype(device_type)
-    if dtype != model_dtype and not autocast:
+    if dtype == model_dtype:  # also on devices autocast does not know (meta), which would raise when asked
+        return
+    if not (torch.is_autocast_enabled(device_type) and dtype == torch.get_autocast_dtype(device_type)):
         raise ValueError(f"new_caches(dtype={dtype}): this model computes in {model_dtype}, the dtype its layers hand "
                          f"their caches: pass dtype={model_dtype} (or leave dtype out), or convert the model first "
                          f"with model.to({dtype}), or make the caches and run it under "
