@@ -45,8 +45,8 @@ def test_a_tiny_cost_run_writes_its_table_json_and_png(tmp_path: Path, capsys: p
         if not r["name"].startswith("hf "):
             assert r["cache_bytes"] == r["formula_bytes"]  # from the tensors, as the variant's formula says
         assert (r["prefill_tokens_per_s"] is None) == (r["depth"] == 0)
-    # 67 positions of 2 x 32 numbers in fp32; gqa keeps half the heads; the window keeps 16; linear's state is fixed
-    assert by[("mha", 1, 64)]["cache_bytes"] == 67 * 2 * 32 * 4 == by[("hf llama (4 kv heads)", 1, 64)]["cache_bytes"]
+    # 64 positions of 2 x 32 numbers in fp32; gqa keeps half the heads; the window keeps 16; linear's state is fixed
+    assert by[("mha", 1, 64)]["cache_bytes"] == 64 * 2 * 32 * 4 == by[("hf llama (4 kv heads)", 1, 64)]["cache_bytes"]
     assert by[("gqa", 1, 64)]["cache_bytes"] * 2 == by[("mha", 1, 64)]["cache_bytes"]
     assert by[("sliding_window", 1, 64)]["cache_bytes"] == 16 * 2 * 32 * 4
     assert by[("linear", 1, 0)]["cache_bytes"] == by[("linear", 1, 64)]["cache_bytes"]
@@ -301,6 +301,23 @@ def test_hf_rows_are_the_measured_models_in_hugging_faces_code(tmp_path: Path) -
     for model, engine in zip(models, hf_engines(models, "cpu", torch.float32)):
         assert sum(p.numel() for p in engine.model.parameters()) == sum(p.numel() for p in model.parameters())
     assert hf_engines(models[1:2], "cpu", torch.float32)[0].model.config.rope_parameters["rope_theta"] == 500.0
+
+
+def test_a_rows_cache_is_what_its_depths_prompt_holds(tmp_path: Path) -> None:
+    """The cache figure of a row is the cache of its depth's prompt (one token at depth 0), for tinygpt and Hugging
+    Face alike: it was measured after the decoded tokens, whose entries made a depth-0 row hold new_tokens + 1
+    positions."""
+    assert main(["cost", *TINY, "--attention", "mha", "gqa", "--kv-heads", "2", "--depths", "0", "8", "--batch", "2",
+                 "--hf", "--out", str(tmp_path)]) == 0
+    kv_heads = {"mha": 4, "gqa": 2, "hf llama (4 kv heads)": 4, "hf llama (2 kv heads)": 2}
+    head_dim, layers, batch, fp32 = 32 // 4, 1, 2, 4
+    rows = json.loads((tmp_path / "cost.json").read_text())["rows"]
+    assert {(r["name"], r["depth"]) for r in rows} == {(name, depth) for name in kv_heads for depth in (0, 8)}
+    for r in rows:
+        positions = max(r["depth"], 1)  # a prompt is at least one token
+        expected = layers * batch * kv_heads[r["name"]] * head_dim * positions * 2 * fp32
+        assert r["cache_bytes"] == expected, r["name"]
+        assert r["formula_bytes"] == (None if r["name"].startswith("hf ") else expected)
 
 
 def test_depth_zero_alone_is_measured(tmp_path: Path) -> None:

@@ -64,7 +64,7 @@ def test_the_cost_command_measures_on_the_gpu(tmp_path: Path, capsys: pytest.Cap
     for r in rows:  # the cache lives on the GPU in bf16, as many bytes as the variant's formula says
         assert r["cache_bytes"] == r["formula_bytes"] and r["decode_tokens_per_s"] > 0
         assert r["prefill_peak_mib"] * 2 ** 20 >= r["cache_bytes"]  # allocated on the GPU, the cache included
-    assert by[("mha", 64)]["cache_bytes"] == 2 * 67 * 2 * 64 * 2  # batch x positions x (k, v) x dim x 2 bytes
+    assert by[("mha", 64)]["cache_bytes"] == 2 * 64 * 2 * 64 * 2  # batch x positions x (k, v) x dim x 2 bytes
 
 
 def test_a_long_prompt_through_the_window_batches_its_chunks_on_the_gpu(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -108,7 +108,7 @@ def summarise(engine: Engine, runs: list[Measure], references: dict[str, list[Me
     the cache's bytes from its tensors beside the formula's; figures None and out_of_memory true where it did not
     fit, in any round (`out_of_memory`: the rounds before it stay in "rounds", but medians of the rounds that fitted
     would read as the shape's figures)."""
-    formula = engine.formula_bytes(batch, max(depth, 1) + new_tokens)
+    formula = engine.formula_bytes(batch, max(depth, 1))  # the prompt's, as measured: a prompt is at least one token
     measured = runs if not out_of_memory else []
 
     def ratios(key: str) -> dict[str, float | None]:  # median over rounds of the reference's time over this one's

@@ -1,6 +1,6 @@
 """A model measured at depth: a prompt of `depth` tokens through the model with a cache (prefill), then greedy
-cached steps (decode), with the process's peak memory during the prefill and the bytes the cache holds; for
-tinygpt's GPT and for a Hugging Face causal LM alike (an `Engine` adapts each)."""
+cached steps (decode), with the process's peak memory during the prefill and the bytes the cache holds for the
+prompt; for tinygpt's GPT and for a Hugging Face causal LM alike (an `Engine` adapts each)."""
 from __future__ import annotations
 
 import ctypes
@@ -79,6 +79,11 @@ class Engine:
         """What the cache should hold for `positions` tokens by the variant's formula, or None if unknown."""
         return None
 
+    def prompt_bytes(self, cache: Any, batch: int, positions: int) -> int:
+        """Bytes of the cache's tensors for a prompt of `positions` tokens, asked right after its prefill: a cache
+        that grows as tokens come holds just the prompt's then."""
+        return tensor_bytes(cache)
+
 
 class GPTEngine(Engine):
     def __init__(self, name: str, model: nn.Module) -> None:
@@ -93,6 +98,11 @@ class GPTEngine(Engine):
 
     def formula_bytes(self, batch: int, positions: int) -> int | None:
         return self.model.cache_bytes(batch, positions)
+
+    def prompt_bytes(self, cache: Any, batch: int, positions: int) -> int:
+        # Its caches are allocated whole when made, room for the decoded tokens included: one made for the prompt
+        # alone holds what the prompt fills. On the meta device it takes no memory beside the measured cache's.
+        return tensor_bytes(self.model.new_caches(batch, torch.device("meta"), max_len=positions))
 
 
 class HFEngine(Engine):
@@ -116,14 +126,14 @@ class Measure:
     prefill_cpu_s: float  # this process's CPU time: on a machine others share, what contention did not stretch
     decode_cpu_s: float
     peak_bytes: int
-    cache_bytes: int
+    cache_bytes: int  # for the prompt, before the decoded tokens' entries
 
 
 @torch.inference_mode()
 def measure(engine: Engine, batch: int, depth: int, new_tokens: int, vocab_size: int,
             device: torch.device = torch.device("cpu"), seed: int = 0) -> Measure:
     """A prompt of `depth` tokens (at least one) through the engine, then `new_tokens` greedy cached steps, on the
-    device the engine's model is on."""
+    device the engine's model is on. The cache's bytes are the prompt's: the row reports the cache at its depth."""
     generator = torch.Generator().manual_seed(seed)
     prompt = torch.randint(vocab_size, (batch, max(depth, 1)), generator=generator).to(device)
     reset_peak_memory(device)
@@ -131,13 +141,14 @@ def measure(engine: Engine, batch: int, depth: int, new_tokens: int, vocab_size:
     start, start_cpu = time.perf_counter(), time.process_time()
     cache, token = engine.prefill(prompt, prompt.shape[1] + new_tokens)
     finish(device)
-    prefilled, prefilled_cpu = time.perf_counter(), time.process_time()
+    prefill_s, prefill_cpu_s = time.perf_counter() - start, time.process_time() - start_cpu
     peak = peak_memory_bytes(device)
+    held = engine.prompt_bytes(cache, batch, prompt.shape[1])
+    start, start_cpu = time.perf_counter(), time.process_time()
     for _ in range(new_tokens):
         token = engine.step(token, cache)
     finish(device)
-    return Measure(prefilled - start, time.perf_counter() - prefilled, prefilled_cpu - start_cpu,
-                   time.process_time() - prefilled_cpu, peak, tensor_bytes(cache))
+    return Measure(prefill_s, time.perf_counter() - start, prefill_cpu_s, time.process_time() - start_cpu, peak, held)
 
 
 def finish(device: torch.device) -> None:
