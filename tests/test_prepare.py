@@ -121,6 +121,77 @@ def test_a_folders_hidden_files_and_folders_are_not_read(tmp_path: Path) -> None
         build([only_hidden], tmp_path / "out-hidden")
 
 
+def test_a_folders_files_of_other_suffixes_are_noted_where_it_is_prepared_and_trained(
+        tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """A folder reads its *.txt, *.jsonl, *.parquet and *.arrow files: a book.md, or JSON Lines saved as data.json,
+    was left out without a word, and the corpus trained on less than its owner thought."""
+    docs = stories(30, seed=24)
+    folder = tmp_path / "corpus"
+    write(folder / "a.txt", docs[:10])
+    write(folder / "book.txt", docs[10:20]).rename(folder / "book.md")
+    write(folder / "more" / "data.jsonl", docs[20:]).rename(folder / "more" / "data.json")
+    assert cli(["prepare", str(folder), "--out", str(tmp_path / "out"), "--num-proc", "1"]) == 0
+    notes = [line for line in capsys.readouterr().out.splitlines() if line.startswith(f"note: {folder} ")]
+    assert len(notes) == 1 and all(said in notes[0] for said in ("2 files", "book.md", "more/data.json"))
+    splits = split_documents(open_prepared(tmp_path / "out", None))
+    assert sorted(splits["train"] + splits["val"]) == sorted(docs[:10])  # the text file is still read
+    run = TextData(block_size=4, path=str(folder), root=str(tmp_path / "data"), num_proc=1)
+    assert sorted(sum(split_documents(run.corpus).values(), [])) == sorted(docs[:10])
+    assert f"data.path={notes[0].removeprefix('note: ')}" in run.notes  # the same note, named as training names it
+    # The renames the note names make both files read, and the note goes.
+    assert "*.txt" in notes[0] and "*.jsonl" in notes[0]
+    (folder / "book.md").rename(folder / "book.txt")
+    (folder / "more" / "data.json").rename(folder / "more" / "data.jsonl")
+    assert cli(["prepare", str(folder), "--out", str(tmp_path / "renamed"), "--num-proc", "1"]) == 0
+    assert f"note: {folder} " not in capsys.readouterr().out
+    splits = split_documents(open_prepared(tmp_path / "renamed", None))
+    assert sorted(splits["train"] + splits["val"]) == sorted(docs)
+
+
+def test_a_compressed_file_in_a_folder_is_noted_with_the_command_that_decompresses_it(tmp_path: Path) -> None:
+    """A corpus.jsonl.gz in a folder was left out without a word, where the same file named alone is refused naming
+    the command that decompresses it; once decompressed (the command keeps the compressed file), it reads."""
+    import gzip
+
+    docs = stories(20, seed=25)
+    folder = tmp_path / "corpus"
+    write(folder / "a.txt", docs[:5])
+    packed = folder / "b.jsonl.gz"
+    packed.write_bytes(gzip.compress(write(tmp_path / "b.jsonl", docs[5:]).read_bytes()))
+    [note] = formats.unread_notes([str(folder)], "{}")
+    command = re.search(r"\((gzip [^)]*)\)", note)[1]
+    subprocess.run(shlex.split(command), check=True)
+    assert packed.exists() and formats.unread_notes([str(folder)], "{}") == []
+    splits = split_documents(build([folder], tmp_path / "decompressed"))
+    assert sorted(splits["train"] + splits["val"]) == sorted(docs)
+
+
+def test_a_folder_of_readable_files_and_their_metadata_has_no_note(tmp_path: Path) -> None:
+    """The JSON files `datasets` writes beside a table (state.json and dataset_info.json of a saved dataset) describe
+    it, and an empty file (a lock) holds no text: a note naming them would be noise on a common layout."""
+    docs = stories(30, seed=26)
+    folder = tmp_path / "corpus"
+    write(folder / "a.txt", docs[:10])
+    write(folder / "b.parquet", docs[10:20])
+    write(folder / "saved.dataset", docs[20:])
+    (folder / "cache.lock").touch()
+    assert {p.name for p in (folder / "saved.dataset").iterdir()} >= {"state.json", "dataset_info.json"}
+    assert formats.unread_notes([str(folder)], "{}") == []
+    splits = split_documents(build([folder], tmp_path / "out"))
+    assert sorted(splits["train"] + splits["val"]) == sorted(docs)
+
+
+def test_a_folder_with_no_file_it_reads_names_the_files_it_holds(tmp_path: Path) -> None:
+    folder = tmp_path / "corpus"
+    write(folder / "notes.txt", stories(5, seed=27)).rename(folder / "notes.text")
+    write(folder / "rows.jsonl", stories(5, seed=28)).rename(folder / "rows.json")
+    with pytest.raises(ValueError, match=rf"^data.path={folder} is a folder with no \*.txt, \*.jsonl, \*.parquet or "
+                                         r"\*.arrow files, only 2 files of other suffixes \(notes.text, rows.json\): "
+                                         r".*\*.txt.*\*.jsonl") as err:
+        build([folder], tmp_path / "out")
+    assert "\n" not in str(err.value)
+
+
 def test_the_tokenizers_sample_is_counted_in_bytes(tmp_path: Path) -> None:
     # Counted by its progress bar, a tokenizer's 256 MB sample was the whole corpus wherever the bar was off (no
     # terminal: CI, a log), and in characters, CJK text read 3x as many bytes as it meant.

@@ -11,8 +11,8 @@ import torch
 
 from gpt.data.batches import BatchedData, RandomWindows, windows
 from gpt.data.download import download
-from gpt.data.prepare import (DocBytes, Prepared, Recipe, ShardTokens, check_prepared_as, corpus_record, load,
-                              prepared_notes)
+from gpt.data.prepare import (DocBytes, Prepared, Recipe, ShardTokens, check_prepared_as, corpus_record, input_notes,
+                              load, prepared_notes)
 from gpt.data.tokenizers import Tokenizer
 from gpt.validate import Fraction, PositiveInt
 
@@ -98,7 +98,7 @@ class TextData(BatchedData):
 
     @property
     def notes(self) -> list[str]:
-        return prepared_notes(self.corpus)
+        return [*input_notes(self.sources, self.val_sources), *prepared_notes(self.corpus)]
 
     @cached_property
     def record(self) -> dict[str, Any]:

@@ -449,6 +449,10 @@ FILE_SUFFIXES = {**SUFFIXES, ".json": "jsonl"}
 COMPRESSED = {".gz": "gzip -dk", ".bz2": "bzip2 -dk", ".xz": "xz -dk", ".zst": "zstd -d", ".zip": "unzip"}
 # A table of delimited columns read as text trains its header, ids and labels beside the text column it holds.
 DELIMITED = {".csv": ",", ".tsv": "\t"}
+# What `datasets` writes beside each table it saves (save_to_disk) or caches, describing it: no corpus's text, and a
+# note naming them would follow every saved dataset or cache folder, so a folder leaves them out unsaid.
+DATASET_METADATA = {"state.json", "dataset_info.json", "dataset_dict.json"}
+SHOWN = 3  # the files a note names before "and N more": enough to see which kind is left out
 
 
 def to_parquet(path: Path, delimiter: str) -> str:
@@ -549,6 +553,56 @@ def hidden(file: Path, folder: Path) -> bool:
     return any(part.startswith(".") for part in file.relative_to(folder).parts)
 
 
+def _walked(path: Path) -> bool:
+    """Whether `path` is a folder whose files are walked: not a saved dataset (read whole) or a prepared corpus."""
+    return path.is_dir() and not (path / "state.json").exists() and not (path / "manifest.json").is_file()
+
+
+def _unread(listed: list[Path]) -> list[Path]:
+    """The files of a folder's walk, `listed`, that it does not read for their suffix, but for those whose text is
+    read or holds nothing: `datasets`' metadata, an empty file (a lock), and a compressed file beside its
+    decompressed copy (which gzip -dk and the like keep)."""
+    return [p for p in listed if p.suffix.lower() not in SUFFIXES and p.name not in DATASET_METADATA
+            and p.stat().st_size and not (p.suffix.lower() in COMPRESSED and p.with_suffix("").exists())]
+
+
+def _either(options: list[str]) -> str:
+    """`options` as a sentence offers them: "a, b or c"."""
+    return options[0] if len(options) == 1 else f"{', '.join(options[:-1])} or {options[-1]}"
+
+
+def _unread_named(folder: Path, unread: list[Path]) -> str:
+    """How many files `unread` holds, and the first few, relative to `folder`."""
+    shown = ", ".join(str(p.relative_to(folder)) for p in unread[:SHOWN])
+    more = f" and {len(unread) - SHOWN:,} more" if len(unread) > SHOWN else ""
+    return f"{len(unread):,} file{'s' * (len(unread) != 1)} of other suffixes ({shown}{more})"
+
+
+def _unread_fixes(unread: list[Path]) -> list[str]:
+    """What makes each kind of file in `unread` read: a suffix of a format, or decompressing it first."""
+    suffixes = {p.suffix.lower() for p in unread}
+    fixes = ["rename a text file *.txt"] if suffixes - COMPRESSED.keys() - {".json"} else []
+    if ".json" in suffixes:  # named alone it reads as JSON Lines; a folder reads only *.jsonl as such
+        fixes.append("a *.json of JSON Lines *.jsonl")
+    if packed := next((p for p in unread if p.suffix.lower() in COMPRESSED), None):
+        fixes.append(f"decompress a compressed one ({COMPRESSED[packed.suffix.lower()]} {shlex.quote(str(packed))})")
+    return fixes
+
+
+def unread_notes(paths: list[str], named: str) -> list[str]:
+    """A note for each folder among `paths` whose walk leaves out files that are not hidden: a corpus kept as *.md,
+    *.text or *.json.gz would otherwise train on less than its owner thinks, without a word."""
+    notes = []
+    for name in paths:
+        if not _walked(folder := Path(name)):
+            continue
+        if unread := _unread(sorted(p for p in folder.rglob("*") if p.is_file() and not hidden(p, folder))):
+            notes.append(f"{named.format(folder)} leaves out {_unread_named(folder, unread)}: a folder reads its "
+                         f"*.txt, *.jsonl, *.parquet and *.arrow files alone; to train on one, "
+                         f"{_either(_unread_fixes(unread))}")
+    return notes
+
+
 def input_files(paths: list[str], named: str) -> list[Path]:
     """The inputs in a fixed order: each file, a saved dataset's folder, or every file of a known suffix under a
     folder, hidden ones aside (so a `datasets` cache folder gives its *.arrow files; one holding several splits is
@@ -572,7 +626,7 @@ def input_files(paths: list[str], named: str) -> list[Path]:
                              f"header and every column included: convert it to Parquet ({command}), then name that "
                              "file and set data.text_field=<its text column>, or rename it *.txt to train on it as "
                              "text")
-        if path.is_dir() and not (path / "state.json").exists():
+        if _walked(path):
             members = list(path.rglob("*"))
             listed = sorted(p for p in members if p.is_file() and not hidden(p, path))
             found = [p for p in listed if p.suffix.lower() in SUFFIXES]
@@ -584,8 +638,11 @@ def input_files(paths: list[str], named: str) -> list[Path]:
                                  f"Parquet ({to_parquet(tables[0], DELIMITED[tables[0].suffix.lower()])}) or move it "
                                  "out of the folder")
             if not found:
+                unread = _unread(listed)
+                holds = f", only {_unread_named(path, unread)}" if unread else ""
+                fixes = _unread_fixes(unread) or ["add some"]
                 raise ValueError(f"{named.format(path)} is a folder with no *.txt, *.jsonl, *.parquet or *.arrow "
-                                 "files: add some or point at a file")
+                                 f"files{holds}: {_either([*fixes, 'point at a file'])}")
             _one_split(path, found, named)
             files.extend((file, given) for file in found)
         else:

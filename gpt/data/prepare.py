@@ -21,7 +21,7 @@ from typing import Annotated, Any, NamedTuple, TypeVar
 import numpy as np
 from tqdm import tqdm
 
-from gpt.data.formats import FORMATS, Part, Unit, fingerprint, format_of, input_files, read_files
+from gpt.data.formats import FORMATS, Part, Unit, fingerprint, format_of, input_files, read_files, unread_notes
 from gpt.data.pool import ordered_map
 from gpt.data.shards import ShardWriter, TokenShards, check_shard, save_shard, token_dtype, write_file
 from gpt.data.tokenizers import TOKENIZERS, Tokenizer, learn_tokenizer, tokenizer_from_dict, tokenizer_label
@@ -413,6 +413,12 @@ def vocab_note(prepared: Prepared) -> str | None:
             "vocabulary)")
 
 
+def input_notes(inputs: list[str], val_inputs: list[str], names: Names = TRAINING_NAMES) -> list[str]:
+    """What the inputs' folders leave out, named as the command gave them (a prepared folder's were named when it was
+    prepared)."""
+    return [*unread_notes(inputs, names.inputs), *unread_notes(val_inputs, names.val_inputs)]
+
+
 def prepared_notes(prepared: Prepared) -> list[str]:
     """What a run on `prepared`, and prepare's own command, say before anything trains on it."""
     return [note for note in (split_note(prepared), vocab_note(prepared)) if note]
@@ -580,6 +586,6 @@ def run(args: argparse.Namespace) -> None:
     command = command_line("python", "train.py", "data=text", overrides={f"data.{k}": v for k, v in settings.items()})
     print(f"{out}: {prepared.manifest['documents']:,} documents, {len(prepared.train):,} training and "
           f"{len(prepared.val):,} validation tokens, vocabulary {prepared.tokenizer.vocab_size:,}")
-    for note in prepared_notes(prepared):
+    for note in [*input_notes(args.inputs, args.val, COMMAND_NAMES), *prepared_notes(prepared)]:
         print(f"note: {note}")
     print(f"train with: {command}")
