@@ -12,10 +12,12 @@ from typing import Any
 
 import pytest
 import torch
+from matplotlib.colors import to_rgb
 
 import generate
 from gpt import ModelConfig
 from gpt.data.tokenizers import WordTokenizer
+from gpt.evaluation.maps import HIDDEN
 from gpt.evaluation.viewer import attention_view, head_stats, induction_scores, render_html, write_attention_html
 from gpt.inference.checkpoint import save_model
 from gpt.inference.generation import generate as generate_ids
@@ -101,12 +103,12 @@ def test_a_token_cannot_close_the_data_script() -> None:
 def test_no_token_can_comment_out_the_page_or_stand_for_its_title() -> None:
     """A browser reads "<!--" then "<script>" inside a script as the start of a comment the page's own script ends
     inside; and a token spelling the template's markers must stay a token."""
-    tokenizer = WordTokenizer(["\n", "<!--", "<script>", "__TITLE__", "__VIEW_DATA__"])
-    model = build(ModelConfig(vocab_size=5, layers=1, heads=1, dim=8, block_size=8))
-    page = render_html(attention_view(model, tokenizer, [0, 1, 2, 3, 4], 5))
+    tokenizer = WordTokenizer(["\n", "<!--", "<script>", "__TITLE__", "__HIDDEN__", "__VIEW_DATA__"])
+    model = build(ModelConfig(vocab_size=6, layers=1, heads=1, dim=8, block_size=8))
+    page = render_html(attention_view(model, tokenizer, [0, 1, 2, 3, 4, 5], 6))
     data = re.search(r'<script type="application/json" id="view-data">(.*?)</script>', page, re.S).group(1)
     assert "<" not in data
-    assert embedded(page)["tokens"] == ["\\n", "<!--", "<script>", "__TITLE__", "__VIEW_DATA__"]
+    assert embedded(page)["tokens"] == ["\\n", "<!--", "<script>", "__TITLE__", "__HIDDEN__", "__VIEW_DATA__"]
     assert "<title>tinygpt: mha attention</title>" in page
 
 
@@ -345,4 +347,45 @@ def test_the_bias_shading_spans_the_keys_a_query_can_see(page: Any, tmp_path: Pa
     assert colour(query, query) == [232, 238, 247]  # no bias on the query's own key
     assert colour(query, query - (WINDOW - 1)) == [192, 128, 47]  # the most negative bias it can see: darkest
     assert colour(query, 0) == [43, 43, 43]  # hidden
+    assert page.problems == []
+
+
+def cell_colours(page: Any, canvas: str, margin: str, cell: str) -> list[list[list[int]]]:
+    """The RGB at the centre of every (query, key) cell of a canvas, margin and cell size being the page's."""
+    return page.evaluate(f"""(() => {{
+      const c = document.querySelector("{canvas}"), g = c.getContext("2d"), m = {margin}, s = {cell};
+      return D.tokens.map((_, i) => D.tokens.map((_, j) =>
+        Array.from(g.getImageData(m + (j + 0.5) * s, m + (i + 0.5) * s, 1, 1).data.slice(0, 3))));
+    }})()""")
+
+
+@pytest.mark.parametrize("attention", ["mha", "sliding_window"])
+def test_weights_draw_hidden_keys_grey_apart_from_keys_given_no_weight(attention: str, page: Any,
+                                                                       tmp_path: Path) -> None:
+    """The zoomed panel and the grid drew a key the query may not see (a later one, or one past the window) in the
+    colour of weight 0, so it looked like a key the query sees and ignores; the PNG's grey now marks it, as there."""
+    view = attention_view(build(make(attention)), TOKENIZER, PROMPT, len(PROMPT))
+    last = len(PROMPT) - 1
+    for layer in view["weights"]:
+        for head in layer:
+            head[last][last] = 0.0  # a key the query sees and gives no weight
+    path = tmp_path / "view.html"
+    path.write_text(render_html(view), encoding="utf-8")
+    page.goto(path.as_uri())
+    allowed = torch.tensor(view["allowed"], dtype=torch.bool)
+    assert not allowed.all()
+    grey, zero = [round(255 * c) for c in to_rgb(HIDDEN)], page.evaluate("colour(0)")
+    drawn = {"zoom": cell_colours(page, "#zoom", "margin", "zoomCell")} | {
+        f"grid {layer}, {head}": cell_colours(page, f"#cell-{layer}-{head} canvas", "0",
+                                             f"document.querySelector('#cell-{layer}-{head} canvas').width / T")
+        for layer in range(view["layers"]) for head in range(view["heads"])}
+    for panel, colours in drawn.items():
+        hidden = torch.tensor([[rgb == grey for rgb in row] for row in colours])
+        assert torch.equal(hidden, ~allowed), panel
+        assert f"rgb({','.join(map(str, colours[last][last]))})" == zero, panel
+    legend = " ".join(page.text_content("#zoom-column .legend").split())
+    assert "hidden from the query (masked)" in legend
+    swatches = page.eval_on_selector_all("#zoom-column .legend .sw",
+                                         "s => s.map(e => getComputedStyle(e).backgroundColor)")
+    assert f"rgb({', '.join(map(str, grey))})" in swatches
     assert page.problems == []

@@ -13,7 +13,7 @@ from typing import Any
 import torch
 
 from gpt.data.tokenizers import Tokenizer
-from gpt.evaluation.maps import attention_parts, token_label, visible_keys
+from gpt.evaluation.maps import HIDDEN, attention_parts, token_label, visible_keys
 from gpt.inference.generation import check_sampling, generate
 from gpt.inference.text import TextModel
 from gpt.model.attention import ATTENTION
@@ -97,13 +97,14 @@ def attention_view(model: GPT, tokenizer: Tokenizer, ids: list[int], prompt_len:
 
 
 def render_html(view: dict[str, Any]) -> str:
-    """The page: the template with its title, then the view's JSON inlined last, so no token is read as a marker."""
+    """The page: the template with its title and the attention map's grey for hidden keys, then the view's JSON
+    inlined last, so no token is read as a marker."""
     # Every < as JSON's \u003c: a token "</script>" would end the data script, and "<!--" then "<script>" would put
     # the rest of the page inside a comment.
     data = json.dumps(view, separators=(",", ":"), allow_nan=False).replace("<", "\\u003c")
     template = resources.files("gpt.evaluation").joinpath("viewer.html").read_text(encoding="utf-8")
     title = html.escape(f"{view['attention']} attention")
-    return template.replace("__TITLE__", title).replace("__VIEW_DATA__", data)
+    return template.replace("__TITLE__", title).replace("__HIDDEN__", HIDDEN).replace("__VIEW_DATA__", data)
 
 
 @torch.no_grad()
