@@ -26,6 +26,7 @@ from gpt.__main__ import main as cli
 import gpt.atomic as atomic
 from gpt.data.corpus import TextData
 import gpt.data.formats as formats
+from gpt.data.inputs import unread_notes
 import gpt.data.prepare as prepare_module
 from gpt.data.prepare import Prepared, Recipe, load, open_prepared, prepare, split_note
 import gpt.data.shards as shards
@@ -158,10 +159,10 @@ def test_a_compressed_file_in_a_folder_is_noted_with_the_command_that_decompress
     write(folder / "a.txt", docs[:5])
     packed = folder / "b.jsonl.gz"
     packed.write_bytes(gzip.compress(write(tmp_path / "b.jsonl", docs[5:]).read_bytes()))
-    [note] = formats.unread_notes([str(folder)], "{}")
+    [note] = unread_notes([str(folder)], "{}")
     command = re.search(r"\((gzip [^)]*)\)", note)[1]
     subprocess.run(shlex.split(command), check=True)
-    assert packed.exists() and formats.unread_notes([str(folder)], "{}") == []
+    assert packed.exists() and unread_notes([str(folder)], "{}") == []
     splits = split_documents(build([folder], tmp_path / "decompressed"))
     assert sorted(splits["train"] + splits["val"]) == sorted(docs)
 
@@ -176,7 +177,7 @@ def test_a_folder_of_readable_files_and_their_metadata_has_no_note(tmp_path: Pat
     write(folder / "saved.dataset", docs[20:])
     (folder / "cache.lock").touch()
     assert {p.name for p in (folder / "saved.dataset").iterdir()} >= {"state.json", "dataset_info.json"}
-    assert formats.unread_notes([str(folder)], "{}") == []
+    assert unread_notes([str(folder)], "{}") == []
     splits = split_documents(build([folder], tmp_path / "out"))
     assert sorted(splits["train"] + splits["val"]) == sorted(docs)
 

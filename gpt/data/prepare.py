@@ -21,7 +21,8 @@ from typing import Annotated, Any, NamedTuple, TypeVar
 import numpy as np
 from tqdm import tqdm
 
-from gpt.data.formats import FORMATS, Part, Unit, fingerprint, format_of, input_files, read_files, unread_notes
+from gpt.data.formats import FORMATS, Part, Unit, fingerprint, format_of, read_files
+from gpt.data.inputs import input_files, unread_notes
 from gpt.data.pool import ordered_map
 from gpt.data.shards import ShardWriter, TokenShards, check_shard, save_shard, token_dtype, write_file
 from gpt.data.tokenizers import TOKENIZERS, Tokenizer, learn_tokenizer, tokenizer_from_dict, tokenizer_label
