@@ -308,7 +308,8 @@ def user_error(tmp_path: Path, case: str) -> tuple[dict, str]:
     (tmp_path / "hf" / "tokenizer.json").write_text('{"version": "1.0", "model": ')  # cut short
     return {
         "missing": ({"path": str(tmp_path / "nope.txt")}, r"nope.txt does not exist"),
-        "no txt in folder": ({"path": str(folder)}, r"folder with no \*.txt, \*.jsonl, \*.parquet or \*.arrow files"),
+        "no txt in folder": ({"path": str(folder)},
+                             r"folder with no \*.txt, \*.jsonl, \*.parquet, \*.arrow or \*.feather files"),
         "no text": ({"path": str(tmp_path / "blank")}, r"no text in .*blank: the corpus is empty"),
         "not utf-8": ({"path": str(latin1)}, r"latin1.txt is not UTF-8: byte 0xef at byte offset 11 "),
         "val too short": ({"path": str(short), "block_size": 64},

@@ -118,7 +118,8 @@ def test_a_folders_hidden_files_and_folders_are_not_read(tmp_path: Path) -> None
     assert sorted(splits["train"] + splits["val"]) == sorted(docs)
     only_hidden = tmp_path / "only-hidden"
     write(only_hidden / ".drafts" / "b.txt", docs)
-    with pytest.raises(ValueError, match=r"is a folder with no \*.txt, \*.jsonl, \*.parquet or \*.arrow files"):
+    with pytest.raises(ValueError, match=r"is a folder with no \*.txt, \*.jsonl, \*.parquet, \*.arrow or \*.feather "
+                                         "files"):
         build([only_hidden], tmp_path / "out-hidden")
 
 
@@ -186,9 +187,9 @@ def test_a_folder_with_no_file_it_reads_names_the_files_it_holds(tmp_path: Path)
     folder = tmp_path / "corpus"
     write(folder / "notes.txt", stories(5, seed=27)).rename(folder / "notes.text")
     write(folder / "rows.jsonl", stories(5, seed=28)).rename(folder / "rows.json")
-    with pytest.raises(ValueError, match=rf"^data.path={folder} is a folder with no \*.txt, \*.jsonl, \*.parquet or "
-                                         r"\*.arrow files, only 2 files of other suffixes \(notes.text, rows.json\): "
-                                         r".*\*.txt.*\*.jsonl") as err:
+    with pytest.raises(ValueError, match=rf"^data.path={folder} is a folder with no \*.txt, \*.jsonl, \*.parquet, "
+                                         r"\*.arrow or \*.feather files, only 2 files of other suffixes "
+                                         r"\(notes.text, rows.json\): .*\*.txt.*\*.jsonl") as err:
         build([folder], tmp_path / "out")
     assert "\n" not in str(err.value)
 
@@ -410,6 +411,25 @@ def test_an_arrow_ipc_file_reads_as_an_arrow_stream_does(tmp_path: Path) -> None
     cut.write_bytes((tmp_path / "corpus.arrow").read_bytes()[:-20])  # its footer gone
     with pytest.raises(ValueError, match=rf"^{cut} is not an Arrow file \(.*\): copy it again, or write it again"):
         build([cut], tmp_path / "cut")
+
+
+def test_a_feather_file_reads_as_arrow_named_alone_and_in_a_folder(tmp_path: Path) -> None:
+    """*.feather is what pyarrow's and pandas' write_feather name Arrow's file format: named alone it was read as
+    text (its bytes as garbage), and in a folder it was left out with a note to rename it *.txt."""
+    import pyarrow as pa
+    import pyarrow.feather as feather
+
+    docs = stories(40, seed=29)
+    alone = tmp_path / "corpus.feather"
+    feather.write_feather(pa.table({"text": docs[:30]}), str(alone), chunksize=7)
+    splits = split_documents(build([alone], tmp_path / "alone"))
+    assert sorted(splits["train"] + splits["val"]) == sorted(docs[:30])
+    folder = tmp_path / "folder"
+    write(folder / "a.txt", docs[30:])
+    alone.rename(folder / "B.Feather")
+    assert unread_notes([str(folder)], "{}") == []
+    splits = split_documents(build([folder], tmp_path / "folder-out"))
+    assert sorted(splits["train"] + splits["val"]) == sorted(docs)
 
 
 @pytest.mark.parametrize("suffix", [".csv", ".TSV"])

@@ -438,7 +438,8 @@ class ArrowFormat(TableFormat):
 
 FORMATS = {"text": TextFormat, "jsonl": JsonlFormat, "parquet": ParquetFormat, "dataset": DatasetFormat,
            "arrow": ArrowFormat}
-SUFFIXES = {".txt": "text", ".jsonl": "jsonl", ".parquet": "parquet", ".arrow": "arrow"}  # what a folder gives
+# What a folder gives. *.feather is the name pyarrow's and pandas' write_feather give Arrow's file format.
+SUFFIXES = {".txt": "text", ".jsonl": "jsonl", ".parquet": "parquet", ".arrow": "arrow", ".feather": "arrow"}
 # A file named outright may also be *.json: JSON Lines under that name is common, and read as text its syntax would
 # be trained on (a single JSON document fails at its first line, naming it).
 FILE_SUFFIXES = {**SUFFIXES, ".json": "jsonl"}

@@ -129,6 +129,9 @@ def _either(options: list[str]) -> str:
     return options[0] if len(options) == 1 else f"{', '.join(options[:-1])} or {options[-1]}"
 
 
+GIVEN = _either([f"*{suffix}" for suffix in SUFFIXES])  # the files a folder gives, as its messages name them
+
+
 def _unread_named(folder: Path, unread: list[Path]) -> str:
     """How many files `unread` holds, and the first few, relative to `folder`."""
     shown = ", ".join(str(p.relative_to(folder)) for p in unread[:SHOWN])
@@ -156,7 +159,7 @@ def unread_notes(paths: list[str], named: str) -> list[str]:
             continue
         if unread := _unread(sorted(p for p in folder.rglob("*") if p.is_file() and not hidden(p, folder))):
             notes.append(f"{named.format(folder)} leaves out {_unread_named(folder, unread)}: a folder reads its "
-                         f"*.txt, *.jsonl, *.parquet and *.arrow files alone; to train on one, "
+                         f"{GIVEN} files alone; to train on one, "
                          f"{_either(_unread_fixes(unread))}")
     return notes
 
@@ -199,8 +202,9 @@ def input_files(paths: list[str], named: str) -> list[Path]:
                 unread = _unread(listed)
                 holds = f", only {_unread_named(path, unread)}" if unread else ""
                 fixes = _unread_fixes(unread) or ["add some"]
-                raise ValueError(f"{named.format(path)} is a folder with no *.txt, *.jsonl, *.parquet or *.arrow "
-                                 f"files{holds}: {_either([*fixes, 'point at a file'])}")
+                raise ValueError(f"{named.format(path)} is a folder with no "
+                                 f"{GIVEN} files{holds}: "
+                                 f"{_either([*fixes, 'point at a file'])}")
             _one_split(path, found, named)
             files.extend((file, given) for file in found)
         else:
