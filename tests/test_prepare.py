@@ -168,6 +168,47 @@ def test_a_compressed_file_in_a_folder_is_noted_with_the_command_that_decompress
     assert sorted(splits["train"] + splits["val"]) == sorted(docs)
 
 
+@pytest.mark.parametrize("name", ["b.zip", "b.tar.gz", "b.TGZ"])
+def test_an_archive_unpacks_beside_it_by_the_command_its_note_and_refusal_name(tmp_path: Path, name: str) -> None:
+    """The commands named were unzip <file>, which unpacks into the folder it runs in, and gzip -dk, which leaves a
+    *.tar no folder reads: run as given, neither made the text read. Each runs here from another folder."""
+    import tarfile
+    import zipfile
+
+    docs = stories(20, seed=30)
+    source = write(tmp_path / "source" / "b.txt", docs[5:])
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+
+    def packed(path: Path) -> Path:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if name.endswith(".zip"):
+            with zipfile.ZipFile(path, "w") as archive:
+                archive.write(source, "b.txt")
+        else:
+            with tarfile.open(path, "w:gz") as archive:
+                archive.add(source, "b.txt")
+        return path
+
+    folder = tmp_path / "corpus"
+    write(folder / "a.txt", docs[:5])
+    packed(folder / name)
+    [note] = unread_notes([str(folder)], "{}")
+    subprocess.run(re.search(r"decompress a compressed one \((.*)\)$", note)[1], shell=True, check=True, cwd=elsewhere)
+    assert unread_notes([str(folder)], "{}") == []
+    splits = split_documents(build([folder], tmp_path / "folder-out"))
+    assert sorted(splits["train"] + splits["val"]) == sorted(docs)
+    alone = packed(tmp_path / "alone" / name)
+    with pytest.raises(ValueError, match=rf"^data.path={alone} is compressed: decompress it first \(") as err:
+        build([alone], tmp_path / "refused")
+    command, gives = re.search(r"decompress it first \((.*)\) and name what that gives \((.*)\)$",
+                               str(err.value)).groups()
+    subprocess.run(command, shell=True, check=True, cwd=elsewhere)
+    assert list(elsewhere.iterdir()) == []
+    splits = split_documents(build([Path(gives)], tmp_path / "alone-out"))
+    assert sorted(splits["train"] + splits["val"]) == sorted(docs[5:])
+
+
 def test_a_folder_of_readable_files_and_their_metadata_has_no_note(tmp_path: Path) -> None:
     """The JSON files `datasets` writes beside a table (state.json and dataset_info.json of a saved dataset) describe
     it, and an empty file (a lock) holds no text: a note naming them would be noise on a common layout."""
@@ -1002,7 +1043,7 @@ def user_error(tmp_path: Path, case: str) -> tuple[dict, str]:
         packed = tmp_path / "bad.jsonl.gz"
         packed.write_bytes(gzip.compress(b'{"text": "fine"}\n'))
         return {"path": str(packed)}, (rf"^data.path={packed} is compressed: decompress it first \(gzip -dk {packed}\) "
-                                       "and name the file that gives$")
+                                       rf"and name what that gives \({packed.with_suffix('')}\)$")
     if case in ("latin-1 jsonl", "windows-1252 jsonl"):  # once "iconv -t utf-8", which fails: no -f names the source
         text = "caf\u00e9" if case == "latin-1 jsonl" else "\u201cquoted\u201d"
         raw = json.dumps({"text": text}, ensure_ascii=False).encode("latin-1" if case == "latin-1 jsonl" else "cp1252")

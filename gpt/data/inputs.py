@@ -11,8 +11,16 @@ from typing import Any
 
 from gpt.data.formats import SUFFIXES, read_files
 
-# A compressed file read as text is "not UTF-8", and iconv, the fix that names, would make it text of garbage.
-COMPRESSED = {".gz": "gzip -dk", ".bz2": "bzip2 -dk", ".xz": "xz -dk", ".zst": "zstd -d", ".zip": "unzip"}
+# A compressed file read as text is "not UTF-8", and iconv, the fix that names, would make it text of garbage. Each
+# command decompresses beside the file, where its folder's walk reads what it gives (unzip and tar would write into the
+# folder they run in), keeping it: one file gives its name less the suffix, as gzip -dk does, and an archive a folder
+# of that name, so that its files overwrite none beside it. Longest first: a *.tar.gz is an archive, not one file.
+COMPRESSED = {".tar.gz": "mkdir -p {copy} && tar -xzf {file} -C {copy}",
+              ".tgz": "mkdir -p {copy} && tar -xzf {file} -C {copy}",
+              ".tar.bz2": "mkdir -p {copy} && tar -xjf {file} -C {copy}",
+              ".tar.xz": "mkdir -p {copy} && tar -xJf {file} -C {copy}",
+              ".gz": "gzip -dk {file}", ".bz2": "bzip2 -dk {file}", ".xz": "xz -dk {file}", ".zst": "zstd -d {file}",
+              ".zip": "unzip {file} -d {copy}"}
 # A table of delimited columns read as text trains its header, ids and labels beside the text column it holds.
 DELIMITED = {".csv": ",", ".tsv": "\t"}
 # What `datasets` writes beside each table it saves (save_to_disk) or caches, describing it: no corpus's text, and a
@@ -116,12 +124,22 @@ def _walked(path: Path) -> bool:
     return path.is_dir() and not (path / "state.json").exists() and not (path / "manifest.json").is_file()
 
 
+def _decompressing(path: Path) -> tuple[str, Path] | None:
+    """The command that decompresses `path` beside it, and the file or folder it gives, where the end of its name,
+    whatever its case, says it is compressed."""
+    name = path.name.lower()
+    if (end := next((end for end in COMPRESSED if name.endswith(end) and name != end), None)) is None:
+        return None
+    copy = path.with_name(path.name[:-len(end)])
+    return COMPRESSED[end].format(file=shlex.quote(str(path)), copy=shlex.quote(str(copy))), copy
+
+
 def _unread(listed: list[Path]) -> list[Path]:
     """The files of a folder's walk, `listed`, that it does not read for their suffix, but for those whose text is
     read or holds nothing: `datasets`' metadata, an empty file (a lock), and a compressed file beside its
-    decompressed copy (which gzip -dk and the like keep)."""
+    decompressed copy (which the command it is named with keeps)."""
     return [p for p in listed if p.suffix.lower() not in SUFFIXES and p.name not in DATASET_METADATA
-            and p.stat().st_size and not (p.suffix.lower() in COMPRESSED and p.with_suffix("").exists())]
+            and p.stat().st_size and not ((unpacking := _decompressing(p)) and unpacking[1].exists())]
 
 
 def _either(options: list[str]) -> str:
@@ -141,12 +159,13 @@ def _unread_named(folder: Path, unread: list[Path]) -> str:
 
 def _unread_fixes(unread: list[Path]) -> list[str]:
     """What makes each kind of file in `unread` read: a suffix of a format, or decompressing it first."""
-    suffixes = {p.suffix.lower() for p in unread}
-    fixes = ["rename a text file *.txt"] if suffixes - COMPRESSED.keys() - {".json"} else []
-    if ".json" in suffixes:  # named alone it reads as JSON Lines; a folder reads only *.jsonl as such
+    unpacking = [command for p in unread if (command := _decompressing(p))]
+    json_lines = [p for p in unread if p.suffix.lower() == ".json"]
+    fixes = ["rename a text file *.txt"] if len(unread) > len(unpacking) + len(json_lines) else []
+    if json_lines:  # named alone it reads as JSON Lines; a folder reads only *.jsonl as such
         fixes.append("a *.json of JSON Lines *.jsonl")
-    if packed := next((p for p in unread if p.suffix.lower() in COMPRESSED), None):
-        fixes.append(f"decompress a compressed one ({COMPRESSED[packed.suffix.lower()]} {shlex.quote(str(packed))})")
+    if unpacking:
+        fixes.append(f"decompress a compressed one ({unpacking[0][0]})")
     return fixes
 
 
@@ -178,9 +197,9 @@ def input_files(paths: list[str], named: str) -> list[Path]:
         if (path / "manifest.json").is_file():  # its shards are no text: the folder is read alone, as data.path
             raise ValueError(f"{named.format(path)} is a corpus prepared already, which trains only as the one "
                              "data.path: name it alone there, or name the text it was prepared from")
-        if (tool := COMPRESSED.get(path.suffix.lower())) and path.is_file():
-            raise ValueError(f"{named.format(path)} is compressed: decompress it first ({tool} {path}) and name the "
-                             "file that gives")
+        if (unpacking := _decompressing(path)) and path.is_file():
+            raise ValueError(f"{named.format(path)} is compressed: decompress it first ({unpacking[0]}) and name what "
+                             f"that gives ({unpacking[1]})")
         if (delimiter := DELIMITED.get(path.suffix.lower())) and path.is_file():
             command = to_parquet(path, delimiter)
             raise ValueError(f"{named.format(path)} is {path.suffix[1:].upper()}, which would train as text, its "
