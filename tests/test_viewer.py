@@ -388,4 +388,7 @@ def test_weights_draw_hidden_keys_grey_apart_from_keys_given_no_weight(attention
     swatches = page.eval_on_selector_all("#zoom-column .legend .sw",
                                          "s => s.map(e => getComputedStyle(e).backgroundColor)")
     assert f"rgb({', '.join(map(str, grey))})" in swatches
+    page.evaluate(f"state.query = {last - 1}; render()")  # a query with a later key hidden from it, and visible ones
+    chips = page.eval_on_selector_all("#row .tok", "c => c.map(e => getComputedStyle(e).backgroundColor)")
+    assert [chip == f"rgb({', '.join(map(str, grey))})" for chip in chips] == [not a for a in view["allowed"][last - 1]]
     assert page.problems == []
