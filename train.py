@@ -114,8 +114,8 @@ def train(cfg: DictConfig, run_dir: Path | None = None) -> Path | None:
     from gpt.training.init_from import start_from
     from gpt.training.lit import LitGPT
     from gpt.training.loggers import finish, make_logger
-    from gpt.training.resume import (AtomicCheckpointIO, check_resumable, load_resume_checkpoint, resume_from,
-                                     train_further)
+    from gpt.training.checkpoint_io import AtomicCheckpointIO, load_resume_checkpoint
+    from gpt.training.resume import check_resumable, resume_from, train_further
     from gpt.training.run_folder import kept_on_resume, read_history, read_summary, record_duplicate
     from gpt.training.run_record import RunRecord, finished_line, summary_line, validation_off
 

@@ -19,7 +19,7 @@ from torch.nn import functional as F
 
 from gpt import load_checkpoint
 from gpt.data.corpus import TextData
-from gpt.training.resume import load_resume_checkpoint
+from gpt.training.checkpoint_io import load_resume_checkpoint
 from tests.conftest import ROOT, child_env, play, run_cli
 
 DDP = ["trainer=ddp", "trainer.accelerator=cpu", "trainer.devices=2"]

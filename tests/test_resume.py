@@ -35,7 +35,8 @@ from gpt.training.checks import check_config
 from gpt.training.lit import OPTIM_NAME, LitGPT
 from gpt.training.optim import OPTIMIZERS, SCHEDULES, OptimConfig
 from gpt.training.preflight import preflight
-from gpt.training.resume import AtomicCheckpointIO, find_resume_checkpoint, load_resume_checkpoint, resume_from
+from gpt.training.checkpoint_io import AtomicCheckpointIO, load_resume_checkpoint
+from gpt.training.resume import find_resume_checkpoint, resume_from
 from gpt.training.run_folder import (kept_on_resume, locked, read_history, read_summary, record_stop, release,
                                      write_summary)
 from gpt.training.run_record import finished_line
@@ -184,7 +185,7 @@ def test_sigkill_during_checkpoint_write_keeps_previous(tmp_path: Path) -> None:
     path = tmp_path / "last.ckpt"
     script = f"""
 import os, signal, torch
-from gpt.training.resume import AtomicCheckpointIO
+from gpt.training.checkpoint_io import AtomicCheckpointIO
 io = AtomicCheckpointIO()
 io.save_checkpoint({{"loops": {{}}, "optimizer_states": [], "step": 1}}, {str(path)!r})
 def torn_save(obj, f):  # half a file written, then the process dies mid-write
@@ -858,7 +859,7 @@ def test_a_damaged_saved_config_is_named_when_resume_searches(tmp_path: Path, sa
 def test_a_damaged_sweep_record_is_named_when_resume_searches(tmp_path: Path, saved: bytes) -> None:
     """An emptied, cut-short or edited multirun.yaml parses as a mapping without the overrides the sweep was made
     with: resume=true stopped with an omegaconf ConfigAttributeError traceback (Missing key hydra)."""
-    from gpt.training.resume import sweep_to_resume
+    from gpt.training.sweep_resume import sweep_to_resume
 
     (tmp_path / "multirun.yaml").write_bytes(saved)
     cfg = OmegaConf.create({"resume": True, "hydra": {"sweep": {"dir": str(tmp_path)}, "sweeper": {},
@@ -872,7 +873,7 @@ def test_a_damaged_sweep_record_is_named_when_resume_searches(tmp_path: Path, sa
 def test_a_sweep_record_with_an_override_edited_unreadable_is_named(tmp_path: Path) -> None:
     """Its swept overrides are read with Hydra's parser, to compare their order: one it cannot read stopped
     resume=true with Hydra's OverrideParseException traceback."""
-    from gpt.training.resume import sweep_to_resume
+    from gpt.training.sweep_resume import sweep_to_resume
 
     sections = {"data": {}, "trainer": {}, "callbacks": {}, "optim": {}, "seed": 0}
     OmegaConf.save({**sections, "hydra": {"overrides": {"task": ["seed=0,1]"]}}}, tmp_path / "multirun.yaml")
@@ -891,7 +892,7 @@ def test_a_saved_config_cut_short_is_named_not_taken_for_another_config(tmp_path
     from hydra.core.global_hydra import GlobalHydra
     from hydra.types import RunMode
 
-    from gpt.training.resume import sweep_to_resume
+    from gpt.training.sweep_resume import sweep_to_resume
 
     def cut(cfg: DictConfig, path: Path) -> None:
         whole = OmegaConf.to_yaml(cfg)
@@ -928,7 +929,7 @@ def test_resuming_a_named_sweep_with_other_overrides_names_them(tmp_path: Path) 
     from hydra.core.global_hydra import GlobalHydra
     from hydra.types import RunMode
 
-    from gpt.training.resume import sweep_to_resume
+    from gpt.training.sweep_resume import sweep_to_resume
 
     def sweep(*overrides: str) -> DictConfig:
         with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base="1.3"):
@@ -950,7 +951,7 @@ def test_resuming_a_sweep_with_its_axes_in_another_order_is_refused(tmp_path: Pa
     from hydra.core.global_hydra import GlobalHydra
     from hydra.types import RunMode
 
-    from gpt.training.resume import sweep_to_resume
+    from gpt.training.sweep_resume import sweep_to_resume
 
     def sweep(*overrides: str) -> DictConfig:
         with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base="1.3"):
@@ -975,7 +976,7 @@ def test_resume_picks_the_sweep_that_has_not_ended_over_a_newer_one_that_has(tmp
     from hydra.core.global_hydra import GlobalHydra
     from hydra.types import RunMode
 
-    from gpt.training.resume import sweep_to_resume
+    from gpt.training.sweep_resume import sweep_to_resume
     from gpt.training.run_folder import write_summary
 
     monkeypatch.chdir(tmp_path)
@@ -1210,7 +1211,7 @@ def test_a_sweep_whose_multirun_yaml_is_damaged_resumes_by_its_jobs_own_records(
     from hydra.core.global_hydra import GlobalHydra
     from hydra.types import RunMode
 
-    from gpt.training.resume import sweep_to_resume
+    from gpt.training.sweep_resume import sweep_to_resume
 
     sweep = ["-m", *FINISHED_RUN, "seed=0,1", "hydra.sweep.dir=sweep", "hydra.launcher.n_jobs=1"]  # in one process
     first = run_cli("train.py", *sweep, cwd=tmp_path)

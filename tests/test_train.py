@@ -20,7 +20,7 @@ from gpt.data.tasks.calculator import split_problems
 from gpt.inference.generation import generate as generate_ids
 from gpt.training import checks
 from gpt.training.checks import check_config
-from gpt.training.resume import load_resume_checkpoint
+from gpt.training.checkpoint_io import load_resume_checkpoint
 from tests.conftest import ROOT, run_cli
 
 def test_train_writes_model_checkpoint_metrics_and_samples(trained: Path) -> None:

@@ -23,8 +23,8 @@ from gpt.sweeps.parallel import command_line_values, running_at_once, sweep_jobs
 from gpt.sweeps.repeats import repeated
 from gpt.training.checks import forced_unread, model_accepts, model_refused, resolve_precision
 from gpt.training.recorded import as_typed
-from gpt.training.resume import job_overrides
 from gpt.training.run_folder import kept_on_resume
+from gpt.training.sweep_resume import job_overrides
 
 # A job's seconds outside its training steps (building data and model, the last grading, its record), which do not
 # scale with the steps. attention_tasks on a 2-core AMD EPYC, two at a time: 10, 40, 200 and 1,200 steps a job took

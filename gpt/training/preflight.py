@@ -431,7 +431,7 @@ def resumed_sweep(argv: list[str], config_dir: Path) -> list[str]:
             "train", overrides, run_mode=RunMode.MULTIRUN, validate_sweep_overrides=False)
         if not cfg.resume or not (any(a in MULTIRUN_FLAGS for a in argv) or cfg.hydra.mode == RunMode.MULTIRUN):
             return []
-        from gpt.training.resume import sweep_to_resume  # torch and Lightning: only for a command that resumes
+        from gpt.training.sweep_resume import sweep_to_resume  # torch: only for a command that resumes
 
         folder = sweep_to_resume(cfg)  # inside: a sweep folder told by its jobs has them composed
     print(f"resuming the sweep in {folder}")

@@ -1,5 +1,5 @@
-"""Resuming training from Lightning checkpoints: crash-safe writes, safe loading (weights_only=True),
-and finding the newest run with the same config."""
+"""Resuming one run: the newest run with the same config (resume=true), a run folder's record compared with the
+command that continues it, and the checkpoint to continue from, checked against the run it continues."""
 from __future__ import annotations
 
 import contextlib
@@ -10,228 +10,25 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import torch
 import yaml
-from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
-from hydra.core.global_hydra import GlobalHydra
-from hydra.core.override_parser.overrides_parser import OverridesParser
-from hydra.errors import HydraException, OverrideParseException
+from hydra.errors import HydraException
 from lightning.pytorch.callbacks import Timer
-from lightning.pytorch.plugins.io import TorchCheckpointIO
-from omegaconf import DictConfig, ListConfig, OmegaConf, open_dict
+from omegaconf import DictConfig, OmegaConf
 
-from gpt.atomic import atomic_open
-from gpt.inference.checkpoint import CheckpointError, safe_load
+from gpt.inference.checkpoint import CheckpointError
 from gpt.overrides import override_key, pasted, quoted
+from gpt.training.checkpoint_io import load_resume_checkpoint
 from gpt.training.checks import group_setting
 from gpt.training.lit import OPTIM_NAME, LitGPT
 from gpt.training.optim import OPTIMIZERS, SCHEDULES, OptimConfig
-from gpt.training.recorded import as_typed
-from gpt.training.run_folder import (CHECKPOINT, NOT_IDENTITY, OVERRIDES, REPORT, finished, holds_work,
-                                     model_rebuildable, read_overrides, read_summary, whole_model)
+from gpt.training.run_folder import (CHECKPOINT, NOT_IDENTITY, OVERRIDES, finished, model_rebuildable, read_overrides,
+                                     read_summary, whole_model)
+from gpt.training.saved_config import DamagedRecord, run_identity, saved_config
 from gpt.validate import first_line
 
 # What a run continued with resume=true may be given otherwise: a run trains to the trainer.max_steps it is resumed
 # with (a finished one is kept, naming the command that trains it further: train_further).
 TRAINED_FURTHER = "trainer.max_steps"
-# The top-level keys every run's config has held since the first and no run goes without (train.py refuses each
-# removed; ~model and ~logger train): a saved config without one was cut short, not made by another config. Hydra
-# writes seed after the others, so a file cut anywhere before its line lacks one.
-EVERY_CONFIG = ("data", "trainer", "callbacks", "optim", "seed")
-
-
-class AtomicCheckpointIO(TorchCheckpointIO):
-    """Lightning's checkpoint IO through gpt.atomic: a SIGKILL at any moment leaves either the previous or the new
-    checkpoint, never a torn one."""
-
-    def save_checkpoint(self, checkpoint: dict[str, Any], path: str | Path, storage_options: Any = None) -> None:
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with atomic_open(path) as f:
-            torch.save(checkpoint, f)
-
-    def load_checkpoint(self, path: str | Path, map_location: Any = None,
-                        weights_only: bool | None = None) -> dict[str, Any]:
-        # Always weights_only=True, whatever the caller asks: Lightning also loads ddp_spawn's weights here.
-        return safe_load(Path(path), CHECKPOINT, map_location)
-
-
-def load_resume_checkpoint(path: str | Path, map_location: Any = "cpu") -> dict[str, Any]:
-    """A Lightning checkpoint's dict, loaded with weights_only=True; CheckpointError says what is wrong."""
-    path = Path(path)
-    if path.is_dir():  # a run folder, as generate.py --ckpt takes one
-        raise CheckpointError(f"ckpt_path={path} is a folder: pass the checkpoint in it ({path / CHECKPOINT} of a run "
-                              "folder), or use resume=true")
-    if not path.is_file():
-        raise CheckpointError(f"ckpt_path={path} does not exist: pass a checkpoints/last.ckpt or use resume=true")
-    checkpoint = safe_load(path, CHECKPOINT, map_location)
-    if not isinstance(checkpoint, dict) or "loops" not in checkpoint or "optimizer_states" not in checkpoint:
-        raise CheckpointError(f"{path} is not a Lightning training checkpoint (a model.pt cannot resume "
-                              "training: its optimizer state is not saved)")
-    return checkpoint
-
-
-class DamagedRecord(CheckpointError):
-    """A run's or a sweep's record that resume=true compares with the command and cannot read; `damage` says how."""
-
-    def __init__(self, path: Path, damage: str, fix: str) -> None:
-        super().__init__(f"{path} is damaged ({damage}): {fix}")
-        self.damage = damage
-
-
-def saved_config(path: Path, sweep: bool = False, job: bool = False) -> DictConfig:
-    """A run's .hydra/config.yaml (`job`: a sweep job's) or (`sweep`) a sweep's multirun.yaml, which resume=true
-    compares with this run's config; one that cannot be read is refused naming it, not skipped: it may be the newest
-    run of this config."""
-    try:
-        cfg = OmegaConf.load(path)
-    except (yaml.YAMLError, ValueError) as err:  # UnicodeDecodeError is a ValueError
-        what = first_line(err)
-    else:
-        if not isinstance(cfg, DictConfig):
-            what = "not a mapping"
-        elif sweep and not isinstance(OmegaConf.select(cfg, "hydra.overrides.task"), ListConfig):
-            what = "no hydra.overrides.task: emptied or cut short"  # what sweep_identity reads
-        elif missing := [key for key in EVERY_CONFIG if key not in cfg]:
-            what = f"no top-level {missing[0]}: emptied or cut short"
-        else:
-            try:
-                if sweep:
-                    swept(as_typed(cfg.hydra.overrides.task))  # what sweep_identity parses: edited, it may not
-                return cfg
-            except OverrideParseException as err:
-                what = first_line(err)
-    fix = "delete the sweep folder holding it to run that sweep again" if sweep else \
-        f"delete that job's folder {path.parent.parent} to run the job again (the sweep's other jobs are kept)" if job \
-        else f"delete the folder holding it, or pass ckpt_path=<its {CHECKPOINT}> instead of resume=true"
-    raise DamagedRecord(path, what, fix)
-
-
-def run_identity(cfg: DictConfig) -> dict[str, Any]:
-    """The config as written (interpolations unresolved), without the keys that only say how to start (and
-    Hydra's own section, which holds the time and folders of the launch)."""
-    values = OmegaConf.to_container(cfg, resolve=False)
-    return {k: v for k, v in values.items() if k not in (*NOT_IDENTITY, "hydra")}
-
-
-def sweep_identity(cfg: DictConfig) -> dict[str, Any]:
-    """What makes a sweep the same sweep: the config every job starts from, the preset's swept values and the
-    command line's overrides (sweeps included), less those that only say how to start; the swept ones in their order,
-    which numbers the jobs (their folders): reordered, job 1 would be kept or continued from another job's folder."""
-    overrides = [o for o in as_typed(cfg.hydra.overrides.task) if override_key(o) not in NOT_IDENTITY]
-    params = cfg.hydra.sweeper.get("params")
-    return {"config": run_identity(cfg), "overrides": sorted(overrides), "axes": swept(overrides),
-            "params": OmegaConf.to_container(params) if params else {}}
-
-
-def swept(overrides: list[str]) -> list[str]:
-    """The overrides that sweep (`seed=0,1`), in the order given."""
-    return [o.input_line for o in OverridesParser.create().parse_overrides(overrides) if o.is_sweep_override()]
-
-
-def sweep_ended(folder: Path) -> bool:
-    """Whether the sweep in `folder` ran to its end: its report is written (the last thing a sweep does) and every
-    job's record says it finished, was refused or repeats another job's run. A killed sweep has no report; a stopped
-    one has failed jobs."""
-    if not (folder / REPORT).is_file():
-        return False
-    try:
-        return all((read_summary(job.parent.parent) or {}).get("status") in ("ok", "refused", "duplicate")
-                   for job in folder.glob("*/.hydra/config.yaml"))
-    except ValueError:  # a damaged record: that job has not ended well
-        return False
-
-
-def sweep_to_resume(cfg: DictConfig) -> Path:
-    """The folder of the sweep made with this sweep's identity (its multirun.yaml) where a sweep re-run with
-    resume=true continues: hydra.sweep.dir as given, else searched under the folder its ${now:...} pattern starts
-    in, the newest that has not ended first (the same sweep run again to its end must not hide a killed one), a
-    killed one (no report yet) before one that ended with failed jobs. A folder whose multirun.yaml is damaged is
-    told by its jobs' own records (jobs_differ): deleting it would throw away its finished jobs."""
-    pattern = OmegaConf.to_container(cfg.hydra.sweep, resolve=False)["dir"]
-    fixed = pattern.split("${", 1)[0]  # "multirun/" of multirun/${now:%Y-%m-%d}/..., all of a fixed folder
-    root = Path(fixed) if fixed == pattern or fixed.endswith("/") else Path(fixed).parent
-    mine = sweep_identity(cfg)
-    found = []
-    for saved in root.rglob("multirun.yaml"):
-        try:
-            same = sweep_identity(saved_config(saved, sweep=True)) == mine
-        except CheckpointError as damaged:  # its jobs' own records tell whether it is this sweep
-            differ = jobs_differ(saved.parent, cfg)
-            if differ and saved.parent == root and fixed == pattern:  # the folder named: why not this sweep
-                raise (damaged if differ == NO_JOB else ValueError(
-                    f"resume=true: {saved} is damaged, and the sweep in {root} has {differ}; resume it with the "
-                    "overrides it was made with (its jobs' .hydra/overrides.yaml), or drop resume=true and pass "
-                    "another hydra.sweep.dir= to start a new sweep")) from None
-            same = not differ
-        if same:
-            found.append(saved.parent)
-    if not found and fixed == pattern and (root / "multirun.yaml").is_file():  # the folder named: why not this sweep
-        theirs = sweep_identity(saved_config(root / "multirun.yaml", sweep=True))
-        there, here = set(theirs["overrides"]), set(mine["overrides"])
-        what = f"{' '.join(sorted(there - here)) or 'nothing'} where this command has " \
-            f"{' '.join(sorted(here - there)) or 'nothing'}" if there != here else \
-            f"its swept overrides in the order {' '.join(theirs['axes'])} (the order that numbers its jobs) where " \
-            f"this command has {' '.join(mine['axes'])}" if theirs["axes"] != mine["axes"] else \
-            "these overrides on another config (configs/ or the preset changed since)"
-        raise ValueError(f"resume=true: the sweep in {root} was made with {what}; resume it with the overrides it was "
-                         "made with, or drop resume=true and pass another hydra.sweep.dir= to start a new sweep")
-    if not found:
-        raise ValueError(f"resume=true found no sweep made with this config under {root}/ (a multirun.yaml): drop "
-                         "resume=true to start the sweep, or pass the killed sweep's folder as hydra.sweep.dir=")
-    # A killed sweep (no report) before one that ran to its end with failed jobs, before one that ended well.
-    return max(found, key=lambda folder: (not (folder / REPORT).is_file(), not sweep_ended(folder),
-                                          (folder / "multirun.yaml").stat().st_mtime))
-
-
-NO_JOB = "no job to compare"
-
-
-def job_overrides(cfg: DictConfig) -> list[list[str]]:
-    """Each job's overrides of this sweep, in job order: the preset's sweeper params, then the command line's. Hydra's
-    own split: which value each key takes in each numbered job is the sweeper's, not a copy of its rules. Needs Hydra
-    initialized with the configs (preflight's, or the sweep's own)."""
-    params = cfg.hydra.sweeper.get("params") or {}
-    overrides = OverridesParser.create(config_loader=GlobalHydra.instance().config_loader()).parse_overrides(
-        [*(f"{key}={value}" for key, value in params.items()), *as_typed(cfg.hydra.overrides.task)])
-    return [list(job) for job in BasicSweeper.split_arguments(overrides, None)[0]]
-
-
-def sweep_jobs(cfg: DictConfig) -> list[DictConfig]:
-    """The config of each job of this sweep, in job order (its number set, so its folder's name resolves), composed as
-    Hydra's sweeper and launcher compose them."""
-    loader = GlobalHydra.instance().config_loader()
-    jobs = []
-    for num, overrides in enumerate(job_overrides(cfg)):
-        job = loader.load_sweep_config(cfg, overrides)
-        with open_dict(job):
-            job.hydra.job.num = num
-        jobs.append(job)
-    return jobs
-
-
-def jobs_differ(folder: Path, cfg: DictConfig) -> str | None:
-    """For a sweep folder whose multirun.yaml is damaged: where its jobs differ from this sweep's, as words, or None
-    when every job folder holding a run's work was made as this sweep's job of its number (the overrides and composed
-    config its .hydra records): its finished jobs are then this sweep's to keep, and the others continue or run.
-    NO_JOB when no job holds work to compare; a job record that cannot be read is refused naming it."""
-    worked = sorted((record.parent.parent for record in folder.glob(f"*/{OVERRIDES}")
-                     if holds_work(record.parent.parent)), key=lambda job: (len(job.name), job.name))
-    if not worked:
-        return NO_JOB
-    jobs = {folder / str(job.hydra.sweep.subdir): job for job in sweep_jobs(cfg)}
-    for path in worked:
-        if path not in jobs:
-            return f"a job in {path}, which this command's sweep of {len(jobs)} jobs has none of"
-        job = jobs[path]
-        there = {o for o in read_overrides(path) if override_key(o) not in NOT_IDENTITY}
-        here = {o for o in as_typed(job.hydra.overrides.task) if override_key(o) not in NOT_IDENTITY}
-        if there != here:
-            return f"its job {path} made with {' '.join(sorted(there - here)) or 'nothing'} where this command's " \
-                f"job {job.hydra.job.num} has {' '.join(sorted(here - there)) or 'nothing'}"
-        if run_identity(saved_config(path / ".hydra" / "config.yaml", job=True)) != run_identity(job):
-            return f"its job {path} made with these overrides on another config (configs/ or the preset changed since)"
-    return None
 
 
 def find_resume_checkpoint(cfg: DictConfig, roots: list[Path], beside: Path | None = None) -> Path:
