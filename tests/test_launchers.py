@@ -18,7 +18,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from gpt.sweeps import parallel
 from gpt.sweeps.expected_time import ExpectedTime
-from gpt.sweeps.parallel import JobsPerCore, jobs_at_once, sweep_jobs
+from gpt.sweeps.parallel import JobsPerCore, job_count, jobs_at_once
 from gpt.training import checks
 from gpt.training import preflight as preflight_module
 from gpt.training.preflight import preflight
@@ -46,7 +46,7 @@ def sweep_config(*overrides: str) -> DictConfig:
 def test_jobs_at_once_follow_the_cores_and_the_device(overrides: list[str], cores: int, expected: int) -> None:
     cfg = sweep_config(*overrides)
     assert cfg.hydra.launcher.n_jobs == 0  # decided when the sweep starts
-    assert jobs_at_once(cfg, sweep_jobs(cfg), cores) == expected
+    assert jobs_at_once(cfg, job_count(cfg), cores) == expected
 
 
 @pytest.mark.parametrize("overrides, jobs", [
@@ -58,7 +58,7 @@ def test_jobs_at_once_follow_the_cores_and_the_device(overrides: list[str], core
 ])
 def test_sweep_jobs_are_counted_as_hydra_sweeps_them(overrides: list[str], jobs: int) -> None:
     """The count decides how many jobs run at once: a sweep of lists counted as one job ran one at a time."""
-    assert sweep_jobs(sweep_config(*overrides)) == jobs
+    assert job_count(sweep_config(*overrides)) == jobs
 
 
 def test_sweeps_use_the_cores_launcher_unless_told() -> None:
@@ -77,7 +77,7 @@ def test_slurm_launcher_composes_with_ddp_for_several_gpus_per_job() -> None:
     assert (launcher["partition"], launcher["gpus_per_node"], launcher["tasks_per_node"]) == ("gpu", 4, 4)
     assert launcher["timeout_min"] > 0 and launcher["submitit_folder"].startswith("${hydra.sweep.dir}")
     assert (cfg.trainer.strategy, cfg.trainer.devices) == ("ddp", 4)
-    assert sweep_jobs(cfg) == 3
+    assert job_count(cfg) == 3
 
 
 def test_a_slurm_sweep_off_a_cluster_is_one_line_and_no_folder(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,

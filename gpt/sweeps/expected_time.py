@@ -19,7 +19,7 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
 from gpt.overrides import override_key
-from gpt.sweeps.parallel import command_line_values, running_at_once, sweep_jobs, sweep_overrides
+from gpt.sweeps.parallel import command_line_values, job_count, running_at_once, sweep_overrides
 from gpt.sweeps.repeats import repeated
 from gpt.training.checks import forced_unread, model_accepts, model_refused, resolve_precision
 from gpt.training.recorded import as_typed
@@ -142,7 +142,7 @@ class ExpectedTime(Callback):
         return float(self.seconds_per_job[key]), self.measured[key]
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
-        jobs, counts = sweep_jobs(config), job_steps(config)
+        jobs, counts = job_count(config), job_steps(config)
         if not counts:  # no estimate for a mistyped trainer.max_steps: each job refuses it in one line
             return
         seconds_per_job, measured = self.figures(config)

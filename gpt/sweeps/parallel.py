@@ -59,7 +59,7 @@ def sweep_sizes(params: dict[str, str], overrides: list[str]) -> dict[str, int]:
     return {key: len(values) for key, values in command_line_values(sweep_overrides(params, overrides)).items()}
 
 
-def sweep_jobs(config: DictConfig) -> int:
+def job_count(config: DictConfig) -> int:
     """The number of jobs the sweep will run."""
     params = dict(config.hydra.sweeper.get("params") or {})
     return math.prod(sweep_sizes(params, as_typed(config.hydra.overrides.task)).values())
@@ -227,7 +227,7 @@ class JobsPerCore(Callback):
         launcher = config.hydra.launcher
         if "n_jobs" not in launcher:  # another launcher (basic, slurm) decides for itself
             return
-        jobs, available = sweep_jobs(config), cores()
+        jobs, available = job_count(config), cores()
         if launcher.n_jobs == 0:
             with read_write(launcher), open_dict(launcher):
                 launcher.n_jobs = jobs_at_once(config, jobs, available)

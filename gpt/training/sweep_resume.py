@@ -96,7 +96,7 @@ def job_overrides(cfg: DictConfig) -> list[list[str]]:
     return [list(job) for job in BasicSweeper.split_arguments(overrides, None)[0]]
 
 
-def sweep_jobs(cfg: DictConfig) -> list[DictConfig]:
+def job_configs(cfg: DictConfig) -> list[DictConfig]:
     """The config of each job of this sweep, in job order (its number set, so its folder's name resolves), composed as
     Hydra's sweeper and launcher compose them."""
     loader = GlobalHydra.instance().config_loader()
@@ -118,7 +118,7 @@ def jobs_differ(folder: Path, cfg: DictConfig) -> str | None:
                      if holds_work(record.parent.parent)), key=lambda job: (len(job.name), job.name))
     if not worked:
         return NO_JOB
-    jobs = {folder / str(job.hydra.sweep.subdir): job for job in sweep_jobs(cfg)}
+    jobs = {folder / str(job.hydra.sweep.subdir): job for job in job_configs(cfg)}
     for path in worked:
         if path not in jobs:
             return f"a job in {path}, which this command's sweep of {len(jobs)} jobs has none of"
