@@ -30,6 +30,7 @@ from gpt.data.inputs import unread_notes
 import gpt.data.prepare as prepare_module
 from gpt.data.prepare import Prepared, Recipe, load, open_prepared, prepare, split_note
 import gpt.data.shards as shards
+from gpt.data.text_parts import MARKER
 from gpt.data.tokenizers import EOT
 from tests.conftest import ROOT, files_in, play
 from tests.test_configs import compose_with
@@ -291,7 +292,7 @@ def test_text_parts_are_the_same_whatever_the_work_units(tmp_path: Path, monkeyp
 
 
 TEXT_BYTES = [b"\x80", b"\xbf", b"\xc3", b"\xe2\x82", "🙂".encode(), b"\xff", b"a", b"\n", b"\r\n", b"\r",
-              formats.MARKER, formats.MARKER + b"\n", b"<|endof", formats.BOM]  # UTF-8, and pieces of it
+              MARKER, MARKER + b"\n", b"<|endof", formats.BOM]  # UTF-8, and pieces of it
 
 
 @given(pieces=st.lists(st.sampled_from(TEXT_BYTES), max_size=60), doc_bytes=st.sampled_from([1, 2, 8]),
@@ -321,7 +322,7 @@ def test_text_bytes_are_read_exactly_or_refused_as_not_utf8(pieces: list[bytes],
     assert text == unmarked.replace("\r\n", "\n")
 
 
-UNIX_PIECES = [b"a", "🙂".encode(), b"\n", b"\n\n", b"word ", b"x" * 20, formats.MARKER, formats.MARKER + b"\n"]
+UNIX_PIECES = [b"a", "🙂".encode(), b"\n", b"\n\n", b"word ", b"x" * 20, MARKER, MARKER + b"\n"]
 
 
 @given(pieces=st.lists(st.sampled_from(UNIX_PIECES), max_size=80), doc_bytes=st.sampled_from([1, 2, 8, 16]),
