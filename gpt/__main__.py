@@ -14,7 +14,8 @@ from gpt.validate import OneLineParser, first_line
 
 # verb -> (module, what it does)
 VERBS: dict[str, tuple[str, str]] = {
-    "prepare": ("gpt.data.prepare", "tokenize a corpus (text, JSONL, Parquet, Arrow, folders) into token shards"),
+    "prepare": ("gpt.data.prepare_command",
+                "tokenize a corpus (text, JSONL, Parquet, Arrow, folders) into token shards"),
     "evaluate": ("gpt.evaluation.evaluate", "grade a model.pt on held-out examples, or a text model's loss and bpb"),
     "export": ("gpt.hf.export", "write a model.pt as a Hugging Face folder (config.json + model.safetensors)"),
     "report": ("gpt.sweeps.report", "write a sweep's report.md, loss.png and matrix.png again"),
