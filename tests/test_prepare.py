@@ -28,7 +28,8 @@ from gpt.data.corpus import TextData
 import gpt.data.formats as formats
 from gpt.data.inputs import unread_notes
 import gpt.data.prepare as prepare_module
-from gpt.data.prepare import Prepared, Recipe, load, open_prepared, prepare, split_note
+from gpt.data.notes import split_note
+from gpt.data.prepare import Prepared, Recipe, load, open_prepared, prepare
 import gpt.data.shards as shards
 from gpt.data.text_parts import MARKER
 from gpt.data.tokenizers import EOT

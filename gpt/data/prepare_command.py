@@ -8,8 +8,8 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from gpt.data.prepare import (Names, Recipe, cache_folder, check_text_field, input_notes, open_prepared, prepare,
-                              prepared_notes, split_files)
+from gpt.data.notes import input_notes, prepared_notes
+from gpt.data.prepare import Names, Recipe, cache_folder, check_text_field, open_prepared, prepare, split_files
 from gpt.data.tokenizers import TOKENIZERS
 from gpt.overrides import command_line
 
