@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, settings
 from gpt import GPT, ModelConfig
 from gpt.data.tasks.calculator import Calculator
 from gpt.data.tasks.datamodule import TaskData, task_tokenizer
-from gpt.data.tokenizers import WordTokenizer
+from gpt.data.tokenizers.vocab import WordTokenizer
 from gpt.sweeps.parallel import cores, job_threads
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -13,7 +13,7 @@ from matplotlib.image import imread
 
 import generate
 from gpt import ModelConfig
-from gpt.data.tokenizers import CharTokenizer, WordTokenizer
+from gpt.data.tokenizers.vocab import CharTokenizer, WordTokenizer
 from gpt.evaluation.maps import HIDDEN, attention_map
 from gpt.inference.checkpoint import save_model
 from gpt.model.attention import ATTENTION

@@ -12,7 +12,7 @@ import torch
 from torch.nn import functional as F
 
 from gpt import GPT, ModelConfig
-from gpt.data.tokenizers import CharTokenizer
+from gpt.data.tokenizers.vocab import CharTokenizer
 from gpt.inference.checkpoint import save_model
 from tests.conftest import ROOT
 

@@ -13,7 +13,11 @@ from torch.utils.data import DataLoader
 
 from gpt import GPT, ModelConfig
 from gpt.data.batches import IGNORE_INDEX
-from gpt.data.tokenizers import BPETokenizer, CharTokenizer, GPT2Tokenizer, HFTokenizer, Tokenizer, WordTokenizer
+from gpt.data.tokenizers.base import Tokenizer
+from gpt.data.tokenizers.bpe import BPETokenizer
+from gpt.data.tokenizers.gpt2 import GPT2Tokenizer
+from gpt.data.tokenizers.hf import HFTokenizer
+from gpt.data.tokenizers.vocab import CharTokenizer, WordTokenizer
 from gpt.evaluation.bpb import byte_counts, text_loss
 from gpt.training.lit import LitGPT
 from tests.test_tokenizers import Texts

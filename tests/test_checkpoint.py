@@ -12,7 +12,9 @@ from hypothesis import strategies as st
 
 import gpt
 from gpt import ModelConfig, load_checkpoint
-from gpt.data.tokenizers import EOT, BPETokenizer, InstallError, WordTokenizer
+from gpt.data.tokenizers.base import EOT, InstallError
+from gpt.data.tokenizers.bpe import BPETokenizer
+from gpt.data.tokenizers.vocab import WordTokenizer
 from gpt.inference.checkpoint import CheckpointError, newest_checkpoint, save_model
 from gpt.model.attention import ATTENTION
 from tests.conftest import CodeRunningPickle, build, files_in, flip_a_bit_in
@@ -283,7 +285,7 @@ def test_a_tokenizer_this_machine_cannot_build_does_not_call_the_model_pt_damage
     def damaged() -> None:
         raise InstallError("vocab.bpe is damaged: reinstall it")
 
-    monkeypatch.setattr("gpt.data.tokenizers.gpt2_encoding", damaged)
+    monkeypatch.setattr("gpt.data.tokenizers.gpt2.gpt2_encoding", damaged)
     with pytest.raises(InstallError, match="^vocab.bpe is damaged: reinstall it$"):
         load_checkpoint(path)
 

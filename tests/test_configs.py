@@ -8,7 +8,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from gpt.data.tokenizers import CharTokenizer
+from gpt.data.tokenizers.vocab import CharTokenizer
 from gpt.inference.checkpoint import save_model
 from gpt.model.attention import ATTENTION
 from gpt.model.config import ModelConfig

@@ -17,7 +17,7 @@ from gpt.__main__ import main
 from gpt.cost import rounds
 from gpt.cost.counterparts import hf_engines
 from gpt.cost.tables import figure, table
-from gpt.data.tokenizers import CharTokenizer
+from gpt.data.tokenizers.vocab import CharTokenizer
 from gpt.inference.checkpoint import save_model
 from gpt.inference.depth import Engine, GPTEngine, Measure
 from tests.conftest import build

@@ -25,7 +25,7 @@ from gpt.data.corpus import TextData
 import gpt.data.download as corpora
 import gpt.data.prepare as prepare
 from gpt.data.shards import ShardWriter, TokenShards, token_dtype
-from gpt.data.tokenizers import EOT
+from gpt.data.tokenizers.base import EOT
 from gpt.inference.checkpoint import load_checkpoint, save_model
 from tests.conftest import ROOT, files_in, play, run_cli
 import train

@@ -17,7 +17,7 @@ from lightning.pytorch.callbacks import Timer
 import generate
 from gpt import ModelConfig, load
 from gpt.__main__ import main as cli
-from gpt.data.tokenizers import CharTokenizer, WordTokenizer
+from gpt.data.tokenizers.vocab import CharTokenizer, WordTokenizer
 from gpt.inference.checkpoint import load_checkpoint, save_model
 from gpt.training.checks import check_config, trainer_arguments
 from gpt.training.preflight import parsed, preflight

@@ -12,7 +12,7 @@ from gpt import GPT, ModelConfig
 from gpt.__main__ import VERBS, main, parser_for
 from gpt.data.tasks.calculator import Calculator, split_problems, vocabulary
 from gpt.data.tasks.datamodule import TaskData
-from gpt.data.tokenizers import WordTokenizer
+from gpt.data.tokenizers.vocab import WordTokenizer
 from gpt.inference.checkpoint import DEVICE_HELP, describe, newest_checkpoint, save_model
 from tests.conftest import run_cli
 

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 import generate
 from gpt import GPT, ModelConfig
 from gpt.__main__ import main as cli
-from gpt.data.tokenizers import CharTokenizer
+from gpt.data.tokenizers.vocab import CharTokenizer
 from gpt.inference.checkpoint import save_model
 from tests.conftest import calculator_tokenizer, play
 from tests.fuzzing import ODD_TEXT, assert_clean, call, scaled

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from gpt import ModelConfig
-from gpt.data.tokenizers import CharTokenizer, GPT2Tokenizer
+from gpt.data.tokenizers.gpt2 import GPT2Tokenizer
+from gpt.data.tokenizers.vocab import CharTokenizer
 from gpt.inference.checkpoint import save_model
 from gpt.pipe import exit_with
 from tests.conftest import ROOT, build, child_env

@@ -11,7 +11,7 @@ import torch
 from gpt.__main__ import main as cli
 from gpt.data.tasks import Line, Turn
 from gpt.data.tasks.datamodule import TaskData, encode_line, held_out
-from gpt.data.tokenizers import WordTokenizer
+from gpt.data.tokenizers.vocab import WordTokenizer
 from gpt.evaluation.grading import Graded, grade, grade_line, scores_by_group, scores_by_level
 from gpt.inference.checkpoint import save_model
 from gpt.inference.generation import generate

@@ -11,7 +11,10 @@ import torch
 
 from gpt import GPT, ModelConfig, TextModel, generate, load, load_checkpoint
 from gpt.__main__ import main as cli
-from gpt.data.tokenizers import EOT, CharTokenizer, GPT2Tokenizer, HFTokenizer, WordTokenizer
+from gpt.data.tokenizers.base import EOT
+from gpt.data.tokenizers.gpt2 import GPT2Tokenizer
+from gpt.data.tokenizers.hf import HFTokenizer
+from gpt.data.tokenizers.vocab import CharTokenizer, WordTokenizer
 from gpt.inference.checkpoint import save_model
 from tests.conftest import build
 from tests.test_data import play, train_in_process
@@ -386,7 +389,7 @@ def test_init_from_a_run_folder_starts_from_its_model_pt(tmp_path: Path) -> None
 def test_init_from_a_bpe_model_of_another_vocab_size_names_its_size(tmp_path: Path) -> None:
     # On the text it was trained on with data.tokenizer=bpe and another data.vocab_size, the refusal said to set
     # data.tokenizer=bpe on the text it was trained on: what the run already did.
-    from gpt.data.tokenizers import BPETokenizer
+    from gpt.data.tokenizers.bpe import BPETokenizer
     from gpt.training.init_from import start_from
     from tests.test_tokenizers import Texts
 

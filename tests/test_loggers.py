@@ -12,7 +12,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from gpt.data.tokenizers import CharTokenizer
+from gpt.data.tokenizers.vocab import CharTokenizer
 from gpt.training import callbacks
 from gpt.training.loggers import make_logger, wandb_mode
 from tests.conftest import ROOT, child_env, run_cli

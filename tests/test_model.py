@@ -7,7 +7,7 @@ import torch
 
 import gpt
 from gpt import GPT, ModelConfig, generate, load_checkpoint
-from gpt.data.tokenizers import CharTokenizer
+from gpt.data.tokenizers.vocab import CharTokenizer
 from gpt.inference.checkpoint import save_model
 from tests.conftest import build
 

@@ -13,7 +13,7 @@ from torch.utils.data import DataLoader
 
 from gpt import ModelConfig, load_checkpoint
 from gpt.data.batches import IGNORE_INDEX
-from gpt.data.tokenizers import WordTokenizer
+from gpt.data.tokenizers.vocab import WordTokenizer
 from gpt.inference.checkpoint import save_model
 from gpt.training.lit import LitGPT
 from tests.conftest import run_cli

@@ -32,7 +32,7 @@ from gpt.data.notes import split_note
 from gpt.data.prepare import Prepared, Recipe, load, open_prepared, prepare
 import gpt.data.shards as shards
 from gpt.data.text_parts import MARKER
-from gpt.data.tokenizers import EOT
+from gpt.data.tokenizers.base import EOT
 from tests.conftest import ROOT, files_in, play
 from tests.test_configs import compose_with
 from tests.fuzzing import assert_clean, call, scaled

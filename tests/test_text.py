@@ -12,7 +12,11 @@ import pytest
 import torch
 
 from gpt import GPT, ModelConfig, TextModel, generate, load
-from gpt.data.tokenizers import EOT, BPETokenizer, CharTokenizer, GPT2Tokenizer, WordTokenizer, tokenizer_from_dict
+from gpt.data.tokenizers import tokenizer_from_dict
+from gpt.data.tokenizers.base import EOT
+from gpt.data.tokenizers.bpe import BPETokenizer
+from gpt.data.tokenizers.gpt2 import GPT2Tokenizer
+from gpt.data.tokenizers.vocab import CharTokenizer, WordTokenizer
 from gpt.inference.checkpoint import save_model
 from gpt.inference.compiled import compile_for_decoding
 from gpt.inference.text import PromptWarning

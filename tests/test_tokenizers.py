@@ -8,9 +8,12 @@ import numpy as np
 import pytest
 import torch
 
-from gpt.data.tokenizers import (EOT, GPT2_FILES, GPT2_PACKAGE, TOKENIZERS, BPETokenizer, CharTokenizer, GPT2Tokenizer,
-                                 InstallError, WordTokenizer, gpt2_encoding, gpt2_files, learn_tokenizer,
-                                 tokenizer_from_dict)
+from gpt.data.tokenizers import learn_tokenizer, tokenizer_from_dict
+from gpt.data.tokenizers.base import EOT, InstallError
+from gpt.data.tokenizers.bpe import BPETokenizer
+from gpt.data.tokenizers.gpt2 import GPT2_FILES, GPT2_PACKAGE, GPT2Tokenizer, gpt2_encoding, gpt2_files
+from gpt.data.tokenizers.learned import TOKENIZERS
+from gpt.data.tokenizers.vocab import CharTokenizer, WordTokenizer
 from tests.conftest import ROOT, play
 
 T = TypeVar("T")
@@ -200,7 +203,7 @@ def test_damaged_gpt2_files_say_to_reinstall_their_package(monkeypatch: pytest.M
         copies["vocab.bpe"].write_bytes(bytes(data))
     else:
         copies["vocab.bpe"].unlink()
-    monkeypatch.setattr("gpt.data.tokenizers.gpt2_files", lambda: copies)
+    monkeypatch.setattr("gpt.data.tokenizers.gpt2.gpt2_files", lambda: copies)
     monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(tmp_path / "cache"))
     gpt2_encoding.cache_clear()
     try:

@@ -16,7 +16,7 @@ from matplotlib.colors import to_rgb
 
 import generate
 from gpt import ModelConfig
-from gpt.data.tokenizers import WordTokenizer
+from gpt.data.tokenizers.vocab import WordTokenizer
 from gpt.evaluation.maps import HIDDEN
 from gpt.evaluation.viewer import attention_view, head_stats, induction_scores, render_html, write_attention_html
 from gpt.inference.checkpoint import save_model

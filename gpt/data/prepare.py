@@ -24,7 +24,8 @@ from gpt.data.formats import FORMATS, Part, Unit, fingerprint, format_of, read_f
 from gpt.data.inputs import input_files
 from gpt.data.pool import ordered_map
 from gpt.data.shards import ShardWriter, TokenShards, check_shard, save_shard, token_dtype, write_file
-from gpt.data.tokenizers import Tokenizer, learn_tokenizer, tokenizer_from_dict, tokenizer_label
+from gpt.data.tokenizers import learn_tokenizer, tokenizer_from_dict, tokenizer_label
+from gpt.data.tokenizers.base import Tokenizer
 from gpt.overrides import as_override, pasted, quoted
 from gpt.validate import Fraction, PositiveInt, Range, check_fields
 

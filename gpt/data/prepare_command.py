@@ -10,7 +10,7 @@ from typing import Any
 
 from gpt.data.notes import input_notes, prepared_notes
 from gpt.data.prepare import Names, Recipe, cache_folder, check_text_field, open_prepared, prepare, split_files
-from gpt.data.tokenizers import TOKENIZERS
+from gpt.data.tokenizers.learned import TOKENIZERS
 from gpt.overrides import command_line
 
 COMMAND_NAMES = Names("{}", "--val {}", "the inputs and --val")

@@ -14,7 +14,7 @@ import torch
 
 from gpt.data.tasks import Example, Line
 from gpt.data.tasks.datamodule import encode_line
-from gpt.data.tokenizers import Tokenizer
+from gpt.data.tokenizers.base import Tokenizer
 from gpt.model.gpt import GPT
 
 

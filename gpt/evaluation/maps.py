@@ -8,7 +8,7 @@ from matplotlib import colormaps
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
-from gpt.data.tokenizers import Tokenizer
+from gpt.data.tokenizers.base import Tokenizer
 from gpt.model.attention.base import Attention
 from gpt.model.gpt import GPT
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 
-from gpt.data.tokenizers import Tokenizer
+from gpt.data.tokenizers.base import Tokenizer
 from gpt.evaluation.maps import HIDDEN, attention_parts, token_label, visible_keys
 from gpt.inference.generation import check_sampling, generate
 from gpt.inference.text import TextModel

@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 
-from gpt.data.tokenizers import Tokenizer
+from gpt.data.tokenizers.base import Tokenizer
 from gpt.hf.family import Family
 from gpt.hf.gpt2 import GPT2
 from gpt.hf.llama import Llama

@@ -13,7 +13,9 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from gpt.data.tokenizers import GPT2Tokenizer, HFTokenizer, Tokenizer, gpt2_files
+from gpt.data.tokenizers.base import Tokenizer
+from gpt.data.tokenizers.gpt2 import GPT2Tokenizer, gpt2_files
+from gpt.data.tokenizers.hf import HFTokenizer
 from gpt.hf import to_hf
 from gpt.inference.checkpoint import load_checkpoint, newest_checkpoint
 from gpt.inference.text import TextModel

@@ -6,7 +6,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from gpt.data.tokenizers import HFTokenizer, Tokenizer
+from gpt.data.tokenizers.base import Tokenizer
+from gpt.data.tokenizers.hf import HFTokenizer
 from gpt.model.config import ModelConfig
 from gpt.model.gpt import GPT
 from gpt.overrides import as_override

@@ -7,7 +7,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from gpt.data.tokenizers import GPT2Tokenizer, HFTokenizer, Tokenizer, gpt2_files
+from gpt.data.tokenizers.base import Tokenizer
+from gpt.data.tokenizers.gpt2 import GPT2Tokenizer, gpt2_files
+from gpt.data.tokenizers.hf import HFTokenizer
 from gpt.hf.family import Family, mlp_ratio_for, refuse
 from gpt.model.config import ModelConfig
 from gpt.model.gpt import GPT

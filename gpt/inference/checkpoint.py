@@ -11,7 +11,8 @@ import torch
 from torch import nn
 
 from gpt.atomic import atomic_open
-from gpt.data.tokenizers import InstallError, Tokenizer, tokenizer_from_dict
+from gpt.data.tokenizers import tokenizer_from_dict
+from gpt.data.tokenizers.base import InstallError, Tokenizer
 from gpt.model.config import ModelConfig
 from gpt.model.gpt import GPT, without_foreign_settings
 from gpt.overrides import pasted

@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-from gpt.data.tokenizers import Tokenizer, split_before_a_word
+from gpt.data.tokenizers.base import Tokenizer, split_before_a_word
 from gpt.inference.checkpoint import load_checkpoint
 from gpt.inference.generation import check_sampling, generate, stream
 from gpt.model.gpt import GPT

@@ -17,7 +17,7 @@ from lightning.fabric.plugins.environments import SLURMEnvironment, TorchElastic
 from lightning.pytorch.callbacks import Checkpoint, RichProgressBar
 
 from gpt.data.tasks import Line
-from gpt.data.tokenizers import Tokenizer
+from gpt.data.tokenizers.base import Tokenizer
 from gpt.evaluation.extrapolation import extrapolation
 from gpt.evaluation.grading import grade, scores_by_group, scores_by_level
 from gpt.inference.text import TextModel, line_prompt_ids, running_prompt_ids

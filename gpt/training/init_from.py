@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from gpt.data.tokenizers import GPT2Tokenizer, Tokenizer
+from gpt.data.tokenizers.base import Tokenizer
+from gpt.data.tokenizers.gpt2 import GPT2Tokenizer
 from gpt.inference.checkpoint import load_checkpoint, model_file
 from gpt.model.config import ModelConfig
 from gpt.model.gpt import GPT

@@ -13,7 +13,7 @@ import torch
 
 from gpt.data.batches import BatchedData, RowBatches, line_tensors
 from gpt.data.tasks import TASKS, Line, Task
-from gpt.data.tokenizers import WordTokenizer
+from gpt.data.tokenizers.vocab import WordTokenizer
 from gpt.overrides import quoted
 from gpt.validate import PositiveInt, did_you_mean
 
