@@ -306,23 +306,28 @@ def test_a_signal_stops_a_run_cleanly_with_checkpoint_and_model(tmp_path: Path, 
     assert model.cfg.dropout == 0.1
 
 
+def train_patched(tmp_path: Path, patch: str, *overrides: str) -> subprocess.CompletedProcess:
+    """train.py on RUN in `tmp_path`/run, in a child process that first runs `patch`: Python that replaces a hook of
+    StopOnInterrupt (or torch.save) to send a signal at a chosen moment, so that it lands there rather than when a
+    timer fires."""
+    script = "\n".join(["import runpy, signal, sys, torch", "from gpt.training.callbacks import StopOnInterrupt", patch,
+                        f"sys.argv = ['train.py', *{RUN!r}, *{list(overrides)!r}, 'hydra.run.dir=run']",
+                        f"runpy.run_path({str(ROOT / 'train.py')!r}, run_name='__main__')"])
+    return subprocess.run([sys.executable, "-c", script], cwd=tmp_path, env=child_env(), capture_output=True,
+                          text=True, timeout=300)
+
+
 def test_a_second_ctrl_c_aborts_in_one_line_that_says_how_to_go_on(tmp_path: Path) -> None:
     """Lightning answers the KeyboardInterrupt of a second Ctrl-C with exit(1) and nothing said: the run's folder
     then held no record, and `train.py && generate.py` read it as an error, not a stop."""
     # The second Ctrl-C lands in the step after the first, before the stop can finish: raised there, not timed.
-    script = f"""
-import runpy, sys
-from gpt.training.callbacks import StopOnInterrupt
+    proc = train_patched(tmp_path, """
 def second_ctrl_c(self, trainer, *args):
     if trainer.global_step == 25:
         self.requested = True
         raise KeyboardInterrupt
 StopOnInterrupt.on_train_batch_end = second_ctrl_c
-sys.argv = ["train.py", *{RUN!r}, "callbacks.checkpoint.every_n_steps=10", "hydra.run.dir=run"]
-runpy.run_path({str(ROOT / "train.py")!r}, run_name="__main__")
-"""
-    proc = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, env=child_env(),
-                          capture_output=True, text=True, timeout=300)
+""", "callbacks.checkpoint.every_n_steps=10")
     assert proc.returncode == 130, proc.stderr[-2000:]
     ckpt = tmp_path / "run/checkpoints/last.ckpt"
     assert proc.stderr.splitlines()[-1] == f"aborted by a second Ctrl-C at step 25, before model.pt was written; " \
@@ -336,9 +341,7 @@ def test_a_ctrl_c_while_model_pt_is_written_aborts_in_one_line_leaving_no_part_o
     """A Ctrl-C once training had ended (the second after a stop, or the first after the last step) came as
     KeyboardInterrupt while model.pt was written: a traceback, not the stop's one line. It lands halfway through the
     write: sent there, not timed."""
-    script = f"""
-import runpy, signal, sys, torch
-from gpt.training.callbacks import StopOnInterrupt
+    proc = train_patched(tmp_path, f"""
 stop_at, save = StopOnInterrupt.on_train_batch_end, torch.save
 def first_ctrl_c(self, trainer, *args):
     if {stopped} and trainer.global_step == 25:
@@ -350,11 +353,7 @@ def half_then_ctrl_c(obj, f, *args, **kwargs):
         signal.raise_signal(signal.SIGINT)
     save(obj, f, *args, **kwargs)
 StopOnInterrupt.on_train_batch_end, torch.save = first_ctrl_c, half_then_ctrl_c
-sys.argv = ["train.py", *{RUN!r}, "hydra.run.dir=run"]
-runpy.run_path({str(ROOT / "train.py")!r}, run_name="__main__")
-"""
-    proc = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, env=child_env(),
-                          capture_output=True, text=True, timeout=300)
+""")
     assert proc.returncode == 130, proc.stderr[-2000:]
     assert "Traceback" not in proc.stderr, proc.stderr[-2000:]
     run, step, how = tmp_path / "run", 25 if stopped else 40, "a second Ctrl-C" if stopped else "Ctrl-C"
@@ -370,9 +369,7 @@ def test_a_run_started_with_ctrl_c_ignored_keeps_ignoring_it(tmp_path: Path) -> 
     """A run started in the background of a script (`python train.py &`) ignores SIGINT, as the shell set it, so that
     a Ctrl-C meant for the script's foreground leaves it training. StopOnInterrupt listened anyway: such a Ctrl-C
     stopped it, and a second one while model.pt was written did nothing (Lightning put the ignoring back)."""
-    script = f"""
-import runpy, signal, sys
-from gpt.training.callbacks import StopOnInterrupt
+    proc = train_patched(tmp_path, """
 signal.signal(signal.SIGINT, signal.SIG_IGN)
 stop_at = StopOnInterrupt.on_train_batch_end
 def ctrl_c(self, trainer, *args):
@@ -380,11 +377,7 @@ def ctrl_c(self, trainer, *args):
         signal.raise_signal(signal.SIGINT)
     stop_at(self, trainer, *args)
 StopOnInterrupt.on_train_batch_end = ctrl_c
-sys.argv = ["train.py", *{RUN!r}, "hydra.run.dir=run"]
-runpy.run_path({str(ROOT / "train.py")!r}, run_name="__main__")
-"""
-    proc = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, env=child_env(),
-                          capture_output=True, text=True, timeout=300)
+""")
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert read_summary(tmp_path / "run")["status"] == "ok" and read_summary(tmp_path / "run")["steps"] == 40
     assert (tmp_path / "run/model.pt").is_file()
@@ -393,19 +386,13 @@ runpy.run_path({str(ROOT / "train.py")!r}, run_name="__main__")
 def test_a_sigterm_that_lightning_answers_aborts_in_one_line(tmp_path: Path) -> None:
     """A SIGTERM in the moment between Lightning's handler and StopOnInterrupt's (or any under SLURM, left to
     Lightning): Lightning ended the run after its next step with exit status 0 and nothing said, as if it finished."""
-    script = f"""
-import runpy, signal, sys
-from gpt.training.callbacks import StopOnInterrupt
+    proc = train_patched(tmp_path, """
 listen = StopOnInterrupt.on_train_start
 def late(self, *args):
     signal.raise_signal(signal.SIGTERM)
     listen(self, *args)
 StopOnInterrupt.on_train_start = late
-sys.argv = ["train.py", *{RUN!r}, "hydra.run.dir=run"]
-runpy.run_path({str(ROOT / "train.py")!r}, run_name="__main__")
-"""
-    proc = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, env=child_env(),
-                          capture_output=True, text=True, timeout=300)
+""")
     assert proc.returncode == 128 + signal.SIGTERM, proc.stderr[-2000:]
     assert proc.stderr.splitlines()[-1] == "aborted by SIGTERM at step 1, before model.pt was written; no checkpoint " \
         "was written yet: start again"
@@ -440,9 +427,7 @@ def test_sigterm_under_slurm_is_left_to_lightning(monkeypatch: pytest.MonkeyPatc
 def test_a_signal_during_a_sigterm_stop_aborts_in_one_line(tmp_path: Path, second: int, how: str) -> None:
     """The second signal arrives in the step the first stops after, before the stop can finish: sent there, not
     timed. Lightning's handler, still in place after the first SIGTERM, would have waited for the next step."""
-    script = f"""
-import runpy, signal, sys
-from gpt.training.callbacks import StopOnInterrupt
+    proc = train_patched(tmp_path, f"""
 stop_at = StopOnInterrupt.on_train_batch_end
 def two_signals(self, trainer, *args):
     if trainer.global_step == 25:
@@ -450,11 +435,7 @@ def two_signals(self, trainer, *args):
         signal.raise_signal({int(second)})
     stop_at(self, trainer, *args)
 StopOnInterrupt.on_train_batch_end = two_signals
-sys.argv = ["train.py", *{RUN!r}, "hydra.run.dir=run"]
-runpy.run_path({str(ROOT / "train.py")!r}, run_name="__main__")
-"""
-    proc = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, env=child_env(),
-                          capture_output=True, text=True, timeout=300)
+""")
     assert proc.returncode == 128 + second, proc.stderr[-2000:]
     assert "Traceback" not in proc.stderr, proc.stderr[-2000:]
     ckpt = tmp_path / "run/checkpoints/last.ckpt"
