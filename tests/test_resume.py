@@ -549,6 +549,8 @@ def test_killed_sweep_resumes_keeping_finished_jobs_and_continuing_the_interrupt
     assert f"resuming from {folders[2] / 'checkpoints/last.ckpt'} at step {saved_step}" in resumed.stdout
     assert 0 < saved_step < 40
     assert {folder: (folder / "summary.json").read_bytes() for folder in folders[:2]} == kept  # records untouched
+    assert read_summary(folders[2])["resumed_at"] == saved_step  # the part it trained here sets the sweep's pace
+    assert "resumed_at" not in read_summary(folders[3])
     # No job trained twice from the start: one Lightning log per job, plus the continuation of job 2.
     assert [len(list(folder.glob("csv/version_*"))) for folder in folders] == [1, 1, 2, 1]
     table = next(t for t in (sweep / "report.md").read_text().split("\n\n") if t.startswith("| configuration |"))

@@ -62,6 +62,18 @@ def test_a_resumed_sweep_counts_its_kept_jobs_done_and_paces_only_the_jobs_it_ra
         "sweep: 4 of 8 jobs done (3 kept from before) in 0m50s; at this pace ~3 min left"  # 4 x 50 s
 
 
+def test_a_job_continued_from_its_checkpoint_counts_for_the_part_it_trained(tmp_path: Path) -> None:
+    """A job that resume=true continued from halfway trained half a job in this sweep: counted whole, the pace read
+    twice as fast as the jobs left will go."""
+    for job in (0, 1, 2):
+        ended(tmp_path, job, "ok", 500)
+    continued = ended(tmp_path, 3, "ok", 1050)
+    write_summary(continued, {"status": "ok", "steps": 100, "resumed_at": 50})
+    os.utime(continued / SUMMARY, (1050, 1050))
+    assert progress_line(tmp_path, continued, jobs=8, at_once=1, started=STARTED, now=1050) == \
+        "sweep: 4 of 8 jobs done (3 kept from before) in 0m50s; at this pace ~7 min left"  # 4 x 50 s / half a job
+
+
 def test_no_pace_once_every_job_left_is_running(tmp_path: Path) -> None:
     """Each of them part done: a pace of whole jobs would say they take as long again."""
     for job in range(4):

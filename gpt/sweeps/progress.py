@@ -27,15 +27,18 @@ ENDED = {"ok", "failed", "refused", "duplicate"}  # not "stopped": resume=true c
 TRAINED = {"ok", "failed"}  # a refused or duplicate job ends in a second or two, which is no pace for the others
 
 
-def records(sweep_dir: Path) -> dict[Path, tuple[float, str | None]]:
-    """Each job folder's summary.json under the sweep folder, read once: when it was written and the status it says
-    (a damaged or vanished one is left out: the report names a damaged record)."""
+def records(sweep_dir: Path) -> dict[Path, tuple[float, str | None, float]]:
+    """Each job folder's summary.json under the sweep folder, read once: when it was written, the status it says and
+    the share of its steps it trained in its last session (less than 1 for a job continued from its checkpoint); a
+    damaged or vanished one is left out: the report names a damaged record."""
     found = {}
     for record in sweep_dir.rglob(SUMMARY):
         try:
-            found[record.parent.resolve()] = (record.stat().st_mtime, (read_summary(record.parent) or {}).get("status"))
+            at, summary = record.stat().st_mtime, read_summary(record.parent) or {}
         except (OSError, ValueError):
             continue
+        share = 1 - summary.get("resumed_at", 0) / summary["steps"] if summary.get("steps") else 1.0
+        found[record.parent.resolve()] = (at, summary.get("status"), share)
     return found
 
 
@@ -46,8 +49,8 @@ def progress_line(sweep_dir: Path, run_dir: Path, jobs: int, at_once: int, start
     after it will say as much: two jobs ending together printed the same line twice."""
     found = records(sweep_dir)
     # an earlier attempt's record does not count: resume=true runs a failed or stopped job again
-    here = {run: at for run, (at, status) in found.items() if at >= started and status in ENDED}
-    kept = sum(at < started and kept_on_resume(run) for run, (at, _) in found.items())
+    here = {run: at for run, (at, status, _) in found.items() if at >= started and status in ENDED}
+    kept = sum(at < started and kept_on_resume(run) for run, (at, _, _) in found.items())
     own = here.get(run_dir.resolve())
     if own is None or max(here.values()) > own:
         return None
@@ -56,11 +59,13 @@ def progress_line(sweep_dir: Path, run_dir: Path, jobs: int, at_once: int, start
     if done == jobs:
         return f"sweep: all {jobs} jobs done{before} in {clock(elapsed)}"
     line = f"sweep: {done} of {jobs} jobs done{before} in {clock(elapsed)}"
-    trained, left = sum(found[run][1] in TRAINED for run in here), jobs - done
+    # a job only finished here (killed after its final checkpoint) trained none of its steps: no pace either
+    trained = [found[run][2] for run in here if found[run][1] in TRAINED and found[run][2] > 0]
+    left = jobs - done
     # Before a round of jobs has ended, the others running part done make the pace look slower than it is; once
     # fewer jobs are left than run at once, each of them is running, part done, and the pace would count them whole.
-    if trained >= at_once and left >= at_once:
-        line += f"; at this pace {roughly(left * elapsed / trained)} left"
+    if len(trained) >= at_once and left >= at_once:
+        line += f"; at this pace {roughly(left * elapsed / sum(trained))} left"
     return line
 
 

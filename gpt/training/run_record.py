@@ -127,6 +127,8 @@ class RunRecord(L.Callback):
             "status": "ok",
             "params": pl_module.model.num_params(),
             "steps": trainer.global_step,
+            # continued from a checkpoint: the steps this session took it from, for a resumed sweep's pace
+            **({"resumed_at": self.start_step} if self.start_step else {}),
             "val_loss": last.get("val_loss"),
             "val_ppl": last.get("val_ppl"),
             "val_bpb": last.get("val_bpb"),  # text corpora only: bits per UTF-8 byte, comparable across tokenizers
