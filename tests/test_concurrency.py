@@ -16,7 +16,8 @@ from omegaconf import OmegaConf
 
 import gpt.sweeps.lock as sweep_lock
 import gpt.training.run_folder as run_folder
-from gpt.data.prepare import Recipe, open_prepared, prepare
+from gpt.data.prepare import Recipe, prepare
+from gpt.data.prepared import open_prepared
 from gpt.training.checks import check_config
 from gpt.training.preflight import preflight
 from tests.conftest import ROOT, child_env, play

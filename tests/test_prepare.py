@@ -29,7 +29,8 @@ import gpt.data.formats as formats
 from gpt.data.inputs import unread_notes
 import gpt.data.prepare as prepare_module
 from gpt.data.notes import split_note
-from gpt.data.prepare import Prepared, Recipe, load, open_prepared, prepare
+from gpt.data.prepare import Recipe, prepare
+from gpt.data.prepared import Prepared, check_settings, load, open_prepared
 import gpt.data.shards as shards
 from gpt.data.text_parts import MARKER
 from gpt.data.tokenizers.base import EOT
@@ -664,7 +665,7 @@ def test_a_refused_setting_of_a_prepared_folder_pastes_back_as_the_folder_and_th
 
     manifest = {"recipe": vars(Recipe(text_field=made_with)), "tokenizer": {}}
     with pytest.raises(ValueError, match="keeps its own: set ") as refused:
-        prepare_module.check_settings(Recipe(text_field=given), tmp_path, manifest)
+        check_settings(Recipe(text_field=given), tmp_path, manifest)
     advice, again = str(refused.value).split("keeps its own: set ")[1].split(", or prepare it again with ")
     [word] = shlex.split(advice)
     override = OverridesParser.create().parse_override(word)
