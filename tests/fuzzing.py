@@ -22,7 +22,7 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, ListConfig, OmegaConf, open_dict
 
 import train
-from gpt.training.preflight import compose_train
+from gpt.training.composition import compose_train
 from tests.conftest import ROOT
 
 CONFIGS = ROOT / "configs"

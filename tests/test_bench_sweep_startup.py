@@ -6,7 +6,7 @@ import sys
 import pytest
 
 from gpt.training.checks import check_config
-from gpt.training.preflight import compose_train
+from gpt.training.composition import compose_train
 from tests.conftest import ROOT
 
 sys.path.insert(0, str(ROOT / "bench"))

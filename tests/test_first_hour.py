@@ -20,7 +20,8 @@ from gpt.__main__ import main as cli
 from gpt.data.tokenizers.vocab import CharTokenizer, WordTokenizer
 from gpt.inference.checkpoint import load_checkpoint, save_model
 from gpt.training.checks import check_config, trainer_arguments
-from gpt.training.preflight import parsed, preflight
+from gpt.training.composition import parsed
+from gpt.training.preflight import preflight
 from gpt.training.resume import resume_from
 from tests.conftest import build, files_in, run_cli
 from tests.test_configs import compose_with
