@@ -193,7 +193,7 @@ def explain(err: HydraException, config_dir: Path, overrides: list[str], sweep: 
             return owned(config_dir, cfg, rest, sweep, check, parent, setting, owners, written)
         if not parent:  # a typo'd group (attenton=mha) is a top-level key to Hydra
             return f"{key} is not a setting{top_level_hint(name, keys, groups(config_dir), overrides)}"
-        if parent == "trainer" and name in trainer_arguments():
+        if parent == "trainer" and name in trainer_argument_names():
             value = override_value(overrides, key, "<value>")
             return (f"{key} is a Lightning Trainer argument that configs/trainer/ does not list: add it with "
                     f"+{key}={value}")
@@ -260,7 +260,7 @@ def near_setting(config_dir: Path, overrides: list[str], parent: str, name: str,
     return None
 
 
-def trainer_arguments() -> set[str]:
+def trainer_argument_names() -> set[str]:
     """The arguments of Lightning's Trainer, which trainer.<name> passes on (imported only to explain a mistake)."""
     import inspect
 
