@@ -24,7 +24,7 @@ sys.path.insert(0, str(ROOT))  # run from anywhere without installing
 
 from gpt.sweeps import capability  # noqa: E402
 from gpt.sweeps.parallel import cores  # noqa: E402
-from gpt.sweeps.report import find_runs, summaries  # noqa: E402
+from gpt.sweeps.runs import find_runs, summaries  # noqa: E402
 from gpt.sweeps.stats import beyond_noise  # noqa: E402
 from gpt.machine import cpu_description  # noqa: E402
 

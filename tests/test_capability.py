@@ -14,7 +14,9 @@ from matplotlib.image import imread
 from gpt.data.tasks import TASKS
 from gpt.sweeps import capability, scaling
 from gpt.sweeps.plots import matrix_figure
-from gpt.sweeps.report import figures, find_runs, markdown, summaries, write_report
+from gpt.sweeps.report import markdown, write_report
+from gpt.sweeps.report_figures import figures
+from gpt.sweeps.runs import find_runs, summaries
 from tests.conftest import run_cli
 from tests.test_report import fake_run
 

@@ -14,7 +14,8 @@ from omegaconf import OmegaConf
 from gpt.data.tasks.datamodule import TaskData
 from gpt.sweeps import capacity
 from gpt.sweeps.plots import styles
-from gpt.sweeps.report import find_runs, markdown, summaries
+from gpt.sweeps.report import markdown
+from gpt.sweeps.runs import find_runs, summaries
 from tests.conftest import ROOT, run_cli
 from tests.test_configs import compose_with
 from tests.test_report import fake_run

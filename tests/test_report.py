@@ -24,7 +24,9 @@ from gpt.model.attention import ATTENTION
 from gpt.model.config import ModelConfig
 from gpt.sweeps import capability, pareto
 from gpt.sweeps.plots import LEGEND_INCHES, LOSS_FIGSIZE, loss_figure, styles
-from gpt.sweeps.report import curves, figures, find_runs, markdown, summaries, write_report
+from gpt.sweeps.report import markdown, write_report
+from gpt.sweeps.report_figures import curves, figures
+from gpt.sweeps.runs import find_runs, summaries
 from tests.conftest import ROOT, run_cli
 from tests.test_configs import compose_with
 

@@ -17,7 +17,9 @@ from omegaconf import OmegaConf
 
 from gpt import ModelConfig
 from gpt.__main__ import main as cli
-from gpt.sweeps.report import WriteReport, find_runs, markdown
+from gpt.sweeps.report import markdown
+from gpt.sweeps.runs import find_runs
+from gpt.sweeps.sweep_end import WriteReport
 from gpt.inference.depth import tensor_bytes
 from gpt.training.callbacks import StopOnInterrupt
 from gpt.training.run_folder import finished, read_summary, record_failure, write_history, write_summary

@@ -17,7 +17,8 @@ import train
 from gpt.inference.checkpoint import CheckpointError
 from gpt.sweeps import parallel
 from gpt.sweeps.parallel import JobsPerCore
-from gpt.sweeps.report import WriteReport, find_runs, sweep_ending
+from gpt.sweeps.runs import find_runs
+from gpt.sweeps.sweep_end import WriteReport, sweep_ending
 from gpt.training.run_folder import LOCK, damaged, read_summary
 from tests.conftest import ROOT, child_env
 from tests.test_launchers import sweep_config

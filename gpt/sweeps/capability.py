@@ -3,7 +3,7 @@ lengths, an operation) for each configuration, seeds pooled, with the difference
 beyond seed noise marked, so are the values still rising when training stopped, and a row of what guessing scores
 (a range where the configurations' lines differ in it).
 Exact match always; per-token accuracy too where answers have several tokens. Plain data in, markdown lines and a
-heatmap's numbers out (gpt/sweeps/report.py)."""
+heatmap's numbers out (gpt/sweeps/report.py, report_figures.py)."""
 from __future__ import annotations
 
 import math

@@ -2,7 +2,7 @@
 against the bytes each configuration's attention state holds at its trained block (the longest line), one point per
 configuration (mean ± std over seeds), one variant's state sizes joined as a line, what guessing scores dashed (a
 shaded band between dashed bounds where the configurations differ in it).
-Plain summaries in; markdown lines and a matplotlib Figure out (gpt/sweeps/report.py)."""
+Plain summaries in; markdown lines (gpt/sweeps/report.py) and a matplotlib Figure (report_figures.py) out."""
 from __future__ import annotations
 
 import statistics

@@ -82,7 +82,7 @@ def over_seeds(spreads: Iterable[float | None]) -> str:
 def loss_figure(curves: dict[str, dict[str, list[float]]], style_of: dict[str, dict[str, str]],
                 unplotted: dict[str, str] | None = None) -> Figure:
     """Val loss against step and against wall time, one line per configuration in its style, mean ± std over seeds
-    as a band. `curves[label]` has lists "step", "wall_s", "mean", "std" (see gpt.sweeps.report.curves);
+    as a band. `curves[label]` has lists "step", "wall_s", "mean", "std" (see gpt.sweeps.report_figures.curves);
     `unplotted[label]` says why a configuration has none ("failed", "refused", ...), named in the legend so."""
     fig = Figure(figsize=LOSS_FIGSIZE, layout="constrained")
     by_step, by_time = fig.subplots(1, 2, sharey=True)

@@ -1,115 +1,35 @@
 """Sweep report from a multirun's run folders: report.md (one row per configuration, seeds pooled, mean ± std,
 best value per column in bold, failed jobs as rows with their reason; then the capability matrix of held-out
-accuracy per task, bucket or length, accuracy per level, loss past the trained length), loss.png (val loss curves,
-seeds as bands), matrix.png (the matrix as a heatmap), levels.png, extrapolation.png and capacity.png (recall against
-state size) where runs recorded them.
-Written when a multirun ends (the `WriteReport` Hydra callback), or again by hand, optionally keeping each
-configuration's best learning rate:
+accuracy per task, bucket or length, accuracy per level, loss past the trained length) beside its figures
+(gpt/sweeps/report_figures.py).
+Written when a multirun ends (the `WriteReport` Hydra callback, gpt/sweeps/sweep_end.py), or again by hand,
+optionally keeping each configuration's best learning rate:
 
     python -m gpt report multirun/2026-01-01/12-00-00 [--best-of optim.lr]
 """
 from __future__ import annotations
 
-import argparse
 import itertools
 import math
-import re
 import statistics
-import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
-from hydra.core.utils import JobReturn, JobStatus
 from hydra.errors import HydraException
-from hydra.experimental.callback import Callback
-from matplotlib.figure import Figure
-from omegaconf import DictConfig
 
 from gpt.atomic import atomic_open, atomic_write
-from gpt.overrides import override_key, override_value
+from gpt.overrides import override_value
 from gpt.sweeps import capability, capacity, pareto, scaling
 from gpt.sweeps.best_of import best_settings
 from gpt.sweeps.parallel import command_line_values
-from gpt.sweeps.plots import loss_figure, matrix_figure, styles
+from gpt.sweeps.report_figures import FIGURES, figures
 from gpt.sweeps.repeats import recorded_sweep
+from gpt.sweeps.runs import Run, find_runs, group, labels, summaries
 from gpt.sweeps.stats import behind_best, best_of, stat_cell
-from gpt.training.run_folder import (CHECKPOINT, NOT_IDENTITY, OVERRIDES, REPORT, SUMMARY, model_rebuildable,
-                                     read_history, read_overrides, read_summary, record_failure)
-
-NOT_CONFIG = ("seed", *NOT_IDENTITY)
-
-
-@dataclass
-class Run:
-    path: Path
-    overrides: list[str]
-    summary: dict[str, Any]
-    history: list[dict[str, float]]
-
-    @property
-    def ok(self) -> bool:
-        return self.summary.get("status") == "ok"
-
-    @property
-    def refused(self) -> bool:
-        """A configuration the checks refused (heads that do not divide dim): an answer of the sweep, not a fault."""
-        return self.summary.get("status") == "refused"
-
-    @property
-    def stopped(self) -> bool:
-        """A job stopped before its end (Ctrl-C, or its sweep's stop): resume=true continues it."""
-        return self.summary.get("status") == "stopped"
-
-    @property
-    def duplicate(self) -> bool:
-        """A job that would have repeated another job's run (gpt/sweeps/repeats.py), trained there: not a fault."""
-        return self.summary.get("status") == "duplicate"
-
-    @property
-    def seed(self) -> str:
-        """The seed it was given ("" for the config's own)."""
-        return override_value(self.overrides, "seed", "")
-
-    @property
-    def config(self) -> tuple[str, ...]:
-        """The configuration's identity: its overrides without the seed, so seeds pool into one row, without how it
-        started (a job continued by a resumed sweep is the job it continues), and without the ++ settings its model
-        reads nowhere (`++model.window=4` beside attention=mha: the same run at any window)."""
-        ignores = set(self.summary.get("ignores", []))
-        return tuple(sorted(o for o in self.overrides if override_key(o) not in NOT_CONFIG and o not in ignores))
-
-
-def natural_key(path: Path) -> list[Any]:
-    """Job folders in job order (2 before 10)."""
-    return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", str(path))]
-
-
-def read_run(path: Path) -> Run:
-    overrides = read_overrides(path)
-    summary = read_summary(path) or {"status": "unfinished",
-                                     "reason": f"no {SUMMARY}: the job stopped early or is still running"}
-    # A model.pt that is not there was deleted on purpose (the numbers stand); one there but damaged is not.
-    if summary.get("status") == "ok" and (path / "model.pt").exists() and not model_rebuildable(path):
-        summary = {"status": "damaged", "reason": f"model.pt is damaged and cannot be rebuilt, its {CHECKPOINT} "
-                   "damaged or gone: resume=true trains the job again"}
-    return Run(path, overrides, summary, read_history(path))
-
-
-def find_runs(sweep_dir: Path) -> list[Run]:
-    """Every run folder under the sweep folder (any depth, so merged or nested sweeps work), in job order."""
-    folders = sorted((p.parent.parent for p in sweep_dir.rglob(str(OVERRIDES))), key=natural_key)
-    return [read_run(p) for p in folders]
-
-
-def labels(configs: list[tuple[str, ...]]) -> tuple[dict[tuple[str, ...], str], list[str]]:
-    """A short label per configuration (only the overrides that differ between them) and the common ones."""
-    if len(configs) < 2:  # nothing differs: the label is the whole configuration
-        return {c: " ".join(c) or "(defaults)" for c in configs}, []
-    common = sorted(set.intersection(*map(set, configs)))
-    return {c: " ".join(o for o in c if o not in common) or "(defaults)" for c in configs}, common
+from gpt.training.run_folder import OVERRIDES, REPORT
 
 
 @dataclass
@@ -190,27 +110,6 @@ def never_started(sweep_dir: Path, runs: list[Run]) -> list[str]:
             "stopped before them; the same command plus resume=true runs them.", ""]
 
 
-def sweep_ending(runs: list[Run]) -> tuple[str, int] | None:
-    """The line that ends a sweep with something to say, and its exit status: 1 when a job failed or none
-    finished, as a failed single run exits nonzero; refused configurations beside finished ones are answers."""
-    runs = [r for r in runs if not r.duplicate]  # each is another job's run, which answers for it
-    failed = [r for r in runs if not r.ok and not r.refused and not r.stopped]
-    stopped = [r for r in runs if r.stopped]
-    refused = [r for r in runs if r.refused]
-    where = "their rows in report.md say why"
-    if failed or stopped or (refused and len(refused) == len(runs)):
-        what = f"{len(failed)} of {len(runs)} jobs failed" if failed else \
-            f"{len(stopped)} of {len(runs)} jobs stopped" if stopped else f"all {len(runs)} jobs were refused"
-        if failed and stopped:
-            what += f", {len(stopped)} stopped"
-        if stopped:
-            where += "; resume=true continues the stopped"
-        return f"{what} ({where}): exit status 1", 1
-    if refused:
-        return f"{len(refused)} of {len(runs)} jobs refused as configurations that cannot work ({where})", 0
-    return None
-
-
 def seed_noise(groups: dict[tuple[str, ...], list[Run]], names: dict[tuple[str, ...], str]) -> str | None:
     """Which configurations' final val loss differs from the best one's by more than seed noise: more than
     two standard errors of the difference of means (Welch), which needs two seeds or more on both sides."""
@@ -231,20 +130,6 @@ def seed_noise(groups: dict[tuple[str, ...], list[Run]], names: dict[tuple[str, 
     return (f"Final val loss against the best{which} ({', '.join(f'`{names[b]}`' for b in best)}), beyond seed noise "
             f"(difference > 2 standard errors): {', '.join(beyond) or 'none'}; "
             f"within it: {', '.join(within) or 'none'}.")
-
-
-def group(runs: list[Run]) -> dict[tuple[str, ...], list[Run]]:
-    """Runs by configuration, in the order the sweep first ran each configuration, each seed once: sweeps merged
-    under one folder that ran a configuration again repeat its seeds, which are not more seeds (on CPU the same
-    numbers again), so they would narrow its spread and be counted as seeds. A seed's last finished run stands for
-    it (else its last run, but never a duplicate of it: the run it repeats says how that run went)."""
-    seeds: dict[tuple[str, ...], dict[str, Run]] = {}
-    for run in runs:  # in job order: a later sweep's run after an earlier one's
-        earlier = seeds.setdefault(run.config, {}).get(run.seed)
-        if earlier is None or run.ok or not (earlier.ok or run.duplicate):
-            seeds[run.config][run.seed] = run
-    kept = {r.path for by_seed in seeds.values() for r in by_seed.values()}
-    return {config: [r for r in runs if r.config == config and r.path in kept] for config in seeds}
 
 
 def markdown(sweep_dir: Path, runs: list[Run], best_notes: Sequence[str] = (), unstarted: Sequence[str] = ()) -> str:
@@ -304,28 +189,6 @@ def table_row(cells: Sequence[str]) -> str:
     return "| " + " | ".join(cells) + " |"
 
 
-def summaries(runs: list[Run]) -> dict[str, list[dict[str, Any]]]:
-    """Each configuration's label and its runs' summaries, each with its accuracies at the validation before the
-    last (from history.csv), for the capability matrix."""
-    groups = group(runs)
-    names, _ = labels(list(groups))
-    return {names[key]: [{**r.summary, capability.BEFORE: accuracy_before_last(r.history, r.summary)}
-                         for r in group_runs]
-            for key, group_runs in groups.items()}
-
-
-def accuracy_before_last(history: list[dict[str, float]], summary: dict[str, Any]) -> dict[str, float]:
-    """Exact match per column of summary.json at the validation before the last (history.csv's val_acc_<column>),
-    or none."""
-    validated = [row for row in history if "val_loss" in row]
-    if len(validated) < 2:
-        return {}
-    # The logger writes a column's spaces as underscores: "divided by" is history's val_acc_divided_by.
-    logged = {column: f"{capability.EXACT}_{column.replace(' ', '_')}" for column in summary.get(capability.EXACT, {})
-              if column != "all"}
-    return {column: validated[-2][key] for column, key in logged.items() if key in validated[-2]}
-
-
 def empty_note(runs: list[Run], missing: list[str]) -> str:
     """Why columns are left out: a report never goes empty without saying so."""
     ok = [r for r in runs if r.ok]
@@ -341,53 +204,6 @@ def empty_note(runs: list[Run], missing: list[str]) -> str:
     else:
         why = "no finished run recorded them (exact match needs a corpus with right answers, such as the calculator)"
     return f"Left out, with no value in any run: {', '.join(missing)}: {why}."
-
-
-def curves(runs: list[Run]) -> dict[str, dict[str, list[float]]]:
-    """Per configuration: steps every successful seed validated at, mean wall time there, loss mean and std."""
-    groups = group(runs)
-    names, _ = labels(list(groups))
-    result = {}
-    for key, group_runs in groups.items():
-        histories = [{row["step"]: row for row in r.history if "val_loss" in row} for r in group_runs if r.ok]
-        histories = [h for h in histories if h]  # a run that never validated has no curve to draw
-        if not histories:
-            continue
-        steps = sorted(set.intersection(*(set(h) for h in histories)))
-        losses = [[h[s]["val_loss"] for h in histories] for s in steps]
-        result[names[key]] = {
-            "step": steps,
-            "wall_s": [statistics.fmean(h[s]["wall_s"] for h in histories) for s in steps],
-            "mean": [statistics.fmean(v) for v in losses],
-            "std": [statistics.stdev(v) if len(v) > 1 else 0.0 for v in losses],
-        }
-    return result
-
-
-FIGURES = ("loss.png", "matrix.png", "levels.png", "extrapolation.png", "capacity.png", "pareto.png")  # figures()'s
-
-
-def figures(runs: list[Run]) -> dict[str, Figure]:
-    """The report's figures by file name: loss.png, and where runs recorded them matrix.png, levels.png,
-    extrapolation.png, capacity.png and pareto.png, each configuration in one style throughout."""
-    by_label = summaries(runs)
-    unplotted = {label: why for label, why in zip(by_label, capability.unscored(by_label)) if why}
-    found = {"loss.png": loss_figure(curves(runs), styles(by_label), unplotted)}
-    rows, columns, means = capability.matrix(by_label)
-    if columns:
-        guesses = [capability.chance(by_label, c) for c in columns]
-        # One decimal below 10%: a whole-answer guess of 0.4% read "chance 0" beside cells of 0 (a 1e-20 stays 0.0)
-        named = [c if g is None else f"{c}\n(chance {capability.written(g, lambda x: f'{x:.{1 if x < 10 else 0}f}')})"
-                 for c, g in zip(columns, guesses)]
-        found["matrix.png"] = matrix_figure(rows, named, means, capability.marks(by_label, columns),
-                                            capability.unscored(by_label))
-    for name, figure in (("levels.png", scaling.levels_figure(by_label)),
-                         ("extrapolation.png", scaling.extrapolation_figure(by_label)),
-                         ("capacity.png", capacity.figure(by_label)),
-                         ("pareto.png", pareto.figure(by_label))):
-        if figure is not None:
-            found[name] = figure
-    return found
 
 
 def write_report(sweep_dir: str | Path, best_of: Sequence[str] = ()) -> Path:
@@ -415,44 +231,3 @@ def write_report(sweep_dir: str | Path, best_of: Sequence[str] = ()) -> Path:
     # (Python reads its bytes as lone surrogates), written as the escape that names them.
     atomic_write(path, markdown(sweep_dir, runs, notes, unstarted).encode("utf-8", "backslashreplace"))
     return path
-
-
-class WriteReport(Callback):
-    """Hydra callback (configs/train.yaml): a job that raised becomes a failed run, and when a multirun
-    ends its report is written into the sweep folder (each configuration at its best of `best_of`, if set) and the
-    sweep exits 1 if a job failed or the report cannot be written."""
-
-    def __init__(self, best_of: Sequence[str] = ()) -> None:
-        self.best_of = list(best_of)
-
-    def on_job_end(self, config: DictConfig, job_return: JobReturn, **kwargs: Any) -> None:
-        if job_return.status == JobStatus.FAILED:
-            try:
-                job_return.return_value  # re-raises the job's exception
-            except Exception as err:
-                record_failure(Path(config.hydra.runtime.output_dir), err)
-
-    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
-        try:
-            print(f"report: {write_report(config.hydra.sweep.dir, self.best_of)}")
-        except ValueError as err:  # a run's damaged record; hydra.output_subdir=null left no overrides to group by
-            print(f"no report: {err}", file=sys.stderr)
-            raise SystemExit(1) from None  # `train.py -m ... && next` must not go on as if the sweep had its report
-        ending = sweep_ending(find_runs(Path(config.hydra.sweep.dir)))
-        if ending:
-            line, code = ending
-            print(line, file=sys.stderr)
-            if code:
-                raise SystemExit(code)  # not an Exception: Hydra would turn one raised here into a warning
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("sweep_dir", help="the sweep folder (hydra.sweep.dir), e.g. multirun/<date>/<time>")
-    parser.add_argument("--best-of", nargs="+", default=[], metavar="KEY",
-                        help="swept overrides (e.g. optim.lr) to keep only the best of per configuration, by held-out "
-                             "exact match (else val loss) over seeds, as Zoology and MAD report models")
-
-
-def run(args: argparse.Namespace) -> None:
-    """`python -m gpt report`: write a sweep's report.md, loss.png and matrix.png again, and print the report."""
-    print(write_report(args.sweep_dir, args.best_of).read_text())
