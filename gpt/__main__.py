@@ -18,7 +18,7 @@ VERBS: dict[str, tuple[str, str]] = {
                 "tokenize a corpus (text, JSONL, Parquet, Arrow, folders) into token shards"),
     "evaluate": ("gpt.evaluation.evaluate", "grade a model.pt on held-out examples, or a text model's loss and bpb"),
     "export": ("gpt.hf.export", "write a model.pt as a Hugging Face folder (config.json + model.safetensors)"),
-    "report": ("gpt.sweeps.report_command", "write a sweep's report.md, loss.png and matrix.png again"),
+    "report": ("gpt.sweeps.report_command", "write a sweep's report.md and its figures again"),
     "which-split": ("gpt.evaluation.which_split",
                     "say whether a calculator problem is in the train, val or test split"),
     "cost": ("gpt.cost.command", "measure each attention variant's prefill, decode, memory and cache at depth"),

@@ -15,5 +15,5 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
-    """`python -m gpt report`: write a sweep's report.md, loss.png and matrix.png again, and print the report."""
+    """`python -m gpt report`: write a sweep's report.md and its figures again, and print the report."""
     print(write_report(args.sweep_dir, args.best_of).read_text())
