@@ -30,6 +30,9 @@ class Corpus(Protocol):
 class Tokenizer(Protocol):
     vocab_size: int
     eot_id: int | None  # the end-of-text id, None in vocabularies learned without one (the calculator's)
+    # What a byte-level BPE cuts text by before it merges (no token spans two pieces); None where tokens follow no
+    # such cut
+    split_pattern: regex.Pattern[str] | None
 
     def encode(self, text: str) -> list[int]: ...
 
@@ -105,10 +108,10 @@ def split_before_a_word(tokenizer: Tokenizer, text: str) -> str:
     """The whitespace `text` ends in where a byte-level BPE (gpt2, bpe) cuts it otherwise once a word follows, as
     in the text it was trained on: 'a ' ends in the lone ' ' token where text has 'a', ' time', and 'end.\\n\\n' in
     '\\n\\n' where text has '\\n', '\\n', 'The'. '' for any other text or tokenizer."""
-    if getattr(tokenizer, "kind", None) not in ("gpt2", "bpe") or not text[-1:].isspace():
+    if (pattern := tokenizer.split_pattern) is None or not text[-1:].isspace():
         return ""
-    pieces = GPT2_SPLIT.findall(text)  # the split pattern both encode with: BPE never merges across its pieces
-    if GPT2_SPLIT.findall(text + "a")[:len(pieces)] == pieces:
+    pieces = pattern.findall(text)
+    if pattern.findall(text + "a")[:len(pieces)] == pieces:
         return ""
     return text[len(text.rstrip()):]
 

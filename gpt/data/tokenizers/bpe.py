@@ -10,7 +10,7 @@ import tiktoken
 import tokenizers
 from tiktoken_ext.openai_public import r50k_pat_str
 
-from gpt.data.tokenizers.base import EOT, Corpus, decodable, encode_ordinary_many, utf8_text
+from gpt.data.tokenizers.base import EOT, GPT2_SPLIT, Corpus, decodable, encode_ordinary_many, utf8_text
 
 
 class BPETokenizer:
@@ -20,6 +20,7 @@ class BPETokenizer:
     the same ids, several times faster than the `tokenizers` encoder."""
 
     kind = "bpe"
+    split_pattern = GPT2_SPLIT
     SAMPLE_BYTES = 256 << 20  # the text it learns merges from: plenty for a few thousand merges, minutes at most
 
     def __init__(self, vocab: str) -> None:

@@ -14,7 +14,7 @@ import tiktoken
 from tiktoken.load import data_gym_to_mergeable_bpe_ranks
 from tiktoken_ext.openai_public import ENDOFTEXT, r50k_pat_str
 
-from gpt.data.tokenizers.base import Corpus, InstallError, decodable, encode_ordinary_many, utf8_text
+from gpt.data.tokenizers.base import GPT2_SPLIT, Corpus, InstallError, decodable, encode_ordinary_many, utf8_text
 
 
 # tiktoken pins these sha256 hashes of GPT-2's two BPE files (tiktoken_ext/openai_public.py); the
@@ -69,6 +69,7 @@ class GPT2Tokenizer:
     compact: id i of the model is BPE id vocab[i], so a tiny model carries no never-seen rows."""
 
     kind = "gpt2"
+    split_pattern = GPT2_SPLIT
 
     def __init__(self, vocab: list[int] | None = None) -> None:
         self.enc = gpt2_encoding()

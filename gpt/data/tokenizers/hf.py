@@ -18,6 +18,7 @@ class HFTokenizer:
     on running text, as with GPT-2's BPE."""
 
     kind = "hf"
+    split_pattern = None
 
     def __init__(self, spec: str) -> None:
         self.spec = spec

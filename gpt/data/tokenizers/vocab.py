@@ -16,6 +16,7 @@ class CharTokenizer:
     """One token per character of a fixed alphabet."""
 
     kind = "char"
+    split_pattern = None
 
     def __init__(self, chars: list[str]) -> None:
         self.chars = list(chars)
@@ -71,6 +72,7 @@ class WordTokenizer:
     a newline is a token of its own (end of line). Decoding joins words with one space, none before .,;:!?"""
 
     kind = "word"
+    split_pattern = None
     NEWLINE = "\n"
     # regex's \w is Unicode's word characters, combining marks included: re's leaves out the vowel signs of Hindi
     # or Thai and an accent written as a mark (NFD), so their words were cut apart and decoded with spaces between.
