@@ -77,7 +77,7 @@ if __name__ == "__mp_main__":
     # KeyboardInterrupt, torch's spawn wrapper ended the rank with 0 and no result, which that process awaited forever;
     # so did Lightning's answer to the SIGTERM that process passes on (left to Lightning under SLURM).
     signal.signal(signal.SIGINT, end_rank)
-    from gpt.training.callbacks import lightning_answers_sigterm
+    from gpt.training.interrupts import lightning_answers_sigterm
 
     if not lightning_answers_sigterm():
         signal.signal(signal.SIGTERM, end_rank)
@@ -106,8 +106,9 @@ def train(cfg: DictConfig, run_dir: Path | None = None) -> Path | None:
     from gpt.overrides import override_key, pasted
     from gpt.sweeps.parallel import stopping
     from gpt.sweeps.repeats import recorded_sweep, repeated
-    from gpt.training.callbacks import (SIGNAL_NAMES, HeldOutAccuracy, Interrupted, LossAtLengths, ResumeCheckpoint,
-                                        SampleText, StepProgressBar, StopOnInterrupt, ValidateAtEnd, aborted)
+    from gpt.training.callbacks import (HeldOutAccuracy, LossAtLengths, ResumeCheckpoint, SampleText, StepProgressBar,
+                                        ValidateAtEnd)
+    from gpt.training.interrupts import SIGNAL_NAMES, Interrupted, StopOnInterrupt, aborted
     from gpt.training.checks import (check_accelerator, check_config, check_fits, check_launch, check_lengths,
                                      check_settings_read, forced_unread, given_model_settings, model_accepts,
                                      model_config, optim_config, trainer_arguments)
@@ -290,7 +291,8 @@ def run_job(cfg: DictConfig, run_dir: Path, multirun: bool) -> None:
     from lightning.fabric.utilities.exceptions import MisconfigurationException
 
     from gpt.inference.checkpoint import CheckpointError
-    from gpt.training.callbacks import Interrupted, TrainingStopped
+    from gpt.training.callbacks import TrainingStopped
+    from gpt.training.interrupts import Interrupted
     from gpt.training.run_folder import Damaged, discard_if_never_started, record_failure, record_stop
 
     try:

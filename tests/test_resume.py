@@ -30,7 +30,8 @@ from gpt.__main__ import main as cli
 from gpt.inference.checkpoint import CheckpointError
 from gpt.sweeps.lock import SWEEP_LOCK
 from gpt.sweeps.parallel import GRACE_S
-from gpt.training.callbacks import ResumeCheckpoint, SampleText, StopOnInterrupt, TrainingStopped
+from gpt.training.callbacks import ResumeCheckpoint, SampleText, TrainingStopped
+from gpt.training.interrupts import StopOnInterrupt
 from gpt.training.checks import check_config
 from gpt.training.lit import OPTIM_NAME, LitGPT
 from gpt.training.optim import OPTIMIZERS, SCHEDULES, OptimConfig
@@ -310,8 +311,8 @@ def train_patched(tmp_path: Path, patch: str, *overrides: str) -> subprocess.Com
     """train.py on RUN in `tmp_path`/run, in a child process that first runs `patch`: Python that replaces a hook of
     StopOnInterrupt (or torch.save) to send a signal at a chosen moment, so that it lands there rather than when a
     timer fires."""
-    script = "\n".join(["import runpy, signal, sys, torch", "from gpt.training.callbacks import StopOnInterrupt", patch,
-                        f"sys.argv = ['train.py', *{RUN!r}, *{list(overrides)!r}, 'hydra.run.dir=run']",
+    script = "\n".join(["import runpy, signal, sys, torch", "from gpt.training.interrupts import StopOnInterrupt",
+                        patch, f"sys.argv = ['train.py', *{RUN!r}, *{list(overrides)!r}, 'hydra.run.dir=run']",
                         f"runpy.run_path({str(ROOT / 'train.py')!r}, run_name='__main__')"])
     return subprocess.run([sys.executable, "-c", script], cwd=tmp_path, env=child_env(), capture_output=True,
                           text=True, timeout=300)

@@ -21,7 +21,7 @@ from gpt.sweeps.report import markdown
 from gpt.sweeps.runs import find_runs
 from gpt.sweeps.sweep_end import WriteReport
 from gpt.inference.depth import tensor_bytes
-from gpt.training.callbacks import StopOnInterrupt
+from gpt.training.interrupts import StopOnInterrupt
 from gpt.training.run_folder import finished, read_summary, record_failure, write_history, write_summary
 from gpt.training.run_record import RunRecord, finished_line, kv_cache_bytes_per_token
 from tests.conftest import build

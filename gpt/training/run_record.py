@@ -16,7 +16,8 @@ from torch import nn
 from gpt.inference.checkpoint import unwrap
 from gpt.inference.depth import peak_memory_bytes, reset_peak_memory, tensor_bytes
 from gpt.overrides import as_override
-from gpt.training.callbacks import StopOnInterrupt, SummaryPart
+from gpt.training.callbacks import SummaryPart
+from gpt.training.interrupts import StopOnInterrupt
 from gpt.training.run_folder import (SUMMARY, damaged, finished, read_history, read_summary, record_failure,
                                      record_stop, write_history, write_summary)
 
