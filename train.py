@@ -110,12 +110,13 @@ def train(cfg: DictConfig, run_dir: Path | None = None) -> Path | None:
                                         ValidateAtEnd)
     from gpt.training.checkpoint_io import AtomicCheckpointIO, load_resume_checkpoint
     from gpt.training.checks import (check_accelerator, check_config, check_fits, check_launch, check_lengths,
-                                     check_settings_read, forced_unread, given_model_settings, model_accepts,
-                                     model_config, optim_config, trainer_arguments)
+                                     optim_config, trainer_arguments)
     from gpt.training.init_from import start_from
     from gpt.training.interrupts import SIGNAL_NAMES, Interrupted, StopOnInterrupt, aborted
     from gpt.training.lit import LitGPT
     from gpt.training.loggers import finish, make_logger
+    from gpt.training.model_settings import (check_settings_read, forced_unread, given_model_settings, model_accepts,
+                                             model_config)
     from gpt.training.resume import check_resumable, resume_from, train_further
     from gpt.training.run_folder import kept_on_resume, read_history, read_summary, record_duplicate
     from gpt.training.run_record import RunRecord, finished_line, summary_line, validation_off

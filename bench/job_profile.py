@@ -27,10 +27,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # run from anywhere without installing
 
 from gpt.machine import cpu_description  # noqa: E402
-from gpt.training.checks import model_config, resolve_precision  # noqa: E402
 from gpt.training.composition import compose_train, explain  # noqa: E402
 from gpt.training.lit import LitGPT  # noqa: E402
+from gpt.training.model_settings import model_config  # noqa: E402
 from gpt.training.optim import OPTIMIZERS  # noqa: E402
+from gpt.training.precision import resolve_precision  # noqa: E402
 
 CONFIGS = ROOT / "configs"
 

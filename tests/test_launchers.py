@@ -19,7 +19,7 @@ from omegaconf import DictConfig, OmegaConf
 from gpt.sweeps import parallel
 from gpt.sweeps.expected_time import ExpectedTime
 from gpt.sweeps.parallel import JobsPerCore, job_count, jobs_at_once
-from gpt.training import checks
+from gpt.training import checks, precision
 from gpt.training import preflight as preflight_module
 from gpt.training.preflight import preflight
 from gpt.training.run_folder import write_summary
@@ -188,7 +188,7 @@ def test_the_expected_time_of_an_auto_precision_preset_is_the_one_measured_in_th
     """attention_tasks trains in the precision the CPU is faster in: its estimate is the one timed in that precision
     (on an AMD EPYC in bf16 the preset took 10 min where the fp32 figure said 18)."""
     monkeypatch.setattr(parallel, "cores", lambda: 2)
-    monkeypatch.setattr(checks, "cpu_trains_faster_in_bf16", lambda: bf16)
+    monkeypatch.setattr(precision, "cpu_trains_faster_in_bf16", lambda: bf16)
     for overrides in ([], ["trainer.precision=32"]):  # auto, then fp32 asked for: fp32's figure whatever the CPU
         cfg = sweep_config("experiment=attention_tasks", "attention=mha", *overrides)
         JobsPerCore().on_multirun_start(cfg)

@@ -13,7 +13,7 @@ from gpt.sweeps.repeats import repeated
 from gpt.sweeps.report import markdown
 from gpt.sweeps.runs import find_runs
 from gpt.sweeps.sweep_end import sweep_ending
-from gpt.training.checks import check_settings_read, forced_unread, model_accepts
+from gpt.training.model_settings import check_settings_read, forced_unread, model_accepts
 from tests.conftest import run_cli
 from tests.test_configs import compose_with
 from tests.test_report import fake_run, table

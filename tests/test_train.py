@@ -18,7 +18,7 @@ import generate
 from gpt import ModelConfig, load_checkpoint
 from gpt.data.tasks.calculator import split_problems
 from gpt.inference.generation import generate as generate_ids
-from gpt.training import checks
+from gpt.training import checks, precision
 from gpt.training.checks import check_config
 from gpt.training.checkpoint_io import load_resume_checkpoint
 from tests.conftest import ROOT, run_cli
@@ -222,14 +222,14 @@ def test_auto_precision_is_bf16_only_where_the_cpu_trains_faster_in_it(tmp_path:
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     cpuinfo = tmp_path / "cpuinfo"
     cpuinfo.write_text(f"processor\t: 0\nvendor_id\t: {vendor}\nmodel name\t: a CPU\nflags\t\t: {flags}\n")
-    assert checks.cpu_trains_faster_in_bf16(cpuinfo) is bf16
-    assert not checks.cpu_trains_faster_in_bf16(tmp_path / "absent")  # not Linux: fp32, never an emulated bf16
-    monkeypatch.setattr(checks, "cpu_trains_faster_in_bf16", lambda: bf16)
-    assert checks.resolve_precision("auto", "cpu") == ("bf16-mixed" if bf16 else "32-true")
-    assert checks.resolve_precision("32-true", "cpu") == "32-true"  # a precision asked for is kept
+    assert precision.cpu_trains_faster_in_bf16(cpuinfo) is bf16
+    assert not precision.cpu_trains_faster_in_bf16(tmp_path / "absent")  # not Linux: fp32, never an emulated bf16
+    monkeypatch.setattr(precision, "cpu_trains_faster_in_bf16", lambda: bf16)
+    assert precision.resolve_precision("auto", "cpu") == ("bf16-mixed" if bf16 else "32-true")
+    assert precision.resolve_precision("32-true", "cpu") == "32-true"  # a precision asked for is kept
     # trainer=ddp's accelerator=auto trains on the CPU where torch sees no GPU: it was fp32 on every CPU
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    assert checks.resolve_precision("auto", "auto") == ("bf16-mixed" if bf16 else "32-true")
+    assert precision.resolve_precision("auto", "auto") == ("bf16-mixed" if bf16 else "32-true")
 
 
 def test_lightnings_advice_to_add_dataloader_workers_is_not_shown(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -21,7 +21,8 @@ from omegaconf import DictConfig
 from gpt.overrides import override_key
 from gpt.sweeps.parallel import command_line_values, job_count, running_at_once, sweep_overrides
 from gpt.sweeps.repeats import repeated
-from gpt.training.checks import forced_unread, model_accepts, model_refused, resolve_precision
+from gpt.training.model_settings import forced_unread, model_accepts, model_refused
+from gpt.training.precision import resolve_precision
 from gpt.training.recorded import as_typed
 from gpt.training.run_folder import kept_on_resume
 from gpt.training.sweep_resume import job_overrides

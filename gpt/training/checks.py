@@ -1,13 +1,13 @@
 """train.py's composed config checked before any work, one line per mistake: every section against the signature of
-what it is passed to (gpt/validate.py), the model's parts, each task's knobs, the precision a CPU can compute in.
-Also what train.py builds from that config: ModelConfig, OptimConfig's fields, the precision to train in."""
+what it is passed to (gpt/validate.py), the model's parts and the settings they read (model_settings.py), each task's
+knobs, the precision a CPU can compute in (precision.py). Also what train.py builds from that config: OptimConfig's
+fields, the data's arguments, the trainer's with the precision to train in."""
 from __future__ import annotations
 
 import importlib.util
 import inspect
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import lightning as L
@@ -23,14 +23,15 @@ from omegaconf.errors import (ConfigAttributeError, ConfigKeyError, Interpolatio
 
 from gpt.data.tasks.datamodule import build_tasks
 from gpt.evaluation.extrapolation import too_long
-from gpt.machine import cpu_info
 from gpt.model.config import ModelConfig
-from gpt.model.gpt import check_parts, settings_read, without_foreign_settings
-from gpt.overrides import override_key, override_value, quoted
+from gpt.model.gpt import check_parts
+from gpt.overrides import override_key, quoted
 from gpt.training.callbacks import LossAtLengths, ResumeCheckpoint, SampleText
 from gpt.training.init_from import check_init_from
 from gpt.training.loggers import WandbMode
+from gpt.training.model_settings import check_settings_read, given_model_settings, model_config
 from gpt.training.optim import OptimConfig, check_schedule_reads, check_sharding
+from gpt.training.precision import check_cpu_precision, resolve_precision
 from gpt.training.recorded import as_typed
 from gpt.validate import NonNegativeFloat, PositiveInt, Range, check_section, check_value, declared_types, first_line
 
@@ -47,32 +48,6 @@ class RunSettings:
     resume: bool  # continue the newest run with this config
     ckpt_path: str | None  # or continue from this Lightning checkpoint
     init_from: str | None  # or fine-tune from a Hugging Face folder or a model.pt
-
-
-def model_config(cfg: DictConfig, vocab_size: int) -> ModelConfig:
-    return without_foreign_settings(ModelConfig.from_dict({**OmegaConf.to_container(cfg.model, resolve=True),
-                                                            "vocab_size": vocab_size}))
-
-
-def cpu_trains_faster_in_bf16(cpuinfo: Path = Path("/proc/cpuinfo")) -> bool:
-    """Whether bf16 autocast trains faster than fp32 on this CPU, as measured (docs/training.md, Precision): with
-    AMX's bf16 tiles (Intel Sapphire Rapids), and on AMD with AVX512-BF16 (an EPYC: 1.11x nanoGPT's speed against
-    0.94x in fp32); not on an Intel CPU with AVX512-BF16 alone (a Xeon without AMX: the default run's step 1.31x
-    slower). False where unknown: without bf16 instructions a CPU emulates bf16, slower than fp32."""
-    flags = set(cpu_info("flags", cpuinfo).split())
-    return "amx_bf16" in flags or ("avx512_bf16" in flags and cpu_info("vendor_id", cpuinfo) == "AuthenticAMD")
-
-
-def resolve_precision(precision: str | None, accelerator: str) -> str:
-    """trainer.precision=auto: bf16 autocast where the hardware trains faster in it (a GPU that computes in bf16, a
-    CPU as cpu_trains_faster_in_bf16 says), else fp32; null is Lightning's fp32."""
-    if precision is None:
-        return "32-true"
-    if precision != "auto":
-        return precision
-    if accelerator == "cpu" or (accelerator == "auto" and not torch.cuda.is_available()):  # auto: this CPU
-        return "bf16-mixed" if cpu_trains_faster_in_bf16() else "32-true"
-    return "bf16-mixed" if torch.cuda.is_available() and torch.cuda.is_bf16_supported() else "32-true"
 
 
 def optim_config(cfg: DictConfig) -> dict[str, Any]:
@@ -129,79 +104,6 @@ def check_launch(trainer: L.Trainer, strategy: str, in_sweep: bool) -> None:
         raise ValueError(f"trainer.strategy={strategy} on {trainer.world_size} processes starts the others by running "
                          "the command again, which under -m re-runs the whole sweep: pass trainer.strategy=ddp_spawn "
                          "(or trainer=ddp)")
-
-
-# The groups whose option is written into the model's section under the group's name (# @package model): attention=gqa
-# sets model.attention. Every other group's option sets the section of its own name (data=calculator: data).
-MODEL_GROUPS = ("attention", "pos")
-
-
-def group_setting(group: str) -> str:
-    """The composed key or section an option of `group` sets: model.attention for attention=, data for data=."""
-    return f"model.{group}" if group in MODEL_GROUPS else group
-
-
-def given_model_settings(cfg: DictConfig, overrides: Sequence[str], forced: bool = False) -> dict[str, Any]:
-    """The model fields the command line (`overrides`) sets, directly (model.rope_base=500) or by an option of a
-    group whose package is the model (attention=gqa sets attention), with the values the run composed. `++` marks a
-    setting given to every job of a sweep whose other jobs read it (the preflight's advice), so it is left out unless
-    `forced` (init_from's check: no `++` changes a pretrained model's architecture)."""
-    keys = [override_key(o) for o in overrides if not o.startswith("~") and (forced or not o.startswith("++"))]
-    fields = [key.removeprefix("model.") for key in keys if key.startswith("model.")] + \
-        [key for key in keys if key in MODEL_GROUPS]
-    return {name: cfg.model[name] for name in fields if name in cfg.model}
-
-
-def unread_settings(given: dict[str, Any], model_cfg: ModelConfig) -> list[str]:
-    """The names among `given` model settings that no part of this model reads (settings_read)."""
-    if not given:  # no one-layer model built for nothing (a run that sets no model setting)
-        return []
-    read = settings_read(model_cfg) | {"block_size"}  # the length of the data's windows and rows too
-    return [name for name in given if name not in read]
-
-
-def check_settings_read(given: dict[str, Any], model_cfg: ModelConfig, sweep: Sequence[str] = ()) -> None:
-    """Refuse a model setting the command line gives that no part of this model reads: the run would train as without
-    it, and its record, a sweep's row, would say it had it. `sweep`: the overrides of the sweep this run is a job of,
-    whose values of the setting the advice repeats (`++model.rope_base=100,10000`, not this job's one value)."""
-    unread = unread_settings(given, model_cfg)
-    if unread:
-        name, value = unread[0], quoted(given[unread[0]])
-        swept = override_value(sweep, f"model.{name}", value)
-        raise ValueError(f"model.{name}={value} changes nothing in a model of attention={model_cfg.attention}, "
-                         f"pos={model_cfg.pos}: none of its parts reads model.{name}; drop it (in a sweep whose other "
-                         f"jobs read it, give it to all as ++model.{name}={swept})")
-
-
-def forced_unread(cfg: DictConfig, overrides: Sequence[str]) -> list[str]:
-    """The `++model.x=v` overrides, as written, whose setting no part of the config's model reads: a sweep gives such a
-    setting to every job, and these jobs ignore it (their record leaves it out of what the run is)."""
-    forced = [o for o in overrides if o.startswith("++")]
-    unread = unread_settings(given_model_settings(cfg, forced, forced=True), model_config(cfg, vocab_size=1))
-    return [o for o in forced if override_key(o).removeprefix("model.") in unread]
-
-
-def model_accepts(cfg: DictConfig, override: str) -> bool:
-    """Whether the model's parts accept the config's model with `override` (`++model.qk_norm=true`) in place of its
-    own value of that setting."""
-    try:
-        check_parts(model_config(OmegaConf.merge(cfg, OmegaConf.from_dotlist([override.lstrip("+")])), vocab_size=1))
-    except (TypeError, ValueError):  # as its job's own checks refuse it
-        return False
-    return True
-
-
-def model_refused(cfg: DictConfig, overrides: Sequence[str]) -> bool:
-    """Whether a job of this config and these overrides is refused for its model before it trains, by the checks it
-    runs: a model setting that none of its parts reads, or parts that do not suit each other (attention=torch_mha
-    with pos=rope)."""
-    try:
-        model_cfg = model_config(cfg, vocab_size=1)
-        check_settings_read(given_model_settings(cfg, overrides), model_cfg)
-        check_parts(model_cfg)
-    except (TypeError, ValueError, OmegaConfBaseException):  # an interpolation to nowhere: check_config refuses it
-        return True
-    return False
 
 
 def check_config(cfg: DictConfig, overrides: Sequence[str] | None = None, sweep: Sequence[str] = ()) -> None:
@@ -323,13 +225,6 @@ def check_sections(cfg: DictConfig) -> None:
     if cfg.resume and cfg.ckpt_path:
         raise ValueError("pass either resume=true (newest run with this config) or ckpt_path=<path>, not both")
     check_init_from(cfg.init_from)
-
-
-def check_cpu_precision(precision: Any) -> None:
-    """fp16 and Transformer Engine compute on a GPU only. Lightning trains a CPU run asked for 16-mixed in bf16-mixed
-    with a warning (its record saying 16-mixed), and transformer-engine ends in its ModuleNotFoundError's traceback."""
-    if str(precision).startswith(("16", "transformer-engine")):
-        raise ValueError(f"trainer.precision={precision} needs a GPU: on CPU use trainer.precision=bf16-mixed or 32")
 
 
 def trainer_arguments(cfg: DictConfig) -> dict[str, Any]:

@@ -18,8 +18,8 @@ from omegaconf import DictConfig, OmegaConf
 from gpt.inference.checkpoint import CheckpointError
 from gpt.overrides import override_key, pasted, quoted
 from gpt.training.checkpoint_io import load_resume_checkpoint
-from gpt.training.checks import group_setting
 from gpt.training.lit import OPTIM_NAME, LitGPT
+from gpt.training.model_settings import group_setting
 from gpt.training.optim import OPTIMIZERS, SCHEDULES, OptimConfig
 from gpt.training.run_folder import (CHECKPOINT, NOT_IDENTITY, OVERRIDES, finished, model_rebuildable, read_overrides,
                                      read_summary, whole_model)
