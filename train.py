@@ -294,7 +294,8 @@ def run_job(cfg: DictConfig, run_dir: Path, multirun: bool) -> None:
     from gpt.inference.checkpoint import CheckpointError
     from gpt.training.callbacks import TrainingStopped
     from gpt.training.interrupts import Interrupted
-    from gpt.training.run_folder import Damaged, discard_if_never_started, record_failure, record_stop
+    from gpt.training.run_folder import Damaged, record_failure, record_stop
+    from gpt.training.run_folder_lock import discard_if_never_started
 
     try:
         train(cfg, run_dir)

@@ -15,7 +15,7 @@ import pytest
 from omegaconf import OmegaConf
 
 import gpt.sweeps.lock as sweep_lock
-import gpt.training.run_folder as run_folder
+import gpt.training.run_folder_lock as run_folder_lock
 from gpt.data.prepare import Recipe, prepare
 from gpt.data.prepared import open_prepared
 from gpt.training.checks import check_config
@@ -122,7 +122,7 @@ def test_the_processes_one_launcher_starts_share_the_run_folder_the_first_claims
     """torchrun, SLURM and Lightning's DDP start every rank with the same hydra.run.dir: one run, one claim. A
     second claim from this process is refused as another run's would be (flock: one holder per open file)."""
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(run_folder, "_held", [])
+    monkeypatch.setattr(run_folder_lock, "_held", [])
     argv = ["model.dim=64", "hydra.run.dir=runs/${model.dim}"]
     try:
         assert preflight(argv, CONFIGS, check_config, claim=True) == ["model.dim=64", "hydra.run.dir=runs/64"]
@@ -135,7 +135,7 @@ def test_the_processes_one_launcher_starts_share_the_run_folder_the_first_claims
                 launched.setenv(rank, "1")
                 assert preflight(argv, CONFIGS, check_config, claim=True) == argv
     finally:
-        for lock in run_folder._held:
+        for lock in run_folder_lock._held:
             lock.close()
     assert sorted(p.name for p in (tmp_path / "runs" / "64").iterdir()) == [".lock"]
 

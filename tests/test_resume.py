@@ -38,8 +38,8 @@ from gpt.training.optim import OPTIMIZERS, SCHEDULES, OptimConfig
 from gpt.training.preflight import preflight
 from gpt.training.checkpoint_io import AtomicCheckpointIO, load_resume_checkpoint
 from gpt.training.resume import find_resume_checkpoint, resume_from
-from gpt.training.run_folder import (kept_on_resume, locked, read_history, read_summary, record_stop, release,
-                                     write_summary)
+from gpt.training.run_folder import kept_on_resume, read_history, read_summary, record_stop, write_summary
+from gpt.training.run_folder_lock import locked, release
 from gpt.training.run_record import finished_line
 from tests.conftest import ROOT, TINY_RUN, CodeRunningPickle, child_env, files_in, flip_a_bit_in, play, run_cli
 from tests.fuzzing import fresh_folder, job

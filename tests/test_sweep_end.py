@@ -19,7 +19,8 @@ from gpt.sweeps import parallel
 from gpt.sweeps.parallel import JobsPerCore
 from gpt.sweeps.runs import find_runs
 from gpt.sweeps.sweep_end import WriteReport, sweep_ending
-from gpt.training.run_folder import LOCK, damaged, read_summary
+from gpt.training.run_folder import damaged, read_summary
+from gpt.training.run_folder_lock import LOCK
 from tests.conftest import ROOT, child_env
 from tests.test_launchers import sweep_config
 from tests.test_report import fake_run, table

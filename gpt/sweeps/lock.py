@@ -12,9 +12,9 @@ from typing import Any, TextIO
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
-from gpt.training.run_folder import locked
+from gpt.training.run_folder_lock import locked
 
-SWEEP_LOCK = ".sweep.lock"  # not run_folder.LOCK: a stopping sweep waits for every job's .lock under its folder
+SWEEP_LOCK = ".sweep.lock"  # not run_folder_lock.LOCK: a stopping sweep waits for every job's .lock under its folder
 _held: list[TextIO] = []  # this process's sweep lock, open until it exits
 
 

@@ -23,7 +23,7 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, open_dict, read_write
 
 from gpt.training.recorded import as_typed
-from gpt.training.run_folder import LOCK, claim, discard_if_never_started, in_use, release
+from gpt.training.run_folder_lock import LOCK, claim, discard_if_never_started, in_use, release
 
 # Set by the process that launches a sweep, inherited by its joblib workers: how a job knows it runs in a worker
 # whose sweep can die without it (SIGKILL or SIGTERM to that process alone leaves loky's workers running its queue).

@@ -21,7 +21,7 @@ from omegaconf.errors import InterpolationResolutionError
 from gpt.overrides import override_key, quoted
 from gpt.training.composition import compose_train, explain, groups, not_an_option, parsed
 from gpt.training.run_folder import SUMMARY, finished
-from gpt.training.run_folder import claim as claim_run_folder
+from gpt.training.run_folder_lock import claim as claim_run_folder
 from gpt.validate import first_line
 
 MULTIRUN_FLAGS = ("-m", "--multirun")

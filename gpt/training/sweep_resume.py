@@ -14,7 +14,8 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 from gpt.inference.checkpoint import CheckpointError
 from gpt.overrides import override_key
 from gpt.training.recorded import as_typed
-from gpt.training.run_folder import NOT_IDENTITY, OVERRIDES, REPORT, holds_work, read_overrides, read_summary
+from gpt.training.run_folder import NOT_IDENTITY, OVERRIDES, REPORT, read_overrides, read_summary
+from gpt.training.run_folder_lock import holds_work
 from gpt.training.saved_config import run_identity, saved_config, swept
 
 
