@@ -28,7 +28,6 @@ CHECKPOINT = "checkpoints/last.ckpt"  # the run's checkpoint to resume from, wri
 NOT_IDENTITY = ("resume", "ckpt_path")
 
 
-
 def a_number(value: Any) -> bool:
     """An int or a float, not a bool: what a settings field typed float takes."""
     return fits(value, float)
