@@ -80,10 +80,11 @@ def test_a_compressed_file_in_a_folder_is_noted_with_the_command_that_decompress
     assert sorted(splits["train"] + splits["val"]) == sorted(docs)
 
 
-@pytest.mark.parametrize("name", ["b.zip", "b.tar.gz", "b.TGZ"])
+@pytest.mark.parametrize("name", ["b.zip", "b.tar.gz", "b.TGZ", "b.tar"])
 def test_an_archive_unpacks_beside_it_by_the_command_its_note_and_refusal_name(tmp_path: Path, name: str) -> None:
     """The commands named were unzip <file>, which unpacks into the folder it runs in, and gzip -dk, which leaves a
-    *.tar no folder reads: run as given, neither made the text read. Each runs here from another folder."""
+    *.tar no folder reads: run as given, neither made the text read. Each runs here from another folder. A *.tar
+    named alone was refused as binary text, naming no command."""
     import tarfile
     import zipfile
 
@@ -98,7 +99,7 @@ def test_an_archive_unpacks_beside_it_by_the_command_its_note_and_refusal_name(t
             with zipfile.ZipFile(path, "w") as archive:
                 archive.write(source, "b.txt")
         else:
-            with tarfile.open(path, "w:gz") as archive:
+            with tarfile.open(path, "w" if name.endswith(".tar") else "w:gz") as archive:
                 archive.add(source, "b.txt")
         return path
 
@@ -106,14 +107,16 @@ def test_an_archive_unpacks_beside_it_by_the_command_its_note_and_refusal_name(t
     write(folder / "a.txt", docs[:5])
     packed(folder / name)
     [note] = unread_notes([str(folder)], "{}")
-    subprocess.run(re.search(r"decompress a compressed one \((.*)\)$", note)[1], shell=True, check=True, cwd=elsewhere)
+    unpack = re.search(r"(?:decompress a compressed one|unpack an archive) \((.*)\)$", note)[1]
+    subprocess.run(unpack, shell=True, check=True, cwd=elsewhere)
     assert unread_notes([str(folder)], "{}") == []
     splits = split_documents(build([folder], tmp_path / "folder-out"))
     assert sorted(splits["train"] + splits["val"]) == sorted(docs)
     alone = packed(tmp_path / "alone" / name)
-    with pytest.raises(ValueError, match=rf"^data.path={alone} is compressed: decompress it first \(") as err:
+    what = "an archive: unpack" if name.endswith(".tar") else "compressed: decompress"
+    with pytest.raises(ValueError, match=rf"^data.path={alone} is {what} it first \(") as err:
         build([alone], tmp_path / "refused")
-    command, gives = re.search(r"decompress it first \((.*)\) and name what that gives \((.*)\)$",
+    command, gives = re.search(r" it first \((.*)\) and name what that gives \((.*)\)$",
                                str(err.value)).groups()
     subprocess.run(command, shell=True, check=True, cwd=elsewhere)
     assert list(elsewhere.iterdir()) == []

@@ -11,14 +11,16 @@ from typing import Any
 
 from gpt.data.formats import SUFFIXES, read_files
 
-# A compressed file read as text is "not UTF-8", and iconv, the fix that names, would make it text of garbage. Each
-# command decompresses beside the file, where its folder's walk reads what it gives (unzip and tar would write into the
-# folder they run in), keeping it: one file gives its name less the suffix, as gzip -dk does, and an archive a folder
-# of that name, so that its files overwrite none beside it. Longest first: a *.tar.gz is an archive, not one file.
+# A compressed file read as text is "not UTF-8", and iconv, the fix that names, would make it text of garbage; a
+# plain *.tar, its headers between its files, is refused as binary. Each command decompresses beside the file, where
+# its folder's walk reads what it gives (unzip and tar would write into the folder they run in), keeping it: one file
+# gives its name less the suffix, as gzip -dk does, and an archive a folder of that name, so that its files overwrite
+# none beside it. Longest first: a *.tar.gz is an archive, not one file.
 COMPRESSED = {".tar.gz": "mkdir -p {copy} && tar -xzf {file} -C {copy}",
               ".tgz": "mkdir -p {copy} && tar -xzf {file} -C {copy}",
               ".tar.bz2": "mkdir -p {copy} && tar -xjf {file} -C {copy}",
               ".tar.xz": "mkdir -p {copy} && tar -xJf {file} -C {copy}",
+              ".tar": "mkdir -p {copy} && tar -xf {file} -C {copy}",
               ".gz": "gzip -dk {file}", ".bz2": "bzip2 -dk {file}", ".xz": "xz -dk {file}", ".zst": "zstd -d {file}",
               ".zip": "unzip {file} -d {copy}"}
 # A table of delimited columns read as text trains its header, ids and labels beside the text column it holds.
@@ -134,6 +136,11 @@ def _decompressing(path: Path) -> tuple[str, Path] | None:
     return COMPRESSED[end].format(file=shlex.quote(str(path)), copy=shlex.quote(str(copy))), copy
 
 
+def _archive(path: Path) -> bool:
+    """Whether `path` is a *.tar, whatever its case: packed, not compressed, so its messages say to unpack it."""
+    return path.name.lower().endswith(".tar")
+
+
 def _unread(listed: list[Path]) -> list[Path]:
     """The files of a folder's walk, `listed`, that it does not read for their suffix, but for those whose text is
     read or holds nothing: `datasets`' metadata, an empty file (a lock), and a compressed file beside its
@@ -158,14 +165,15 @@ def _unread_named(folder: Path, unread: list[Path]) -> str:
 
 
 def _unread_fixes(unread: list[Path]) -> list[str]:
-    """What makes each kind of file in `unread` read: a suffix of a format, or decompressing it first."""
-    unpacking = [command for p in unread if (command := _decompressing(p))]
+    """What makes each kind of file in `unread` read: a suffix of a format, or decompressing (unpacking) it first."""
+    unpacking = [(p, command) for p in unread if (command := _decompressing(p))]
     json_lines = [p for p in unread if p.suffix.lower() == ".json"]
     fixes = ["rename a text file *.txt"] if len(unread) > len(unpacking) + len(json_lines) else []
     if json_lines:  # named alone it reads as JSON Lines; a folder reads only *.jsonl as such
         fixes.append("a *.json of JSON Lines *.jsonl")
     if unpacking:
-        fixes.append(f"decompress a compressed one ({unpacking[0][0]})")
+        file, (command, _) = unpacking[0]
+        fixes.append(f"{'unpack an archive' if _archive(file) else 'decompress a compressed one'} ({command})")
     return fixes
 
 
@@ -198,8 +206,9 @@ def input_files(paths: list[str], named: str) -> list[Path]:
             raise ValueError(f"{named.format(path)} is a corpus prepared already, which trains only as the one "
                              "data.path: name it alone there, or name the text it was prepared from")
         if (unpacking := _decompressing(path)) and path.is_file():
-            raise ValueError(f"{named.format(path)} is compressed: decompress it first ({unpacking[0]}) and name what "
-                             f"that gives ({unpacking[1]})")
+            what = "an archive: unpack" if _archive(path) else "compressed: decompress"
+            raise ValueError(f"{named.format(path)} is {what} it first ({unpacking[0]}) and name what that gives "
+                             f"({unpacking[1]})")
         if (delimiter := DELIMITED.get(path.suffix.lower())) and path.is_file():
             command = to_parquet(path, delimiter)
             raise ValueError(f"{named.format(path)} is {path.suffix[1:].upper()}, which would train as text, its "
