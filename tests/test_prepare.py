@@ -346,6 +346,30 @@ def test_a_feather_file_reads_as_arrow_named_alone_and_in_a_folder(tmp_path: Pat
     assert sorted(splits["train"] + splits["val"]) == sorted(docs)
 
 
+def test_a_feather_v1_file_reads_as_a_v2_one_does(tmp_path: Path) -> None:
+    """Feather v1 (write_feather's version=1, what pandas wrote before pyarrow 0.17) was refused as "not an Arrow
+    file", with a hint to rename it *.txt, though pyarrow reads it."""
+    import pyarrow as pa
+    import pyarrow.feather as feather
+
+    docs = stories(40, seed=31)
+    table = pa.table({"id": list(range(30)), "text": docs[:30]})
+    feather.write_feather(table, str(tmp_path / "v1.feather"), version=1)
+    feather.write_feather(table, str(tmp_path / "v2.feather"), chunksize=7)
+    assert (tmp_path / "v1.feather").read_bytes()[:4] == b"FEA1"
+    as_v1 = split_documents(build([tmp_path / "v1.feather"], tmp_path / "v1"))
+    assert as_v1 == split_documents(build([tmp_path / "v2.feather"], tmp_path / "v2"))
+    folder = tmp_path / "folder"
+    write(folder / "a.txt", docs[30:])
+    (tmp_path / "v1.feather").rename(folder / "b.feather")
+    splits = split_documents(build([folder], tmp_path / "folder-out"))
+    assert sorted(splits["train"] + splits["val"]) == sorted(docs)
+    cut = tmp_path / "cut.feather"
+    cut.write_bytes((folder / "b.feather").read_bytes()[:-8])  # its footer's length and closing magic gone
+    with pytest.raises(ValueError, match=rf"^{cut} is not an Arrow file \(.*\): copy it again, or write it again"):
+        build([cut], tmp_path / "cut")
+
+
 def test_a_text_field_for_plain_text_inputs_alone_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     """Plain text has no fields: data.text_field (prepare's --text-field) was ignored without a word, and JSONL saved as
     *.txt, the mistake it points at, trained its JSON syntax as text."""

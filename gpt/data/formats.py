@@ -26,6 +26,7 @@ CONTROL = bytes([*range(0x01, 0x09), *range(0x0e, 0x20), 0x7f])
 BINARY_SHARE = 0.05
 WINDOWS_1252 = re.compile(rb"[\x80-\x9f]")  # Windows-1252's printable bytes where latin1 has control characters
 ARROW_MAGIC = b"ARROW1"  # what Arrow's file format (Feather v2) starts with; its stream format starts otherwise
+FEATHER_V1_MAGIC = b"FEA1"  # what Feather v1 (write_feather's version=1, pandas' before pyarrow 0.17) starts with
 END_OF_STREAM = b"\xff\xff\xff\xff\x00\x00\x00\x00"  # what an Arrow stream's writer ends it with when it closes
 
 
@@ -293,17 +294,16 @@ class TableFormat:
         yield from _documents(column.to_pylist(), unit.path, unit.start, text_field)
 
 
-def arrow_file_format(path: Path | str) -> bool:
-    """Whether `path` is in Arrow's file format (Feather v2), which starts with its magic bytes; else a stream."""
+def _starts_with(path: Path | str, magic: bytes) -> bool:
     with open(path, "rb") as f:
-        return f.read(len(ARROW_MAGIC)) == ARROW_MAGIC
+        return f.read(len(magic)) == magic
 
 
 def _not_cut_short(path: Path) -> None:
     """Refuse an Arrow stream without the end-of-stream marker its writer closes it with: cut between two record
     batches (a copy or download stopped there), it reads as a whole stream of fewer rows. A file of Arrow's file
-    format opens only with its footer, which is its end."""
-    if arrow_file_format(path):
+    format, or of Feather v1, opens only with its footer, which is its end."""
+    if _starts_with(path, ARROW_MAGIC) or _starts_with(path, FEATHER_V1_MAGIC):
         return
     with open(path, "rb") as f:
         f.seek(max(f.seek(0, 2) - len(END_OF_STREAM), 0))
@@ -328,9 +328,20 @@ class DatasetFormat(TableFormat):
         return dataset.data.table
 
 
+def _read_arrow(path: str) -> Any:  # a pyarrow.Table, memory-mapped
+    import pyarrow as pa
+    import pyarrow.feather as feather
+
+    if _starts_with(path, FEATHER_V1_MAGIC):  # no ipc reader reads it; pyarrow's feather module does
+        return feather.read_table(path, memory_map=True)
+    open_format = pa.ipc.open_file if _starts_with(path, ARROW_MAGIC) else pa.ipc.open_stream
+    return open_format(pa.memory_map(path)).read_all()
+
+
 class ArrowFormat(TableFormat):
-    """An Arrow stream file, as the `datasets` cache keeps a loaded dataset (~/.cache/huggingface/datasets), or a file
-    of Arrow's file format (Feather v2), as pyarrow's ipc.new_file and polars' write_ipc write one."""
+    """An Arrow stream file, as the `datasets` cache keeps a loaded dataset (~/.cache/huggingface/datasets), a file
+    of Arrow's file format (Feather v2), as pyarrow's ipc.new_file and polars' write_ipc write one, or a Feather v1
+    file."""
 
     format = "arrow"
 
@@ -338,9 +349,8 @@ class ArrowFormat(TableFormat):
     def table(path: Path | str, text_field: str) -> Any:
         import pyarrow as pa
 
-        open_format = pa.ipc.open_file if arrow_file_format(path) else pa.ipc.open_stream
         try:
-            table = open_format(pa.memory_map(str(path))).read_all()
+            table = _read_arrow(str(path))
         except (pa.ArrowInvalid, OSError) as err:
             raise ValueError(f"{path} is not an Arrow file ({first_line(err)}): copy it again, or write it again (or "
                              "rename it if it holds text: *.txt)") from None
