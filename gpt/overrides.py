@@ -1,10 +1,11 @@
 """Command-line overrides as Hydra writes them (`model.dim=64`, `+data.x=1`, `~callbacks.sample`): the key one
-sets, the value it gives, and a value written as one."""
+sets, the value it gives, and a value written as one; and a path written as a shell command's argument."""
 from __future__ import annotations
 
 import re
 import shlex
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 # A string Hydra reads back as itself unquoted: ASCII letters, digits and ./_- not starting as a number would, and
@@ -61,3 +62,11 @@ def pasted(key: str, value: Any) -> str:
 def command_line(*words: str, overrides: dict[str, Any]) -> str:
     """A command to paste into a shell: `words`, then `overrides` (key: value) as pasted() writes them."""
     return " ".join([shlex.join(words), *(pasted(key, value) for key, value in overrides.items())])
+
+
+def path_argument(path: Path | str) -> str:
+    """A path as a command to paste into a shell names it: quoted, and a relative one starting with '-' (a file
+    -notes.txt in the folder it runs in) as ./-notes.txt, which no command reads as an option. Every command suggested
+    with a user's path names it so."""
+    text = str(path)
+    return shlex.quote(f"./{text}" if text.startswith("-") else text)

@@ -494,6 +494,21 @@ def test_evaluate_on_a_corpus_deleted_since_training_names_the_command_that_prep
     assert cli(["evaluate", "--ckpt", str(tmp_path / "model.pt")]) == 0  # the command made the corpus it trained on
 
 
+def test_the_command_that_prepares_a_corpus_again_reads_paths_starting_with_a_dash_as_paths() -> None:
+    """A model.pt recording relative paths that start with '-' named them bare, and prepare read them as options."""
+    import argparse
+
+    from gpt.data.prepare_command import add_arguments
+    from gpt.evaluation.evaluate import prepare_again
+
+    meta = {"shards": "-out", "path": "-a.txt, -b.txt", "val_path": "-val.txt", "tokenizer": "word"}
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    args = parser.parse_args(shlex.split(prepare_again(meta))[4:])
+    assert [Path(p) for p in [*args.inputs, *args.val, args.out]] == [Path(p) for p in ["-a.txt", "-b.txt",
+                                                                                        "-val.txt", "-out"]]
+
+
 def model_on_a_prepared_play(tmp_path: Path) -> tuple[Path, Path, list[str], TextData, gpt.ModelConfig]:
     """A play prepared with --out and a tiny untrained model.pt of its corpus: (folder, text file, the prepare
     command, the data, the model's config), for the tests that prepare the folder again under the model."""

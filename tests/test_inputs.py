@@ -124,6 +124,41 @@ def test_an_archive_unpacks_beside_it_by_the_command_its_note_and_refusal_name(t
     assert sorted(splits["train"] + splits["val"]) == sorted(docs[5:])
 
 
+@pytest.mark.parametrize("name", ["-notes.tar.gz", "-notes.txt.gz", "-notes.zip", "-notes.tar"])
+def test_a_path_starting_with_a_dash_unpacks_by_the_command_named_as_a_path(tmp_path: Path, name: str,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """A file -notes.tar.gz in the folder the user is in was named bare in the command that decompresses it, which
+    read it as options (mkdir: invalid option -- 'n'), alone and in a folder's note."""
+    import gzip
+    import tarfile
+    import zipfile
+
+    docs = stories(20, seed=32)
+    monkeypatch.chdir(tmp_path)
+    source = write(tmp_path / "source" / "b.txt", docs)
+    if name.endswith(".zip"):
+        with zipfile.ZipFile(name, "w") as archive:
+            archive.write(source, "b.txt")
+    elif ".tar" in name:
+        with tarfile.open(name, "w:gz" if name.endswith(".gz") else "w") as archive:
+            archive.add(source, "b.txt")
+    else:
+        Path(name).write_bytes(gzip.compress(source.read_bytes()))
+    with pytest.raises(ValueError, match=rf"^data.path={name} is ") as err:
+        build([Path(name)], tmp_path / "refused")
+    command, gives = re.search(r" it first \((.*)\) and name what that gives \((.*)\)$", str(err.value)).groups()
+    subprocess.run(command, shell=True, check=True)
+    splits = split_documents(build([Path(gives)], tmp_path / "alone-out"))
+    assert sorted(splits["train"] + splits["val"]) == sorted(docs)
+    folder = Path("-corpus")
+    folder.mkdir()
+    Path(name).rename(folder / name)
+    [note] = unread_notes([str(folder)], "{}")
+    subprocess.run(re.search(r"(?:decompress a compressed one|unpack an archive) \((.*)\)$", note)[1], shell=True,
+                   check=True)
+    assert unread_notes([str(folder)], "{}") == []
+
+
 def test_a_folder_of_readable_files_and_their_metadata_has_no_note(tmp_path: Path) -> None:
     """The JSON files `datasets` writes beside a table (state.json and dataset_info.json of a saved dataset) describe
     it, and an empty file (a lock) holds no text: a note naming them would be noise on a common layout."""

@@ -370,6 +370,30 @@ def test_a_feather_v1_file_reads_as_a_v2_one_does(tmp_path: Path) -> None:
         build([cut], tmp_path / "cut")
 
 
+def test_the_commands_a_refusal_names_read_a_path_starting_with_a_dash_as_a_path(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A file -array.json or a folder -out in the folder the user is in was named bare in the command a refusal
+    suggests, which read it as an option: jq's (Unknown arguments), and prepare's --out (expected one argument)."""
+    import argparse
+
+    from gpt.data.prepare_command import add_arguments
+
+    docs = stories(12, seed=33)
+    monkeypatch.chdir(tmp_path)
+    Path("-array.json").write_text(json.dumps([{"text": doc} for doc in docs]))
+    with pytest.raises(ValueError, match=r"^-array.json is a JSON array") as err:
+        build([Path("-array.json")], tmp_path / "refused")
+    command = re.search(r"e\.g\. (jq .*)$", str(err.value))[1].replace("<new file>", "records")
+    subprocess.run(command, shell=True, check=True)
+    splits = split_documents(build([Path("records.jsonl")], tmp_path / "records"))
+    assert sorted(splits["train"] + splits["val"]) == sorted(docs)
+    fix = prepare_module.remake(Path("-out"), cached=False)
+    words = shlex.split(re.search(r"\((python -m gpt prepare .*)\)$", fix)[1])
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    assert Path(parser.parse_args(words[4:]).out) == Path("-out")
+
+
 def test_a_text_field_for_plain_text_inputs_alone_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     """Plain text has no fields: data.text_field (prepare's --text-field) was ignored without a word, and JSONL saved as
     *.txt, the mistake it points at, trained its JSON syntax as text."""

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from gpt.data.text_parts import MARKER_LINE, REACH, after_marker, cuts, part_start_past
+from gpt.overrides import path_argument
 from gpt.validate import first_line
 
 UNIT_BYTES = 4 << 20  # one task of a worker: big enough to amortize dispatch, small enough to bound memory
@@ -162,7 +163,7 @@ class JsonlFormat:
             if opening == b"[" or opening == raw.strip() == b"{":
                 what, query = ("a JSON array", "'.[]'") if opening == b"[" else ("JSON over several lines", ".")
                 raise ValueError(f"{unit.path} is {what}, not JSON Lines (an object per line): write each record on a "
-                                 f"line of its own, e.g. jq -c {query} {unit.path} > <new file>.jsonl")
+                                 f"line of its own, e.g. jq -c {query} {path_argument(unit.path)} > <new file>.jsonl")
             try:
                 record = json.loads(raw)
             except UnicodeDecodeError as err:  # named as in a text file: iconv without -f reads the locale's UTF-8

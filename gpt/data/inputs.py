@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from gpt.data.formats import SUFFIXES, read_files
+from gpt.overrides import path_argument
 
 # A compressed file read as text is "not UTF-8", and iconv, the fix that names, would make it text of garbage; a
 # plain *.tar, its headers between its files, is refused as binary. Each command decompresses beside the file, where
@@ -133,7 +134,7 @@ def _decompressing(path: Path) -> tuple[str, Path] | None:
     if (end := next((end for end in COMPRESSED if name.endswith(end) and name != end), None)) is None:
         return None
     copy = path.with_name(path.name[:-len(end)])
-    return COMPRESSED[end].format(file=shlex.quote(str(path)), copy=shlex.quote(str(copy))), copy
+    return COMPRESSED[end].format(file=path_argument(path), copy=path_argument(copy)), copy
 
 
 def _archive(path: Path) -> bool:

@@ -25,6 +25,7 @@ from gpt.data.pool import ordered_map
 from gpt.data.shards import ShardWriter, save_shard, token_dtype, write_file
 from gpt.data.tokenizers import learn_tokenizer, tokenizer_label
 from gpt.data.tokenizers.base import Tokenizer
+from gpt.overrides import path_argument
 from gpt.validate import Fraction, PositiveInt, Range, check_fields
 
 # Bump when the shard layout, the manifest, the cut rule, the split rule, what a text file reads as or the ids a
@@ -238,7 +239,7 @@ def remake(folder: Path, cached: bool) -> str:
     then prepares its own cache (`cached`) again, but a folder named with --out is for the user to prepare again."""
     if cached:
         return f"delete {folder} and run again to prepare the corpus afresh"
-    return f"delete {folder} and prepare it again (python -m gpt prepare <inputs> --out {folder})"
+    return f"delete {folder} and prepare it again (python -m gpt prepare <inputs> --out {path_argument(folder)})"
 
 
 def read_manifest(path: Path, fix: str) -> dict[str, Any]:

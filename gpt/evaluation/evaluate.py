@@ -23,6 +23,7 @@ from gpt.evaluation.extrapolation import check_length, loss_by_position
 from gpt.evaluation.grading import grade, scores_by_group
 from gpt.inference.checkpoint import DEVICE_HELP, corpus_of, model_file, newest_checkpoint
 from gpt.inference.text import TextModel, load
+from gpt.overrides import path_argument
 
 
 def prepare_again(meta: dict[str, Any]) -> str:
@@ -33,15 +34,15 @@ def prepare_again(meta: dict[str, Any]) -> str:
     if meta["path"] == folder:
         inputs = "<the inputs it was prepared from>"
     else:
-        inputs = " ".join(map(shlex.quote, meta["path"].split(", ")))  # the recorded path joins them so
-    flags = ["--tokenizer", meta["tokenizer"]]
+        inputs = " ".join(map(path_argument, meta["path"].split(", ")))  # the recorded path joins them so
+    flags = ["--tokenizer", shlex.quote(meta["tokenizer"])]
     if meta["tokenizer"] == "bpe":
         flags += ["--vocab-size", str(meta["vocab_size"])]
     if meta.get("val_path"):
-        flags = ["--val", *meta["val_path"].split(", "), *flags]
+        flags = ["--val", *map(path_argument, meta["val_path"].split(", ")), *flags]
     elif meta["val_fraction"] != Recipe().val_fraction:
         flags = ["--val-fraction", str(meta["val_fraction"]), *flags]
-    return f"python -m gpt prepare {inputs} {shlex.join([*flags, '--out', folder])}"
+    return f"python -m gpt prepare {inputs} {' '.join([*flags, '--out', path_argument(folder)])}"
 
 
 def val_ids(text_model: TextModel) -> np.ndarray:
