@@ -346,6 +346,8 @@ def test_a_feather_file_reads_as_arrow_named_alone_and_in_a_folder(tmp_path: Pat
     assert sorted(splits["train"] + splits["val"]) == sorted(docs)
 
 
+# pyarrow warns that it will stop reading Feather v1; while it reads it, so does the project
+@pytest.mark.filterwarnings("ignore:Feather V1 files are deprecated:DeprecationWarning")
 def test_a_feather_v1_file_reads_as_a_v2_one_does(tmp_path: Path) -> None:
     """Feather v1 (write_feather's version=1, what pandas wrote before pyarrow 0.17) was refused as "not an Arrow
     file", with a hint to rename it *.txt, though pyarrow reads it."""
