@@ -3,6 +3,7 @@ validation split stable when files are added, a start-up that reads no text, and
 bad inputs, a changed manifest) that leave nothing torn and say what to do in one line."""
 from __future__ import annotations
 
+import argparse
 import errno
 import json
 import os
@@ -376,7 +377,6 @@ def test_the_commands_a_refusal_names_read_a_path_starting_with_a_dash_as_a_path
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A file -array.json or a folder -out in the folder the user is in was named bare in the command a refusal
     suggests, which read it as an option: jq's (Unknown arguments), and prepare's --out (expected one argument)."""
-    import argparse
 
     from gpt.data.prepare_command import add_arguments
 
@@ -511,6 +511,15 @@ def test_command_line_prepares_what_training_then_finds(tmp_path: Path, monkeypa
                                       "choose another --out, a folder that does not exist yet\n"
 
 
+def prepare_options(text: str) -> argparse.Namespace:
+    """The options of a suggested `prepare it again with ...` as prepare's own parser reads them."""
+    from gpt.data.prepare_command import add_arguments
+
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    return parser.parse_args(["corpus.txt", *shlex.split(text)])
+
+
 @pytest.mark.parametrize("made_with, given", [('my field, "x"', "it's = [a]"), ("a${b}", "{c: 1}"),
                                                ("a\\${b}", "a b")])
 def test_a_refused_setting_of_a_prepared_folder_pastes_back_as_the_folder_and_the_run_have_it(
@@ -527,7 +536,7 @@ def test_a_refused_setting_of_a_prepared_folder_pastes_back_as_the_folder_and_th
     override = OverridesParser.create().parse_override(word)
     assert override.key_or_group == "data.text_field" and not override.is_sweep_override()
     assert compose_with("data=text", word).data.text_field == made_with  # as the run reads it
-    assert shlex.split(again) == ["--text-field", given]
+    assert prepare_options(again).text_field == given
 
 
 def test_a_folder_prepared_with_another_tokenizer_names_the_run_s_folder_whole(tmp_path: Path) -> None:
@@ -535,7 +544,19 @@ def test_a_folder_prepared_with_another_tokenizer_names_the_run_s_folder_whole(t
     prepared = build([write(tmp_path / "a.txt", stories(20, seed=1))], tmp_path / "prepared")
     with pytest.raises(ValueError, match="set data.tokenizer=char, or prepare it again with ") as refused:
         open_prepared(prepared.folder, "/models/my tok, v2")
-    assert shlex.split(str(refused.value).split("prepare it again with ")[1]) == ["--tokenizer", "/models/my tok, v2"]
+    assert prepare_options(str(refused.value).split("prepare it again with ")[1]).tokenizer == "/models/my tok, v2"
+
+
+def test_a_suggested_option_whose_value_starts_with_a_dash_reads_as_its_value(tmp_path: Path) -> None:
+    """`--tokenizer -tok` and `--text-field -body`: argparse took the value for an option and refused the command."""
+    prepared = build([write(tmp_path / "a.txt", stories(20, seed=1))], tmp_path / "prepared")
+    with pytest.raises(ValueError, match="prepare it again with ") as refused:
+        open_prepared(prepared.folder, "-tok")
+    assert prepare_options(str(refused.value).split("prepare it again with ")[1]).tokenizer == "-tok"
+    manifest = {"recipe": vars(Recipe(text_field="text")), "tokenizer": {}}
+    with pytest.raises(ValueError, match="prepare it again with ") as refused:
+        check_settings(Recipe(text_field="-body"), tmp_path, manifest)
+    assert prepare_options(str(refused.value).split("prepare it again with ")[1]).text_field == "-body"
 
 
 def test_the_printed_train_command_pastes_whole_whatever_the_paths(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
@@ -703,7 +724,7 @@ def test_a_prepared_folders_refusal_names_its_value_where_a_preset_sets_the_sett
         return TextData(block_size=8, path=str(folder), tokenizer="bpe", vocab_size=vocab_size, given=["vocab_size"])
 
     with pytest.raises(ValueError, match=r"keeps its own: set data.vocab_size=300, or prepare it again with "
-                                         "--vocab-size 400$"):
+                                         "--vocab-size=400$"):
         data(400).vocab_size
     assert data(300).vocab_size == 300
 
@@ -972,7 +993,7 @@ def user_error(tmp_path: Path, case: str) -> tuple[dict, str]:
         build([write(tmp_path / "a.txt", stories(60, seed=11))], prepared, val_inputs=[str(held)])
         return ({"path": str(prepared), "val_fraction": 0.5},
                 rf"^data.val_fraction=0.5 is not what {prepared} was prepared with \(val_fraction=0.1\), and a "
-                "prepared folder keeps its own: set data.val_fraction=0.1, or prepare it again with --val-fraction 0.5 "
+                "prepared folder keeps its own: set data.val_fraction=0.1, or prepare it again with --val-fraction=0.5 "
                 r"and without --val \(whose files are validation whatever the fraction\)$")
     build([write(tmp_path / "a.txt", stories(60, seed=11))], prepared)
     if case == "a run folder in the folder":  # its logged samples trained as text, silently
@@ -1006,11 +1027,11 @@ def user_error(tmp_path: Path, case: str) -> tuple[dict, str]:
     if case == "another setting":  # read as prepared, the run's val_fraction was once ignored without a word
         return ({"path": str(prepared), "val_fraction": 0.5},
                 rf"^data.val_fraction=0.5 is not what {prepared} was prepared with \(val_fraction=0.1\), and a "
-                "prepared folder keeps its own: set data.val_fraction=0.1, or prepare it again with --val-fraction "
+                "prepared folder keeps its own: set data.val_fraction=0.1, or prepare it again with --val-fraction="
                 "0.5$")
     return ({"path": str(prepared), "tokenizer": "gpt2"},
             rf"^{prepared}/manifest.json was prepared with data.tokenizer=char, not gpt2: set data.tokenizer=char, "
-            "or prepare it again with --tokenizer gpt2$")
+            "or prepare it again with --tokenizer=gpt2$")
 
 
 @pytest.fixture(scope="module")

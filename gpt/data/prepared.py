@@ -44,7 +44,7 @@ def open_prepared(folder: Path, tokenizer: str | None, cached: bool = False) -> 
     if tokenizer is not None and recipe["tokenizer"] != tokenizer:
         raise ValueError(f"{path} was prepared with data.tokenizer={quoted(recipe['tokenizer'])}, not "
                          f"{quoted(tokenizer)}: set {pasted('data.tokenizer', recipe['tokenizer'])}, or prepare it "
-                         f"again with --tokenizer {shlex.quote(tokenizer)}")
+                         f"again with --tokenizer={shlex.quote(tokenizer)}")
     for entries in splits.values():
         for entry in entries:
             check_shard(folder, entry, dtype.itemsize, fix)
@@ -108,8 +108,8 @@ def check_settings(recipe: Recipe, folder: Path, manifest: dict[str, Any], given
                 if name == "val_fraction" and made_with["val_inputs"] else ""
             raise ValueError(f"data.{name}={quoted(value)} is not what {folder} was prepared with "
                              f"({name}={quoted(made_with[name])}), and a prepared folder keeps its own: "
-                             f"{keep(name, made_with[name])}, or prepare it again with {flag} "
-                             f"{shlex.quote(str(value))}{val_files}")
+                             f"{keep(name, made_with[name])}, or prepare it again with "
+                             f"{flag}={shlex.quote(str(value))}{val_files}")
     # Judged by the folder's tokenizer, not its recipe: left unset (null), preparation compacts by what it finds.
     compact = manifest["tokenizer"].get("vocab") is not None
     if recipe.tokenizer == "gpt2" and recipe.compact_vocab is not None and recipe.compact_vocab != compact:
