@@ -26,15 +26,17 @@ from omegaconf import OmegaConf
 from gpt.__main__ import main as cli
 import gpt.atomic as atomic
 from gpt.data.corpus import TextData
-import gpt.data.formats as formats
 from gpt.data.inputs import unread_notes
 import gpt.data.prepare as prepare_module
 from gpt.data.notes import split_note
 from gpt.data.prepare import Recipe, prepare
 from gpt.data.prepared import Prepared, check_settings, load, open_prepared
 import gpt.data.shards as shards
+from gpt.data.text_checks import BOM
+import gpt.data.text_formats as text_formats
 from gpt.data.text_parts import MARKER
 from gpt.data.tokenizers.base import EOT
+from gpt.data.work_units import Unit
 from tests.conftest import ROOT, files_in, play
 from tests.test_configs import compose_with
 from tests.fuzzing import assert_clean, call, scaled
@@ -114,7 +116,7 @@ def test_the_tokenizers_sample_is_counted_in_bytes(tmp_path: Path) -> None:
     # terminal: CI, a log), and in characters, CJK text read 3x as many bytes as it meant.
     path = tmp_path / "cjk.txt"
     path.write_text("".join(f"{i}番目の物語です。\n" + EOT + "\n" for i in range(2000)))
-    units = formats.TextFormat.units(path, 256, "text")
+    units = text_formats.TextFormat.units(path, 256, "text")
     read = [len(text.encode()) for text in prepare_module.Source(units, prepare_module.Work(Recipe([str(path)])), 1,
                                                                  False).texts(5000)]
     assert 5000 <= sum(read) < 5000 + max(read)
@@ -130,7 +132,7 @@ def test_shards_are_byte_identical_whatever_the_processes_and_work_units(tmp_pat
     (corpus / "b" / "wide.txt").write_text("\n" + "é" * 3000)  # a long line, cut between characters
     (corpus / "notes.md").write_text("not part of the corpus")
     one_unit = build([corpus], tmp_path / "one")
-    monkeypatch.setattr(formats, "UNIT_BYTES", 1000)
+    monkeypatch.setattr(text_formats, "UNIT_BYTES", 1000)
     serial, parallel = build([corpus], tmp_path / "serial"), build([corpus], tmp_path / "parallel", num_proc=2)
     assert shard_bytes(one_unit) == shard_bytes(serial) == shard_bytes(parallel)
     strip = lambda m: {**m, "splits": {s: [{**e, "mtime_ns": 0} for e in es] for s, es in m["splits"].items()}}
@@ -153,19 +155,19 @@ def test_text_parts_are_the_same_whatever_the_work_units(tmp_path: Path, monkeyp
     path = tmp_path / "a.txt"
     for doc_bytes in (1, 3, 8, 32):
         text = "".join(rng.choice(pieces) for _ in range(300))
-        path.write_bytes(formats.BOM * (doc_bytes > 3) + text.encode())
+        path.write_bytes(BOM * (doc_bytes > 3) + text.encode())
         runs = []
         for unit_bytes in (1 << 20, 1, 17, 200):
-            monkeypatch.setattr(formats, "UNIT_BYTES", unit_bytes)
-            runs.append([part for unit in formats.TextFormat.units(path, doc_bytes, "text")
-                         for part in formats.TextFormat.parts(unit, doc_bytes, "text")])
+            monkeypatch.setattr(text_formats, "UNIT_BYTES", unit_bytes)
+            runs.append([part for unit in text_formats.TextFormat.units(path, doc_bytes, "text")
+                         for part in text_formats.TextFormat.parts(unit, doc_bytes, "text")])
         assert runs[1:] == runs[:1] * 3
         unmarked = re.sub(re.escape(EOT) + "(\r?\n)?", "", text)  # one pass: a marker that joining forms stays
         assert "".join(part.text for part in runs[0]) == unmarked.replace("\r\n", "\n")
 
 
 TEXT_BYTES = [b"\x80", b"\xbf", b"\xc3", b"\xe2\x82", "🙂".encode(), b"\xff", b"a", b"\n", b"\r\n", b"\r",
-              MARKER, MARKER + b"\n", b"<|endof", formats.BOM]  # UTF-8, and pieces of it
+              MARKER, MARKER + b"\n", b"<|endof", BOM]  # UTF-8, and pieces of it
 
 
 @given(pieces=st.lists(st.sampled_from(TEXT_BYTES), max_size=60), doc_bytes=st.sampled_from([1, 2, 8]),
@@ -179,19 +181,19 @@ def test_text_bytes_are_read_exactly_or_refused_as_not_utf8(pieces: list[bytes],
     not UTF-8 were dropped without a word, or ended in an IndexError, instead of being named."""
     raw = b"".join(pieces)
     with tempfile.TemporaryDirectory() as folder, pytest.MonkeyPatch.context() as monkeypatch:
-        monkeypatch.setattr(formats, "UNIT_BYTES", unit_bytes)
+        monkeypatch.setattr(text_formats, "UNIT_BYTES", unit_bytes)
         path = Path(folder) / "a.txt"
         path.write_bytes(raw)
         try:
-            text = "".join(part.text for unit in formats.TextFormat.units(path, doc_bytes, "text")
-                           for part in formats.TextFormat.parts(unit, doc_bytes, "text"))
+            text = "".join(part.text for unit in text_formats.TextFormat.units(path, doc_bytes, "text")
+                           for part in text_formats.TextFormat.parts(unit, doc_bytes, "text"))
         except ValueError as err:
             named = rf"{re.escape(str(path))} is not UTF-8: byte 0x.. at byte offset \d+ \(convert it.*"
             assert re.fullmatch(named, str(err)), err
             with pytest.raises(UnicodeDecodeError):
-                raw.removeprefix(formats.BOM).decode()
+                raw.removeprefix(BOM).decode()
             return
-    unmarked = re.sub(re.escape(EOT) + "(\r?\n)?", "", raw.removeprefix(formats.BOM).decode())
+    unmarked = re.sub(re.escape(EOT) + "(\r?\n)?", "", raw.removeprefix(BOM).decode())
     assert text == unmarked.replace("\r\n", "\n")
 
 
@@ -208,13 +210,13 @@ def test_a_long_document_with_windows_line_endings_is_cut_as_its_unix_copy_is(pi
     into other pieces, and so held out other text, than the same text with \\n line endings."""
     unix = b"".join(pieces)
     with tempfile.TemporaryDirectory() as folder, pytest.MonkeyPatch.context() as monkeypatch:
-        monkeypatch.setattr(formats, "UNIT_BYTES", unit_bytes)
+        monkeypatch.setattr(text_formats, "UNIT_BYTES", unit_bytes)
         runs = []
         for name, raw in (("unix.txt", unix), ("windows.txt", unix.replace(b"\n", b"\r\n"))):
             path = Path(folder) / name
             path.write_bytes(raw)
-            runs.append([part for unit in formats.TextFormat.units(path, doc_bytes, "text")
-                         for part in formats.TextFormat.parts(unit, doc_bytes, "text")])
+            runs.append([part for unit in text_formats.TextFormat.units(path, doc_bytes, "text")
+                         for part in text_formats.TextFormat.parts(unit, doc_bytes, "text")])
     assert runs[1] == runs[0]
 
 
@@ -227,7 +229,7 @@ def test_windows_line_endings_and_a_byte_order_mark_prepare_as_unix_text_does(tm
     long.write_text("".join(docs))
     for path in (unix, long):
         windows = tmp_path / f"windows-{path.name}"
-        windows.write_bytes(formats.BOM + path.read_bytes().replace(b"\n", b"\r\n"))
+        windows.write_bytes(BOM + path.read_bytes().replace(b"\n", b"\r\n"))
         for tokenizer in ("char", "word"):
             prepared = [build([each], tmp_path / f"{each.stem}-{tokenizer}", tokenizer=tokenizer)
                         for each in (path, windows)]
@@ -241,7 +243,7 @@ def test_a_jsonl_file_saved_on_windows_prepares_as_its_unix_copy_does(tmp_path: 
     unix = tmp_path / "unix.jsonl"
     unix.write_bytes(b"\n" + write(tmp_path / "docs.jsonl", stories(20, seed=22)).read_bytes())
     windows = tmp_path / "windows.jsonl"
-    windows.write_bytes(formats.BOM + unix.read_bytes().replace(b"\n", b"\r\n"))
+    windows.write_bytes(BOM + unix.read_bytes().replace(b"\n", b"\r\n"))
     prepared = [build([path], tmp_path / path.stem) for path in (unix, windows)]
     assert shard_bytes(prepared[1]) == shard_bytes(prepared[0])
     assert prepared[1].tokenizer.to_dict() == prepared[0].tokenizer.to_dict()
@@ -453,8 +455,8 @@ def test_prepared_corpus_starts_without_reading_text_or_hashing_shards(tmp_path:
     def forbidden(*args: object, **kwargs: object) -> None:
         raise AssertionError("a prepared corpus was read or hashed again")
 
-    monkeypatch.setattr(formats.TextFormat, "parts", forbidden)
-    monkeypatch.setattr(formats.TextFormat, "units", forbidden)
+    monkeypatch.setattr(text_formats.TextFormat, "parts", forbidden)
+    monkeypatch.setattr(text_formats.TextFormat, "units", forbidden)
     monkeypatch.setattr(shards, "file_sha256", forbidden)
     again = load(recipe, tmp_path / "data", num_proc=1)
     assert again.folder == first.folder and shard_bytes(again) == shard_bytes(first)
@@ -830,9 +832,9 @@ def test_an_input_written_to_while_it_is_prepared_is_refused_not_recorded_as_don
     assert split_documents(build([corpus], out)) == split_documents(build([corpus], tmp_path / "again"))
 
 
-def encode_or_die(work: prepare_module.Work, unit: formats.Unit) -> tuple:
+def encode_or_die(work: prepare_module.Work, unit: Unit) -> tuple:
     """The encoding of a unit, except that the worker given the third unit dies, as the kernel's OOM killer ends one."""
-    if unit.start >= 2 * formats.UNIT_BYTES:
+    if unit.start >= 2 * text_formats.UNIT_BYTES:
         os.kill(os.getpid(), signal.SIGKILL)
     return ENCODE(work, unit)
 
@@ -844,7 +846,7 @@ ENCODE = prepare_module._encode
 def test_a_worker_killed_during_preparation_is_one_line_and_leaves_nothing(tmp_path: Path,
                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     corpus = write(tmp_path / "a.txt", stories(80, seed=11))
-    monkeypatch.setattr(formats, "UNIT_BYTES", 1000)
+    monkeypatch.setattr(text_formats, "UNIT_BYTES", 1000)
     monkeypatch.setattr(prepare_module, "_encode", encode_or_die)
     with pytest.raises(ValueError, match=r"^a process preparing the corpus died \(killed, most likely for memory\): "
                                          r"run again with fewer processes \(data.num_proc, or prepare's --num-proc\)$"):

@@ -9,7 +9,8 @@ import shlex
 from pathlib import Path
 from typing import Any
 
-from gpt.data.formats import SUFFIXES, read_files
+from gpt.data.formats import SUFFIXES
+from gpt.data.table_formats import read_files
 from gpt.overrides import path_argument
 
 # A compressed file read as text is "not UTF-8", and iconv, the fix that names, would make it text of garbage; a

@@ -19,12 +19,14 @@ from typing import Annotated, Any, NamedTuple, TypeVar
 import numpy as np
 from tqdm import tqdm
 
-from gpt.data.formats import FORMATS, Part, Unit, fingerprint, format_of, read_files
+from gpt.data.formats import FORMATS, fingerprint, format_of
 from gpt.data.inputs import input_files
 from gpt.data.pool import ordered_map
 from gpt.data.shards import ShardWriter, save_shard, token_dtype, write_file
+from gpt.data.table_formats import read_files
 from gpt.data.tokenizers import learn_tokenizer, tokenizer_label
 from gpt.data.tokenizers.base import Tokenizer
+from gpt.data.work_units import Part, Unit
 from gpt.overrides import path_argument
 from gpt.validate import Fraction, PositiveInt, Range, check_fields
 

@@ -1,6 +1,6 @@
 """How a plain-text file is cut into parts: a document ends at each `<|endoftext|>` marker, and a longer one is cut
 into line-aligned pieces of about doc_bytes, measured as the text reads (each \\r\\n one byte); and where a work unit
-of about `unit_bytes` (the size gpt.data.formats gives every format's units) may end: where a part starts."""
+of about `unit_bytes` (the size gpt.data.work_units gives every format's units) may end: where a part starts."""
 from __future__ import annotations
 
 from collections.abc import Iterator
