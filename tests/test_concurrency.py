@@ -16,8 +16,9 @@ from omegaconf import OmegaConf
 
 import gpt.sweeps.lock as sweep_lock
 import gpt.training.run_folder_lock as run_folder_lock
-from gpt.data.prepare import Recipe, prepare
+from gpt.data.prepare import prepare
 from gpt.data.prepared import open_prepared
+from gpt.data.recipe import Recipe
 from gpt.training.checks import check_config
 from gpt.training.preflight import preflight
 from tests.conftest import ROOT, child_env, play

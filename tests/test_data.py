@@ -24,6 +24,7 @@ from gpt.__main__ import main as cli
 from gpt.data.corpus import TextData
 import gpt.data.download as corpora
 import gpt.data.prepare as prepare
+from gpt.data.recipe import Recipe
 from gpt.data.shards import ShardWriter, TokenShards, token_dtype
 from gpt.data.tokenizers.base import EOT
 from gpt.inference.checkpoint import load_checkpoint, save_model
@@ -44,7 +45,7 @@ def builds(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     calls: list[str] = []
     real = prepare.build
 
-    def counted(recipe: prepare.Recipe, *args: object, **kwargs: object) -> dict:
+    def counted(recipe: Recipe, *args: object, **kwargs: object) -> dict:
         calls.append(recipe.tokenizer)
         return real(recipe, *args, **kwargs)
 

@@ -29,13 +29,15 @@ from gpt.data.corpus import TextData
 from gpt.data.inputs import unread_notes
 import gpt.data.prepare as prepare_module
 from gpt.data.notes import split_note
-from gpt.data.prepare import Recipe, prepare
+from gpt.data.prepare import prepare
 from gpt.data.prepared import Prepared, check_settings, load, open_prepared
+from gpt.data.recipe import Recipe
 import gpt.data.shards as shards
 from gpt.data.text_checks import BOM
 import gpt.data.text_formats as text_formats
 from gpt.data.text_parts import MARKER
 from gpt.data.tokenizers.base import EOT
+import gpt.data.workers as workers
 from gpt.data.work_units import Unit
 from tests.conftest import ROOT, files_in, play
 from tests.test_configs import compose_with
@@ -117,7 +119,7 @@ def test_the_tokenizers_sample_is_counted_in_bytes(tmp_path: Path) -> None:
     path = tmp_path / "cjk.txt"
     path.write_text("".join(f"{i}番目の物語です。\n" + EOT + "\n" for i in range(2000)))
     units = text_formats.TextFormat.units(path, 256, "text")
-    read = [len(text.encode()) for text in prepare_module.Source(units, prepare_module.Work(Recipe([str(path)])), 1,
+    read = [len(text.encode()) for text in workers.Source(units, workers.Work(Recipe([str(path)])), 1,
                                                                  False).texts(5000)]
     assert 5000 <= sum(read) < 5000 + max(read)
 
@@ -832,14 +834,14 @@ def test_an_input_written_to_while_it_is_prepared_is_refused_not_recorded_as_don
     assert split_documents(build([corpus], out)) == split_documents(build([corpus], tmp_path / "again"))
 
 
-def encode_or_die(work: prepare_module.Work, unit: Unit) -> tuple:
+def encode_or_die(work: workers.Work, unit: Unit) -> tuple:
     """The encoding of a unit, except that the worker given the third unit dies, as the kernel's OOM killer ends one."""
     if unit.start >= 2 * text_formats.UNIT_BYTES:
         os.kill(os.getpid(), signal.SIGKILL)
     return ENCODE(work, unit)
 
 
-ENCODE = prepare_module._encode
+ENCODE = workers.encode
 
 
 @pytest.mark.timeout(60)  # a multiprocessing.Pool waited forever for the dead worker's unit, holding the lock
@@ -847,7 +849,7 @@ def test_a_worker_killed_during_preparation_is_one_line_and_leaves_nothing(tmp_p
                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     corpus = write(tmp_path / "a.txt", stories(80, seed=11))
     monkeypatch.setattr(text_formats, "UNIT_BYTES", 1000)
-    monkeypatch.setattr(prepare_module, "_encode", encode_or_die)
+    monkeypatch.setattr(prepare_module, "encode", encode_or_die)
     with pytest.raises(ValueError, match=r"^a process preparing the corpus died \(killed, most likely for memory\): "
                                          r"run again with fewer processes \(data.num_proc, or prepare's --num-proc\)$"):
         build([corpus], tmp_path / "out", num_proc=2)

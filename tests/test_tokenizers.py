@@ -20,7 +20,7 @@ T = TypeVar("T")
 
 
 class Texts:
-    """A corpus in memory, in the shape tokenizers learn from (gpt/data/prepare.py's Source, without processes)."""
+    """A corpus in memory, in the shape tokenizers learn from (gpt/data/workers.py's Source, without processes)."""
 
     def __init__(self, texts: list[str]) -> None:
         self.texts_ = texts

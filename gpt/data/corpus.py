@@ -12,8 +12,8 @@ import torch
 from gpt.data.batches import BatchedData, RandomWindows, windows
 from gpt.data.download import download
 from gpt.data.notes import input_notes, prepared_notes
-from gpt.data.prepare import DocBytes, Recipe, ShardTokens
 from gpt.data.prepared import Prepared, check_prepared_as, corpus_record, load
+from gpt.data.recipe import DocBytes, Recipe, ShardTokens
 from gpt.data.tokenizers.base import Tokenizer
 from gpt.validate import Fraction, PositiveInt
 

@@ -3,8 +3,8 @@ a validation share far from val_fraction, a trained vocabulary smaller than aske
 from __future__ import annotations
 
 from gpt.data.inputs import unread_notes
-from gpt.data.prepare import TRAINING_NAMES, Names
 from gpt.data.prepared import Prepared
+from gpt.data.recipe import TRAINING_NAMES, Names
 
 
 def split_note(prepared: Prepared) -> str | None:

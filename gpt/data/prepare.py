@@ -8,27 +8,21 @@ import hashlib
 import json
 import os
 import shutil
-import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field, replace
-from functools import partial
+from dataclasses import asdict, replace
 from pathlib import Path
-from typing import Annotated, Any, NamedTuple, TypeVar
+from typing import Any
 
 import numpy as np
-from tqdm import tqdm
 
 from gpt.data.formats import FORMATS, fingerprint, format_of
-from gpt.data.inputs import input_files
 from gpt.data.pool import ordered_map
+from gpt.data.recipe import Recipe, split_files
 from gpt.data.shards import ShardWriter, save_shard, token_dtype, write_file
-from gpt.data.table_formats import read_files
 from gpt.data.tokenizers import learn_tokenizer, tokenizer_label
-from gpt.data.tokenizers.base import Tokenizer
-from gpt.data.work_units import Part, Unit
+from gpt.data.workers import VALIDATION_INPUTS_RULE, VALIDATION_RULE, Source, Work, encode
 from gpt.overrides import path_argument
-from gpt.validate import Fraction, PositiveInt, Range, check_fields
 
 # Bump when the shard layout, the manifest, the cut rule, the split rule, what a text file reads as or the ids a
 # tokenizer gives change (2: the manifest's sha256; 3: Windows line endings and byte order mark; 4: a long document's
@@ -36,156 +30,6 @@ from gpt.validate import Fraction, PositiveInt, Range, check_fields
 # 6: the word tokenizer's combining marks and ’ inside words, a folder tokenizer's special tokens spelled in text read
 # as text).
 VERSION = 6
-T = TypeVar("T")
-VALIDATION_RULE = ("a part (a document, or a ~doc_bytes line-aligned piece of a longer plain-text document) is "
-                   "validation when the first 8 bytes of blake2b(its UTF-8), little-endian, are below "
-                   "val_fraction * 2**64")
-VALIDATION_INPUTS_RULE = "every part of val_inputs is validation and every part of inputs is training"
-# Sizes a shard buffer and a text part must fit in memory (and in numpy's index): a GiB of text, 2**31 tokens.
-DocBytes = Annotated[int, Range(1, 1 << 30)]
-ShardTokens = Annotated[int, Range(1, 1 << 31)]
-
-
-@dataclass(frozen=True)
-class Recipe:
-    """Everything that decides the shards' bytes (the number of processes does not)."""
-    inputs: list[str] = field(default_factory=list)
-    # When given, these are the validation text (all of it) and `inputs` all train: a fixed held-out file, as
-    # nanoGPT's last 10% of Tiny Shakespeare, instead of the hashed val_fraction.
-    val_inputs: list[str] = field(default_factory=list)
-    tokenizer: str = "char"
-    vocab_size: PositiveInt = 4096       # bpe: the size of the trained vocabulary
-    compact_vocab: bool | None = None  # gpt2: keep only the ids the corpus uses (None: when under half)
-    val_fraction: Fraction = 0.1
-    text_field: str = "text"
-    doc_bytes: DocBytes = 4096
-    shard_tokens: ShardTokens = 1 << 24
-
-    def __post_init__(self) -> None:
-        check_fields(self, "data.")  # named as training sets them; gpt prepare's flags are the same words
-        tokenizer_label(self.tokenizer)  # refuses a name that is neither a kind nor a tokenizer folder
-        if self.val_inputs and self.val_fraction != Recipe.val_fraction:  # it would be ignored without a word
-            raise ValueError(f"data.val_fraction={self.val_fraction} splits nothing when the validation text is named "
-                             "(data.val_path, or prepare's --val): that text is all of validation and data.path all "
-                             "trains; drop one of the two")
-
-
-class Names(NamedTuple):
-    """How messages name the inputs as the user gave them: the format of a path of each setting, and the two."""
-    inputs: str
-    val_inputs: str
-    both: str
-
-
-TRAINING_NAMES = Names("data.path={}", "data.val_path={}", "data.path and data.val_path")
-
-
-def split_files(inputs: list[str], val_inputs: list[str],
-                names: Names = TRAINING_NAMES) -> tuple[list[Path], list[Path]]:
-    """The training and the validation input files, refused when one is in both."""
-    train_files, val_files = input_files(inputs, names.inputs), input_files(val_inputs, names.val_inputs)
-    if both := {m for p in train_files for m in read_files(p)} & {m for p in val_files for m in read_files(p)}:
-        raise ValueError(f"{', '.join(map(str, sorted(both)))} is in both {names.both}: validation text must be "
-                         "held out")
-    return train_files, val_files
-
-
-def check_text_field(inputs: list[str], val_inputs: list[str], setting: str, names: Names) -> None:
-    """Refuse a text field (`setting`, as the command gave it) where every input is plain text, which has no fields:
-    it would be ignored, and the mistake it points at, JSONL saved as *.txt, would train JSON syntax as text."""
-    train_files, val_files = split_files(inputs, val_inputs, names)
-    if any(format_of(file) != "text" for file in [*train_files, *val_files]):
-        return
-    paths = [*(names.inputs.format(p) for p in inputs), *(names.val_inputs.format(p) for p in val_inputs)]
-    key = setting.split("=")[0].split()[0]  # data.text_field, or prepare's --text-field
-    raise ValueError(f"{setting} names a JSONL key or a table's column, and {', '.join(paths)} "
-                     f"{'is' if len(paths) == 1 else 'are'} plain text, read whole: drop {key}, or give the file its "
-                     "format's suffix (*.jsonl, *.parquet, *.arrow)")
-
-
-@dataclass(frozen=True)
-class Work:
-    """What a unit's work needs, handed to each worker process once: the recipe, which input files are validation
-    text, and the tokenizer once it is learned."""
-    recipe: Recipe
-    val_files: frozenset[str] = frozenset()
-    tokenizer: Tokenizer | None = None
-
-
-def _parts(work: Work, unit: Unit) -> Iterator[Part]:
-    return FORMATS[unit.format].parts(unit, work.recipe.doc_bytes, work.recipe.text_field)
-
-
-def _over_texts(fn: Callable[[Iterator[str]], T], work: Work, unit: Unit) -> T:
-    """fn over a unit's texts (what a tokenizer learns from)."""
-    return fn(part.text for part in _parts(work, unit))
-
-
-def _encode(work: Work, unit: Unit) -> tuple[np.ndarray, np.ndarray, int, np.ndarray]:
-    """(train ids, val ids, documents, which ids occur) of one unit; each part goes to the split its content hashes
-    to. The parts are encoded in one call and split with array operations: per-part Python work would cost more
-    than the BPE itself."""
-    tokenizer, recipe = work.tokenizer, work.recipe
-    texts, ends = [], []
-    for part in _parts(work, unit):
-        texts.append(part.text)
-        ends.append(part.ends_document)
-    ids, lengths = tokenizer.encode_many(texts)
-    ends = np.array(ends, bool)
-    if tokenizer.eot_id is not None:  # a pretrained folder's tokenizer may have none
-        ids = np.insert(ids, np.cumsum(lengths)[ends], tokenizer.eot_id)
-        lengths = lengths + ends
-    if recipe.val_inputs:
-        val = np.full(len(ids), unit.path in work.val_files)  # (tokens,) whether each id is validation
-    else:
-        threshold = recipe.val_fraction * 2**64
-        held = [int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "little") < threshold
-                for text in texts]
-        # bool even for a unit with no text (only empty documents): np.repeat of [] would give floats.
-        val = np.repeat(np.array(held, bool), lengths)  # (tokens,) whether each id's part is validation
-    occurs = np.zeros(tokenizer.vocab_size, bool)
-    occurs[ids] = True
-    dtype = token_dtype(tokenizer.vocab_size)
-    return ids[~val].astype(dtype), ids[val].astype(dtype), int(ends.sum()), occurs
-
-
-class Source:
-    """The corpus as work units, mapped over by `num_proc` forked processes in unit order (so the result
-    never depends on how many there are), with a progress bar of bytes, documents, tokens, MB/s and ETA."""
-
-    def __init__(self, units: list[Unit], work: Work, num_proc: int, progress: bool | None) -> None:
-        self.units, self.work, self.num_proc, self.progress = units, work, num_proc, progress
-
-    def run(self, fn: Callable[[Work, Unit], T], desc: str,
-            tally: Callable[[T], dict[str, int]] | None = None) -> Iterator[T]:
-        """fn of each unit, in unit order; the `tally` of each result is summed into the progress bar."""
-        total, totals = sum(unit.nbytes for unit in self.units), {}
-        with ordered_map(fn, self.work, self.num_proc, len(self.units)) as mapper, \
-                tqdm(total=total, unit="B", unit_scale=True, desc=desc, file=sys.stderr,
-                     disable=None if self.progress is None else not self.progress) as bar:
-            for unit, result in zip(self.units, mapper(self.units)):
-                yield result
-                for key, value in (tally(result) if tally else {}).items():
-                    totals[key] = totals.get(key, 0) + value
-                bar.set_postfix(totals, refresh=False)
-                bar.update(unit.nbytes)
-
-    def map(self, fn: Callable[[Iterator[str]], T]) -> Iterator[T]:
-        yield from self.run(partial(_over_texts, fn), "learning the vocabulary")
-
-    def texts(self, max_bytes: int) -> Iterator[str]:
-        total = min(max_bytes, sum(unit.nbytes for unit in self.units))
-        with tqdm(total=total, unit="B", unit_scale=True, desc="reading for the tokenizer", file=sys.stderr,
-                  disable=None if self.progress is None else not self.progress) as bar:
-            read = 0  # counted here: a disabled bar (no terminal: a log, CI) counts nothing, and all was read
-            for unit in self.units:
-                for part in _parts(self.work, unit):
-                    yield part.text
-                    size = len(part.text.encode())  # bytes, as max_bytes: CJK text is 3 of them a character
-                    bar.update(size)
-                    read += size
-                    if read >= max_bytes:
-                        return
 
 
 def build(recipe: Recipe, folder: Path, num_proc: int, progress: bool | None = None) -> dict[str, Any]:
@@ -206,7 +50,7 @@ def build(recipe: Recipe, folder: Path, num_proc: int, progress: bool | None = N
     def stats(result: tuple[np.ndarray, np.ndarray, int, np.ndarray]) -> dict[str, int]:
         return {"documents": result[2], "tokens": len(result[0]) + len(result[1])}
 
-    for train, val, docs, present in source.run(_encode, "encoding", stats):
+    for train, val, docs, present in source.run(encode, "encoding", stats):
         writers["train"].write(train)
         writers["val"].write(val)
         documents += docs

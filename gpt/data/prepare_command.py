@@ -9,8 +9,9 @@ from pathlib import Path
 from typing import Any
 
 from gpt.data.notes import input_notes, prepared_notes
-from gpt.data.prepare import Names, Recipe, cache_folder, check_text_field, prepare, split_files
+from gpt.data.prepare import cache_folder, prepare
 from gpt.data.prepared import open_prepared
+from gpt.data.recipe import Names, Recipe, check_text_field, split_files
 from gpt.data.tokenizers.learned import TOKENIZERS
 from gpt.overrides import command_line
 

@@ -13,7 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from gpt.data.prepare import TRAINING_NAMES, Recipe, cache_folder, check_text_field, prepare, read_manifest, remake
+from gpt.data.prepare import cache_folder, prepare, read_manifest, remake
+from gpt.data.recipe import TRAINING_NAMES, Recipe, check_text_field
 from gpt.data.shards import TokenShards, check_shard
 from gpt.data.tokenizers import tokenizer_from_dict
 from gpt.data.tokenizers.base import Tokenizer

@@ -14,8 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from gpt.data.prepare import Recipe
 from gpt.data.prepared import check_prepared_as, open_prepared, tokenizer_digest
+from gpt.data.recipe import Recipe
 from gpt.data.tasks.base import doubling
 from gpt.data.tasks.datamodule import build_tasks, held_out, repeats_note
 from gpt.evaluation.bpb import byte_counts, text_loss
