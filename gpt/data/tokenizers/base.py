@@ -18,7 +18,7 @@ T = TypeVar("T")
 
 
 class Corpus(Protocol):
-    """What a tokenizer learns its vocabulary from (gpt/data/prepare.py gives one)."""
+    """What a tokenizer learns its vocabulary from (gpt/data/workers.py gives one)."""
 
     def map(self, fn: Callable[[Iterator[str]], T]) -> Iterator[T]:
         """fn applied to the texts of each work unit, in parallel processes: fn must be a module-level function."""
