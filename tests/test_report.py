@@ -271,6 +271,16 @@ def test_report_command_rewrites_the_same_report(sweep: Path, capsys: pytest.Cap
     assert capsys.readouterr().err.startswith("error: no run folders")
 
 
+def test_report_refuses_one_run_folder(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """A run's own folder, given for its sweep's, got a one-row "sweep report" and its figures written into it."""
+    for seed in (0, 1):
+        fake_run(tmp_path / str(seed), ["attention=a", f"seed={seed}"], {"status": "ok", "params": 100})
+    assert cli(["report", str(tmp_path / "0")]) == 2
+    assert capsys.readouterr().err == (f"error: {tmp_path / '0'} is the folder of one run, not of a sweep: pass the "
+                                       f"folder above it, python -m gpt report {tmp_path}\n")
+    assert sorted(p.name for p in (tmp_path / "0").iterdir()) == [".hydra", "summary.json"]
+
+
 @pytest.mark.parametrize("damage", [b"", b"- attention=a\n- se", b"- seed=0: [\n", b"\xff\xfe", b"[1, 2]\n"])
 def test_a_damaged_overrides_record_is_one_line_naming_it(tmp_path: Path, capsys: pytest.CaptureFixture,
                                                           damage: bytes) -> None:

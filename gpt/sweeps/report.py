@@ -21,7 +21,7 @@ import yaml
 from hydra.errors import HydraException
 
 from gpt.atomic import atomic_open, atomic_write
-from gpt.overrides import override_value
+from gpt.overrides import override_value, path_argument
 from gpt.sweeps import capability, capacity, pareto, scaling
 from gpt.sweeps.best_of import best_settings
 from gpt.sweeps.parallel import command_line_values
@@ -213,6 +213,11 @@ def write_report(sweep_dir: str | Path, best_of: Sequence[str] = ()) -> Path:
     if not sweep_dir.is_dir():
         what = "is a file" if sweep_dir.exists() else "does not exist"
         raise ValueError(f"{sweep_dir} {what}: pass the folder of a sweep made by `python train.py -m ...`")
+    if (sweep_dir / OVERRIDES).is_file():  # a job's folder: its report and figures would land among its files
+        # "." and ".." have no parent to name but their resolved one
+        above = sweep_dir.parent if sweep_dir.name not in ("", "..") else sweep_dir.resolve().parent
+        raise ValueError(f"{sweep_dir} is the folder of one run, not of a sweep: pass the folder above it, "
+                         f"python -m gpt report {path_argument(above)}")
     runs = find_runs(sweep_dir)
     if not runs:
         raise ValueError(f"no run folders (with {OVERRIDES}) under {sweep_dir}: pass the folder of a sweep "
