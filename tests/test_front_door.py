@@ -111,7 +111,8 @@ def test_which_split_names_the_split_of_a_problem(capsys: pytest.CaptureFixture)
 def test_which_split_reads_a_model_s_seed_fractions_and_operations(tmp_path: Path,
                                                                    capsys: pytest.CaptureFixture) -> None:
     """A model trained with data.seed=3, val_fraction=0.3 and plus alone: answered from the flags' defaults, its
-    held-out problems read as trained on, and problems it never saw (times) as in its training split."""
+    held-out problems read as trained on, and problems it never saw (times) as in its training split. It is named
+    by --ckpt, as generate.py, evaluate and export name it (--model, its first name, still works)."""
 
     task = Calculator(val_fraction=0.3, operations=("plus",))
     tokenizer = WordTokenizer(vocabulary())
@@ -120,17 +121,17 @@ def test_which_split_reads_a_model_s_seed_fractions_and_operations(tmp_path: Pat
                tokenizer, meta)
     splits = split_problems(3, 0.3, 0.1)
     held = next(p for p in splits["val"] if p.op == "plus" and p in split_problems(0, 0.1, 0.1)["train"])
-    assert main(["which-split", held.prompt, "--model", str(tmp_path)]) == 0  # the run folder holding model.pt
+    assert main(["which-split", held.prompt, "--ckpt", str(tmp_path)]) == 0  # the run folder holding model.pt
     assert capsys.readouterr().out == (f"{held.prompt!r} is in the val split of data.seed=3 (val_fraction=0.3, "
                                        "test_fraction=0.1): held out from training\n")
     unseen = next(p for p in splits["train"] if p.op == "times")
     assert main(["which-split", unseen.prompt, "--model", str(tmp_path / "model.pt")]) == 0
     assert "which this run's corpus leaves out (operations: plus): never trained on" in capsys.readouterr().out
-    assert main(["which-split", held.prompt, "--model", str(tmp_path), "--seed", "3"]) == 2
-    assert capsys.readouterr().err == "error: --model reads the run's own data.seed and fractions: drop --seed\n"
+    assert main(["which-split", held.prompt, "--ckpt", str(tmp_path), "--seed", "3"]) == 2
+    assert capsys.readouterr().err == "error: --ckpt reads the run's own data.seed and fractions: drop --seed\n"
     save_model(tmp_path / "text.pt", GPT(ModelConfig(vocab_size=tokenizer.vocab_size, dim=8, heads=2, layers=1)),
                tokenizer, {"corpus": "shakespeare.txt"})
-    assert main(["which-split", held.prompt, "--model", str(tmp_path / "text.pt")]) == 2
+    assert main(["which-split", held.prompt, "--ckpt", str(tmp_path / "text.pt")]) == 2
     assert "text.pt was trained on shakespeare.txt, not the calculator: which-split places calculator problems" \
         in capsys.readouterr().err
 

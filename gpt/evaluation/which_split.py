@@ -10,14 +10,15 @@ from gpt.data.tasks.calculator import Calculator, split_problems
 from gpt.data.tasks.datamodule import build_tasks
 from gpt.validate import Fraction, check_value
 
-RUN_FLAGS = ("seed", "val_fraction", "test_fraction")  # what --model reads from the run instead
+RUN_FLAGS = ("seed", "val_fraction", "test_fraction")  # what --ckpt reads from the run instead
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("prompt", help='a problem as the corpus writes it, with or without its answer, e.g. "two '
                                        'plus three equals"')
-    parser.add_argument("--model", type=Path, help="a model.pt (or its run folder) trained on the calculator: its "
-                                                   "run's data.seed, fractions and operations instead of the flags")
+    # --ckpt as generate.py, evaluate and export name a model.pt; --model, its first name, stays for old commands
+    parser.add_argument("--ckpt", "--model", type=Path, help="a model.pt (or its run folder) trained on the "
+                        "calculator: its run's data.seed, fractions and operations instead of the flags")
     parser.add_argument("--seed", type=int, help="the data.seed of the training run (default: 0)")
     parser.add_argument("--val-fraction", type=float,
                         help=f"its data.tasks.calculator.val_fraction (default: {Calculator.val_fraction})")
@@ -57,11 +58,11 @@ def run(args: argparse.Namespace) -> None:
     """`python -m gpt which-split "thirty five plus eighty six equals"`: which split of data.seed it is in."""
     problem_words, _, answer = " ".join(args.prompt.split()).partition(" equals")
     prompt = problem_words + " equals"  # a corpus line: its answer dropped (and checked below)
-    if args.model is not None:
+    if args.ckpt is not None:
         given = [f"--{flag.replace('_', '-')}" for flag in RUN_FLAGS if getattr(args, flag) is not None]
         if given:
-            raise ValueError(f"--model reads the run's own data.seed and fractions: drop {' '.join(given)}")
-        seed, task, lines = from_model(args.model)
+            raise ValueError(f"--ckpt reads the run's own data.seed and fractions: drop {' '.join(given)}")
+        seed, task, lines = from_model(args.ckpt)
     else:
         (seed, task), lines = from_flags(args), None
     split, problem = next(((name, p) for name, problems in split_problems(seed, task.val_fraction,
