@@ -59,6 +59,15 @@ def test_missing_and_foreign_files_fail_with_one_line(tmp_path: Path) -> None:
               f"(python -m gpt report {sweep} compares them)"
     with pytest.raises(CheckpointError, match=f"^{re.escape(message)}$"):
         load_checkpoint(sweep)
+    sweeps = tmp_path / "my runs"  # multirun/ itself, its runs two levels down: it said to train one, and its
+    for job in ("0", "1"):  # suggested command split a path with a space in two
+        (sweeps / "2026-11-28" / "10-00-00" / job).mkdir(parents=True)
+        (sweeps / "2026-11-28" / "10-00-00" / job / "model.pt").write_bytes(b"")
+    message = f"no model.pt in {sweeps}: it holds 2 run folder(s) with one, such as " \
+              f"{sweeps / '2026-11-28' / '10-00-00' / '0'}: give one of them (python -m gpt report '{sweeps}' " \
+              "compares them)"
+    with pytest.raises(CheckpointError, match=f"^{re.escape(message)}$"):
+        load_checkpoint(sweeps)
     (tmp_path / "notes.txt").write_text("hello")
     with pytest.raises(CheckpointError, match="not a readable torch file"):
         load_checkpoint(tmp_path / "notes.txt")

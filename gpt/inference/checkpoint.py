@@ -15,7 +15,7 @@ from gpt.data.tokenizers import tokenizer_from_dict
 from gpt.data.tokenizers.base import InstallError, Tokenizer
 from gpt.model.config import ModelConfig
 from gpt.model.gpt import GPT, without_foreign_settings
-from gpt.overrides import pasted
+from gpt.overrides import path_argument, pasted
 from gpt.validate import first_line
 
 FORMAT = "tinygpt"
@@ -79,6 +79,16 @@ def safe_load(path: Path, reads: str, map_location: Any = "cpu") -> Any:
         raise CheckpointError(f"{path} is not a readable torch file ({type(err).__name__})") from None
 
 
+def runs_below(folder: Path) -> list[Path]:
+    """The model.pt files of the runs under `folder` at the first depth that has any: a sweep's runs one level down,
+    outputs/<date>/<time> two, multirun/<date>/<time>/<job> three. No deeper, so a home folder given by mistake is
+    not searched whole."""
+    for pattern in ("*/model.pt", "*/*/model.pt", "*/*/*/model.pt"):
+        if found := sorted(folder.glob(pattern)):
+            return found
+    return []
+
+
 def model_file(path: str | Path) -> Path:
     """`path` itself, or the model.pt inside it when it is a run folder."""
     path = Path(path)
@@ -97,12 +107,12 @@ def read_checkpoint(path: str | Path) -> dict[str, Any]:
                                   "checkpoints/last.ckpt is there: continue it with the command that started it "
                                   f"(its .hydra/overrides.yaml) plus {pasted('ckpt_path', str(last.resolve()))} "
                                   "(its model.pt goes to the new run folder)")
-        # A sweep's folder: its runs are one level down; "train one" sent a user who had trained several away.
-        runs = sorted(path.parent.glob("*/model.pt")) if path.name == "model.pt" else []
+        # A sweep's folder or a folder of runs: "train one" sent a user who had trained several away.
+        runs = runs_below(path.parent) if path.name == "model.pt" else []
         if runs:
             raise CheckpointError(f"no model.pt in {path.parent}: it holds {len(runs)} run folder(s) with one, such "
-                                  f"as {runs[0].parent}: give one of them (python -m gpt report {path.parent} "
-                                  "compares them)")
+                                  f"as {runs[0].parent}: give one of them (python -m gpt report "
+                                  f"{path_argument(path.parent)} compares them)")
         if path.name == "model.pt" and (path.parent / "config.json").is_file():  # what python -m gpt export writes
             raise CheckpointError(f"{path.parent} is a Hugging Face folder, not a tinygpt run: load it with "
                                   f"transformers, or train from it with init_from={path.parent}")
