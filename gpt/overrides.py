@@ -14,6 +14,16 @@ PLAIN = re.compile(r"(?!\.\d)[A-Za-z_./][\w./-]*", re.ASCII)
 WORDS = {"null", "true", "false", "nan", "inf"}
 
 
+# The groups whose option is written into the model's section under the group's name (# @package model): attention=gqa
+# sets model.attention. Every other group's option sets the section of its own name (data=calculator: data).
+MODEL_GROUPS = ("attention", "pos")
+
+
+def model_setting(field: str) -> str:
+    """How train.py's command line sets a model field: by its group (attention=gqa, pos=rope), else model.mlp=swiglu."""
+    return field if field in MODEL_GROUPS else f"model.{field}"
+
+
 def override_key(override: str) -> str:
     """The key a command-line override sets: `+data.x=1`, `++data.x=1` and `~data.x` all name data.x."""
     return override.split("=", 1)[0].lstrip("+~")

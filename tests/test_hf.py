@@ -279,14 +279,19 @@ def test_a_model_type_without_a_family_is_refused() -> None:
 
 
 @pytest.mark.parametrize("parts, message", [
-    ({"pos": "rope"}, "llama needs mlp=swiglu \\(this model has gelu\\)$"),  # tinygpt's default parts with RoPE
+    # tinygpt's default parts with RoPE; written as train.py sets them (mlp=swiglu is no override of train.py's)
+    ({"pos": "rope"}, "llama needs model.mlp=swiglu \\(this model has gelu\\): train one with llama's parts: "
+                      "add model.mlp=swiglu to its train.py command$"),
     ({"pos": "rope", "mlp": "swiglu", "attention": "mla"},
      "llama needs attention=mha or gqa or mqa \\(this model has mla\\); "
-     "mistral needs attention=sliding_window \\(this model has mla\\)$"),
+     "mistral needs attention=sliding_window \\(this model has mla\\): train one with llama's parts: "
+     "add attention=mha to its train.py command$"),
     ({"pos": "rope", "mlp": "swiglu", "attention": "sliding_window", "bias": True},
      "llama needs attention=.* \\(this model has sliding_window\\); "
-     "mistral needs bias=false \\(this model has true\\)$"),
-    ({}, "llama needs pos=rope \\(this model has learned\\), mlp=swiglu \\(this model has gelu\\)$"),
+     "mistral needs model.bias=false \\(this model has true\\): train one with llama's parts: "
+     "add attention=mha to its train.py command$"),
+    ({}, "llama needs pos=rope \\(this model has learned\\), model.mlp=swiglu \\(this model has gelu\\): train one "
+         "with llama's parts: add pos=rope model.mlp=swiglu to its train.py command$"),
 ])
 def test_a_tinygpt_model_no_family_expresses_is_refused_with_what_to_change(parts: dict, message: str) -> None:
     with pytest.raises(ValueError, match=f"^no Hugging Face family has this model's parts: {message}"):

@@ -16,6 +16,7 @@ from gpt.hf.mistral import Mistral
 from gpt.hf.qwen3 import Qwen3
 from gpt.model.config import ModelConfig
 from gpt.model.gpt import GPT
+from gpt.overrides import as_override, model_setting
 from gpt.validate import first_line
 
 FAMILIES: dict[str, Family] = {family.model_type: family for family in (GPT2(), Llama(), Mistral(), Qwen3())}
@@ -41,12 +42,15 @@ def family_of(hf_config: Any) -> Family:
 def family_for(cfg: ModelConfig) -> Family:
     """The first family that expresses every part of a tinygpt config, or ValueError saying what the nearest
     families (fewest parts to change) would need."""
-    misses = {name: family.mismatches(cfg) for name, family in FAMILIES.items()}
+    misses = {name: family.mismatches(cfg, model_setting) for name, family in FAMILIES.items()}
     fewest = min(len(m) for m in misses.values())
     nearest = [name for name, m in misses.items() if len(m) == fewest]
     if fewest:
         needs = "; ".join(f"{name} needs {', '.join(misses[name])}" for name in nearest)
-        raise ValueError(f"no Hugging Face family has this model's parts: {needs}")
+        added = " ".join(f"{model_setting(field)}={as_override(allowed[0])}"
+                         for field, allowed in FAMILIES[nearest[0]].needs(cfg).items())
+        raise ValueError(f"no Hugging Face family has this model's parts: {needs}: train one with {nearest[0]}'s "
+                         f"parts: add {added} to its train.py command")
     return FAMILIES[nearest[0]]
 
 

@@ -2,7 +2,7 @@
 ModelConfig, and which of its tensors is which of ours."""
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,11 +21,15 @@ class Family:
     config_class: str  # the transformers config class that builds this family
     parts: dict[str, tuple[Any, ...]]
 
-    def mismatches(self, cfg: ModelConfig) -> list[str]:
-        """The tinygpt fields whose values this family cannot express, each as what it needs and what the model
-        has: `pos=rope (this model has learned)`."""
-        return [f"{field}={' or '.join(map(as_override, allowed))} (this model has {as_override(getattr(cfg, field))})"
-                for field, allowed in self.parts.items() if getattr(cfg, field) not in allowed]
+    def needs(self, cfg: ModelConfig) -> dict[str, tuple[Any, ...]]:
+        """The tinygpt fields whose values this family cannot express, with the values it can."""
+        return {field: allowed for field, allowed in self.parts.items() if getattr(cfg, field) not in allowed}
+
+    def mismatches(self, cfg: ModelConfig, name: Callable[[str], str] = lambda field: field) -> list[str]:
+        """Each field `needs` gives as what the family needs and what the model has, the field written as `name`
+        writes it: `pos=rope (this model has learned)`."""
+        return [f"{name(field)}={' or '.join(map(as_override, allowed))} (this model has "
+                f"{as_override(getattr(cfg, field))})" for field, allowed in self.needs(cfg).items()]
 
     def model_config(self, hf_config: Any) -> ModelConfig:
         """The equal ModelConfig, or ValueError naming the Hugging Face field that has no tinygpt equal."""

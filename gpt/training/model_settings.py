@@ -11,17 +11,12 @@ from omegaconf.errors import OmegaConfBaseException
 
 from gpt.model.config import ModelConfig
 from gpt.model.gpt import check_parts, settings_read, without_foreign_settings
-from gpt.overrides import override_key, override_value, quoted
+from gpt.overrides import MODEL_GROUPS, override_key, override_value, quoted
 
 
 def model_config(cfg: DictConfig, vocab_size: int) -> ModelConfig:
     return without_foreign_settings(ModelConfig.from_dict({**OmegaConf.to_container(cfg.model, resolve=True),
                                                             "vocab_size": vocab_size}))
-
-
-# The groups whose option is written into the model's section under the group's name (# @package model): attention=gqa
-# sets model.attention. Every other group's option sets the section of its own name (data=calculator: data).
-MODEL_GROUPS = ("attention", "pos")
 
 
 def group_setting(group: str) -> str:
