@@ -86,6 +86,13 @@ def test_no_pace_once_every_job_left_is_running(tmp_path: Path) -> None:
         "sweep: all 6 jobs done in 3m50s"
 
 
+def test_a_sweep_of_one_job_says_its_one_job_is_done(tmp_path: Path) -> None:
+    """It said `sweep: all 1 jobs done`."""
+    only = ended(tmp_path, 0, "ok", 1030)
+    assert progress_line(tmp_path, only, jobs=1, at_once=1, started=STARTED, now=1030) == \
+        "sweep: its 1 job done in 0m30s"
+
+
 def test_of_two_jobs_ending_together_the_later_one_says_it(tmp_path: Path) -> None:
     """Each counts the other once both records are written: the same line twice."""
     one, other = ended(tmp_path, 0, "ok", 1040), ended(tmp_path, 1, "ok", 1041)

@@ -57,7 +57,7 @@ def progress_line(sweep_dir: Path, run_dir: Path, jobs: int, at_once: int, start
     done, elapsed = min(jobs, len(here) + kept), now - started
     before = f" ({kept} kept from before)" if kept else ""
     if done == jobs:
-        return f"sweep: all {jobs} jobs done{before} in {clock(elapsed)}"
+        return f"sweep: {'its 1 job' if jobs == 1 else f'all {jobs} jobs'} done{before} in {clock(elapsed)}"
     line = f"sweep: {done} of {jobs} jobs done{before} in {clock(elapsed)}"
     # a job only finished here (killed after its final checkpoint) trained none of its steps: no pace either
     trained = [found[run][2] for run in here if found[run][1] in TRAINED and found[run][2] > 0]
