@@ -314,6 +314,17 @@ def test_cells_that_read_alike_are_bold_alike(tmp_path: Path) -> None:
     assert [rows[f"attention={name}"][column] for name in "abc"] == ["**542**", "**542**", "600"]
 
 
+def test_the_settings_common_to_every_configuration_are_named_only_when_there_are_some(tmp_path: Path) -> None:
+    """With none, the report read "Common to all configurations: `(nothing)`"."""
+    base = {"status": "ok", "params": 100, "val_loss": 1.0, "val_ppl": 3.0, "wall_s": 5.0}
+    for index, name in enumerate("ab"):
+        fake_run(tmp_path / "alone" / str(index), [f"attention={name}"], base)
+        fake_run(tmp_path / "shared" / str(index), [f"attention={name}", "model.dim=64"], base)
+    assert "Common to all" not in markdown(tmp_path / "alone", find_runs(tmp_path / "alone"))
+    shared = markdown(tmp_path / "shared", find_runs(tmp_path / "shared"))
+    assert "Common to all configurations: `model.dim=64`." in shared
+
+
 def test_a_spread_shows_no_more_decimals_than_its_mean(tmp_path: Path) -> None:
     """Perplexity is shown in 4 significant figures: a mean of 3.993 read 3.993 ± 0.02552 and one of 4.220
     read 4.220 ± 0.006961, more digits of the spread than of the value."""

@@ -149,8 +149,8 @@ def markdown(sweep_dir: Path, runs: list[Run], best_notes: Sequence[str] = (), u
                    "settings that set them apart"] if duplicates else [])]
     repeats = f" ({len(runs) - len(counted)} more left out: {'; '.join(left_out)})" if left_out else ""
     lines = [f"# Sweep report: {sweep_dir}", "",
-             f"Runs: {len(counted)}{repeats}, configurations: {len(groups)}, {failed_count(counted)}. "
-             f"Common to all configurations: `{' '.join(common) or '(nothing)'}`.", "",
+             f"Runs: {len(counted)}{repeats}, configurations: {len(groups)}, {failed_count(counted)}."
+             + (f" Common to all configurations: `{' '.join(common)}`." if common else ""), "",
              *unstarted,
              *(["Each configuration at its best of the swept settings (mean over seeds; the others are left out):",
                 *best_notes, ""] if best_notes else []),
