@@ -259,8 +259,11 @@ def train(cfg: DictConfig, run_dir: Path | None = None) -> Path | None:
     # A line-based corpus suggests one of its own held-out questions; running text starts after a newline (a
     # placeholder prompt would be refused by a word-level vocabulary).
     example = getattr(data, "example_prompt", None)
-    # Quoted for the shell: a run folder under a path with a space is pasted whole.
-    command = ["python", "generate.py", "--ckpt", str(path), *(["--prompt", example] if example else [])]
+    # Quoted for the shell: a run folder under a path with a space is pasted whole. generate.py by its path where
+    # train.py was run from another folder.
+    script = Path(__file__).resolve().with_name("generate.py")
+    shown = script.name if script.parent == Path.cwd().resolve() else str(script)
+    command = ["python", shown, "--ckpt", str(path), *(["--prompt", example] if example else [])]
     print(f"generate with: {shlex.join(command)}")
     if stopper.requested:
         # A sweep's job goes on with its sweep: ckpt_path= of it would train it alone, outside the sweep's report.

@@ -400,9 +400,9 @@ def test_train_on_text_then_generate(tmp_path: Path, text_file: Path, tokenizer:
     data = load(text_file, tmp_path / "data", block_size=16, tokenizer=tokenizer, vocab_size=300)
     assert restored.to_dict() == data.tokenizer.to_dict()
     # the command the run printed works as printed (a placeholder prompt was refused by a word vocabulary; a path
-    # with a space, printed unquoted, split in the shell)
+    # with a space, printed unquoted, split in the shell), from the folder it ran in, where generate.py is not
     command = shlex.split(capsys.readouterr().out.split("generate with: ")[1].split("\n")[0])
-    assert command == ["python", "generate.py", "--ckpt", str(ckpt)]
+    assert command == ["python", str(ROOT / "generate.py"), "--ckpt", str(ckpt)]
     assert generate.main([*command[2:], "--max-new-tokens", "3"]) == 0
     capsys.readouterr()
     assert generate.main(["--ckpt", str(ckpt), "--prompt", "the darling", "--max-new-tokens", "12",
