@@ -104,7 +104,7 @@ def preflight(argv: list[str], config_dir: Path, check: Callable[[DictConfig], N
                 refuse_finished(Path(cfg.hydra.run.dir), "run")
             if claim and claim_run_folder(Path(cfg.hydra.run.dir)):
                 if cfg.resume or own:  # compared while this run holds the folder: no other run is writing its record
-                    from gpt.training.resume import refuse_another_run  # torch and Lightning: only to resume
+                    from gpt.training.same_run import refuse_another_run  # torch: only to resume
 
                     refuse_another_run(cfg, Path(cfg.hydra.run.dir), overrides, partial(compose_train, config_dir))
                 return [a for a in argv if override_key(a) != "hydra.run.dir"] + \
