@@ -132,6 +132,23 @@ def test_targets_passed_as_nanogpt_takes_them_are_refused_naming_the_loss(tiny_c
         build(tiny_cfg)(ids, ids)
 
 
+@pytest.mark.parametrize("layers, caches, message", [
+    (1, lambda m: m.new_caches(1), r"^1 cache given for this model's 2 layers: pass this model's new_caches\(1\), one "
+                                   "per layer$"),
+    (3, lambda m: m.new_caches(1), r"^3 caches given for this model's 2 layers"),
+    (2, lambda m: [], r"^0 caches given for this model's 2 layers"),
+    (2, lambda m: m.new_caches(1)[0], r"^caches are a KVCache: pass this model's new_caches\(1\), a list with one per "
+                                      "layer$")])
+def test_caches_that_are_not_one_per_layer_are_refused_naming_new_caches(tiny_cfg: ModelConfig, layers: int,
+                                                                         caches: object, message: str) -> None:
+    # Another model's caches met "list index out of range" (fewer layers) or were used in part, silently (more); one
+    # cache was "'KVCache' object is not subscriptable"; an empty list decoded with no cache at all.
+    model = build(tiny_cfg)
+    given = caches(build(ModelConfig(**{**tiny_cfg.to_dict(), "layers": layers})))
+    with pytest.raises(ValueError, match=message):
+        model(torch.zeros(1, 3, dtype=torch.long), given)
+
+
 def test_ids_outside_the_vocabulary_are_refused_by_the_forward_naming_the_fix(tiny_cfg: ModelConfig) -> None:
     # A training loop whose tokenizer outgrew model.vocab_size met torch's "index out of range in self".
     model = build(tiny_cfg)

@@ -112,6 +112,18 @@ def too_long(cached: int, new: int, block_size: int) -> ValueError:
                       f"(ids[:, -{block_size}:]), as gpt.generate does, or build the model with block_size={new}")
 
 
+def check_caches(caches: object, layers: int, batch: int) -> None:
+    """Raise ValueError naming new_caches unless `caches` is a list (or tuple) of one cache per layer: another
+    model's met "list index out of range" deep in the forward where it had fewer layers, and was used in part,
+    silently, where it had more; one cache alone was "'KVCache' object is not subscriptable"."""
+    if not isinstance(caches, (list, tuple)):
+        raise ValueError(f"caches are a {type(caches).__name__}: pass this model's new_caches({batch}), a list with "
+                         "one per layer")
+    if len(caches) != layers:
+        raise ValueError(f"{len(caches)} cache{'s' * (len(caches) != 1)} given for this model's {layers} layers: pass "
+                         f"this model's new_caches({batch}), one per layer")
+
+
 def check_cache_dtype(dtype: torch.dtype, model_dtype: torch.dtype, device_type: str) -> None:
     """Raise ValueError naming the fix unless caches of `dtype` hold what the model's layers hand them: keys in
     another dtype than the queries failed at the first prompt in torch's own error, deep in attention. Casting them
@@ -200,6 +212,8 @@ class GPT(nn.Module):
         if isinstance(caches, torch.Tensor):  # nanoGPT's model(x, targets): torch said "Boolean value of Tensor ..."
             raise ValueError("GPT(ids) takes no targets and returns logits alone (its second argument is the KV "
                              "caches): compute the loss as F.cross_entropy(logits.flatten(0, 1), targets.flatten())")
+        if caches is not None:
+            check_caches(caches, len(self.blocks), idx.shape[0])
         device = self.tok_emb.weight.device
         if idx.device != device:  # torch's "Expected all tensors to be on the same device" came from the embedding
             raise ValueError(f"token ids on {idx.device}, this model on {device}: move the ids to the model with "
