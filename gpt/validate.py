@@ -227,12 +227,17 @@ def check_fields(instance: Any, prefix: str = "") -> None:
         check_value(prefix + field.name, getattr(instance, field.name), hints[field.name])
 
 
-def check_known_fields(cls: type, values: Mapping[str, Any], section: str) -> None:
-    """A saved or hand-written dict names only fields of the dataclass `cls` (its `from_dict` calls this)."""
+def check_known_fields(cls: type, values: Mapping[str, Any], section: str,
+                       aliases: Mapping[str, str] | None = None) -> None:
+    """A saved or hand-written dict names only fields of the dataclass `cls` (its `from_dict` calls this); an unknown
+    one is named with the field meant: its entry in `aliases` (another project's name for it), or the closest."""
     known = {field.name for field in dataclasses.fields(cls)}
     unknown = sorted(set(values) - known)
     if unknown:
-        raise ValueError(f"unknown {section} field(s) {unknown}; known fields: {', '.join(sorted(known))}")
+        meant = {name: (aliases or {}).get(name) or closest(name, known) for name in unknown}
+        hint = ", ".join(f"{field} for {name}" for name, field in meant.items() if field)
+        raise ValueError(f"unknown {section} field(s) {unknown}; {f'use {hint}; ' if hint else ''}known fields: "
+                         f"{', '.join(sorted(known))}")
 
 
 class OneLineParser(argparse.ArgumentParser):

@@ -53,3 +53,17 @@ def test_config_is_frozen_and_round_trips() -> None:
 def test_unknown_field_is_refused() -> None:
     with pytest.raises(ValueError, match=r"unknown model field\(s\) \['colour'\]"):
         ModelConfig.from_dict({"vocab_size": 10, "colour": "red"})
+
+
+@pytest.mark.parametrize("values, hint", [
+    ({"n_layer": 2, "n_head": 4, "n_embd": 64}, "use dim for n_embd, heads for n_head, layers for n_layer"),
+    ({"kv_head": 2}, "use kv_heads for kv_head"),
+])
+def test_an_unknown_field_is_refused_naming_the_one_meant(values: dict, hint: str) -> None:
+    # ModelConfig(n_layer=2), nanoGPT's name, was Python's TypeError "unexpected keyword argument 'n_layer'", where
+    # train.py's model.head=4 asks "did you mean model.heads?"; from_dict listed every field and named none.
+    for make in (lambda: ModelConfig(vocab_size=10, **values), lambda: ModelConfig.from_dict({"vocab_size": 10,
+                                                                                              **values})):
+        with pytest.raises(ValueError, match=rf"^unknown model field\(s\) {re.escape(str(sorted(values)))}; {hint}; "
+                                             "known fields: attention, "):
+            make()

@@ -11,6 +11,8 @@ from gpt.validate import PositiveFloat, PositiveInt, Probability, check_choice, 
 INIT_STD = 0.02  # GPT-2's initial std of every weight matrix and embedding
 # The initial std of token embeddings, and of the additive position tables beside them, under each model.init.
 EMBEDDING_STD = {"gpt2": INIT_STD, "torch": 1.0}
+# nanoGPT's GPTConfig names for fields a port of its code passes first.
+NANOGPT_NAMES = {"n_layer": "layers", "n_head": "heads", "n_embd": "dim"}
 
 
 @dataclass(frozen=True)
@@ -57,6 +59,11 @@ class ModelConfig:
     init: str = "gpt2"
     trace_shapes: bool = False  # print every module's output shape during the first forward pass
 
+    def __new__(cls, *args: Any, **values: Any) -> ModelConfig:
+        # Before the generated __init__, whose TypeError ("unexpected keyword argument 'n_layer'") named no field.
+        check_known_fields(cls, values, "model", NANOGPT_NAMES)
+        return super().__new__(cls)
+
     def __post_init__(self) -> None:
         # The fields' own types and ranges; whether the named parts exist and suit each other is checked where the
         # parts are (gpt.model.gpt.check_parts, when a GPT is built), since the parts read this config.
@@ -83,6 +90,5 @@ class ModelConfig:
 
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> ModelConfig:
-        """A config from field names and values; a name it lacks is a ValueError listing the known ones."""
-        check_known_fields(cls, values, "model")
+        """A config from field names and values; a name it lacks is a ValueError naming the one meant."""
         return cls(**values)
