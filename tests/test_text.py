@@ -117,6 +117,20 @@ def test_a_text_model_built_without_its_corpus_conventions_is_refused() -> None:
         TextModel(net, tokenizer, None)  # type: ignore[arg-type]
 
 
+def test_a_text_model_of_something_else_than_a_gpt_and_its_tokenizer_is_refused() -> None:
+    # TextModel(tokenizer, net, meta), its arguments swapped, or a tokenizer of another library, was built without a
+    # word and failed at the first prompt, deep inside: "'GPT' object has no attribute 'eot_id'".
+    net, tokenizer = calculator_model().model, calculator_tokenizer()
+    with pytest.raises(ValueError, match=r"^TextModel takes a GPT first, not a WordTokenizer: TextModel\(model, "
+                                         r"tokenizer, meta\), as gpt.load_checkpoint\(path\) returns them$"):
+        TextModel(tokenizer, net, {})  # type: ignore[arg-type]
+    for foreign in (net, "word"):
+        with pytest.raises(ValueError, match=rf"^TextModel takes this project's tokenizer, not a "
+                                             rf"{type(foreign).__name__}: TextModel\(model, tokenizer, meta\), as "
+                                             r"gpt.load_checkpoint\(path\) returns them$"):
+            TextModel(net, foreign, {})  # type: ignore[arg-type]
+
+
 def test_a_seed_beside_a_generator_is_refused_rather_than_ignored() -> None:
     # The generator was used and the seed dropped silently, so the sample was not the seed's.
     text_model = calculator_model()

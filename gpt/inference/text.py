@@ -30,6 +30,7 @@ SEEDS = (-2**63, 2**64 - 1)  # what torch.Generator.manual_seed takes
 RUNNING_TEXT_TOKENS = 200  # default length of a continuation of running text
 RUNNING_TEXT_TEMPERATURE = 0.8  # running text has no one right answer; greedy decoding of it loops
 UNFINISHED = "\ufffd"  # what a byte-level tokenizer decodes the first bytes of a multi-byte character to
+TOKENIZER_READS = ("encode", "decode", "vocab_size", "eot_id")  # what TextModel asks of a tokenizer
 
 
 def line_prompt_ids(tokenizer: Tokenizer, prompt: str) -> list[int]:
@@ -69,6 +70,13 @@ class TextModel:
     with_meta=True)`), or `{"one_example_per_line": True}` for a calculator or task model and `{}` for running text."""
 
     def __init__(self, model: GPT, tokenizer: Tokenizer, meta: Mapping[str, Any]) -> None:
+        # Swapped, or a tokenizer of another library, they failed at the first prompt: "'GPT' object has no attribute
+        # 'eot_id'". A GPT is known by its cfg, as gpt.generate knows it, so a compiled one passes.
+        how = "TextModel(model, tokenizer, meta), as gpt.load_checkpoint(path) returns them"
+        if not hasattr(model, "cfg"):
+            raise ValueError(f"TextModel takes a GPT first, not a {type(model).__name__}: {how}")
+        if not all(hasattr(tokenizer, name) for name in TOKENIZER_READS):
+            raise ValueError(f"TextModel takes this project's tokenizer, not a {type(tokenizer).__name__}: {how}")
         # Without it a calculator model was taken for running text: 200 tokens sampled at temperature 0.8.
         if not isinstance(meta, Mapping):
             raise ValueError(f"meta={meta!r} must be a mapping, the corpus's conventions: pass model.pt's (gpt.load, "
