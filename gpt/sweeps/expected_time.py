@@ -19,8 +19,9 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
 from gpt.overrides import override_key
-from gpt.sweeps.parallel import command_line_values, job_count, running_at_once, sweep_overrides
+from gpt.sweeps.parallel import command_line_values, job_count, running_at_once
 from gpt.sweeps.repeats import repeated
+from gpt.training.composition import sweep_overrides
 from gpt.training.model_settings import forced_unread, model_accepts, model_refused
 from gpt.training.precision import resolve_precision
 from gpt.training.recorded import as_typed

@@ -12,7 +12,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -22,6 +22,7 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, open_dict, read_write
 
+from gpt.training.composition import sweep_overrides
 from gpt.training.recorded import as_typed
 from gpt.training.run_folder_lock import LOCK, claim, discard_if_never_started, in_use, release
 
@@ -45,13 +46,6 @@ def command_line_values(overrides: list[str]) -> dict[str, list[str]]:
         values[key] = list(override.sweep_string_iterator()) if override.is_sweep_override() else \
             [override.get_value_element_as_str()]
     return values
-
-
-def sweep_overrides(params: Mapping[str, Any], overrides: Sequence[str]) -> list[str]:
-    """A sweep's overrides as its sweeper reads them: the preset's sweeper params, then the command line's, whose
-    sweep of a key replaces the preset's (read by command_line_values, a key the same with or without its +, as the
-    preset's `+experiment/state` and a command line's)."""
-    return [*(f"{key}={value}" for key, value in params.items()), *overrides]
 
 
 def sweep_sizes(params: dict[str, str], overrides: list[str]) -> dict[str, int]:

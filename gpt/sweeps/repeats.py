@@ -9,7 +9,8 @@ from pathlib import Path
 from omegaconf import OmegaConf
 
 from gpt.overrides import override_key
-from gpt.sweeps.parallel import command_line_values, sweep_overrides
+from gpt.sweeps.parallel import command_line_values
+from gpt.training.composition import sweep_overrides
 from gpt.training.recorded import as_typed
 
 MULTIRUN_RECORD = "multirun.yaml"  # Hydra writes the sweep's config into its folder before the first job starts

@@ -4,14 +4,17 @@ you mean" where a name is close and the option that has a key the command's opti
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.override_parser.types import Override, ValueType
 from hydra.errors import HydraException, MissingConfigException, OverrideParseException
+from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import ValidationError
 
@@ -52,9 +55,25 @@ def preset_sweeps(cfg: DictConfig, overrides: Sequence[str]) -> list[str]:
     return [f"{key}={value}" for key, value in params.items() if key not in given]
 
 
+def sweep_overrides(params: Mapping[str, Any], overrides: Sequence[str]) -> list[str]:
+    """A sweep's overrides as its sweeper reads them: the preset's sweeper params, then the command line's, whose
+    sweep of a key replaces the preset's (a key the same with or without its +, as the preset's `+experiment/state`
+    and a command line's)."""
+    return [*(f"{key}={value}" for key, value in params.items()), *overrides]
+
+
 def compose_train(config_dir: Path, overrides: list[str]) -> DictConfig:
     with initialize_config_dir(config_dir=str(config_dir), version_base="1.3", job_name="train"):
         return compose("train", overrides=overrides, return_hydra_config=True)
+
+
+@contextmanager
+def composed_sweep(config_dir: Path, overrides: list[str]) -> Iterator[DictConfig]:
+    """A sweep's config as Hydra composes it for -m, its swept keys at their values before the sweep; Hydra stays
+    initialized with the configs while it is used, to compose the sweep's jobs."""
+    with initialize_config_dir(config_dir=str(config_dir), version_base="1.3", job_name="train"):
+        yield GlobalHydra.instance().config_loader().load_configuration(
+            "train", overrides, run_mode=RunMode.MULTIRUN, validate_sweep_overrides=False)
 
 
 def groups(config_dir: Path) -> list[str]:

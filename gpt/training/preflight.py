@@ -10,8 +10,6 @@ from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
-from hydra import initialize_config_dir
-from hydra.core.global_hydra import GlobalHydra
 from hydra.core.override_parser.types import ValueType
 from hydra.errors import HydraException
 from hydra.types import RunMode
@@ -19,7 +17,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import InterpolationResolutionError
 
 from gpt.overrides import override_key, quoted
-from gpt.training.composition import compose_train, explain, groups, not_an_option, parsed
+from gpt.training.composition import compose_train, composed_sweep, explain, groups, not_an_option, parsed
 from gpt.training.run_folder import SUMMARY, finished
 from gpt.training.run_folder_lock import claim as claim_run_folder
 from gpt.validate import first_line
@@ -162,10 +160,7 @@ def resumed_sweep(argv: list[str], config_dir: Path) -> list[str]:
     overrides = [a for a in argv if a not in MULTIRUN_FLAGS]
     if not any(override_key(o) == "resume" for o in overrides):
         return []
-    with initialize_config_dir(config_dir=str(config_dir), version_base="1.3", job_name="train"):
-        # composed as Hydra composes a sweep's config: the swept keys at their values before the sweep
-        cfg = GlobalHydra.instance().config_loader().load_configuration(
-            "train", overrides, run_mode=RunMode.MULTIRUN, validate_sweep_overrides=False)
+    with composed_sweep(config_dir, overrides) as cfg:
         if not cfg.resume or not (any(a in MULTIRUN_FLAGS for a in argv) or cfg.hydra.mode == RunMode.MULTIRUN):
             return []
         from gpt.training.sweep_resume import sweep_to_resume  # torch: only for a command that resumes

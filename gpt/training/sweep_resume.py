@@ -3,6 +3,7 @@ or, where that is damaged, by its jobs' own records; and each job's overrides an
 them."""
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 
 from gpt.inference.checkpoint import CheckpointError
 from gpt.overrides import override_key
+from gpt.training.composition import sweep_overrides
 from gpt.training.recorded import as_typed
 from gpt.training.run_folder import NOT_IDENTITY, OVERRIDES, REPORT, read_overrides, read_summary
 from gpt.training.run_folder_lock import holds_work
@@ -91,23 +93,21 @@ def job_overrides(cfg: DictConfig) -> list[list[str]]:
     """Each job's overrides of this sweep, in job order: the preset's sweeper params, then the command line's. Hydra's
     own split: which value each key takes in each numbered job is the sweeper's, not a copy of its rules. Needs Hydra
     initialized with the configs (preflight's, or the sweep's own)."""
-    params = cfg.hydra.sweeper.get("params") or {}
     overrides = OverridesParser.create(config_loader=GlobalHydra.instance().config_loader()).parse_overrides(
-        [*(f"{key}={value}" for key, value in params.items()), *as_typed(cfg.hydra.overrides.task)])
+        sweep_overrides(cfg.hydra.sweeper.get("params") or {}, as_typed(cfg.hydra.overrides.task)))
     return [list(job) for job in BasicSweeper.split_arguments(overrides, None)[0]]
 
 
-def job_configs(cfg: DictConfig) -> list[DictConfig]:
+def job_configs(cfg: DictConfig) -> Iterator[DictConfig]:
     """The config of each job of this sweep, in job order (its number set, so its folder's name resolves), composed as
-    Hydra's sweeper and launcher compose them."""
+    Hydra's sweeper and launcher compose them; each when it is asked for, as composing takes a good part of a second
+    and a caller may stop at the first that does."""
     loader = GlobalHydra.instance().config_loader()
-    jobs = []
     for num, overrides in enumerate(job_overrides(cfg)):
         job = loader.load_sweep_config(cfg, overrides)
         with open_dict(job):
             job.hydra.job.num = num
-        jobs.append(job)
-    return jobs
+        yield job
 
 
 def jobs_differ(folder: Path, cfg: DictConfig) -> str | None:
