@@ -325,11 +325,11 @@ def run_job(cfg: DictConfig, run_dir: Path, multirun: bool) -> None:
         record_failure(run_dir, err)
 
 
-def check_command(cfg: DictConfig) -> None:
+def check_command(cfg: DictConfig, *, sweep: Sequence[str] = ()) -> None:
     """gpt.training.checks.check_config, imported only by a command that will train (it needs Lightning)."""
     from gpt.training.checks import check_config
 
-    check_config(cfg)
+    check_config(cfg, sweep=sweep)
 
 
 if __name__ == "__main__":

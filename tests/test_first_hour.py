@@ -5,6 +5,7 @@ travel (the README's Python snippet is run in tests/test_docs.py)."""
 from __future__ import annotations
 
 import importlib.util
+from collections.abc import Sequence
 from pathlib import Path
 
 import lightning as L
@@ -13,6 +14,7 @@ import torch
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.errors import OverrideParseException
 from lightning.pytorch.callbacks import Timer
+from omegaconf import DictConfig
 
 import generate
 from gpt import ModelConfig, load
@@ -22,8 +24,9 @@ from gpt.inference.checkpoint import load_checkpoint, save_model
 from gpt.training.checks import check_config, trainer_arguments
 from gpt.training.composition import parsed
 from gpt.training.preflight import preflight
+from gpt.training.recorded import as_typed
 from gpt.training.resume import resume_from
-from tests.conftest import build, files_in, run_cli
+from tests.conftest import TINY_RUN, build, files_in, run_cli
 from tests.test_configs import compose_with
 from train import CONFIGS
 
@@ -216,6 +219,57 @@ def test_a_sweep_leaves_its_values_to_each_job(monkeypatch: pytest.MonkeyPatch, 
     assert preflight(argv, CONFIGS, check_config, claim=True) == argv and list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize("argv, checked", [
+    (["-m", "attention=mha,gqa", "seed=0,1"], [["attention=mha", "seed=0"]]),
+    (["-m", "model.heads=3,4", "model.dim=32"], [["model.heads=3", "model.dim=32"], ["model.heads=4", "model.dim=32"]]),
+], ids=["good", "first job refused"])
+def test_a_sweep_is_checked_job_by_job_until_one_passes(argv: list[str], checked: list[list[str]],
+                                                         monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """A sweep that can run pays for one job's composition and check before it starts, not for each job's; each
+    job is checked as it checks itself, with its own overrides."""
+    monkeypatch.chdir(tmp_path)
+    jobs = []
+
+    def check(cfg: DictConfig, sweep: Sequence[str] = ()) -> None:
+        jobs.append(as_typed(cfg.hydra.overrides.task))
+        check_config(cfg, sweep=sweep)
+
+    assert preflight(argv, CONFIGS, check, claim=True) == argv and list(tmp_path.iterdir()) == []
+    assert jobs == checked
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["-m", "attention=mha,gqa", "data.seed=x"], "data.seed=x must be an integer; every job of the sweep has it, so "
+     "none was started"),
+    # each job checked as it checks itself: the advice repeats the sweep's values, not the first job's one
+    (["-m", "pos=alibi", "model.rope_base=100,10000"], "model.rope_base=100 changes nothing in a model of "
+     "attention=mha, pos=alibi: none of its parts reads model.rope_base; drop it (in a sweep whose other jobs read "
+     "it, give it to all as ++model.rope_base=100,10000); every job of the sweep is refused (this is the first one's "
+     "reason), so none was started"),
+], ids=["one reason", "a reason each"])
+def test_a_sweep_every_job_of_which_is_refused_is_refused_before_it_starts(
+        argv: list[str], message: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+        capsys: pytest.CaptureFixture) -> None:
+    """Each job was refused in its own process, after the sweep's folder was made: a report of refused rows and exit
+    status 1 for a command no job of which could run."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as exit_:
+        preflight(argv, CONFIGS, check_config, claim=True)
+    assert exit_.value.code == 2 and capsys.readouterr().err == f"error: {message}\n"
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_sweep_with_one_bad_value_runs_the_other_jobs_and_reports_the_refused_one(tmp_path: Path) -> None:
+    """Only a sweep whose every job is refused is refused before it starts: here the first job is, and the other
+    trains."""
+    sweep = tmp_path / "sweep"
+    tiny = [o for o in TINY_RUN if not o.startswith("model.heads=")]
+    result = run_cli("train.py", "-m", f"hydra.sweep.dir={sweep}", *tiny, "model.heads=3,2", cwd=tmp_path)
+    assert result.returncode == 0 and "error: heads=3 does not divide dim=32" in result.stderr, result.stderr[-2000:]
+    assert "| refused: heads=3 does not divide dim=32" in (sweep / "report.md").read_text()
+    assert (sweep / "1" / "model.pt").is_file() and not (sweep / "0" / "model.pt").exists()
+
+
 def test_the_fix_a_sweep_over_an_option_with_its_own_key_is_told_works(monkeypatch: pytest.MonkeyPatch,
                                                                          tmp_path: Path) -> None:
     monkeypatch.chdir(tmp_path)
@@ -271,6 +325,9 @@ def test_a_folder_whose_name_holds_an_escaped_interpolation_is_refused_before_it
      "error: data.tasks.calculator.operations has unknown ['modulo']"),  # a task's knobs, by the task itself
     (["data=text", "data.path=nope.txt"], "error: data.path="),  # refused after Hydra makes the run folder
     (["-m", "attention=mha,gqx"], "error: attention=gqx is not an option of attention"),  # no multirun/ folder
+    # every job was refused in its own process, after the sweep's folder was made: exit 1 and a report of refusals
+    (["-m", "attention=mha,gqa", "trainer=debug", "data.seed=x"], "error: data.seed=x must be an integer; every job "
+                                                                   "of the sweep has it, so none was started"),
     (["data=recall", "data.tasks.copy.length=8"], "error: data.tasks.copy.length is a setting of data=copy or "
                                                    "data=tasks"),  # it said "data.tasks.copy is not a setting"
     (["data=recall", "data.tasks.copyy.length=8"], "error: data.tasks.copyy is not a setting of data.tasks; did "

@@ -6,9 +6,10 @@ from __future__ import annotations
 import re
 import shutil
 import sys
-from collections.abc import Callable
+from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
+from typing import Protocol
 
 from hydra.core.override_parser.types import ValueType
 from hydra.errors import HydraException
@@ -17,7 +18,9 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import InterpolationResolutionError
 
 from gpt.overrides import override_key, quoted
-from gpt.training.composition import compose_train, composed_sweep, explain, groups, not_an_option, parsed
+from gpt.training.composition import (compose_train, composed_sweep, explain, groups, not_an_option, parsed,
+                                      sweep_overrides)
+from gpt.training.recorded import as_typed
 from gpt.training.run_folder import SUMMARY, finished
 from gpt.training.run_folder_lock import claim as claim_run_folder
 from gpt.validate import first_line
@@ -60,15 +63,21 @@ def check_swept_options(config_dir: Path, overrides: list[str]) -> None:
                     raise ValueError(not_an_option(config_dir, group, option))
 
 
-def preflight(argv: list[str], config_dir: Path, check: Callable[[DictConfig], None],
-              claim: bool = False) -> list[str]:
+class Check(Protocol):
+    """train.py's checks of a composed config before any work; `sweep`: the overrides of the sweep the config is a
+    job of, which the advice of a refusal repeats."""
+
+    def __call__(self, cfg: DictConfig, *, sweep: Sequence[str] = ()) -> None: ...
+
+
+def preflight(argv: list[str], config_dir: Path, check: Check, claim: bool = False) -> list[str]:
     """Exit 2 with one line on stderr if the command line cannot make a run; return the command line to hand
     Hydra if it can. Flags this does not know (--help, --cfg, -c, ...) are left to Hydra. A sweep's keys are
     checked here, its values in each job: a job whose values cannot work is a failed row of the sweep report and
-    the others still run. With `claim` (train.py's call), a single run's folder is made and locked now, before
-    Hydra writes into it, and pinned in the command line returned (its ${now:...} resolved once), and a run resumed
-    there with another config than its record's refused; a sweep re-run with resume=true is sent into the killed
-    sweep's folder."""
+    the others still run, unless no job's values can work (refuse_if_every_job_is). With `claim` (train.py's call),
+    a single run's folder is made and locked now, before Hydra writes into it, and pinned in the command line
+    returned (its ${now:...} resolved once), and a run resumed there with another config than its record's refused;
+    a sweep re-run with resume=true is sent into the killed sweep's folder."""
     overrides = [a for a in argv if a not in MULTIRUN_FLAGS]
     if any(a.startswith("-") for a in overrides):
         return argv
@@ -112,10 +121,35 @@ def preflight(argv: list[str], config_dir: Path, check: Callable[[DictConfig], N
             check_launcher(cfg)
             if claim and not cfg.resume:
                 refuse_finished(Path(cfg.hydra.sweep.dir), "sweep")
+            refuse_if_every_job_is(config_dir, overrides, check)
         return argv + resumed_sweep(argv, config_dir)
     except ValueError as err:
         print(f"error: {first_line(err)}", file=sys.stderr)
         sys.exit(2)
+
+
+def refuse_if_every_job_is(config_dir: Path, overrides: list[str], check: Check) -> None:
+    """Refuse a sweep whose every job its checks refuse (data.seed=x beside attention=mha,gqa): each job was refused
+    in its own process, after Hydra made the sweep's folder, and the sweep ended in a report of refusals. Each job is
+    checked as train.py checks it, in job order until one passes: a sweep that can run pays for one job's composition
+    and check here."""
+    from gpt.training.sweep_resume import job_configs  # torch: only for a sweep, whose process imports it anyway
+
+    reasons = []
+    with composed_sweep(config_dir, overrides) as cfg:
+        # what a job's check is given in train.py (recorded_sweep: the multirun.yaml Hydra writes from this config)
+        sweep = sweep_overrides(cfg.hydra.sweeper.get("params") or {}, as_typed(cfg.hydra.overrides.task))
+        try:
+            for job in job_configs(cfg):
+                try:
+                    check(job, sweep=sweep)
+                    return
+                except ValueError as err:
+                    reasons.append(first_line(err))
+        except HydraException:  # a job that cannot be composed fails as Hydra says when the sweep starts
+            return
+    every = "has it" if len(set(reasons)) == 1 else "is refused (this is the first one's reason)"
+    raise ValueError(f"{reasons[0]}; every job of the sweep {every}, so none was started")
 
 
 def check_folder_names(section: DictConfig, where: str, keys: list[str]) -> None:
