@@ -175,6 +175,10 @@ BAD = [  # (command line, what the one line must say)
     # Hydra's own option (basic, in docs/sweeps.md) was missing from the list, so no "did you mean" either
     (["-m", "hydra/launcher=basik"], "choose one of basic, cores, joblib, slurm, submitit_local, submitit_slurm; "
                                      "did you mean hydra/launcher=basic?"),
+    # Hydra's three lines ("Sweeping over Hydra's configuration is not supported"), for the key a preset's file shows
+    (["experiment=attention_tasks", "hydra.sweeper.params.attention=mha,gqa"],
+     "error: hydra.sweeper.params.attention=mha,gqa sweeps a setting of Hydra's own: sweep attention=mha,gqa itself "
+     "(it replaces a preset's values of attention)"),
 ]
 
 

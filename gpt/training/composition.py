@@ -23,8 +23,9 @@ from gpt.validate import closest, did_you_mean, first_line
 
 
 def parsed(overrides: list[str]) -> list[Override]:
-    """Hydra's reading of each override; one it cannot read, or one that sets a `_target_` (which class a section
-    builds is chosen by its group: data=<option>), is one line naming it."""
+    """Hydra's reading of each override; one it cannot read, a sweep of one of Hydra's own settings (which Hydra
+    refuses in three lines), or one that sets a `_target_` (which class a section builds is chosen by its group:
+    data=<option>), is one line naming it."""
     parser = OverridesParser.create()
     for override in overrides:  # one at a time, so an unreadable one can be named
         try:
@@ -34,7 +35,14 @@ def parsed(overrides: list[str]) -> list[Override]:
                              "key=value, e.g. model.heads=4") from None
     found = parser.parse_overrides(overrides)
     for override in found:
-        if override.key_or_group.split(".")[-1] == "_target_":
+        key = override.key_or_group
+        if key.startswith("hydra.") and override.is_sweep_override():  # Hydra's answer is three lines
+            values = override.input_line.split("=", 1)[1]
+            swept = key.removeprefix("hydra.sweeper.params.")
+            fix = f"sweep {swept}={values} itself (it replaces a preset's values of {swept})" if swept != key \
+                else "give it one value"
+            raise ValueError(f"{override.input_line} sweeps a setting of Hydra's own: {fix}")
+        if key.split(".")[-1] == "_target_":
             group = override.key_or_group.split(".")[0]
             raise ValueError(f"{override.key_or_group} is not a setting: what {group} builds is chosen by its "
                              f"option ({group}=<option>)")
