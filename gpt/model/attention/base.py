@@ -23,10 +23,12 @@ def causal_mask(q_len: int, k_len: int, start: int, device: torch.device) -> tor
     return torch.ones(q_len, k_len, dtype=torch.bool, device=device).tril(diagonal=start)
 
 
-def check_capacity(positions: int, capacity: int) -> None:
+def check_capacity(positions: int, capacity: int, batch: int) -> None:
     """Refuse to cache more positions than a cache may hold: past them it would overwrite, or index past its end."""
     if positions > capacity:
-        raise RuntimeError(f"KV cache overflow: {positions} positions > capacity {capacity}")
+        raise ValueError(f"these caches hold {capacity} positions and this call would make them {positions}: make "
+                         f"them with new_caches({batch}, max_len={positions}) or more (leave max_len out for "
+                         "block_size, the most a model reads)")
 
 
 class Cache(Protocol):
@@ -59,7 +61,7 @@ class KVCache:
     def append(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Store keys/values (B, H, T, D) after those cached; return all of them (B, H, length, D)."""
         end = self.length + k.shape[2]
-        check_capacity(end, self.k.shape[2])
+        check_capacity(end, self.k.shape[2], self.k.shape[0])
         self.k[:, :, self.length:end] = k
         self.v[:, :, self.length:end] = v
         self.length = end

@@ -87,7 +87,7 @@ class WindowCache:
         """Write the keys/values (B, H, T, D) of the next T positions into their slots (the last `slots` of them)."""
         slots, T = self.k.shape[2], k.shape[2]
         if self.capacity is not None:
-            base.check_capacity(self.length + T, self.capacity)
+            base.check_capacity(self.length + T, self.capacity, self.k.shape[0])
         if T == 1:
             slot = self.length % slots
             self.k[:, :, slot:slot + 1], self.v[:, :, slot:slot + 1] = k, v
