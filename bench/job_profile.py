@@ -27,7 +27,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # run from anywhere without installing
 
 from gpt.machine import cpu_description  # noqa: E402
-from gpt.training.composition import compose_train, explain  # noqa: E402
+from gpt.training.composition import compose_train  # noqa: E402
+from gpt.training.config_errors import explain  # noqa: E402
 from gpt.training.lit import LitGPT  # noqa: E402
 from gpt.training.model_settings import model_config  # noqa: E402
 from gpt.training.optim import OPTIMIZERS  # noqa: E402

@@ -26,7 +26,8 @@ from gpt.model.attention import ATTENTION
 from gpt.model.positional import POSITIONAL
 from gpt.training.checks import check_config
 from gpt.training.optim import SCHEDULES
-from gpt.training.composition import compose_train, explain
+from gpt.training.composition import compose_train
+from gpt.training.config_errors import explain
 from gpt.training.preflight import first_of_each_sweep
 from tests.conftest import ROOT
 from train import CONFIGS

@@ -18,8 +18,9 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import InterpolationResolutionError
 
 from gpt.overrides import override_key, quoted
-from gpt.training.composition import (compose_train, composed_sweep, explain, groups, not_an_option, parsed,
+from gpt.training.composition import (compose_train, composed_sweep, groups, not_an_option, parsed,
                                       sweep_overrides)
+from gpt.training.config_errors import explain
 from gpt.training.recorded import as_typed
 from gpt.training.run_folder import SUMMARY, finished
 from gpt.training.run_folder_lock import claim as claim_run_folder
