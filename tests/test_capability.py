@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import statistics
+from typing import Any
 from pathlib import Path
 
 import numpy as np
@@ -379,7 +380,15 @@ def test_presets_sweep_every_variant_over_three_seeds(preset: str, swept: str, r
                       f"hydra.sweeper.params.{swept}"
     assert spec.sweeper.params.seed.split(",") == ["0", "1", "2"]
     timed = spec.callbacks.expected_time
-    seconds = timed.seconds_per_job.values() if OmegaConf.is_dict(timed.seconds_per_job) else [timed.seconds_per_job]
+    # one figure, one per precision, or one per CPU maker within a precision; each says where it was measured
+    figures = timed.seconds_per_job
+    seconds = [s for v in figures.values() for s in (v.values() if OmegaConf.is_dict(v) else [v])] \
+        if OmegaConf.is_dict(figures) else [figures]
+
+    def keys(node: Any) -> Any:  # the keys down to each figure
+        return {k: keys(v) for k, v in node.items()} if OmegaConf.is_dict(node) else None
+
+    assert keys(figures) == keys(timed.measured)
     assert all(s > 0 for s in seconds) and timed.steps == cfg.trainer.max_steps  # the steps it was timed at
     if preset == "extrapolation":  # trained at block 64, scored up to 8 times that
         assert cfg.model.block_size == 64 and list(cfg.callbacks.lengths.at) == [64, 128, 256, 512]

@@ -16,7 +16,7 @@ from hydra.types import RunMode
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from gpt.sweeps import parallel
+from gpt.sweeps import expected_time, parallel
 from gpt.sweeps.expected_time import ExpectedTime
 from gpt.sweeps.parallel import JobsPerCore, job_count, jobs_at_once
 from gpt.training import checks, precision
@@ -144,6 +144,10 @@ def test_the_expected_time_counts_the_jobs_that_run_at_once(monkeypatch: pytest.
     assert capsys.readouterr().out.splitlines() == [
         "sweep: 6 jobs, 2 at a time (2 cores), 1 thread(s) each",
         "expected wall time: 6 jobs x ~30 s, 2 at a time = ~2 min (a test)"]
+    one = sweep_config("experiment=attention_tasks", "attention=mha", "seed=0")
+    with starting_sweep():
+        ExpectedTime(seconds_per_job=30, steps=one.trainer.max_steps, measured="a test").on_multirun_start(one)
+    assert capsys.readouterr().out.splitlines() == ["expected wall time: 1 job x ~30 s, 1 at a time = ~30 s (a test)"]
 
 
 def test_the_expected_time_counts_a_job_its_checks_refuse_as_none(monkeypatch: pytest.MonkeyPatch,
@@ -182,13 +186,18 @@ def test_the_expected_time_scales_with_the_steps_the_jobs_train(steps: str, per_
     assert line.startswith(f"expected wall time: {jobs} jobs x ~{per_job} s") and "measured at 1,200" in line
 
 
-@pytest.mark.parametrize("bf16", [True, False])
+@pytest.mark.parametrize("bf16, maker, measured_on", [(True, "AuthenticAMD", "AMD EPYC"),
+                                                     (True, "GenuineIntel", "Intel Xeon with AMX"),
+                                                     (False, "GenuineIntel", "no AMX")])
 def test_the_expected_time_of_an_auto_precision_preset_is_the_one_measured_in_the_precision_auto_picks(
-        bf16: bool, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
+        bf16: bool, maker: str, measured_on: str, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture) -> None:
     """attention_tasks trains in the precision the CPU is faster in: its estimate is the one timed in that precision
-    (on an AMD EPYC in bf16 the preset took 10 min where the fp32 figure said 18)."""
+    (on an AMD EPYC in bf16 the preset took 10 min where the fp32 figure said 18), and on that maker's CPU where bf16
+    was timed on both (an Intel Xeon with AMX took 2.3x the EPYC's time a job, where the EPYC's figure said ~8 min)."""
     monkeypatch.setattr(parallel, "cores", lambda: 2)
     monkeypatch.setattr(precision, "cpu_trains_faster_in_bf16", lambda: bf16)
+    monkeypatch.setattr(expected_time, "cpu_info", lambda key: {"vendor_id": maker}[key])
     for overrides in ([], ["trainer.precision=32"]):  # auto, then fp32 asked for: fp32's figure whatever the CPU
         cfg = sweep_config("experiment=attention_tasks", "attention=mha", *overrides)
         JobsPerCore().on_multirun_start(cfg)
@@ -196,9 +205,11 @@ def test_the_expected_time_of_an_auto_precision_preset_is_the_one_measured_in_th
             instantiate(cfg.hydra.callbacks.expected_time).on_multirun_start(cfg)
         line = capsys.readouterr().out.splitlines()[-1]
         timed = cfg.hydra.callbacks.expected_time.seconds_per_job
-        assert timed["bf16-mixed"] != timed["32-true"]  # else the line could not tell which was taken
-        expected = timed["bf16-mixed" if bf16 and not overrides else "32-true"]
-        assert f"jobs x ~{expected} s, 2 at a time" in line and ("AMD EPYC" in line) == (bf16 and not overrides)
+        in_bf16 = timed["bf16-mixed"]
+        assert len({in_bf16.AuthenticAMD, in_bf16.GenuineIntel, timed["32-true"]}) == 3  # else a line could not tell
+        expected = in_bf16[maker] if bf16 and not overrides else timed["32-true"]
+        assert f"jobs x ~{expected} s, 2 at a time" in line
+        assert measured_on in line if not overrides else "no AMX" in line
 
 
 def test_the_expected_time_counts_a_job_that_repeats_another_as_none(monkeypatch: pytest.MonkeyPatch,

@@ -1219,7 +1219,7 @@ def test_a_sweep_whose_multirun_yaml_is_damaged_resumes_by_its_jobs_own_records(
                                          r"job 1 has seed=2; resume it with the overrides it was made "
                                          r"with \(its jobs' .hydra/overrides.yaml\)"):
         resumed("seed=0,2")
-    with pytest.raises(ValueError, match=rf"has a job in {unfinished}, which this command's sweep of 1 jobs has none"):
+    with pytest.raises(ValueError, match=rf"has a job in {unfinished}, which this command's sweep of 1 job has none"):
         resumed("seed=0")
     config = kept / ".hydra/config.yaml"
     saved = config.read_text()

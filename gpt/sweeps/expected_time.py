@@ -18,6 +18,7 @@ from hydra.errors import HydraException
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
+from gpt.machine import cpu_info
 from gpt.overrides import override_key
 from gpt.sweeps.parallel import command_line_values, job_count, running_at_once
 from gpt.sweeps.repeats import repeated
@@ -129,7 +130,8 @@ def refused_jobs(jobs: SweepJobs) -> int:
 class ExpectedTime(Callback):
     """seconds_per_job and measured: one figure and where it was measured, or one of each per precision
     ({32-true: ..., bf16-mixed: ...}) for a preset that trains in trainer.precision=auto, whose jobs take the
-    precision this machine trains faster in."""
+    precision this machine trains faster in; a precision timed on more than one maker's CPU holds one of each by
+    /proc/cpuinfo's vendor_id ({AuthenticAMD: ..., GenuineIntel: ...}), the first where this CPU's is not among them."""
 
     def __init__(self, seconds_per_job: float | DictConfig, steps: int, measured: str | DictConfig) -> None:
         # seconds_per_job was measured with jobs of `steps` training steps (the preset's trainer.max_steps)
@@ -141,7 +143,12 @@ class ExpectedTime(Callback):
             return float(self.seconds_per_job), self.measured
         kind = str(resolve_precision(config.trainer.precision, config.trainer.accelerator)).split("-")[0]  # 32, bf16
         key = next((k for k in self.seconds_per_job if k.split("-")[0] == kind), next(iter(self.seconds_per_job)))
-        return float(self.seconds_per_job[key]), self.measured[key]
+        seconds, measured = self.seconds_per_job[key], self.measured[key]
+        if isinstance(seconds, DictConfig):  # timed on more than one maker's CPU
+            maker = cpu_info("vendor_id")
+            which = maker if maker in seconds else next(iter(seconds))
+            seconds, measured = seconds[which], measured[which]
+        return float(seconds), measured
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         jobs, counts = job_count(config), job_steps(config)
@@ -164,6 +171,6 @@ class ExpectedTime(Callback):
         per_job = setup + (seconds_per_job - setup) * steps / self.steps
         scaled = "" if steps == self.steps else f" ({steps:,.0f} steps a job; measured at {self.steps:,})"
         seconds = math.ceil(left / at_once) * per_job
-        counted = f"{left} jobs" + " left" * bool(kept) + (f" ({'; '.join(aside)})" if aside else "")
+        counted = f"{left} job{'s' * (left != 1)}" + " left" * bool(kept) + (f" ({'; '.join(aside)})" if aside else "")
         print(f"expected wall time: {counted} x ~{per_job:.0f} s{scaled}, {at_once} at a time = {roughly(seconds)} "
               f"({measured})", flush=True)

@@ -122,7 +122,7 @@ def jobs_differ(folder: Path, cfg: DictConfig) -> str | None:
     jobs = {folder / str(job.hydra.sweep.subdir): job for job in job_configs(cfg)}
     for path in worked:
         if path not in jobs:
-            return f"a job in {path}, which this command's sweep of {len(jobs)} jobs has none of"
+            return f"a job in {path}, which this command's sweep of {len(jobs)} job{'s' * (len(jobs) != 1)} has none of"
         job = jobs[path]
         there = {o for o in read_overrides(path) if override_key(o) not in NOT_IDENTITY}
         here = {o for o in as_typed(job.hydra.overrides.task) if override_key(o) not in NOT_IDENTITY}
