@@ -33,11 +33,14 @@ from gpt.training.model_settings import check_settings_read, given_model_setting
 from gpt.training.optim import OptimConfig, check_schedule_reads, check_sharding
 from gpt.training.precision import check_cpu_precision, resolve_precision
 from gpt.training.recorded import as_typed
-from gpt.validate import NonNegativeFloat, PositiveInt, Range, check_section, check_value, declared_types, first_line
+from gpt.validate import (NonNegativeFloat, PositiveInt, Range, check_section, check_value, declared_types,
+                          did_you_mean, first_line)
 
 CPU_DEVICES = PositiveInt | Literal["auto"]  # what Lightning takes as trainer.devices on the CPU
 SET_BY_TRAIN = ("callbacks", "logger", "plugins", "default_root_dir")  # train() passes these to the Trainer itself
 SECTIONS = ("model", "data", "optim", "trainer", "callbacks.checkpoint", "callbacks.sample", "logger")
+GROUPS = ("model", "data", "optim", "trainer", "callbacks", "logger")  # train.yaml's sections, beside RunSettings
+CALLBACKS = ("checkpoint", "sample", "lengths")  # configs/callbacks/default.yaml's, each one read by train.py
 
 
 @dataclass(frozen=True)
@@ -168,6 +171,20 @@ def check_resolves(node: DictConfig | ListConfig, prefix: str = "") -> None:
             check_resolves(value, f"{prefix}{key}.")
 
 
+def check_known_keys(cfg: DictConfig) -> None:
+    """Refuse a key that nothing reads, at the top or among the callbacks: `+` adds any key, and `+seeds=3` trained at
+    the default seed as if it were not given. The sections' own settings are checked against what reads them."""
+    settings = list(declared_types(RunSettings))
+    for key in cfg:
+        if key != "hydra" and key not in (*settings, *GROUPS):
+            raise ValueError(f"{key} is not a setting of train.py{did_you_mean(key, [*settings, *GROUPS])} (settings: "
+                             f"{', '.join(settings)}, and the sections {', '.join(GROUPS)})")
+    for key in cfg.callbacks:
+        if key not in CALLBACKS:
+            meant = did_you_mean(key, CALLBACKS, "callbacks.")
+            raise ValueError(f"callbacks.{key} is not a setting of callbacks{meant} (settings: {', '.join(CALLBACKS)})")
+
+
 def check_sections(cfg: DictConfig) -> None:
     check_resolves(cfg)
     for key in SECTIONS:  # a section replaced by a value (callbacks.sample=7) or removed (~data)
@@ -175,6 +192,7 @@ def check_sections(cfg: DictConfig) -> None:
         if not isinstance(node, DictConfig) and not (key == "logger" and node is None):  # logger=none is null
             raise ValueError(f"{key} must hold settings, not {quoted(node)}: drop the override that replaced or "
                              f"removed it (set one of its settings with {key}.<setting>=<value>)")
+    check_known_keys(cfg)
     check_section("model", user_values(cfg.model), ModelConfig, not_settable=["vocab_size"])
     check_parts(model_config(cfg, vocab_size=1))
     check_section("data", user_values(cfg.data), get_class(cfg.data._target_), not_settable=["given"])
