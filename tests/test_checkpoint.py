@@ -1,5 +1,6 @@
 import json
 import re
+import shutil
 import tempfile
 from collections.abc import Callable
 from dataclasses import replace
@@ -10,6 +11,7 @@ import torch
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+import generate
 import gpt
 from gpt import ModelConfig, load_checkpoint
 from gpt.data.tokenizers.base import EOT, InstallError
@@ -80,6 +82,33 @@ def test_missing_and_foreign_files_fail_with_one_line(tmp_path: Path) -> None:
     torch.save({"state_dict": {}}, tmp_path / "other.pt")
     with pytest.raises(CheckpointError, match="not a tinygpt model.pt"):
         load_checkpoint(tmp_path / "other.pt")
+
+
+@pytest.fixture(scope="module")
+def places(trained: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder holding what a user may point --ckpt at: a run of train.py (outputs/run), a sweep of two of them
+    (multirun/<date>/<time>/0 and 1), a model.pt cut short and one empty, and an empty folder."""
+    root = tmp_path_factory.mktemp("places")
+    shutil.copytree(trained, root / "outputs/run")
+    for job in ("0", "1"):
+        shutil.copytree(trained, root / "multirun/2026-11-28/10-00-00" / job)
+    (root / "cut").mkdir()
+    model = (trained / "model.pt").read_bytes()
+    (root / "cut/model.pt").write_bytes(model[:len(model) // 2])
+    (root / "empty.pt").write_bytes(b"")
+    (root / "nothing").mkdir()
+    return root
+
+
+@pytest.mark.parametrize("given", ["outputs/run", "outputs/run/", "outputs/run/model.pt", "~/outputs/run",
+                                   "~/outputs/run/model.pt"])
+def test_a_run_folder_or_its_model_pt_loads_however_it_is_written(places: Path, given: str,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """A path starting with ~ (quoted, or from Python) said "no checkpoint at ~/outputs/run" of a run that is there."""
+    monkeypatch.chdir(places)
+    monkeypatch.setenv("HOME", str(places))
+    assert gpt.load(given).meta["corpus"] == "calculator"
+    assert generate.main(["--ckpt", given, "--prompt", "one plus", "--max-new-tokens", "2"]) == 0
 
 
 @pytest.mark.parametrize("payload, lightning", [({"a": 1}, False), (torch.zeros(2), False), ({"state_dict": {}}, False),

@@ -90,8 +90,11 @@ def runs_below(folder: Path) -> list[Path]:
 
 
 def model_file(path: str | Path) -> Path:
-    """`path` itself, or the model.pt inside it when it is a run folder."""
+    """`path` itself, or the model.pt inside it when it is a run folder. A leading ~ is the home folder, as a shell
+    would read it: quoted, or after --ckpt=, or from Python, it was looked for as a folder named ~."""
     path = Path(path)
+    if not path.exists() and path.parts[:1] == ("~",):
+        path = path.expanduser()
     return path / "model.pt" if path.is_dir() else path
 
 
