@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 import generate
 import gpt
 from gpt import ModelConfig, load_checkpoint
+from gpt.__main__ import main as front_door
 from gpt.data.tokenizers.base import EOT, InstallError
 from gpt.data.tokenizers.bpe import BPETokenizer
 from gpt.data.tokenizers.vocab import WordTokenizer
@@ -87,17 +88,76 @@ def test_missing_and_foreign_files_fail_with_one_line(tmp_path: Path) -> None:
 @pytest.fixture(scope="module")
 def places(trained: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A folder holding what a user may point --ckpt at: a run of train.py (outputs/run), a sweep of two of them
-    (multirun/<date>/<time>/0 and 1), a model.pt cut short and one empty, and an empty folder."""
+    (multirun/<date>/<time>/0 and 1), a run stopped before writing its model.pt, a model.pt cut short and one empty,
+    and an empty folder."""
     root = tmp_path_factory.mktemp("places")
     shutil.copytree(trained, root / "outputs/run")
     for job in ("0", "1"):
         shutil.copytree(trained, root / "multirun/2026-11-28/10-00-00" / job)
+    shutil.copytree(trained, root / "stopped", ignore=shutil.ignore_patterns("model.pt"))
     (root / "cut").mkdir()
     model = (trained / "model.pt").read_bytes()
     (root / "cut/model.pt").write_bytes(model[:len(model) // 2])
     (root / "empty.pt").write_bytes(b"")
     (root / "nothing").mkdir()
     return root
+
+
+RUN_WAY = "give the run folder outputs/run or outputs/run/model.pt"
+SWEEP_WAY = "it holds 2 run folder(s) with one, such as multirun/2026-11-28/10-00-00/0: give one of them"
+STOPPED = "its run stopped before writing one, and its checkpoints/last.ckpt is there: continue it with the command " \
+    "that started it (its .hydra/overrides.yaml) plus ckpt_path={root}/stopped/checkpoints/last.ckpt (its model.pt " \
+    "goes to the new run folder)"
+UNREADABLE = "is not a readable torch file (not written by torch.save, or cut short): point at a model.pt that " \
+    "training wrote, or train it again"
+
+
+@pytest.mark.parametrize("given, message", [
+    # The first four said "no checkpoint at <it>/model.pt: train one", to a user who had trained one.
+    ("outputs/run/checkpoints", f"outputs/run/checkpoints is a folder inside the run folder outputs/run: {RUN_WAY}"),
+    ("outputs/run/checkpoints/", f"outputs/run/checkpoints is a folder inside the run folder outputs/run: {RUN_WAY}"),
+    ("outputs/run/.hydra", f"outputs/run/.hydra is a folder inside the run folder outputs/run: {RUN_WAY}"),
+    ("outputs/run/csv/version_0", "outputs/run/csv/version_0 is a folder inside the run folder outputs/run: "
+                                  f"{RUN_WAY}"),
+    # These were told to "train it again" as if the file were a damaged model.pt.
+    ("outputs/run/summary.json", f"outputs/run/summary.json is a file of the run folder outputs/run, not a model.pt: "
+                                 f"{RUN_WAY}"),
+    ("outputs/run/.hydra/config.yaml", "outputs/run/.hydra/config.yaml is a file of the run folder outputs/run, not a "
+                                       f"model.pt: {RUN_WAY}"),
+    # "generate from the model.pt next to it": none is next to it, and how to resume from it went unsaid.
+    ("outputs/run/checkpoints/last.ckpt", "outputs/run/checkpoints/last.ckpt is a Lightning checkpoint for resuming "
+                                          "training (python train.py with its run's overrides plus "
+                                          "ckpt_path={root}/outputs/run/checkpoints/last.ckpt), not a model.pt: to "
+                                          f"generate, {RUN_WAY}"),
+    ("stopped/checkpoints", f"stopped/checkpoints is a folder inside the run folder stopped: it has no model.pt; "
+                            f"{STOPPED}"),
+    ("stopped/checkpoints/last.ckpt", "stopped/checkpoints/last.ckpt is a Lightning checkpoint for resuming training, "
+                                      f"not a model.pt, and its run folder stopped has none: {STOPPED}"),
+    ("stopped", f"no model.pt in stopped: {STOPPED}"),
+    ("multirun", f"no model.pt in multirun: {SWEEP_WAY} (python -m gpt report multirun compares them)"),
+    ("multirun/2026-11-28/10-00-00/", f"no model.pt in multirun/2026-11-28/10-00-00: {SWEEP_WAY} (python -m gpt "
+                                      "report multirun/2026-11-28/10-00-00 compares them)"),
+    ("cut/model.pt", f"cut/model.pt {UNREADABLE}"),
+    ("cut", f"cut/model.pt {UNREADABLE}"),
+    ("empty.pt", f"empty.pt {UNREADABLE}"),
+    ("nothing", "no checkpoint at nothing/model.pt: train one with `python train.py`, or give the path of a model.pt "
+                "or of the run folder holding it"),
+    ("~/absent", "no checkpoint at {root}/absent: train one with `python train.py`, or give the path of a model.pt "
+                 "or of the run folder holding it"),
+])
+def test_a_path_that_is_not_a_model_pt_is_told_what_to_give_instead(
+        places: Path, given: str, message: str, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The same line from gpt.load and from each command that takes --ckpt (those exit 2), naming the way on."""
+    monkeypatch.chdir(places)
+    monkeypatch.setenv("HOME", str(places))
+    message = message.replace("{root}", str(places))
+    with pytest.raises(CheckpointError) as raised:
+        gpt.load(given)
+    assert str(raised.value) == message
+    assert generate.main(["--ckpt", given, "--prompt", "one plus"]) == 2
+    assert front_door(["evaluate", "--ckpt", given]) == 2
+    assert capsys.readouterr().err == f"error: {message}\n" * 2
 
 
 @pytest.mark.parametrize("given", ["outputs/run", "outputs/run/", "outputs/run/model.pt", "~/outputs/run",

@@ -89,6 +89,30 @@ def runs_below(folder: Path) -> list[Path]:
     return []
 
 
+def run_holding(path: Path) -> Path | None:
+    """The run folder `path` lies in, up to three levels down (csv/version_0/metrics.csv): the nearest folder above it
+    holding a model.pt, or a checkpoints/last.ckpt of a run stopped before writing one; None outside any run."""
+    for folder in list(path.parents)[:3]:
+        if (folder / "model.pt").is_file() or (folder / "checkpoints" / "last.ckpt").is_file():
+            return folder.absolute() if folder == Path(".") else folder  # "." named in a message reads as nothing
+    return None
+
+
+def stopped_run(run: Path) -> str:
+    """The way on from a run folder that holds a checkpoints/last.ckpt but no model.pt. Its last.ckpt is named by its
+    path: resume=true takes the newest run of the same config, which may be a later one."""
+    last = pasted("ckpt_path", str((run / "checkpoints" / "last.ckpt").resolve()))
+    return ("its run stopped before writing one, and its checkpoints/last.ckpt is there: continue it with the command "
+            f"that started it (its .hydra/overrides.yaml) plus {last} (its model.pt goes to the new run folder)")
+
+
+def way_to(run: Path) -> str:
+    """What to give instead of a folder or file inside `run`, which is no model.pt."""
+    if (run / "model.pt").is_file():
+        return f"give the run folder {run} or {run / 'model.pt'}"
+    return f"it has no model.pt; {stopped_run(run)}"
+
+
 def model_file(path: str | Path) -> Path:
     """`path` itself, or the model.pt inside it when it is a run folder. A leading ~ is the home folder, as a shell
     would read it: quoted, or after --ckpt=, or from Python, it was looked for as a folder named ~."""
@@ -104,12 +128,8 @@ def read_checkpoint(path: str | Path) -> dict[str, Any]:
     path = model_file(path)
     if not path.is_file():
         # A run killed before it wrote model.pt; another name beside last.ckpt is a path mistyped, not that.
-        if path.name == "model.pt" and (last := path.parent / "checkpoints" / "last.ckpt").is_file():
-            # Named by its path: resume=true takes the newest run of the same config, which may be a later one.
-            raise CheckpointError(f"no model.pt in {path.parent}: its run stopped before writing one, and its "
-                                  "checkpoints/last.ckpt is there: continue it with the command that started it "
-                                  f"(its .hydra/overrides.yaml) plus {pasted('ckpt_path', str(last.resolve()))} "
-                                  "(its model.pt goes to the new run folder)")
+        if path.name == "model.pt" and (path.parent / "checkpoints" / "last.ckpt").is_file():
+            raise CheckpointError(f"no model.pt in {path.parent}: {stopped_run(path.parent)}")
         # A sweep's folder or a folder of runs: "train one" sent a user who had trained several away.
         runs = runs_below(path.parent) if path.name == "model.pt" else []
         if runs:
@@ -119,11 +139,24 @@ def read_checkpoint(path: str | Path) -> dict[str, Any]:
         if path.name == "model.pt" and (path.parent / "config.json").is_file():  # what python -m gpt export writes
             raise CheckpointError(f"{path.parent} is a Hugging Face folder, not a tinygpt run: load it with "
                                   f"transformers, or train from it with init_from={path.parent}")
+        # Its checkpoints/ or .hydra/: "train one" sent a user who had trained one away.
+        if path.name == "model.pt" and path.parent.is_dir() and (run := run_holding(path.parent)):
+            raise CheckpointError(f"{path.parent} is a folder inside the run folder {run}: {way_to(run)}")
         raise CheckpointError(f"no checkpoint at {path}: train one with `python train.py`, or give the path of a "
                               "model.pt or of the run folder holding it")
+    run = run_holding(path) if path.name != "model.pt" else None  # a run's own model.pt, damaged, is that
+    if run and not zipfile.is_zipfile(path):  # its summary.json, say: "train it again" as if it were a model.pt
+        raise CheckpointError(f"{path} is a file of the run folder {run}, not a model.pt: {way_to(run)}")
     payload = safe_load(path, "model.pt")
     if isinstance(payload, dict) and "state_dict" in payload and \
             {"optimizer_states", "pytorch-lightning_version"} & payload.keys():  # what Lightning saves
+        if run and (run / "model.pt").is_file():  # "the model.pt next to it" was one folder up from checkpoints/
+            raise CheckpointError(f"{path} is a Lightning checkpoint for resuming training (python train.py with its "
+                                  f"run's overrides plus {pasted('ckpt_path', str(path.resolve()))}), not a model.pt: "
+                                  f"to generate, {way_to(run)}")
+        if run:
+            raise CheckpointError(f"{path} is a Lightning checkpoint for resuming training, not a model.pt, and its "
+                                  f"run folder {run} has none: {stopped_run(run)}")
         raise CheckpointError(f"{path} is not a tinygpt model.pt (a Lightning .ckpt is for resuming training; "
                               "generate from the model.pt next to it)")
     if not isinstance(payload, dict) or payload.get("format") != FORMAT:
