@@ -149,6 +149,42 @@ def test_caches_that_are_not_one_per_layer_are_refused_naming_new_caches(tiny_cf
         model(torch.zeros(1, 3, dtype=torch.long), given)
 
 
+@pytest.mark.parametrize("maker, user", [
+    ({"attention": "mha"}, {"attention": "linear"}),
+    ({"attention": "mha"}, {"attention": "sliding_window"}),
+    ({"attention": "mha"}, {"attention": "mla"}),
+    ({"attention": "linear"}, {"attention": "mha"}),
+    ({"attention": "mha_wrapper"}, {"attention": "mha"}),
+    ({"attention": "mha"}, {"attention": "mqa"}),
+    ({"dim": 64}, {}),
+    ({"heads": 4}, {}),
+    ({"attention": "gqa", "kv_heads": 1}, {"attention": "gqa", "kv_heads": 2}),
+    ({"attention": "sliding_window", "window": 4}, {"attention": "sliding_window", "window": 8}),
+    ({"attention": "linear"}, {"attention": "linear", "linear_conv": 3})])
+def test_caches_another_model_made_are_refused_before_any_layer_reads_them(tiny_cfg: ModelConfig, maker: dict,
+                                                                           user: dict) -> None:
+    # Another variant's caches, or another width's, failed deep in a layer ("'KVCache' object has no attribute
+    # 'kv'", a shape mismatch in the cache's append), or ran silently: mha's keys broadcast into mqa's one head, a
+    # window of 4 slots served a window of 8.
+    model = build(ModelConfig(**{**tiny_cfg.to_dict(), **user}))
+    caches = build(ModelConfig(**{**tiny_cfg.to_dict(), **maker})).new_caches(1)
+    with pytest.raises(ValueError, match=r"^caches made for another model: layer 0's cache is .+, where this model's "
+                                         r"layers take .+: make them with this model's new_caches\(1\)$"):
+        model(torch.zeros(1, 3, dtype=torch.long), caches)
+    assert caches[0].length == 0  # refused before any layer wrote to them
+
+
+@pytest.mark.parametrize("maker, user", [({"attention": "mha"}, {"attention": "mha_fused"}),
+                                         ({"attention": "mha"}, {"vocab_size": 50})])
+def test_caches_of_the_form_a_model_makes_are_taken_from_another_model(tiny_cfg: ModelConfig, maker: dict,
+                                                                       user: dict) -> None:
+    # Empty caches of the same shapes hold what this model's own would: refusing them would refuse nothing wrong.
+    model = build(ModelConfig(**{**tiny_cfg.to_dict(), **user}))
+    caches = build(ModelConfig(**{**tiny_cfg.to_dict(), **maker})).new_caches(1)
+    ids = torch.zeros(1, 3, dtype=torch.long)
+    torch.testing.assert_close(model(ids, caches), model(ids))
+
+
 def test_ids_outside_the_vocabulary_are_refused_by_the_forward_naming_the_fix(tiny_cfg: ModelConfig) -> None:
     # A training loop whose tokenizer outgrew model.vocab_size met torch's "index out of range in self".
     model = build(tiny_cfg)

@@ -112,16 +112,24 @@ def too_long(cached: int, new: int, block_size: int) -> ValueError:
                       f"(ids[:, -{block_size}:]), as gpt.generate does, or build the model with block_size={new}")
 
 
-def check_caches(caches: object, layers: int, batch: int) -> None:
-    """Raise ValueError naming new_caches unless `caches` is a list (or tuple) of one cache per layer: another
-    model's met "list index out of range" deep in the forward where it had fewer layers, and was used in part,
-    silently, where it had more; one cache alone was "'KVCache' object is not subscriptable"."""
+def check_caches(caches: object, layers: int, batch: int, form: str) -> None:
+    """Raise ValueError naming new_caches unless `caches` is a list (or tuple) of one cache per layer, each of the
+    `form` this model's layers take: another model's met "list index out of range" deep in the forward where it had
+    fewer layers, and was used in part, silently, where it had more; one cache alone was "'KVCache' object is not
+    subscriptable"; another variant's or width's failed deep in a layer, or ran silently wrong (mha's keys broadcast
+    into mqa's one head, a ring of 4 slots serving a window of 8)."""
     if not isinstance(caches, (list, tuple)):
         raise ValueError(f"caches are a {type(caches).__name__}: pass this model's new_caches({batch}), a list with "
                          "one per layer")
     if len(caches) != layers:
         raise ValueError(f"{len(caches)} cache{'s' * (len(caches) != 1)} given for this model's {layers} layers: pass "
                          f"this model's new_caches({batch}), one per layer")
+    for i, cache in enumerate(caches):
+        given = getattr(cache, "form", None)
+        if given != form:
+            given = given or f"a {type(cache).__name__}"
+            raise ValueError(f"caches made for another model: layer {i}'s cache is {given}, where this model's layers "
+                             f"take {form}: make them with this model's new_caches({batch})")
 
 
 def check_cache_dtype(dtype: torch.dtype, model_dtype: torch.dtype, device_type: str) -> None:
@@ -170,6 +178,8 @@ class GPT(nn.Module):
         self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.layers))
         self.norm = NORM[cfg.norm](cfg.dim, cfg.norm_eps, cfg.bias)
         self.head = nn.Linear(cfg.dim, cfg.vocab_size, bias=False)
+        # What caches each layer takes, found once: a cache made at every forward, even on meta, would cost each step.
+        self.cache_form = self.blocks[0].attn.new_cache(1, 1, torch.device("meta"), torch.float32).form
         if cfg.tie_embeddings:
             self.head.weight = self.tok_emb.weight  # weight tying (Press & Wolf, 2017)
             self.register_load_state_dict_pre_hook(refuse_an_untied_head)
@@ -213,7 +223,7 @@ class GPT(nn.Module):
             raise ValueError("GPT(ids) takes no targets and returns logits alone (its second argument is the KV "
                              "caches): compute the loss as F.cross_entropy(logits.flatten(0, 1), targets.flatten())")
         if caches is not None:
-            check_caches(caches, len(self.blocks), idx.shape[0])
+            check_caches(caches, len(self.blocks), idx.shape[0], self.cache_form)
         device = self.tok_emb.weight.device
         if idx.device != device:  # torch's "Expected all tensors to be on the same device" came from the embedding
             raise ValueError(f"token ids on {idx.device}, this model on {device}: move the ids to the model with "

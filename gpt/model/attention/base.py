@@ -33,13 +33,20 @@ def check_capacity(positions: int, capacity: int, batch: int) -> None:
 
 class Cache(Protocol):
     """What the model and the decode loop ask of any variant's cache (KVCache, a window's ring, linear attention's
-    state, per-head caches): how many sequences it holds, how many positions it has seen, and to forget them."""
+    state, per-head caches): how many sequences it holds, how many positions it has seen, its form, and to forget
+    them."""
 
     @property
     def batch(self) -> int: ...
 
     @property
     def length(self) -> int: ...
+
+    @property
+    def form(self) -> str:
+        """Its kind and the sizes a layer reads it by, batch and positions left out: a model takes caches of the
+        form its own new_caches makes, whatever made them."""
+        ...
 
     def reset(self) -> None: ...
 
@@ -66,6 +73,10 @@ class KVCache:
         self.v[:, :, self.length:end] = v
         self.length = end
         return self.k[:, :, :end], self.v[:, :, :end]
+
+    @property
+    def form(self) -> str:
+        return f"KVCache(heads={self.k.shape[1]}, keys={self.k.shape[3]}, values={self.v.shape[3]})"
 
     def reset(self) -> None:
         self.length = 0

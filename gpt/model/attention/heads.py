@@ -79,6 +79,10 @@ class HeadCaches(list):
     def length(self) -> int:
         return self[0].length
 
+    @property
+    def form(self) -> str:
+        return f"HeadCaches({len(self)} x {self[0].form})"
+
     def reset(self) -> None:
         for cache in self:
             cache.reset()

@@ -32,6 +32,11 @@ class LinearState:
         self.batch = batch
         self.length = 0
 
+    @property
+    def form(self) -> str:
+        heads, features, head_dim = self.kv.shape[1:]
+        return f"LinearState(heads={heads}, features={features}, values={head_dim}, conv_inputs={self.recent.shape[1]})"
+
     def reset(self) -> None:
         self.kv.zero_()
         self.k.zero_()

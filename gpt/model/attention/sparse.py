@@ -55,19 +55,26 @@ MIN_CHUNK = 128
 
 
 class WindowCache:
-    """A ring of `slots` key/value slots (the window, or fewer for a shorter context): position p lives in
+    """A ring of `slots` key/value slots (the window, or max_len for a shorter context): position p lives in
     slot p % slots, so a decoded token overwrites, in place, the one position that left the window.
     `length` counts every position seen, which is where the next one sits."""
 
-    def __init__(self, batch: int, heads: int, slots: int, head_dim: int,
-                 device: torch.device, dtype: torch.dtype, capacity: int | None = None) -> None:
+    def __init__(self, batch: int, heads: int, window: int, max_len: int, head_dim: int,
+                 device: torch.device, dtype: torch.dtype) -> None:
+        slots = min(window, max_len)
         self.k = torch.empty(batch, heads, slots, head_dim, device=device, dtype=dtype)  # read only once written
         self.v = torch.empty_like(self.k)
         self.batch = batch
         self.length = 0
+        # Kept for its form: a ring of another window's slots, once it wraps, holds other positions than it sees.
+        self.window = window
         # Positions it may take in all, when its ring is shorter than the window: past them the ring would overwrite
         # positions the window still sees, and attention would silently see fewer (KVCache raises there too).
-        self.capacity = capacity
+        self.capacity = max_len if max_len < window else None
+
+    @property
+    def form(self) -> str:
+        return f"WindowCache(heads={self.k.shape[1]}, keys={self.k.shape[3]}, window={self.window})"
 
     def kept(self) -> tuple[torch.Tensor, torch.Tensor]:
         """The kept keys/values in slot order (B, H, min(length, slots), D)."""
@@ -124,8 +131,7 @@ class SlidingWindowAttention(MultiHeadAttention):
                              "set model.window")
 
     def new_cache(self, batch: int, max_len: int, device: torch.device, dtype: torch.dtype) -> WindowCache:
-        return WindowCache(batch, self.kv_heads, min(self.window, max_len), self.head_dim, device, dtype,
-                           capacity=max_len if max_len < self.window else None)
+        return WindowCache(batch, self.kv_heads, self.window, max_len, self.head_dim, device, dtype)
 
     def cache_bytes(self, batch: int, positions: int, element_size: int) -> int:
         """A key and a value per key/value head for each of at most `window` positions."""
