@@ -151,7 +151,8 @@ def test_a_block_must_hold_the_corpus_longest_line_and_may_be_exactly_as_long() 
 
 @pytest.mark.parametrize("args, message", [
     (["--ckpt", "absent.pt"], "error: no checkpoint at absent.pt"),
-    (["--ckpt", "notes.txt"], "is not a readable torch file"),
+    # a file of the run folder that is no checkpoint: the run folder named instead
+    (["--ckpt", "notes.txt"], "notes.txt is a file of the run folder"),
     (["--prompt", "two plus zebra"], "error: word(s) 'zebra' not in the vocabulary"),
     (["--top-p", "1.5"], "error: --top-p=1.5 must be in (0, 1]"),
     (["--max-new-tokens", "-1"], "error: --max-new-tokens=-1 must be 0 or more"),
