@@ -39,7 +39,7 @@ from gpt.validate import (NonNegativeFloat, PositiveInt, Range, check_section, c
 CPU_DEVICES = PositiveInt | Literal["auto"]  # what Lightning takes as trainer.devices on the CPU
 SET_BY_TRAIN = ("callbacks", "logger", "plugins", "default_root_dir")  # train() passes these to the Trainer itself
 SECTIONS = ("model", "data", "optim", "trainer", "callbacks.checkpoint", "callbacks.sample", "logger")
-GROUPS = ("model", "data", "optim", "trainer", "callbacks", "logger")  # train.yaml's sections, beside RunSettings
+GROUPS = tuple(dict.fromkeys(key.split(".")[0] for key in SECTIONS))  # train.yaml's sections, beside RunSettings
 CALLBACKS = ("checkpoint", "sample", "lengths")  # configs/callbacks/default.yaml's, each one read by train.py
 
 
