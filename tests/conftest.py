@@ -127,7 +127,7 @@ def trained(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def learned_calculator(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, float, dict[str, float]]:
-    """The causal model of tests/test_learning.py (plus and minus, trained once per session; a minute or more):
+    """The causal model of tests/test_learning.py (plus and minus, trained once per session; about 20 s):
     (its run folder holding model.pt, its final training loss, its held-out accuracy per operation). The README's
     Python snippet is run on it as well, since it answers held-out problems as the default run's model does.
     Under pytest-xdist the first test process to need it trains it and the others wait for it and load it."""
