@@ -43,9 +43,10 @@ class Outcome:
     err: str
 
 
-def call(entry: str, fn: Callable[[], object]) -> Outcome:
+def call(entry: str | None, fn: Callable[[], object]) -> Outcome:
     """fn() in this process as its command line would run it: its exit status and what it printed. Any exception
-    other than SystemExit escapes, and is what the fuzzing is looking for."""
+    other than SystemExit escapes, and is what the fuzzing is looking for. Counted as a case of `entry` in the
+    terminal summary's fuzzing line (None: a test's own command line, no fuzzing case)."""
     out, err = io.StringIO(), io.StringIO()
     with redirect_stdout(out), redirect_stderr(err):
         try:
@@ -53,7 +54,8 @@ def call(entry: str, fn: Callable[[], object]) -> Outcome:
             code = result if isinstance(result, int) else 0  # preflight returns Hydra's command line
         except SystemExit as exit_:
             code = exit_.code if isinstance(exit_.code, int) else 1
-    CASES[entry, "ran" if code == 0 else "refused"] += 1
+    if entry is not None:
+        CASES[entry, "ran" if code == 0 else "refused"] += 1
     return Outcome(code, out.getvalue(), err.getvalue())
 
 
@@ -207,7 +209,8 @@ CAPS = {"trainer.max_steps": 1, "trainer.limit_val_batches": 1, "data.eval_lines
         "data.val_windows": 8, "callbacks.sample.max_new_tokens": 4}
 
 
-def job(argv: list[str], run_dir: Path, caps: dict[str, int] = CAPS) -> Outcome:
+def job(argv: list[str], run_dir: Path, caps: dict[str, int] = CAPS,
+        entry: str | None = "train.py one step") -> Outcome:
     """What Hydra's main then runs for `argv` (train.main's own body, its error path included), within `caps`."""
     cfg = compose_train(CONFIGS, argv)
     with open_dict(cfg):
@@ -217,9 +220,9 @@ def job(argv: list[str], run_dir: Path, caps: dict[str, int] = CAPS) -> Outcome:
             if value != "absent" and (value is None or value < 0 or value > cap):
                 OmegaConf.update(cfg, key, cap)
         cfg.trainer.enable_progress_bar = False
-    run_dir.mkdir(parents=True)  # as Hydra does before the job
+    run_dir.mkdir(parents=True, exist_ok=True)  # as Hydra does before the job (train.py's preflight may have made it)
     HydraConfig.instance().set_config(cfg)
     try:
-        return call("train.py one step", lambda: train.main.__wrapped__(cfg))
+        return call(entry, lambda: train.main.__wrapped__(cfg))
     finally:
         HydraConfig.instance().cfg = None

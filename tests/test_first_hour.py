@@ -17,16 +17,19 @@ from lightning.pytorch.callbacks import Timer
 from omegaconf import DictConfig
 
 import generate
+import train
 from gpt import ModelConfig, load
 from gpt.__main__ import main as cli
 from gpt.data.tokenizers.vocab import CharTokenizer, WordTokenizer
 from gpt.inference.checkpoint import load_checkpoint, save_model
 from gpt.training.checks import check_config, trainer_arguments
-from gpt.training.composition import parsed
+from gpt.training.composition import compose_train, parsed
 from gpt.training.preflight import preflight
 from gpt.training.recorded import as_typed
 from gpt.training.resume import resume_from
+from gpt.training.run_folder_lock import release
 from tests.conftest import TINY_RUN, build, files_in, run_cli
+from tests.fuzzing import call, job
 from tests.test_configs import compose_with
 from train import CONFIGS
 
@@ -323,15 +326,22 @@ def test_a_folder_whose_name_holds_an_escaped_interpolation_is_refused_before_it
     assert list(tmp_path.iterdir()) == []
 
 
-@pytest.mark.parametrize("argv, message", [
+# One of each way train.py refuses, run as real processes too: before Hydra starts, a sweep before its folder is made,
+# and in the job, after Hydra made the run folder and wrote its record there
+WIRED = [
     (["model.bias=no"], "error: model.bias=no must be true or false"),  # refused before Hydra makes a folder
-    (["data.tasks.calculator.operations=[plus,modulo]"],
-     "error: data.tasks.calculator.operations has unknown ['modulo']"),  # a task's knobs, by the task itself
-    (["data=text", "data.path=nope.txt"], "error: data.path="),  # refused after Hydra makes the run folder
-    (["-m", "attention=mha,gqx"], "error: attention=gqx is not an option of attention"),  # no multirun/ folder
     # every job was refused in its own process, after the sweep's folder was made: exit 1 and a report of refusals
     (["-m", "attention=mha,gqa", "trainer=debug", "data.seed=x"], "error: data.seed=x must be an integer; every job "
                                                                    "of the sweep has it, so none was started"),
+    (["data=text", "data.path=nope.txt"], "error: data.path="),  # refused after Hydra makes the run folder
+]
+
+
+@pytest.mark.parametrize("argv, message", [
+    *WIRED,
+    (["data.tasks.calculator.operations=[plus,modulo]"],
+     "error: data.tasks.calculator.operations has unknown ['modulo']"),  # a task's knobs, by the task itself
+    (["-m", "attention=mha,gqx"], "error: attention=gqx is not an option of attention"),  # no multirun/ folder
     (["data=recall", "data.tasks.copy.length=8"], "error: data.tasks.copy.length is a setting of data=copy or "
                                                    "data=tasks"),  # it said "data.tasks.copy is not a setting"
     (["data=recall", "data.tasks.copyy.length=8"], "error: data.tasks.copyy is not a setting of data.tasks; did "
@@ -351,6 +361,25 @@ def test_a_folder_whose_name_holds_an_escaped_interpolation_is_refused_before_it
                                                         "trainer.precision=bf16-mixed or 32")]
       if not torch.cuda.is_available() and not torch.backends.mps.is_available() else []),
 ])
+def test_train_refuses_in_one_line_and_leaves_no_run_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                            argv: list[str], message: str) -> None:
+    """In this process, through the code `python train.py <argv>` runs (the real processes below prove the wiring):
+    its preflight, which makes and locks a single run's folder, then for a command line that passes it the job
+    Hydra's main runs in that folder."""
+    monkeypatch.chdir(tmp_path)
+    handed: list[str] = []
+    outcome = call(None, lambda: handed.extend(preflight(argv, CONFIGS, train.check_command, claim=True)))
+    if outcome.code == 0:
+        run_dir = Path(compose_train(CONFIGS, handed).hydra.run.dir)
+        try:
+            outcome = job(handed, run_dir, entry=None)
+        finally:
+            release(run_dir)  # train.py's lock on its folder ends with its process
+    assert outcome.code == 2 and outcome.err.startswith(message) and outcome.err.count("\n") == 1, outcome.err
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("argv, message", WIRED)
 def test_train_cli_refuses_in_one_line_and_leaves_no_run_folder(tmp_path: Path, argv: list[str],
                                                                 message: str) -> None:
     result = run_cli("train.py", *argv, cwd=tmp_path)
