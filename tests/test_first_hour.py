@@ -329,7 +329,9 @@ def test_a_folder_whose_name_holds_an_escaped_interpolation_is_refused_before_it
 # One of each way train.py refuses, run as real processes too: before Hydra starts, a sweep before its folder is made,
 # and in the job, after Hydra made the run folder and wrote its record there
 WIRED = [
-    (["model.bias=no"], "error: model.bias=no must be true or false"),  # refused before Hydra makes a folder
+    # refused before Hydra makes a folder; the whole line, the one the in-process cases of tests/test_fuzz_train.py meet
+    (["model.block_size=1,2"], "error: model.block_size=1,2 is a sweep: add -m to run one job per value (python "
+     "train.py -m model.block_size=1,2), or give one value (quote one that holds a comma: key='a,b')\n"),
     # every job was refused in its own process, after the sweep's folder was made: exit 1 and a report of refusals
     (["-m", "attention=mha,gqa", "trainer=debug", "data.seed=x"], "error: data.seed=x must be an integer; every job "
                                                                    "of the sweep has it, so none was started"),
@@ -339,6 +341,7 @@ WIRED = [
 
 @pytest.mark.parametrize("argv, message", [
     *WIRED,
+    (["model.bias=no"], "error: model.bias=no must be true or false"),
     (["data.tasks.calculator.operations=[plus,modulo]"],
      "error: data.tasks.calculator.operations has unknown ['modulo']"),  # a task's knobs, by the task itself
     (["-m", "attention=mha,gqx"], "error: attention=gqx is not an option of attention"),  # no multirun/ folder

@@ -1,11 +1,11 @@
 """train.py's command line, fuzzed: any keys of the composed config with any values either start a run or are one
 line and exit 2, leaving no run folder. In this process, through the code train.py runs (preflight, then the job
-main() runs for a sample of the command lines that pass it), with a few real processes proving the wiring."""
+main() runs for a sample of the command lines that pass it); tests/test_first_hour.py's real processes prove the
+wiring."""
 from __future__ import annotations
 
 import urllib.error
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from hypothesis import example, given, settings
@@ -14,7 +14,6 @@ from hypothesis import strategies as st
 import gpt.data.download as download
 from gpt.training.checks import check_config
 from gpt.training.preflight import preflight
-from tests.conftest import run_cli
 from tests.fuzzing import (CONFIGS, Outcome, assert_clean, call, clean_folder, command_lines, config_keys, fresh_folder,
                            group_options, job, near, scaled, yaml)
 
@@ -88,12 +87,3 @@ def test_a_command_line_that_passes_the_checks_trains_a_step_or_is_one_line(argv
             assert (run_dir / "model.pt").is_file(), argv
         else:
             assert not run_dir.exists(), f"{argv} left {clean_folder(run_dir)}"
-
-
-def test_train_py_itself_answers_a_sweep_without_m_in_one_line(tmp_path: Path) -> None:
-    """The wiring: what the in-process cases check is what the command prints (tests/test_first_hour.py has more)."""
-    result = run_cli("train.py", "model.block_size=1,2", cwd=tmp_path)
-    assert result.returncode == 2 and result.stderr == (
-        "error: model.block_size=1,2 is a sweep: add -m to run one job per value (python train.py -m "
-        "model.block_size=1,2), or give one value (quote one that holds a comma: key='a,b')\n")
-    assert list(tmp_path.iterdir()) == []
