@@ -28,7 +28,8 @@ from gpt.data.recipe import Recipe
 from gpt.data.shards import ShardWriter, TokenShards, token_dtype
 from gpt.data.tokenizers.base import EOT
 from gpt.inference.checkpoint import load_checkpoint, save_model
-from tests.conftest import ROOT, files_in, play, run_cli
+from tests.conftest import ROOT, files_in, play
+from tests.fuzzing import job
 import train
 
 
@@ -585,12 +586,13 @@ def test_evaluate_refuses_a_corpus_prepared_again_with_another_kind_of_tokenizer
                                               "tokenizer is another, so its ids are other tokens to the model; ")
 
 
-def test_cli_refuses_a_missing_path_in_one_line(tmp_path: Path) -> None:
-    """Through train.py itself: Hydra's instantiate must not turn a data error into a traceback."""
-    run = run_cli("train.py", *TINY, f"data.path={tmp_path / 'nope.txt'}", f"hydra.run.dir={tmp_path / 'bad'}",
-                  cwd=tmp_path)
-    assert run.returncode == 2 and run.stderr.count("\n") == 1
-    assert run.stderr.startswith(f"error: data.path={tmp_path / 'nope.txt'} does not exist")
+def test_train_refuses_a_missing_path_in_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Through train.py's job, as Hydra's main runs it (tests/test_first_hour.py runs train.py itself on a data.path
+    that does not exist): Hydra's instantiate must not turn a data error into a traceback."""
+    monkeypatch.chdir(tmp_path)
+    run = job([*TINY, f"data.path={tmp_path / 'nope.txt'}"], tmp_path / "bad", entry=None)
+    assert run.code == 2 and run.err.count("\n") == 1
+    assert run.err.startswith(f"error: data.path={tmp_path / 'nope.txt'} does not exist")
 
 
 def test_an_escaped_dollar_brace_in_data_path_reaches_the_reader_as_the_path_written(tmp_path: Path) -> None:

@@ -77,7 +77,9 @@ def test_the_warmup_note_counts_the_steps_trained_not_the_schedules_end(tmp_path
         in capsys.readouterr().out
 
 
-def test_generate_cli_prints_the_models_greedy_continuation(trained: Path) -> None:
+def test_generate_cli_prints_the_models_greedy_continuation(trained: Path, monkeypatch: pytest.MonkeyPatch,
+                                                            capsys: pytest.CaptureFixture) -> None:
+    """generate.py itself with --ckpt; without it, in this process, from where it finds the newest model.pt."""
     prompt = "two plus three equals"
     model, tokenizer = load_checkpoint(trained / "model.pt")
     newline = tokenizer.encode("\n")[0]
@@ -86,9 +88,11 @@ def test_generate_cli_prints_the_models_greedy_continuation(trained: Path) -> No
     expected = prompt + tokenizer.decode(out)[len(tokenizer.decode(ids)):]
     args = ["--prompt", prompt, "--max-new-tokens", "6"]
     explicit = run_cli("generate.py", "--ckpt", str(trained / "model.pt"), *args, cwd=trained)
-    newest = run_cli("generate.py", *args, cwd=trained.parents[1])  # finds outputs/run/model.pt
-    assert explicit.returncode == newest.returncode == 0, explicit.stderr + newest.stderr
-    assert explicit.stdout.strip() == newest.stdout.strip() == expected.strip()
+    monkeypatch.chdir(trained.parents[1])
+    assert generate.main(args) == 0  # finds outputs/run/model.pt
+    newest = capsys.readouterr().out
+    assert explicit.returncode == 0, explicit.stderr
+    assert explicit.stdout.strip() == newest.strip() == expected.strip()
 
 
 def test_evaluate_cli_grades_the_test_split(trained: Path) -> None:
@@ -211,10 +215,13 @@ def test_an_error_about_the_newest_model_names_it(trained: Path, monkeypatch: py
                      "another]"), err
 
 
-def test_generate_without_any_checkpoint_says_to_train_first(tmp_path: Path) -> None:
-    result = run_cli("generate.py", "--prompt", "two", cwd=tmp_path)
-    assert result.returncode == 2 and "Traceback" not in result.stderr
-    line, = result.stderr.strip().splitlines()
+def test_generate_without_any_checkpoint_says_to_train_first(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                              capsys: pytest.CaptureFixture) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert generate.main(["--prompt", "two"]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    line, = err.strip().splitlines()
     assert line.startswith("error: ") and "run `python train.py` first" in line
 
 
