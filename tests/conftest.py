@@ -151,6 +151,40 @@ def learned_calculator(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, 
     return run_dir, scores["loss"], scores["accuracy"]
 
 
+# Runs of 30 steps, shorter than one validation interval: each must still validate (and grade) at its end. Jobs 0
+# and 1 are pos=rope seed=0 at heads=3, which cannot build at dim 32, then at heads=2: a first job refused, the next
+# trained.
+REFUSING_SWEEP = ["trainer=debug", "trainer.max_steps=30", "trainer.val_check_interval=400", "model.layers=1",
+                  "model.dim=32", "trainer.limit_val_batches=4", "data.eval_lines=10", "data.batch_size=64",
+                  "logger=csv", "pos=rope,learned", "seed=0,1", "model.heads=3,2"]
+JOBS_AT_ONCE = 2
+
+
+@pytest.fixture(scope="session")
+def refusing_sweep(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """REFUSING_SWEEP's sweep folder (its stderr beside it as stderr.txt), run once per session for
+    tests/test_report.py and tests/test_first_hour.py: on Hydra's joblib launcher (the default), JOBS_AT_ONCE jobs at
+    a time in worker processes, each given its share of the cores' threads by the launcher (so no OMP_NUM_THREADS of
+    our own). Under pytest-xdist the first test process to need it runs it and the others wait for it. Tests that
+    change its files work on a copy."""
+    from filelock import FileLock
+
+    shared = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        shared = shared.parent  # this session's folder, above each test process's own
+    folder = shared / "refusing_sweep"
+    with FileLock(f"{folder}.lock"):
+        if not (folder / "stderr.txt").exists():
+            folder.mkdir(exist_ok=True)
+            with pytest.MonkeyPatch.context() as env:
+                env.delenv("OMP_NUM_THREADS", raising=False)
+                result = run_cli("train.py", "-m", f"hydra.sweep.dir={folder / 'sweep'}",
+                                 f"hydra.launcher.n_jobs={JOBS_AT_ONCE}", *REFUSING_SWEEP, cwd=folder)
+            assert result.returncode == 0, result.stderr[-2000:]
+            (folder / "stderr.txt").write_text(result.stderr)  # last: its presence says the sweep ended well
+    return folder / "sweep"
+
+
 def child_env(**extra: str) -> dict[str, str]:
     """This environment for a child process that imports the repository: the root put before any PYTHONPATH the
     caller set, not in its place (where the dependencies live on a PYTHONPATH, as on a GPU image, a child lost them)."""

@@ -6,6 +6,7 @@ import csv
 import json
 import math
 import re
+import shutil
 import statistics
 from pathlib import Path
 
@@ -27,30 +28,14 @@ from gpt.sweeps.plots import LEGEND_INCHES, LOSS_FIGSIZE, loss_figure, styles
 from gpt.sweeps.report import markdown, write_report
 from gpt.sweeps.report_figures import curves, figures
 from gpt.sweeps.runs import find_runs, summaries
-from tests.conftest import ROOT, run_cli
+from tests.conftest import JOBS_AT_ONCE, ROOT
 from tests.test_configs import compose_with
-
-# Runs of 30 steps, shorter than one validation interval: each must still validate (and grade) at its end.
-SWEEP = ["trainer=debug", "trainer.max_steps=30", "trainer.val_check_interval=400", "model.layers=1", "model.dim=32",
-         "trainer.limit_val_batches=4",
-         "data.eval_lines=10", "data.batch_size=64", "logger=csv", "pos=rope,learned", "model.heads=2,3",
-         "seed=0,1"]
-
-
-JOBS_AT_ONCE = 2
 
 
 @pytest.fixture(scope="module")
-def sweep(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The sweep on Hydra's joblib launcher (the default), two jobs at a time in worker processes, each given its
-    share of the cores' threads by the launcher (so no OMP_NUM_THREADS of our own)."""
-    folder = tmp_path_factory.mktemp("sweep")
-    with pytest.MonkeyPatch.context() as env:
-        env.delenv("OMP_NUM_THREADS", raising=False)
-        result = run_cli("train.py", "-m", f"hydra.sweep.dir={folder}", f"hydra.launcher.n_jobs={JOBS_AT_ONCE}",
-                         *SWEEP, cwd=folder)
-    assert result.returncode == 0, result.stderr[-2000:]
-    return folder
+def sweep(refusing_sweep: Path) -> Path:
+    """The session's real multirun (tests/conftest.py's REFUSING_SWEEP), which this file's tests read."""
+    return refusing_sweep
 
 
 def test_jobs_ran_with_the_threads_the_launcher_gave_them(sweep: Path) -> None:
@@ -259,11 +244,12 @@ def test_a_report_with_validation_off_names_the_setting_its_runs_recorded(tmp_pa
         markdown(tmp_path, find_runs(tmp_path))
 
 
-def test_report_command_rewrites_the_same_report(sweep: Path, capsys: pytest.CaptureFixture) -> None:
+def test_report_command_rewrites_the_same_report(sweep: Path, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     written = (sweep / "report.md").read_text()
-    (sweep / "report.md").unlink()
-    assert cli(["report", str(sweep)]) == 0
-    assert (sweep / "report.md").read_text() == written
+    copy = shutil.copytree(sweep, tmp_path / "sweep")  # the session's sweep is read by other tests meanwhile
+    (copy / "report.md").unlink()
+    assert cli(["report", str(copy)]) == 0
+    assert (copy / "report.md").read_text() == written
     assert cli(["report", str(sweep / "absent")]) == 2
     assert capsys.readouterr().err.startswith(f"error: {sweep / 'absent'} does not exist")
     (sweep / "empty").mkdir(exist_ok=True)
