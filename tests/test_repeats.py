@@ -74,7 +74,9 @@ def test_a_duplicate_never_stands_for_the_run_it_repeats(tmp_path: Path) -> None
 
 def test_a_sweep_trains_a_run_once_and_reports_it_once(tmp_path: Path) -> None:
     sweep = tmp_path / "sweep"
-    command = ["train.py", "-m", f"hydra.sweep.dir={sweep}", "hydra.launcher.n_jobs=2", *TINY,
+    # One job at a time, in the sweep's own process (one start-up of torch, not one per worker): which job repeats
+    # which is read off the sweep's overrides, whatever runs beside it.
+    command = ["train.py", "-m", f"hydra.sweep.dir={sweep}", "hydra.launcher.n_jobs=1", *TINY,
                "attention=mha,sliding_window", "++model.window=4,8"]
     result = run_cli(*command, cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-2000:]

@@ -27,8 +27,8 @@ from tests.test_report import fake_run, table
 
 TINY = ["trainer=debug", "trainer.max_steps=4", "trainer.val_check_interval=400", "trainer.limit_val_batches=1",
         "data.eval_lines=4", "model.layers=1", "model.dim=32", "logger=none"]
-# Imported by every Python process started with its folder on PYTHONPATH, the sweep's joblib workers too: the job
-# of seed 1 crashes as a bug or an out-of-memory error would, mid-training.
+# Imported by every Python process started with its folder on PYTHONPATH: the job of seed 1 crashes as a bug or an
+# out-of-memory error would, mid-training.
 CRASH = """import torch
 import gpt.training.lit as lit
 
@@ -53,14 +53,16 @@ def test_a_crashed_job_is_a_failed_row_of_the_report_and_the_sweep_exits_1(tmp_p
     (hooks / "sitecustomize.py").write_text(CRASH)
     env = child_env(HYDRA_FULL_ERROR="0")
     env["PYTHONPATH"] = f"{hooks}{os.pathsep}{env['PYTHONPATH']}"
+    # One job at a time, in the sweep's own process (one start-up of torch, not one per worker): a job's crash is
+    # caught in the job (train.run_job), wherever it runs.
     result = subprocess.run([sys.executable, str(ROOT / "train.py"), "-m", f"hydra.sweep.dir={tmp_path / 'sweep'}",
-                             "hydra.launcher.n_jobs=2", *TINY, "seed=0,1"], cwd=tmp_path, env=env,
+                             "hydra.launcher.n_jobs=1", *TINY, "seed=0,1"], cwd=tmp_path, env=env,
                             capture_output=True, text=True, timeout=300)
     assert result.returncode == 1, result.stderr[-2000:]
     assert "1 of 2 jobs failed (their rows in report.md say why): exit status 1" in result.stderr
     assert "RuntimeError: out of memory (a stand-in)" in result.stderr  # the traceback, for whoever debugs it
-    # after each job, how far the sweep has got, the crashed job counted as ended; the first job's line is left out
-    # when the second has ended too by the time it is written (two tiny jobs end within a second)
+    # after each job, how far the sweep has got, the crashed job counted as ended (of jobs side by side, the first
+    # one's line is left out when the second has ended too by the time it is written)
     progress = [line for line in result.stdout.splitlines() if " jobs done in " in line]
     assert progress and progress[-1].startswith("sweep: all 2 jobs done in 0m"), result.stdout[-2000:]
     assert all(line.startswith("sweep: 1 of 2 jobs done in 0m") for line in progress[:-1]), result.stdout[-2000:]
