@@ -317,7 +317,10 @@ def task_sweep(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("task_sweep")
     with pytest.MonkeyPatch.context() as env:
         env.setenv("OMP_NUM_THREADS", "1")
-        result = run_cli("train.py", "-m", f"hydra.sweep.dir={folder}", *SWEEP, cwd=folder)
+        # One job at a time, in the sweep's own process (one start-up of torch, not one per worker): which jobs
+        # run side by side is not what this checks.
+        result = run_cli("train.py", "-m", f"hydra.sweep.dir={folder}", "hydra.launcher.n_jobs=1", *SWEEP,
+                         cwd=folder)
     assert result.returncode == 0, result.stderr[-2000:]
     return folder
 

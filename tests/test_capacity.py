@@ -174,7 +174,10 @@ SWEEP = ["experiment=recall_capacity", "trainer=debug", "trainer.max_steps=4", "
 def test_a_debug_sweep_of_the_preset_draws_recall_against_state(tmp_path: Path) -> None:
     with pytest.MonkeyPatch.context() as env:
         env.setenv("OMP_NUM_THREADS", "1")
-        result = run_cli("train.py", f"hydra.sweep.dir={tmp_path}", *SWEEP, cwd=tmp_path)
+        # One job at a time, in the sweep's own process (one start-up of torch, not one per worker): which jobs
+        # run side by side is not what this checks.
+        result = run_cli("train.py", f"hydra.sweep.dir={tmp_path}", "hydra.launcher.n_jobs=1", *SWEEP,
+                         cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-2000:]
     report = (tmp_path / "report.md").read_text()
     section = report[report.index("## Capacity against state size"):].split("\n\n")[1].splitlines()
