@@ -201,14 +201,16 @@ io.save_checkpoint({{"loops": {{}}, "optimizer_states": [], "step": 2}}, {str(pa
 
 
 def test_resume_checkpoint_with_code_in_its_pickle_is_refused(tmp_path: Path) -> None:
+    """Loaded by Lightning's checkpoint IO, and by train.py's job in this process: refused in one line, no code run
+    (train.py's own process answers a refusal inside its job so: tests/test_data.py's missing data.path)."""
     marker = tmp_path / "pwned"
     torch.save({"loops": {}, "optimizer_states": [], "evil": CodeRunningPickle(marker)}, tmp_path / "evil.ckpt")
     with pytest.raises(CheckpointError, match="refusing to unpickle"):
         AtomicCheckpointIO().load_checkpoint(tmp_path / "evil.ckpt")
-    result = run_cli("train.py", f"ckpt_path={tmp_path / 'evil.ckpt'}", f"hydra.run.dir={tmp_path / 'run'}",
-                     cwd=tmp_path)
-    assert result.returncode == 2 and "Traceback" not in result.stderr
-    assert result.stderr.strip().splitlines()[-1].startswith("error: ") and "refusing to unpickle" in result.stderr
+    with fresh_folder() as folder:
+        result = job([f"ckpt_path={tmp_path / 'evil.ckpt'}"], folder / "run", caps={})
+    assert result.code == 2 and "Traceback" not in result.err
+    assert result.err.strip().splitlines()[-1].startswith("error: ") and "refusing to unpickle" in result.err
     assert not marker.exists()
 
 
@@ -996,6 +998,32 @@ def test_resume_picks_the_sweep_that_has_not_ended_over_a_newer_one_that_has(tmp
 
 FINISHED_RUN = ["trainer=debug", "trainer.max_steps=10", "model.layers=1", "model.dim=32", "model.heads=2",
                 "data.batch_size=16", "data.eval_lines=10", "logger=none"]
+# Its two seeds as a sweep, one job at a time in the sweep's own process (no worker processes to start).
+FINISHED_SWEEP = ["-m", *FINISHED_RUN, "seed=0,1", "hydra.sweep.dir=sweep", "hydra.launcher.n_jobs=1"]
+
+
+@pytest.fixture(scope="session")
+def finished_sweep(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """FINISHED_SWEEP run to its end once per session, for the tests that damage a copy of it (see copy_of); under
+    pytest-xdist the first test process to need it makes it and the others wait for it."""
+    from filelock import FileLock
+
+    shared = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        shared = shared.parent  # this session's folder, above each test process's own
+    cwd = shared / "finished_sweep"
+    with FileLock(f"{cwd}.lock"):
+        if not (cwd / "sweep/report.md").exists():
+            shutil.rmtree(cwd, ignore_errors=True)  # a sweep that failed in another test process is made again
+            cwd.mkdir()
+            made = run_cli("train.py", *FINISHED_SWEEP, cwd=cwd)
+            assert made.returncode == 0, made.stderr[-2000:]
+    return cwd / "sweep"
+
+
+def copy_of(sweep: Path, cwd: Path) -> Path:
+    """`sweep` copied to `cwd`/sweep, where FINISHED_SWEEP run in `cwd` finds it (hydra.sweep.dir=sweep)."""
+    return Path(shutil.copytree(sweep, cwd / "sweep"))
 
 
 def test_a_run_killed_after_its_final_checkpoint_is_finished_from_it(tmp_path: Path,
@@ -1114,17 +1142,15 @@ def test_a_run_killed_after_a_final_step_between_validations_keeps_its_clock(tmp
     assert read_history(finished)[-1]["wall_s"] == read_history(killed)[-1]["wall_s"] == summary["wall_s"]
 
 
-def test_a_sweep_job_killed_after_its_final_checkpoint_is_finished_by_resume(tmp_path: Path) -> None:
+def test_a_sweep_job_killed_after_its_final_checkpoint_is_finished_by_resume(tmp_path: Path,
+                                                                            finished_sweep: Path) -> None:
     """resume=true kept such a job as "finished before" when only its model.pt was missing, and left it an
     unfinished row of the report when its summary.json was missing too."""
-    sweep = ["-m", *FINISHED_RUN, "seed=0", "hydra.sweep.dir=sweep"]
-    first = run_cli("train.py", *sweep, cwd=tmp_path)
-    assert first.returncode == 0, first.stderr[-2000:]
-    job = tmp_path / "sweep/0"
+    job = copy_of(finished_sweep, tmp_path) / "0"
     (job / "model.pt").unlink()
     (job / "summary.json").unlink()
     (tmp_path / "sweep/report.md").unlink()
-    resumed = run_cli("train.py", *sweep, "resume=true", cwd=tmp_path)
+    resumed = run_cli("train.py", *FINISHED_SWEEP, "resume=true", cwd=tmp_path)
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     assert f"finishing {job / 'checkpoints/last.ckpt'}: its training reached step 10" in resumed.stdout
     assert (job / "model.pt").is_file() and json.loads((job / "summary.json").read_text())["status"] == "ok"
@@ -1132,17 +1158,16 @@ def test_a_sweep_job_killed_after_its_final_checkpoint_is_finished_by_resume(tmp
     assert table.splitlines()[2].endswith("| ok |")
 
 
-def test_a_sweep_job_whose_model_pt_is_damaged_is_finished_again_by_resume(tmp_path: Path) -> None:
+def test_a_sweep_job_whose_model_pt_is_damaged_is_finished_again_by_resume(tmp_path: Path,
+                                                                           finished_sweep: Path) -> None:
     """A job whose summary.json says ok but whose model.pt was emptied or cut short (a full disk, a copy stopped
     halfway): resume=true kept it as finished before, and the sweep never wrote its model again. Now it is finished
     from its final checkpoint, its model.pt loadable."""
-    sweep = ["-m", *FINISHED_RUN, "seed=0,1", "hydra.sweep.dir=sweep"]
-    first = run_cli("train.py", *sweep, cwd=tmp_path)
-    assert first.returncode == 0, first.stderr[-2000:]
-    emptied, cut = tmp_path / "sweep/0", tmp_path / "sweep/1"
+    sweep = copy_of(finished_sweep, tmp_path)
+    emptied, cut = sweep / "0", sweep / "1"
     (emptied / "model.pt").write_bytes(b"")
     (cut / "model.pt").write_bytes((cut / "model.pt").read_bytes()[:3000])
-    resumed = run_cli("train.py", *sweep, "resume=true", cwd=tmp_path)
+    resumed = run_cli("train.py", *FINISHED_SWEEP, "resume=true", cwd=tmp_path)
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     assert "finished before, kept" not in resumed.stdout
     for folder in (emptied, cut):
@@ -1186,7 +1211,8 @@ def test_a_sweep_job_whose_model_pt_and_last_ckpt_are_damaged_trains_again_keepi
     assert read_summary(job) == record
 
 
-def test_a_sweep_whose_multirun_yaml_is_damaged_resumes_by_its_jobs_own_records(tmp_path: Path) -> None:
+def test_a_sweep_whose_multirun_yaml_is_damaged_resumes_by_its_jobs_own_records(tmp_path: Path,
+                                                                                finished_sweep: Path) -> None:
     """A truncated or hand-edited multirun.yaml: resume=true refused, advising to delete the sweep folder and with it
     the finished jobs' results. Each job's .hydra records its overrides and config: where every job that did work
     was made as this command's job of its number, the finished ones are kept and the others continue; where one
@@ -1197,10 +1223,8 @@ def test_a_sweep_whose_multirun_yaml_is_damaged_resumes_by_its_jobs_own_records(
 
     from gpt.training.sweep_resume import sweep_to_resume
 
-    sweep = ["-m", *FINISHED_RUN, "seed=0,1", "hydra.sweep.dir=sweep", "hydra.launcher.n_jobs=1"]  # in one process
-    first = run_cli("train.py", *sweep, cwd=tmp_path)
-    assert first.returncode == 0, first.stderr[-2000:]
-    folder, kept, unfinished = tmp_path / "sweep", tmp_path / "sweep/0", tmp_path / "sweep/1"
+    folder = copy_of(finished_sweep, tmp_path)
+    kept, unfinished = folder / "0", folder / "1"
     whole = (folder / "multirun.yaml").read_text()
     (folder / "multirun.yaml").write_text(whole[:whole.index("\noptim:") + 1])  # cut short
     (folder / "report.md").unlink()
@@ -1234,7 +1258,7 @@ def test_a_sweep_whose_multirun_yaml_is_damaged_resumes_by_its_jobs_own_records(
     config.write_text(saved)
     assert resumed("seed=0,1") == folder
 
-    again = run_cli("train.py", *sweep, "resume=true", cwd=tmp_path)
+    again = run_cli("train.py", *FINISHED_SWEEP, "resume=true", cwd=tmp_path)
     assert again.returncode == 0, again.stderr[-2000:]
     assert again.stdout.count("finished before, kept") == 1 and record.read_bytes() == before
     assert f"finishing {unfinished / 'checkpoints/last.ckpt'}: its training reached step 10" in again.stdout
