@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TypeVar
 
@@ -125,26 +126,34 @@ def trained(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return cwd / "outputs/run"
 
 
+@contextmanager
+def once_per_session(tmp_path_factory: pytest.TempPathFactory, name: str) -> Iterator[Path]:
+    """The folder `name` of this test session, shared by its test processes and held under a file lock while the
+    caller makes what it holds: under pytest-xdist the first process to need it makes it and the others wait for it."""
+    from filelock import FileLock
+
+    shared = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        shared = shared.parent  # this session's folder, above each test process's own
+    folder = shared / name
+    with FileLock(f"{folder}.lock"):
+        yield folder
+
+
 @pytest.fixture(scope="session")
 def learned_calculator(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, float, dict[str, float]]:
     """The causal model of tests/test_learning.py (plus and minus, trained once per session; about 20 s):
     (its run folder holding model.pt, its final training loss, its held-out accuracy per operation). The README's
     Python snippet is run on it as well, since it answers held-out problems as the default run's model does.
     Under pytest-xdist the first test process to need it trains it and the others wait for it and load it."""
-    from filelock import FileLock
-
     from gpt.inference.checkpoint import save_model
     from tests.test_learning import OPERATIONS, train_and_grade
 
-    shared = tmp_path_factory.getbasetemp()
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        shared = shared.parent  # this session's folder, above each test process's own
-    run_dir = shared / "learned_calculator"
-    record = run_dir / "scores.json"
-    with FileLock(f"{run_dir}.lock"):
+    with once_per_session(tmp_path_factory, "learned_calculator") as run_dir:
+        record = run_dir / "scores.json"
         if not record.exists():
             loss, accuracy, text_model = train_and_grade(calculator_data(batch_size=128, operations=OPERATIONS))
-            run_dir.mkdir()
+            run_dir.mkdir(exist_ok=True)  # left empty by a training that failed in another test process
             save_model(run_dir / "model.pt", text_model.model, text_model.tokenizer, text_model.meta)
             record.write_text(json.dumps({"loss": loss, "accuracy": accuracy}))
     scores = json.loads(record.read_text())
@@ -167,13 +176,7 @@ def refusing_sweep(tmp_path_factory: pytest.TempPathFactory) -> Path:
     a time in worker processes, each given its share of the cores' threads by the launcher (so no OMP_NUM_THREADS of
     our own). Under pytest-xdist the first test process to need it runs it and the others wait for it. Tests that
     change its files work on a copy."""
-    from filelock import FileLock
-
-    shared = tmp_path_factory.getbasetemp()
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        shared = shared.parent  # this session's folder, above each test process's own
-    folder = shared / "refusing_sweep"
-    with FileLock(f"{folder}.lock"):
+    with once_per_session(tmp_path_factory, "refusing_sweep") as folder:
         if not (folder / "stderr.txt").exists():
             folder.mkdir(exist_ok=True)
             with pytest.MonkeyPatch.context() as env:

@@ -41,7 +41,8 @@ from gpt.training.resume import find_resume_checkpoint, resume_from
 from gpt.training.run_folder import kept_on_resume, read_history, read_summary, record_stop, write_summary
 from gpt.training.run_folder_lock import locked, release
 from gpt.training.run_record import finished_line
-from tests.conftest import ROOT, TINY_RUN, CodeRunningPickle, child_env, files_in, flip_a_bit_in, play, run_cli
+from tests.conftest import (ROOT, TINY_RUN, CodeRunningPickle, child_env, files_in, flip_a_bit_in, once_per_session,
+                            play, run_cli)
 from tests.fuzzing import fresh_folder, job
 from tests.test_configs import compose_with
 from tests.test_data import TINY, train_in_process
@@ -1006,13 +1007,7 @@ FINISHED_SWEEP = ["-m", *FINISHED_RUN, "seed=0,1", "hydra.sweep.dir=sweep", "hyd
 def finished_sweep(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """FINISHED_SWEEP run to its end once per session, for the tests that damage a copy of it (see copy_of); under
     pytest-xdist the first test process to need it makes it and the others wait for it."""
-    from filelock import FileLock
-
-    shared = tmp_path_factory.getbasetemp()
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        shared = shared.parent  # this session's folder, above each test process's own
-    cwd = shared / "finished_sweep"
-    with FileLock(f"{cwd}.lock"):
+    with once_per_session(tmp_path_factory, "finished_sweep") as cwd:
         if not (cwd / "sweep/report.md").exists():
             shutil.rmtree(cwd, ignore_errors=True)  # a sweep that failed in another test process is made again
             cwd.mkdir()
