@@ -252,10 +252,10 @@ def test_report_command_rewrites_the_same_report(sweep: Path, tmp_path: Path, ca
     (copy / "report.md").unlink()
     assert cli(["report", str(copy)]) == 0
     assert (copy / "report.md").read_text() == written.replace(str(sweep), str(copy))  # it names its folder
-    assert cli(["report", str(sweep / "absent")]) == 2
-    assert capsys.readouterr().err.startswith(f"error: {sweep / 'absent'} does not exist")
-    (sweep / "empty").mkdir(exist_ok=True)
-    assert cli(["report", str(sweep / "empty")]) == 2
+    assert cli(["report", str(copy / "absent")]) == 2
+    assert capsys.readouterr().err.startswith(f"error: {copy / 'absent'} does not exist")
+    (copy / "empty").mkdir()
+    assert cli(["report", str(copy / "empty")]) == 2
     assert capsys.readouterr().err.startswith("error: no run folders")
 
 
