@@ -109,10 +109,10 @@ def train(cfg: DictConfig, run_dir: Path | None = None) -> Path | None:
     from gpt.training.callbacks import (HeldOutAccuracy, LossAtLengths, ResumeCheckpoint, SampleText, StepProgressBar,
                                         ValidateAtEnd)
     from gpt.training.checkpoint_io import AtomicCheckpointIO, load_resume_checkpoint
-    from gpt.training.checks import (check_accelerator, check_config, check_fits, check_launch, check_lengths,
-                                     optim_config, trainer_arguments)
+    from gpt.training.checks import check_accelerator, check_config, check_fits, check_lengths, optim_config
     from gpt.training.init_from import start_from
     from gpt.training.interrupts import SIGNAL_NAMES, Interrupted, StopOnInterrupt, aborted
+    from gpt.training.lightning_checks import check_launch
     from gpt.training.lit import LitGPT
     from gpt.training.loggers import finish, make_logger
     from gpt.training.model_settings import (check_settings_read, forced_unread, given_model_settings, model_accepts,
@@ -120,6 +120,7 @@ def train(cfg: DictConfig, run_dir: Path | None = None) -> Path | None:
     from gpt.training.resume import check_resumable, resume_from, train_further
     from gpt.training.run_folder import kept_on_resume, read_history, read_summary, record_duplicate
     from gpt.training.run_record import RunRecord, finished_line, summary_line, validation_off
+    from gpt.training.section_values import trainer_arguments
 
     start = time.perf_counter()
     quiet_lightning()

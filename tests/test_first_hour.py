@@ -5,6 +5,8 @@ travel (the README's Python snippet is run in tests/test_docs.py)."""
 from __future__ import annotations
 
 import importlib.util
+import subprocess
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -22,13 +24,14 @@ from gpt import ModelConfig, load
 from gpt.__main__ import main as cli
 from gpt.data.tokenizers.vocab import CharTokenizer, WordTokenizer
 from gpt.inference.checkpoint import load_checkpoint, save_model
-from gpt.training.checks import check_config, trainer_arguments
+from gpt.training.checks import check_config
 from gpt.training.composition import compose_train, parsed
 from gpt.training.preflight import preflight
 from gpt.training.recorded import as_typed
 from gpt.training.resume import resume_from
 from gpt.training.run_folder_lock import release
-from tests.conftest import build, files_in, run_cli
+from gpt.training.section_values import trainer_arguments
+from tests.conftest import ROOT, build, child_env, files_in, run_cli
 from tests.fuzzing import call, job
 from tests.test_configs import compose_with
 from train import CONFIGS
@@ -40,7 +43,7 @@ BAD = [  # (command line, what the one line must say)
     (["model.dropout=high"], "model.dropout=high must be a number in [0, 1)"),
     (["model.layers=0"], "model.layers=0 must be a positive integer"),
     (["model.heads=5"], "heads=5 does not divide dim=128"),
-    (["trainer.max_steps=abc"], "trainer.max_steps=abc must be an integer"),
+    (["trainer.max_steps=abc"], "trainer.max_steps=abc must be a positive integer"),
     (["trainer.precision=fp8"], "trainer.precision=fp8 must be one of "),
     (["data.batch_size=0"], "data.batch_size=0 must be a positive integer"),
     (["data.tasks.calculator.val_fraction=1.5"], "data.tasks.calculator.val_fraction=1.5 must be a number in (0, 1)"),
@@ -387,6 +390,18 @@ def test_train_cli_refuses_in_one_line_and_leaves_no_run_folder(tmp_path: Path, 
     assert result.returncode == 2 and result.stderr.startswith(message) and result.stderr.count("\n") == 1, \
         result.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_bad_model_value_is_refused_before_lightning_is_imported(tmp_path: Path) -> None:
+    """The model's, the optimizer's and the run's own settings are checked before the sections Lightning builds from:
+    importing Lightning for those made a typo in model.bias a six-second wait for its one line."""
+    result = subprocess.run([sys.executable, "-X", "importtime", str(ROOT / "train.py"), "model.bias=no"], cwd=tmp_path,
+                            env=child_env(), capture_output=True, text=True, timeout=300)
+    imports = [line for line in result.stderr.splitlines() if line.startswith("import time:")]
+    said = [line for line in result.stderr.splitlines() if not line.startswith("import time:")]
+    assert result.returncode == 2 and said == ["error: model.bias=no must be true or false"], said
+    imported = {line.rsplit("|", 1)[-1].strip() for line in imports}
+    assert "torch" in imported and not {name for name in imported if name.split(".")[0] == "lightning"}
 
 
 def test_generate_says_which_model_and_prints_what_the_text_api_returns(

@@ -19,7 +19,7 @@ from omegaconf import DictConfig, OmegaConf
 from gpt.sweeps import expected_time, parallel
 from gpt.sweeps.expected_time import ExpectedTime
 from gpt.sweeps.parallel import JobsPerCore, job_count, jobs_at_once
-from gpt.training import checks, precision
+from gpt.training import checks, lightning_checks, precision
 from gpt.training import preflight as preflight_module
 from gpt.training.preflight import preflight
 from gpt.training.run_folder import write_summary
@@ -124,13 +124,13 @@ def test_a_sweep_job_on_processes_that_re_run_the_command_is_refused(settings: d
     at once into the same folder and the report was written twice. A single run re-run that way is one run."""
     trainer = L.Trainer(accelerator="cpu", logger=False, enable_checkpointing=False, **settings)
     strategy = settings.get("strategy", "auto")
-    checks.check_launch(trainer, strategy, in_sweep=False)
+    lightning_checks.check_launch(trainer, strategy, in_sweep=False)
     if not refused:
-        checks.check_launch(trainer, strategy, in_sweep=True)
+        lightning_checks.check_launch(trainer, strategy, in_sweep=True)
         return
     with pytest.raises(ValueError, match=f"trainer.strategy={strategy} on 2 processes .* re-runs the whole sweep: "
                                          "pass trainer.strategy=ddp_spawn"):
-        checks.check_launch(trainer, strategy, in_sweep=True)
+        lightning_checks.check_launch(trainer, strategy, in_sweep=True)
 
 
 def test_the_expected_time_counts_the_jobs_that_run_at_once(monkeypatch: pytest.MonkeyPatch,

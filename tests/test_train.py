@@ -18,7 +18,7 @@ import generate
 from gpt import ModelConfig, load_checkpoint
 from gpt.data.tasks.calculator import split_problems
 from gpt.inference.generation import generate as generate_ids
-from gpt.training import checks, precision
+from gpt.training import checks, precision, section_values
 from gpt.training.checks import check_config
 from gpt.training.checkpoint_io import load_resume_checkpoint
 from tests.conftest import ROOT, run_cli
@@ -140,7 +140,7 @@ def test_a_null_precision_trains_in_lightnings_fp32() -> None:
     with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base="1.3"):
         cfg = compose(config_name="train", overrides=["trainer.precision=null"])
     check_config(cfg)
-    assert checks.trainer_arguments(cfg)["precision"] == "32-true"
+    assert section_values.trainer_arguments(cfg)["precision"] == "32-true"
 
 
 def test_a_block_must_hold_the_corpus_longest_line_and_may_be_exactly_as_long() -> None:

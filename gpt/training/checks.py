@@ -1,43 +1,39 @@
 """train.py's composed config checked before any work, one line per mistake: every section against the signature of
 what it is passed to (gpt/validate.py), the model's parts and the settings they read (model_settings.py), each task's
-knobs, the precision a CPU can compute in (precision.py). Also what train.py builds from that config: OptimConfig's
-fields, the data's arguments, the trainer's with the precision to train in."""
+knobs, the precision a CPU can compute in (precision.py); the sections Lightning builds from in lightning_checks.py,
+imported only once the others pass. Also what train.py builds from that config: OptimConfig's fields, the data's
+arguments."""
 from __future__ import annotations
 
 import importlib.util
 import inspect
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-import lightning as L
 import torch
-from lightning.fabric.utilities.exceptions import MisconfigurationException
-from lightning.pytorch.callbacks import Timer
-from lightning.pytorch.loggers import WandbLogger
-from lightning.pytorch.strategies.launchers import _SubprocessScriptLauncher
 from hydra.utils import get_class
 from omegaconf import DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import (ConfigAttributeError, ConfigKeyError, InterpolationKeyError, OmegaConfBaseException,
                               UnsupportedInterpolationType)
 
-from gpt.data.tasks.datamodule import build_tasks
 from gpt.evaluation.extrapolation import too_long
 from gpt.model.config import ModelConfig
 from gpt.model.gpt import check_parts
 from gpt.overrides import override_key, quoted
-from gpt.training.callbacks import LossAtLengths, ResumeCheckpoint, SampleText
 from gpt.training.init_from import check_init_from
-from gpt.training.loggers import WandbMode
 from gpt.training.model_settings import check_settings_read, given_model_settings, model_config
 from gpt.training.optim import OptimConfig, check_schedule_reads, check_sharding
-from gpt.training.precision import check_cpu_precision, resolve_precision
+from gpt.training.precision import check_cpu_precision
 from gpt.training.recorded import as_typed
-from gpt.validate import (NonNegativeFloat, PositiveInt, Range, check_section, check_value, declared_types,
-                          did_you_mean, first_line)
+from gpt.training.section_values import user_values
+from gpt.validate import (PositiveInt, Range, check_section, check_value, declared_types, did_you_mean,
+                          first_line)
+
+if TYPE_CHECKING:
+    import lightning as L
 
 CPU_DEVICES = PositiveInt | Literal["auto"]  # what Lightning takes as trainer.devices on the CPU
-SET_BY_TRAIN = ("callbacks", "logger", "plugins", "default_root_dir")  # train() passes these to the Trainer itself
 SECTIONS = ("model", "data", "optim", "trainer", "callbacks.checkpoint", "callbacks.sample", "logger")
 GROUPS = tuple(dict.fromkeys(key.split(".")[0] for key in SECTIONS))  # train.yaml's sections, beside RunSettings
 CALLBACKS = ("checkpoint", "sample", "lengths")  # configs/callbacks/default.yaml's, each one read by train.py
@@ -76,12 +72,6 @@ def given_settings(overrides: Sequence[str], section: str) -> list[str]:
     return [key.removeprefix(f"{section}.") for key in keys if key.startswith(f"{section}.")]
 
 
-def user_values(node: DictConfig) -> dict[str, Any]:
-    """A section's values as plain Python, less those interpolated from elsewhere (checked where they are set)."""
-    values = OmegaConf.to_container(node, resolve=False)
-    return {k: values[k] for k in node if k != "_target_" and not OmegaConf.is_interpolation(node, k)}
-
-
 def check_accelerator(trainer: DictConfig) -> None:
     """On the machine that trains (not where a command is composed: a cluster's login node has no GPU), a GPU
     trainer needs one. Lightning's own words, "No supported gpu backend found!", name neither setting nor fix."""
@@ -97,16 +87,6 @@ def check_accelerator(trainer: DictConfig) -> None:
     if trainer.accelerator == "tpu" and importlib.util.find_spec("torch_xla") is None:
         raise ValueError("trainer.accelerator=tpu needs torch_xla, which this Python lacks: run on a TPU machine with "
                          "it installed, or drop trainer.accelerator=tpu to train on the CPU")
-
-
-def check_launch(trainer: L.Trainer, strategy: str, in_sweep: bool) -> None:
-    """Lightning's ddp, which trainer.strategy=auto picks for several devices, starts each other process by running
-    the command line again: under -m that process ran the whole sweep a second time, its jobs trained twice at once
-    into the same folders and the report written twice. ddp_spawn starts them from inside the job."""
-    if in_sweep and isinstance(trainer.strategy.launcher, _SubprocessScriptLauncher):
-        raise ValueError(f"trainer.strategy={strategy} on {trainer.world_size} processes starts the others by running "
-                         "the command again, which under -m re-runs the whole sweep: pass trainer.strategy=ddp_spawn "
-                         "(or trainer=ddp)")
 
 
 def check_config(cfg: DictConfig, overrides: Sequence[str] | None = None, sweep: Sequence[str] = ()) -> None:
@@ -186,6 +166,9 @@ def check_known_keys(cfg: DictConfig) -> None:
 
 
 def check_sections(cfg: DictConfig) -> None:
+    """Every section's values against what reads them: first those needing no Lightning (the model, the optimizer,
+    the run's own keys), whose import made a typo there a six-second wait for one line; then the sections Lightning
+    builds from (lightning_checks.py)."""
     check_resolves(cfg)
     for key in SECTIONS:  # a section replaced by a value (callbacks.sample=7) or removed (~data)
         node = OmegaConf.select(cfg, key)
@@ -195,44 +178,18 @@ def check_sections(cfg: DictConfig) -> None:
     check_known_keys(cfg)
     check_section("model", user_values(cfg.model), ModelConfig, not_settable=["vocab_size"])
     check_parts(model_config(cfg, vocab_size=1))
-    check_section("data", user_values(cfg.data), get_class(cfg.data._target_), not_settable=["given"])
-    # Running text's windows follow the model's context: set apart, the model trained on windows of another length
-    # (positions past them never trained) or was refused for a "longest line" running text does not have.
-    if "block_size" in cfg.data and not OmegaConf.is_interpolation(cfg.data, "block_size") \
-            and cfg.data.block_size != cfg.model.block_size:
-        raise ValueError(f"data.block_size={cfg.data.block_size} is not set on its own: it follows model.block_size="
-                         f"{cfg.model.block_size}; set model.block_size={cfg.data.block_size} instead")
-    if cfg.data.get("tasks") is not None:  # each task's knobs, by the task itself
-        build_tasks(OmegaConf.to_container(cfg.data.tasks, resolve=True))
     check_section("optim", user_values(cfg.optim), OptimConfig)
-    arguments = trainer_arguments(cfg)
-    check_section("trainer", {**user_values(cfg.trainer), "precision": arguments["precision"]}, L.Trainer,
-                  not_settable=SET_BY_TRAIN)
-    check_max_time(arguments.get("max_time"))
-    # Lightning takes these at 0, then divides by them once training starts: a traceback after the run folder is made.
-    check_value("trainer.accumulate_grad_batches", arguments.get("accumulate_grad_batches", 1), PositiveInt)
-    # Lightning's fp32 path skips a clip <= 0; in bf16-mixed and FSDP LitGPT clips itself, and torch's clip_grad_norm_
-    # takes -1 as a factor of -1/norm: every gradient flipped, the loss climbing.
-    check_value("trainer.gradient_clip_val", arguments.get("gradient_clip_val"), NonNegativeFloat | None)
-    if arguments.get("val_check_interval") == 0:
-        raise ValueError("trainer.val_check_interval=0: it counts the batches between validations, at least 1; every "
-                         "run validates at its last step, so to validate only there set it to trainer.max_steps")
     if OmegaConf.is_interpolation(cfg.optim, "max_steps"):  # the schedule's length follows trainer.max_steps
         check_value("trainer.max_steps", cfg.trainer.max_steps, PositiveInt)  # named as set, not as optim's field
     OptimConfig.from_dict(optim_config(cfg))  # option names, and ranges that relate fields (after trainer.max_steps)
-    check_section("callbacks.checkpoint", user_values(cfg.callbacks.checkpoint), ResumeCheckpoint, ["dirpath"])
-    check_section("callbacks.sample", user_values(cfg.callbacks.sample), SampleText,
-                  not_settable=["tokenizer", "meta", "seed"])
-    check_section("callbacks.lengths", user_values(cfg.callbacks.lengths), LossAtLengths)
-    if cfg.callbacks.lengths.at and cfg.data.get("tasks") is not None:
-        raise ValueError("callbacks.lengths.at scores running text at longer lengths; a task is graded per length by "
-                         "its own lines (data=length): set callbacks.lengths.at=null")
-    if cfg.get("logger"):
-        check_section("logger", user_values(cfg.logger), get_class(cfg.logger._target_))
-        if "mode" in cfg.logger and get_class(cfg.logger._target_) is WandbLogger:
-            check_value("logger.mode", cfg.logger.mode, WandbMode)
     for key, hint in declared_types(RunSettings).items():
         check_value(key, cfg.get(key), hint)
+    if cfg.resume and cfg.ckpt_path:
+        raise ValueError("pass either resume=true (newest run with this config) or ckpt_path=<path>, not both")
+    check_init_from(cfg.init_from)
+    from gpt.training.lightning_checks import check_lightning_sections  # Lightning: only once the above pass
+
+    check_lightning_sections(cfg)
     if cfg.trainer.accelerator == "cpu":  # -1 (every GPU on a GPU) was Lightning's TypeError after the run folder
         check_value("trainer.devices", cfg.trainer.devices, CPU_DEVICES)
     if cfg.trainer.accelerator == "cpu":
@@ -240,28 +197,6 @@ def check_sections(cfg: DictConfig) -> None:
     # Also refused when the optimizer is built (a Trainer given an FSDP strategy object), but on the GPUs, after
     # the run folder, the data and the model: named here from the config, before any work.
     check_sharding(cfg.optim.name, "fsdp" in str(cfg.trainer.strategy).lower())
-    if cfg.resume and cfg.ckpt_path:
-        raise ValueError("pass either resume=true (newest run with this config) or ckpt_path=<path>, not both")
-    check_init_from(cfg.init_from)
-
-
-def trainer_arguments(cfg: DictConfig) -> dict[str, Any]:
-    """The trainer section as lightning.Trainer takes it: plain values (it reads a dict max_time, not a DictConfig)
-    and the precision to train in."""
-    return {**OmegaConf.to_container(cfg.trainer, resolve=True),
-            "precision": resolve_precision(None if cfg.trainer.precision is None else str(cfg.trainer.precision),
-                                           cfg.trainer.accelerator)}
-
-
-def check_max_time(max_time: Any) -> None:
-    """Lightning refuses a trainer.max_time it cannot read only once the run folder is made, naming no key."""
-    if max_time is None:
-        return
-    try:
-        Timer(duration=max_time)
-    except (MisconfigurationException, TypeError, ValueError):
-        raise ValueError(f"trainer.max_time={quoted(max_time)} must be DD:HH:MM:SS (00:01:30:00 is 90 minutes) or a "
-                         "mapping of days, hours, minutes and seconds ({minutes:90})") from None
 
 
 def check_fits(model_cfg: ModelConfig, data: L.LightningDataModule) -> None:
