@@ -392,16 +392,26 @@ def test_train_cli_refuses_in_one_line_and_leaves_no_run_folder(tmp_path: Path, 
     assert list(tmp_path.iterdir()) == []
 
 
-def test_a_bad_model_value_is_refused_before_lightning_is_imported(tmp_path: Path) -> None:
-    """The model's, the optimizer's and the run's own settings are checked before the sections Lightning builds from:
-    importing Lightning for those made a typo in model.bias a six-second wait for its one line."""
-    result = subprocess.run([sys.executable, "-X", "importtime", str(ROOT / "train.py"), "model.bias=no"], cwd=tmp_path,
+@pytest.mark.parametrize("command, code, said", [
+    (["train.py", "model.bias=no"], 2, "error: model.bias=no must be true or false"),
+    (["train.py", "data.tasks.calculator.operations=[plus,modulo]"], 2,
+     "error: data.tasks.calculator.operations has unknown ['modulo']; choose from ['plus', 'minus', 'times', "
+     "'divided by']"),
+    (["gpt", "which-split", "one plus one equals"], 0, None),
+])
+def test_what_needs_no_lightning_does_not_wait_for_its_import(tmp_path: Path, command: list[str], code: int,
+                                                              said: str | None) -> None:
+    """The model's, the optimizer's, the tasks' and the run's own settings are checked before the sections Lightning
+    builds from, and which-split reads tasks without the data module: importing Lightning for them made a typo in
+    model.bias, or a question to which-split, a five-to-six-second wait for one line."""
+    script = ["-m", command[0]] if command[0] == "gpt" else [str(ROOT / command[0])]
+    result = subprocess.run([sys.executable, "-X", "importtime", *script, *command[1:]], cwd=tmp_path,
                             env=child_env(), capture_output=True, text=True, timeout=300)
     imports = [line for line in result.stderr.splitlines() if line.startswith("import time:")]
-    said = [line for line in result.stderr.splitlines() if not line.startswith("import time:")]
-    assert result.returncode == 2 and said == ["error: model.bias=no must be true or false"], said
+    told = [line for line in result.stderr.splitlines() if not line.startswith("import time:")]
+    assert result.returncode == code and told == ([said] if said else []), told
     imported = {line.rsplit("|", 1)[-1].strip() for line in imports}
-    assert "torch" in imported and not {name for name in imported if name.split(".")[0] == "lightning"}
+    assert imported and not {name for name in imported if name.split(".")[0] == "lightning"}
 
 
 def test_generate_says_which_model_and_prints_what_the_text_api_returns(

@@ -14,7 +14,8 @@ from gpt.data.batches import IGNORE_INDEX
 from gpt.data.tasks import TASKS, Example
 from gpt.data.tasks.base import SampledTask, doubling, split_of
 from gpt.data.tasks.calculator import words_to_number
-from gpt.data.tasks.datamodule import TaskData, build_tasks, encode_line, held_out
+from gpt.data.tasks.datamodule import TaskData, encode_line, held_out
+from gpt.data.tasks.spec import build_tasks
 
 SMALL = {"recall": {"pairs": (2, 4), "keys": 8, "values": 8}, "copy": {"length": 5, "vocab": 6, "blanks": 3},
          "distance": {"length": 40, "queries": 3, "distractors": 1, "keys": 8, "values": 8, "first_bucket": 4,

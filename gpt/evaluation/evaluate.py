@@ -17,7 +17,8 @@ import numpy as np
 from gpt.data.prepared import check_prepared_as, open_prepared, tokenizer_digest
 from gpt.data.recipe import Recipe
 from gpt.data.tasks.base import doubling
-from gpt.data.tasks.datamodule import build_tasks, held_out, repeats_note
+from gpt.data.tasks.datamodule import held_out, repeats_note
+from gpt.data.tasks.spec import build_tasks
 from gpt.evaluation.bpb import byte_counts, text_loss
 from gpt.evaluation.extrapolation import check_length, loss_by_position
 from gpt.evaluation.grading import grade, scores_by_group

@@ -7,7 +7,7 @@ import argparse
 from pathlib import Path
 
 from gpt.data.tasks.calculator import Calculator, split_problems
-from gpt.data.tasks.datamodule import build_tasks
+from gpt.data.tasks.spec import build_tasks
 from gpt.validate import Fraction, check_value
 
 RUN_FLAGS = ("seed", "val_fraction", "test_fraction")  # what --ckpt reads from the run instead

@@ -17,6 +17,7 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import (ConfigAttributeError, ConfigKeyError, InterpolationKeyError, OmegaConfBaseException,
                               UnsupportedInterpolationType)
 
+from gpt.data.tasks.spec import build_tasks
 from gpt.evaluation.extrapolation import too_long
 from gpt.model.config import ModelConfig
 from gpt.model.gpt import check_parts
@@ -178,6 +179,8 @@ def check_sections(cfg: DictConfig) -> None:
     check_known_keys(cfg)
     check_section("model", user_values(cfg.model), ModelConfig, not_settable=["vocab_size"])
     check_parts(model_config(cfg, vocab_size=1))
+    if cfg.data.get("tasks") is not None:  # each task's knobs, by the task itself
+        build_tasks(OmegaConf.to_container(cfg.data.tasks, resolve=True))
     check_section("optim", user_values(cfg.optim), OptimConfig)
     if OmegaConf.is_interpolation(cfg.optim, "max_steps"):  # the schedule's length follows trainer.max_steps
         check_value("trainer.max_steps", cfg.trainer.max_steps, PositiveInt)  # named as set, not as optim's field

@@ -13,7 +13,6 @@ from lightning.pytorch.loggers import WandbLogger
 from lightning.pytorch.strategies.launchers import _SubprocessScriptLauncher
 from omegaconf import DictConfig, OmegaConf
 
-from gpt.data.tasks.datamodule import build_tasks
 from gpt.overrides import quoted
 from gpt.training.callbacks import LossAtLengths, ResumeCheckpoint, SampleText
 from gpt.training.loggers import WandbMode
@@ -31,8 +30,6 @@ def check_lightning_sections(cfg: DictConfig) -> None:
             and cfg.data.block_size != cfg.model.block_size:
         raise ValueError(f"data.block_size={cfg.data.block_size} is not set on its own: it follows model.block_size="
                          f"{cfg.model.block_size}; set model.block_size={cfg.data.block_size} instead")
-    if cfg.data.get("tasks") is not None:  # each task's knobs, by the task itself
-        build_tasks(OmegaConf.to_container(cfg.data.tasks, resolve=True))
     arguments = trainer_arguments(cfg)
     check_section("trainer", {**user_values(cfg.trainer), "precision": arguments["precision"]}, L.Trainer,
                   not_settable=SET_BY_TRAIN)

@@ -4,50 +4,17 @@ the test split."""
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping, Sequence
-from dataclasses import fields
+from collections.abc import Sequence
 from functools import cached_property, lru_cache
 from typing import Any
 
 import torch
 
 from gpt.data.batches import BatchedData, RowBatches, line_tensors
-from gpt.data.tasks import TASKS, Line, Task
+from gpt.data.tasks import Line, Task
+from gpt.data.tasks.spec import build_tasks
 from gpt.data.tokenizers.vocab import WordTokenizer
-from gpt.overrides import quoted
-from gpt.validate import PositiveInt, did_you_mean
-
-
-def plain(value: Any) -> Any:
-    """A knob's value as a task keeps it: a YAML list as a tuple (tasks are frozen, hashable dataclasses)."""
-    return tuple(value) if isinstance(value, Sequence) and not isinstance(value, str) else value
-
-
-def build_tasks(spec: Mapping[str, Mapping[str, Any] | None]) -> tuple[Task, ...]:
-    """Tasks from `{name: {knob: value}}` (configs/data/<name>.yaml's `tasks`), one clear error per mistake."""
-    if not spec:
-        raise ValueError(f"data.tasks is empty: name at least one of {', '.join(TASKS)}")
-    tasks = []
-    for name, knobs in spec.items():
-        if name not in TASKS:
-            raise ValueError(f"data.tasks.{name} is not a task; choose from {', '.join(TASKS)}"
-                             f"{did_you_mean(str(name), TASKS, 'data.tasks.')}")
-        known = {f.name for f in fields(TASKS[name])}  # the knobs, not the ClassVars
-        if not isinstance(knobs, Mapping | None):
-            raise ValueError(f"data.tasks.{name}={quoted(knobs)} must be a mapping of its knobs: "
-                             f"{', '.join(sorted(known))}")
-        unknown = sorted(str(knob) for knob in set(knobs or {}) - known)
-        if unknown:
-            raise ValueError(f"data.tasks.{name}.{unknown[0]} is not a knob of {name}; its knobs: "
-                             f"{', '.join(sorted(known))}"
-                             f"{did_you_mean(unknown[0], sorted(known), f'data.tasks.{name}.')}")
-        tasks.append(TASKS[name](**{knob: plain(value) for knob, value in (knobs or {}).items()}))
-    alone = next((task.name for task in tasks if task.runs_alone), None)
-    if alone and len(tasks) > 1:
-        others = ", ".join(task.name for task in tasks if task.name != alone)
-        raise ValueError(f"data.tasks.{alone} runs alone (data={alone}): lines of {others} can train the positions "
-                         f"it must meet untrained; run {alone} in a run of its own")
-    return tuple(tasks)
+from gpt.validate import PositiveInt
 
 
 @lru_cache(maxsize=8)
