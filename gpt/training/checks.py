@@ -195,7 +195,6 @@ def check_sections(cfg: DictConfig) -> None:
     check_lightning_sections(cfg)
     if cfg.trainer.accelerator == "cpu":  # -1 (every GPU on a GPU) was Lightning's TypeError after the run folder
         check_value("trainer.devices", cfg.trainer.devices, CPU_DEVICES)
-    if cfg.trainer.accelerator == "cpu":
         check_cpu_precision(cfg.trainer.precision)
     # Also refused when the optimizer is built (a Trainer given an FSDP strategy object), but on the GPUs, after
     # the run folder, the data and the model: named here from the config, before any work.

@@ -23,6 +23,8 @@ SET_BY_TRAIN = ("callbacks", "logger", "plugins", "default_root_dir")  # train()
 
 
 def check_lightning_sections(cfg: DictConfig) -> None:
+    """The data, trainer, callback and logger sections against the classes Lightning builds from them, and the values
+    Lightning takes but fails on only once training has begun."""
     check_section("data", user_values(cfg.data), get_class(cfg.data._target_), not_settable=["given"])
     # Running text's windows follow the model's context: set apart, the model trained on windows of another length
     # (positions past them never trained) or was refused for a "longest line" running text does not have.
