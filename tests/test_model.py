@@ -9,6 +9,7 @@ import gpt
 from gpt import GPT, ModelConfig, generate, load_checkpoint
 from gpt.data.tokenizers.vocab import CharTokenizer
 from gpt.inference.checkpoint import save_model
+from gpt.inference.compiled import compile_for_decoding
 from tests.conftest import build
 
 
@@ -183,6 +184,36 @@ def test_caches_of_the_form_a_model_makes_are_taken_from_another_model(tiny_cfg:
     caches = build(ModelConfig(**{**tiny_cfg.to_dict(), **maker})).new_caches(1)
     ids = torch.zeros(1, 3, dtype=torch.long)
     torch.testing.assert_close(model(ids, caches), model(ids))
+
+
+def test_caches_another_model_filled_are_refused_until_reset(tiny_cfg: ModelConfig) -> None:
+    # Of the same form they were read silently: the second model attended to the first one's keys and values.
+    first, second = build(tiny_cfg).eval(), build(tiny_cfg).eval()
+    caches, ids = first.new_caches(1), torch.tensor([[1, 2, 3]])
+    first(ids, caches)
+    with pytest.raises(ValueError, match=r"^caches filled by another model: layer 0's holds 3 positions of another "
+                                         r"model's keys and values, which this model would read as its own: call "
+                                         r"reset\(\) on each cache first, or make them with this model's "
+                                         r"new_caches\(1\)$"):
+        second(ids[:, :1], caches)
+    assert caches[0].length == 3  # refused before any layer wrote to them
+    for cache in caches:
+        cache.reset()
+    torch.testing.assert_close(second(ids, caches), second(ids))
+    torch.testing.assert_close(second(ids[:, :1], caches), second(torch.cat([ids, ids[:, :1]], 1))[:, -1:])
+    del second  # the second model fed them last (and is gone): they hold none of the first one's keys
+    with pytest.raises(ValueError, match="^caches filled by another model"):
+        first(ids[:, :1], caches)
+
+
+def test_compiled_decoding_refuses_caches_another_model_filled_before_compiling(tiny_cfg: ModelConfig) -> None:
+    # Its exported step writes the caches' buffers without the model's forward, which makes the check elsewhere.
+    first, second = build(tiny_cfg).eval(), compile_for_decoding(build(tiny_cfg).eval())
+    caches = first.new_caches(1)
+    first(torch.tensor([[1, 2, 3]]), caches)
+    with pytest.raises(ValueError, match="^caches filled by another model: layer 0's holds 3 positions"):
+        second(torch.tensor([[4]]), caches)
+    assert second.steps == {} and caches[0].length == 3  # nothing compiled, nothing written
 
 
 def test_ids_outside_the_vocabulary_are_refused_by_the_forward_naming_the_fix(tiny_cfg: ModelConfig) -> None:

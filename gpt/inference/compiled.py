@@ -13,7 +13,7 @@ import torch
 from torch import nn
 
 from gpt.model.attention.base import Cache, KVCache
-from gpt.model.gpt import GPT
+from gpt.model.gpt import GPT, claim_caches
 
 
 # Inductor's `decompose_mm_pass` writes a multiply of a few rows (a decode step's batch) as an elementwise
@@ -90,6 +90,8 @@ class CompiledDecoding:
         return getattr(self.__dict__["model"], name)
 
     def __call__(self, idx: torch.Tensor, caches: list[Cache] | None = None) -> torch.Tensor:
+        if caches:  # as the model does, where the compiled step never reaches its forward
+            claim_caches(caches, self.model, idx.shape[0])
         if not caches or not all(type(cache) is KVCache for cache in caches) or self.model.training \
                 or self.cfg.block_size < 4:  # too short a context to export the step over a range of lengths
             return self.compiled(idx, caches)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import weakref
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -132,6 +133,19 @@ def check_caches(caches: object, layers: int, batch: int, form: str) -> None:
                              f"take {form}: make them with this model's new_caches({batch})")
 
 
+def claim_caches(caches: list[Cache], model: nn.Module, batch: int) -> None:
+    """Raise ValueError naming the fix where a cache holds positions another model fed it; then mark every cache as
+    `model`'s. Caches of the same form from another model were read silently, its keys and values taken for this
+    model's (empty ones are taken: they hold nothing of the other model)."""
+    for i, cache in enumerate(caches):
+        fed_by = getattr(cache, "fed_by", None)  # a weak reference to the model that last fed it
+        if cache.length and fed_by is not None and fed_by() is not model:
+            raise ValueError(f"caches filled by another model: layer {i}'s holds {cache.length} positions of another "
+                             "model's keys and values, which this model would read as its own: call reset() on each "
+                             f"cache first, or make them with this model's new_caches({batch})")
+        cache.fed_by = weakref.ref(model)
+
+
 def check_cache_dtype(dtype: torch.dtype, model_dtype: torch.dtype, device_type: str) -> None:
     """Raise ValueError naming the fix unless caches of `dtype` hold what the model's layers hand them: keys in
     another dtype than the queries failed at the first prompt in torch's own error, deep in attention. Casting them
@@ -224,6 +238,8 @@ class GPT(nn.Module):
                              "caches): compute the loss as F.cross_entropy(logits.flatten(0, 1), targets.flatten())")
         if caches is not None:
             check_caches(caches, len(self.blocks), idx.shape[0], self.cache_form)
+            if not torch.compiler.is_compiling():  # a compiled step is fed views of the caches, not the caches
+                claim_caches(caches, self, idx.shape[0])
         device = self.tok_emb.weight.device
         if idx.device != device:  # torch's "Expected all tensors to be on the same device" came from the embedding
             raise ValueError(f"token ids on {idx.device}, this model on {device}: move the ids to the model with "
