@@ -11,10 +11,11 @@ from pathlib import Path
 from typing import BinaryIO
 
 
-def _umask() -> int:
+def file_mode() -> int:
+    """The permissions open() gives a new file under this process's umask (0o644 under the usual 022)."""
     mask = os.umask(0)
     os.umask(mask)
-    return mask
+    return 0o666 & ~mask
 
 
 @contextmanager
@@ -25,7 +26,7 @@ def atomic_open(path: str | Path) -> Iterator[BinaryIO]:
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     os.close(fd)
     try:
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes it private; the file gets the permissions open() would give
+        os.chmod(tmp, file_mode())  # mkstemp makes it private; the file gets the permissions open() would give
         with open(tmp, "wb") as f:
             yield f
             f.flush()

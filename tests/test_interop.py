@@ -69,6 +69,12 @@ def test_exported_folders_of_each_family_generate_the_same_greedy_tokens(
     save_model(tmp_path / "model.pt", model, tokenizer)
     assert cli(["export", "--ckpt", str(tmp_path / "model.pt"), "--to", str(tmp_path / "hf")]) == 0
     assert f"a Hugging Face {family} model, no tokenizer files" in capsys.readouterr().out
+    # transformers wrote model.safetensors 0600, readable by no one else on a shared machine: each file has the
+    # permissions a file written with open() gets
+    (tmp_path / "written").write_text("")
+    mode = oct((tmp_path / "written").stat().st_mode)
+    assert {f.name: oct(f.stat().st_mode) for f in (tmp_path / "hf").iterdir()} == \
+        {f.name: mode for f in (tmp_path / "hf").iterdir()}
     hf = transformers.AutoModelForCausalLM.from_pretrained(tmp_path / "hf").eval()
     ids = torch.tensor([tokenizer.encode(TEXT[:10])])
     with torch.no_grad():

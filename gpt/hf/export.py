@@ -13,6 +13,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from gpt.atomic import file_mode
 from gpt.data.tokenizers.base import Tokenizer
 from gpt.data.tokenizers.gpt2 import GPT2Tokenizer, gpt2_files
 from gpt.data.tokenizers.hf import HFTokenizer
@@ -102,6 +103,11 @@ def run(args: argparse.Namespace) -> None:
     tmp = args.to.parent / f".{args.to.name}.tmp-{os.getpid()}"
     try:
         wrote = save_hf(model, tokenizer, tmp, meta)
+        # transformers writes model.safetensors private (0600) through a temporary file: on a shared machine no one
+        # else could load the export. Every file gets the permissions the others have.
+        for file in tmp.rglob("*"):
+            if file.is_file():
+                file.chmod(file_mode())
         tmp.rename(args.to)
     except OSError as err:  # a --to under a file, or where nothing may be written: one line, not a traceback
         raise ValueError(f"--to {args.to}: cannot write there ({err.strerror}: {err.filename}): name a new folder "
