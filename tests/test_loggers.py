@@ -85,9 +85,11 @@ def test_wandb_offline_multirun_gives_each_job_its_own_run_in_its_folder(no_wand
         assert sorted(step for step, _ in rows) == [10, 20] and all(isinstance(text, str) for _, text in rows)
 
 
-def test_an_empty_sample_is_said_to_be_empty(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
+def test_an_empty_sample_is_said_to_be_empty_and_how_it_was_drawn(monkeypatch: pytest.MonkeyPatch,
+                                                                   capsys: pytest.CaptureFixture) -> None:
     """Early in training on a one-example-per-line corpus the model may end its line at once (on running text, its
-    document): the printed sample says so instead of ending at `sample:`."""
+    document): the printed sample says so instead of ending at `sample:`. It names its temperature: a calculator line
+    sampled at 0.8 read as a wrong answer from a model that answers every held-out problem greedily."""
     class EndsAtOnce:
         line_based = True
 
@@ -101,10 +103,15 @@ def test_an_empty_sample_is_said_to_be_empty(monkeypatch: pytest.MonkeyPatch, ca
     sample = callbacks.SampleText(CharTokenizer.fit("ab\n"), {})
     trainer = SimpleNamespace(sanity_checking=False, is_global_zero=True, global_step=30, loggers=[])
     sample.on_validation_epoch_end(trainer, SimpleNamespace(model=None, print=print))
-    assert capsys.readouterr().out == "step 30 sample: (an empty line: the model ends the line at once)\n"
+    assert capsys.readouterr().out == \
+        "step 30 sample at temperature 0.8: (an empty line: the model ends the line at once)\n"
     EndsAtOnce.line_based = False  # running text stops at the end-of-text token
     sample.on_validation_epoch_end(trainer, SimpleNamespace(model=None, print=print))
-    assert capsys.readouterr().out == "step 30 sample: (nothing: the model ends the document at once)\n"
+    assert capsys.readouterr().out == \
+        "step 30 sample at temperature 0.8: (nothing: the model ends the document at once)\n"
+    sample.temperature = 0  # argmax: nothing drawn at random
+    sample.on_validation_epoch_end(trainer, SimpleNamespace(model=None, print=print))
+    assert capsys.readouterr().out == "step 30 greedy sample: (nothing: the model ends the document at once)\n"
 
 
 def test_a_sample_prompt_that_ends_its_line_stops_the_run_before_training() -> None:
