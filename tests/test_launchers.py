@@ -11,7 +11,9 @@ import lightning as L
 import pytest
 import torch
 from hydra import initialize_config_dir
+from hydra.core.config_store import ConfigStore
 from hydra.core.global_hydra import GlobalHydra
+from hydra.core.plugins import Plugins
 from hydra.types import RunMode
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
@@ -95,6 +97,22 @@ def test_a_slurm_sweep_off_a_cluster_is_one_line_and_no_folder(monkeypatch: pyte
     assert list(tmp_path.iterdir()) == []
     monkeypatch.setattr(preflight_module.shutil, "which", lambda tool: f"/usr/bin/{tool}")
     assert preflight(argv, ROOT / "configs", checks.check_config, claim=True) == argv
+
+
+def test_a_slurm_sweep_without_the_cluster_extra_names_the_install(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                                                    capsys: pytest.CaptureFixture) -> None:
+    """Without hydra-submitit-launcher the sweep was refused as 'hydra/launcher=submitit_slurm is not an option of
+    hydra/launcher: choose one of basic, cores, joblib, slurm', an option no one typed, and slurm among the choices."""
+    Plugins.instance()  # the installed plugins' configs are in Hydra's store once it has looked for plugins
+    launchers = ConfigStore.instance().repo["hydra"]["launcher"]
+    monkeypatch.delitem(launchers, "submitit_slurm.yaml")  # as where the plugin is not installed
+    monkeypatch.delitem(launchers, "submitit_local.yaml")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit):
+        preflight(["-m", "hydra/launcher=slurm", "seed=0,1"], ROOT / "configs", checks.check_config, claim=True)
+    assert capsys.readouterr().err == "error: hydra/launcher=slurm needs hydra-submitit-launcher, which is not " \
+        'installed here: pip install -e ".[cluster]"\n'
+    assert list(tmp_path.iterdir()) == []
 
 
 @pytest.mark.parametrize("override, refusal", [

@@ -96,7 +96,15 @@ def group_options(config_dir: Path, group: str) -> list[str]:
         return GlobalHydra.instance().config_loader().get_group_options(group)
 
 
+# Options of Hydra's own groups that a plugin from one of this project's extras brings, and the option of ours that
+# builds on each: without the plugin, Hydra's error named the plugin's option, which no user typed, as no option.
+PLUGIN_OPTIONS = {("hydra/launcher", "submitit_slurm"): ("hydra/launcher=slurm", "hydra-submitit-launcher", "cluster")}
+
+
 def not_an_option(config_dir: Path, group: str, option: str) -> str:
+    if (group, option) in PLUGIN_OPTIONS:
+        ours, package, extra = PLUGIN_OPTIONS[group, option]
+        return f'{ours} needs {package}, which is not installed here: pip install -e ".[{extra}]"'
     options = group_options(config_dir, group)
     return (f"{group}={option} is not an option of {group}: choose one of {', '.join(options)}"
             f"{did_you_mean(option, options, group + '=')}")
