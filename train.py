@@ -252,7 +252,10 @@ def train(cfg: DictConfig, run_dir: Path | None = None) -> Path | None:
                       stopper.aborted_by or signal.SIGINT) from None
     # From the records on disk: under trainer=ddp (spawn) rank 0 trained in another process, not in this one. A stop's
     # summary.json holds no steps; the last.ckpt that the stop wrote does.
-    steps = (read_summary(run_dir) or {}).get("steps", trainer.global_step)
+    summary = read_summary(run_dir) or {}
+    steps = summary.get("steps", trainer.global_step)
+    if spawned and stopper.requested and summary.get("status") == "ok":
+        stopper.requested = False  # the ranks' last step ended as the signal came: they finished (StopOnInterrupt)
     if spawned and stopper.requested:
         steps = load_resume_checkpoint(checkpoint.path)["global_step"]
     took = "stopped after" if stopper.requested else "done in"
@@ -333,6 +336,21 @@ def check_command(cfg: DictConfig, *, sweep: Sequence[str] = ()) -> None:
     check_config(cfg, sweep=sweep)
 
 
+def cli() -> None:
+    """`python train.py <overrides>`: the checks, then Hydra's main."""
+    try:
+        sys.argv[1:] = preflight(sys.argv[1:], CONFIGS, check_command, claim=True)
+        main()
+    # Ctrl-C before training began: StopOnInterrupt listens from the first step, and train() words one after the
+    # last. Python's traceback came from wherever the run was (importing Lightning, training a tokenizer, building
+    # the model), and the run folder stayed behind with nothing of the run's in it.
+    except KeyboardInterrupt:
+        from gpt.training.run_folder_lock import discard_claimed_if_never_started
+
+        discard_claimed_if_never_started()
+        print("stopped by Ctrl-C before training began: nothing was trained or saved", file=sys.stderr)
+        sys.exit(128 + signal.SIGINT)
+
+
 if __name__ == "__main__":
-    sys.argv[1:] = preflight(sys.argv[1:], CONFIGS, check_command, claim=True)
-    main()
+    cli()

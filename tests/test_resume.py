@@ -321,6 +321,44 @@ def train_patched(tmp_path: Path, patch: str, *overrides: str) -> subprocess.Com
                           text=True, timeout=300)
 
 
+@pytest.mark.parametrize("moment", ["gpt.training.lightning_checks.check_lightning_sections",  # importing Lightning
+                                    "gpt.training.lit.LitGPT"])  # building the model, in the run's folder
+def test_a_ctrl_c_before_training_is_one_line_and_leaves_no_run_folder(tmp_path: Path, moment: str) -> None:
+    """Before training began a Ctrl-C was Python's traceback of fifty lines from wherever the run was (Lightning's
+    import, a tokenizer's training on a real corpus, the model's build), and the run folder stayed, with nothing of
+    the run's in it."""
+    module, name = moment.rsplit(".", 1)
+    proc = train_patched(tmp_path, f"""
+import importlib, os
+def ctrl_c(*args, **kwargs):
+    os.kill(os.getpid(), signal.SIGINT)
+setattr(importlib.import_module({module!r}), {name!r}, ctrl_c)
+""")
+    assert proc.returncode == 130, proc.stderr[-2000:]
+    assert proc.stderr == "stopped by Ctrl-C before training began: nothing was trained or saved\n"
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_at_the_last_step_leaves_a_finished_run(tmp_path: Path, signum: int) -> None:
+    """A Ctrl-C that landed in the last step was taken as a stop: summary.json said stopped, with no numbers (the
+    report showed the run as stopped), and the last line said to continue it with ckpt_path=, which was then refused
+    as a run that has finished."""
+    proc = train_patched(tmp_path, f"""
+import os
+stop_after = StopOnInterrupt.on_train_batch_end
+def signal_in_the_last_step(self, trainer, *args):
+    if trainer.global_step == trainer.max_steps:
+        os.kill(os.getpid(), {int(signum)})
+    stop_after(self, trainer, *args)
+StopOnInterrupt.on_train_batch_end = signal_in_the_last_step
+""")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert read_summary(tmp_path / "run")["status"] == "ok" and read_summary(tmp_path / "run")["steps"] == 40
+    assert "done in " in proc.stdout and "stopped" not in proc.stdout + proc.stderr
+    assert (tmp_path / "run/model.pt").is_file()
+
+
 def test_a_second_ctrl_c_aborts_in_one_line_that_says_how_to_go_on(tmp_path: Path) -> None:
     """Lightning answers the KeyboardInterrupt of a second Ctrl-C with exit(1) and nothing said: the run's folder
     then held no record, and `train.py && generate.py` read it as an error, not a stop."""

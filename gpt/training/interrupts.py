@@ -141,6 +141,10 @@ class StopOnInterrupt(L.Callback):
             trainer.should_stop = True
 
     def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if self.requested and 0 < trainer.max_steps <= trainer.global_step:
+            # The signal came as the last step ended: the run has finished, with nothing to continue. Taken as a stop,
+            # its record said stopped, and its last line said to continue a run that ckpt_path= then refused as done.
+            self.requested = False
         self._stop_listening()
 
     def on_exception(self, trainer: L.Trainer, pl_module: L.LightningModule, exception: BaseException) -> None:

@@ -1,6 +1,6 @@
 """Which training run holds a run folder: the folder made and locked by the run that writes into it (claim), let go
 by a sweep's worker that goes on to other jobs (release), asked after (in_use), and removed again when its run failed
-before writing anything of its own (discard_if_never_started)."""
+before writing anything of its own (discard_if_never_started, discard_claimed_if_never_started)."""
 from __future__ import annotations
 
 import fcntl
@@ -86,3 +86,12 @@ def discard_if_never_started(run_dir: Path) -> None:
         if parent == cwd or not parent.is_relative_to(cwd) or any(parent.iterdir()):
             break
         parent.rmdir()
+
+
+def discard_claimed_if_never_started() -> None:
+    """Let go of each run folder this process claimed, and remove it if its run wrote nothing of its own there (a run
+    stopped before it began)."""
+    for lock in list(_held):
+        run_dir = Path(lock.name).parent
+        release(run_dir)
+        discard_if_never_started(run_dir)
