@@ -45,7 +45,7 @@ def from_model(path: Path) -> tuple[int, Calculator, int | None]:
     from the metadata train.py saves in it."""
     from gpt.inference.checkpoint import corpus_of, read_checkpoint  # torch: only when a model.pt is read
 
-    meta = read_checkpoint(path).get("meta", {})
+    meta = read_checkpoint(path, "to place a problem in its splits").get("meta", {})
     tasks = build_tasks(meta["tasks"]) if "tasks" in meta else ()
     calculator = next((task for task in tasks if isinstance(task, Calculator)), None)
     if calculator is None or "seed" not in meta:
