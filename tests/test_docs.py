@@ -24,11 +24,13 @@ from gpt.__main__ import VERBS, parser_for
 from gpt.data.tasks.calculator import all_problems
 from gpt.model.attention import ATTENTION
 from gpt.model.positional import POSITIONAL
+from gpt.sweeps.report_figures import FIGURES
 from gpt.training.checks import check_config
 from gpt.training.optim import SCHEDULES
 from gpt.training.composition import compose_train
 from gpt.training.config_errors import explain
 from gpt.training.preflight import first_of_each_sweep
+from gpt.training.run_folder import REPORT
 from tests.conftest import ROOT
 from train import CONFIGS
 
@@ -274,6 +276,16 @@ def test_the_readme_names_every_verb_of_the_front_door() -> None:
     listed = [verb.strip() for verb in listed.split(",")]
     assert listed == list(VERBS), (f"README.md's list after `python -m gpt --help` lists the other commands: is "
                                    f"{', '.join(listed)}; VERBS in gpt/__main__.py has {', '.join(VERBS)}")
+
+
+def test_the_docs_name_every_file_a_sweep_writes() -> None:
+    """They said a sweep ends with report.md and loss.png, and that a matrix comes on the attention tasks: a
+    calculator sweep also writes matrix.png and pareto.png, and every report a cost card."""
+    section = re.search(r"^## The report\n(.*?)^## ", (ROOT / "docs/sweeps.md").read_text(), re.S | re.M).group(1)
+    readme = re.search(r"^A sweep ends with (.*?)\n\n", (ROOT / "README.md").read_text(), re.S | re.M).group(1)
+    for where, text in (("docs/sweeps.md's report section", section), ("README.md's sweep paragraph", readme)):
+        missing = [name for name in (REPORT, *FIGURES, "capability matrix", "cost card") if name not in text]
+        assert not missing, f"{where} does not name: {', '.join(missing)}"
 
 
 def config_keys() -> list[str]:
