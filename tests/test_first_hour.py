@@ -13,6 +13,7 @@ from pathlib import Path
 import lightning as L
 import pytest
 import torch
+from hydra._internal.utils import get_args_parser
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.errors import OverrideParseException
 from lightning.pytorch.callbacks import Timer
@@ -222,6 +223,18 @@ def test_bad_values_and_keys_are_one_line_naming_only_that_field(argv: list[str]
 def test_hydras_own_flags_are_left_to_hydra(argv: list[str]) -> None:
     """What they print is Hydra's; the check of unknown flags must not refuse one of them (or its abbreviation)."""
     assert preflight(argv, CONFIGS, check_config) == argv
+
+
+@pytest.mark.parametrize("argv", [["trainer=debug", "-m", "attention=mha,gqa"], ["trainer=debug", "attention=mha,gqa",
+                                                                                 "--multirun"]])
+def test_a_sweep_flag_anywhere_reaches_hydra_before_the_overrides(argv: list[str], tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """Hydra's parser reads one run of overrides: after a -m between them, attention=mha,gqa was an "unrecognized
+    argument" in its seven-line usage, though the checks before it had passed the command line."""
+    monkeypatch.chdir(tmp_path)
+    handed = preflight(argv, CONFIGS, check_config)
+    assert get_args_parser().parse_args(handed).overrides == ["trainer=debug", "attention=mha,gqa"]
+    assert handed[0] in ("-m", "--multirun")
 
 
 def test_hydras_version_flag_prints_hydras_version(capsys: pytest.CaptureFixture[str]) -> None:

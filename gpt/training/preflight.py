@@ -82,6 +82,8 @@ def preflight(argv: list[str], config_dir: Path, check: Check, claim: bool = Fal
     a sweep re-run with resume=true is sent into the killed sweep's folder. Any other flag is one line too
     (command_flags)."""
     overrides = [a for a in argv if a not in MULTIRUN_FLAGS]
+    # Hydra's parser reads one run of overrides: those after a -m between them were "unrecognized arguments".
+    argv = [a for a in argv if a in MULTIRUN_FLAGS] + overrides
     try:
         check_flags(argv, config_dir.parent / "generate.py")  # beside train.py and configs/
         if any(a.startswith("-") for a in overrides):  # --help, --cfg, ...: what they print is Hydra's
