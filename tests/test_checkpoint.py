@@ -20,6 +20,7 @@ from gpt.data.tokenizers.bpe import BPETokenizer
 from gpt.data.tokenizers.vocab import WordTokenizer
 from gpt.inference.checkpoint import CheckpointError, newest_checkpoint, save_model
 from gpt.model.attention import ATTENTION
+from gpt.training.init_from import load_pretrained
 from tests.conftest import CodeRunningPickle, build, files_in, flip_a_bit_in
 from tests.fuzzing import scaled
 from tests.test_tokenizers import Texts
@@ -148,7 +149,8 @@ UNREADABLE = "is not a readable torch file (not written by torch.save, or cut sh
 def test_a_path_that_is_not_a_model_pt_is_told_what_to_give_instead(
         places: Path, given: str, message: str, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
-    """The same line from gpt.load and from each command that takes --ckpt (those exit 2), naming the way on."""
+    """The same line from gpt.load and from each command that takes --ckpt (those exit 2), naming the way on (for
+    a Lightning checkpoint, the way on for that command)."""
     monkeypatch.chdir(places)
     monkeypatch.setenv("HOME", str(places))
     message = message.replace("{root}", str(places))
@@ -157,7 +159,30 @@ def test_a_path_that_is_not_a_model_pt_is_told_what_to_give_instead(
     assert str(raised.value) == message
     assert generate.main(["--ckpt", given, "--prompt", "one plus"]) == 2
     assert front_door(["evaluate", "--ckpt", given]) == 2
-    assert capsys.readouterr().err == f"error: {message}\n" * 2
+    assert capsys.readouterr().err == f"error: {message}\nerror: {message.replace('to generate', 'to evaluate')}\n"
+
+
+@pytest.mark.parametrize("command, way_on", [
+    (lambda given: front_door(["export", "--ckpt", given, "--to", "exported"]), "to export"),
+    (lambda given: front_door(["evaluate", "--ckpt", given]), "to evaluate"),
+    (lambda given: generate.main(["--ckpt", given, "--prompt", "one plus"]), "to generate"),
+    (lambda given: front_door(["which-split", "one plus one equals", "--ckpt", given]),
+     "to place a problem in its splits"),
+], ids=["export", "evaluate", "generate", "which-split"])
+def test_a_lightning_checkpoint_is_told_the_way_on_for_the_command_given_it(
+        places: Path, command: Callable[[str], int], way_on: str, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Export and evaluate were told "to generate, give the run folder", a command the user had not run."""
+    monkeypatch.chdir(places)
+    assert command("outputs/run/checkpoints/last.ckpt") == 2
+    assert capsys.readouterr().err.endswith(f"not a model.pt: {way_on}, {RUN_WAY}\n")
+
+
+def test_a_lightning_checkpoint_as_init_from_is_told_the_way_on_for_init_from(
+        places: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(places)
+    with pytest.raises(CheckpointError, match=f"not a model.pt: for init_from, {re.escape(RUN_WAY)}$"):
+        load_pretrained(Path("outputs/run/checkpoints/last.ckpt"))
 
 
 @pytest.mark.parametrize("given", ["outputs/run", "outputs/run/", "outputs/run/model.pt", "~/outputs/run",
@@ -177,8 +202,8 @@ def test_a_run_folder_or_its_model_pt_loads_however_it_is_written(places: Path, 
 def test_only_a_lightning_checkpoint_is_told_it_is_one(tmp_path: Path, payload: object, lightning: bool) -> None:
     """Any torch file that was not a model.pt, a bare tensor too, was told a Lightning .ckpt is for resuming."""
     torch.save(payload, tmp_path / "x.pt")
-    said = " (a Lightning .ckpt is for resuming training; generate from the model.pt next to it)" if lightning else \
-        ": give the model.pt that python train.py wrote in its run folder"
+    said = " (a Lightning .ckpt is for resuming training; to generate, give the model.pt next to it)" if lightning \
+        else ": give the model.pt that python train.py wrote in its run folder"
     with pytest.raises(CheckpointError, match=f"^{re.escape(str(tmp_path / 'x.pt'))} is not a tinygpt model.pt"
                                               f"{re.escape(said)}$"):
         load_checkpoint(tmp_path / "x.pt")

@@ -24,11 +24,13 @@ from gpt.__main__ import VERBS, parser_for
 from gpt.data.tasks.calculator import all_problems
 from gpt.model.attention import ATTENTION
 from gpt.model.positional import POSITIONAL
+from gpt.sweeps.report_figures import FIGURES
 from gpt.training.checks import check_config
 from gpt.training.optim import SCHEDULES
-from gpt.training.composition import compose_train
+from gpt.training.composition import compose_train, group_options
 from gpt.training.config_errors import explain
 from gpt.training.preflight import first_of_each_sweep
+from gpt.training.run_folder import REPORT
 from tests.conftest import ROOT
 from train import CONFIGS
 
@@ -276,6 +278,16 @@ def test_the_readme_names_every_verb_of_the_front_door() -> None:
                                    f"{', '.join(listed)}; VERBS in gpt/__main__.py has {', '.join(VERBS)}")
 
 
+def test_the_docs_name_every_file_a_sweep_writes() -> None:
+    """They said a sweep ends with report.md and loss.png, and that a matrix comes on the attention tasks: a
+    calculator sweep also writes matrix.png and pareto.png, and every report a cost card."""
+    section = re.search(r"^## The report\n(.*?)^## ", (ROOT / "docs/sweeps.md").read_text(), re.S | re.M).group(1)
+    readme = re.search(r"^A sweep ends with (.*?)\n\n", (ROOT / "README.md").read_text(), re.S | re.M).group(1)
+    for where, text in (("docs/sweeps.md's report section", section), ("README.md's sweep paragraph", readme)):
+        missing = [name for name in (REPORT, *FIGURES, "capability matrix", "cost card") if name not in text]
+        assert not missing, f"{where} does not name: {', '.join(missing)}"
+
+
 def config_keys() -> list[str]:
     """Every key a user can set, as typed on the command line (data.tasks.recall.pairs), from configs/."""
     keys = set(OmegaConf.load(CONFIGS / "train.yaml")) - {"defaults", "hydra"}
@@ -310,6 +322,23 @@ def test_every_config_key_and_option_is_named_in_the_configuration_page() -> Non
     schedule_row = re.search(r"^\| `optim\.schedule` \|.*$", page, re.M).group(0)
     missing += [f"optim.schedule={name}" for name in SCHEDULES if f"`{name}`" not in schedule_row]
     assert not missing, f"docs/configuration.md does not name: {', '.join(missing)}"
+
+
+def test_the_groups_table_has_a_row_for_every_group_and_the_launchers_are_all_named() -> None:
+    """python train.py --help listed experiment/lr and experiment/state, which the table left out, and the launchers
+    named were cores, basic and slurm, without joblib: the option check above reads configs/*/*.yaml alone."""
+    page = (ROOT / "docs/configuration.md").read_text()
+    table = re.search(r"^## Groups\n(.*?)^## ", page, re.S | re.M).group(1)
+    rows = {row.group(1): row.group(2) for row in re.finditer(r"^\| `([\w/]+)` \| (.*?) \|", table, re.M)}
+    in_groups = {str(p.parent.relative_to(CONFIGS)) for p in CONFIGS.rglob("*.yaml") if p.parent != CONFIGS}
+    missing = [f"{group}: {', '.join(absent)}" if group in rows else f"{group} (no row)"
+               for group in sorted(g for g in in_groups if not g.startswith("hydra"))
+               if group not in rows or (absent := [option for option in group_options(CONFIGS, group)
+                                                   if f"`{option}`" not in rows[group]])]
+    assert not missing, f"docs/configuration.md's groups table does not name: {'; '.join(missing)}"
+    launchers = re.search(r"`hydra/launcher=` how a sweep's jobs run:(.*?)\n\n", page, re.S).group(1)
+    unnamed = [option for option in group_options(CONFIGS, "hydra/launcher") if f"`{option}`" not in launchers]
+    assert not unnamed, f"docs/configuration.md's launchers do not name: {', '.join(unnamed)}"
 
 
 def test_the_model_page_describes_and_the_readme_counts_every_attention_variant() -> None:

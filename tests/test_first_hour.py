@@ -13,6 +13,7 @@ from pathlib import Path
 import lightning as L
 import pytest
 import torch
+from hydra._internal.utils import get_args_parser
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.errors import OverrideParseException
 from lightning.pytorch.callbacks import Timer
@@ -182,6 +183,19 @@ BAD = [  # (command line, what the one line must say)
     (["-m", "hydra/launcher=basik"], "choose one of basic, cores, joblib, slurm, submitit_local, submitit_slurm; "
                                      "did you mean hydra/launcher=basic?"),
     # Hydra's three lines ("Sweeping over Hydra's configuration is not supported"), for the key a preset's file shows
+    # a flag Hydra does not know, a bad value of one of its own, an override it would not read: its seven-line usage
+    (["--lr", "0.1"], "error: --lr is not a flag of train.py, which takes overrides key=value and Hydra's flags "
+                      "(python train.py --help lists both)\n"),
+    (["--mutlirun", "attention=mha,gqa"], "; did you mean --multirun?\n"),
+    (["-x"], "error: -x is not a flag of train.py"),
+    (["--temperature=0.8"], "error: --temperature is a flag of generate.py, not of train.py"),
+    (["--model.heads=4"], "error: --model.heads=4 is not a flag of train.py: write the override without dashes, "
+                          "model.heads=4\n"),
+    (["model.heads=2", "--cfg", "job", "trainer.max_steps=3"], "error: trainer.max_steps=3 comes after a flag, where "
+     "Hydra reads no override: put every key=value before the flags (python train.py model.heads=2 "
+     "trainer.max_steps=3 --cfg job)\n"),
+    (["--cfg", "jobs"], "error: argument --cfg/-c: invalid choice: 'jobs' (choose from 'job', 'hydra', 'all')"),
+    (["--config-dir"], "error: argument --config-dir/-cd: expected one argument"),
     (["experiment=attention_tasks", "hydra.sweeper.params.attention=mha,gqa"],
      "error: hydra.sweeper.params.attention=mha,gqa sweeps a setting of Hydra's own: sweep attention=mha,gqa itself "
      "(it replaces a preset's values of attention)"),
@@ -200,6 +214,33 @@ def test_bad_values_and_keys_are_one_line_naming_only_that_field(argv: list[str]
     assert exit_.value.code == 2 and err.count("\n") == 1 and err.startswith("error: ") and message in err, err
     assert "resume" not in err and "Traceback" not in err
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["-h"], ["--hydra-help"], ["--cfg", "job"],
+                                  ["model.heads=2", "-c", "all", "--resolve"], ["-c", "job", "-p", "model"],
+                                  ["--info"], ["-i", "defaults"], ["--config-dir", "configs", "--cfg", "job"],
+                                  ["-cn", "train", "-cp", "configs", "--cfg", "job"], ["--multi", "attention=mha"]])
+def test_hydras_own_flags_are_left_to_hydra(argv: list[str]) -> None:
+    """What they print is Hydra's; the check of unknown flags must not refuse one of them (or its abbreviation)."""
+    assert preflight(argv, CONFIGS, check_config) == argv
+
+
+@pytest.mark.parametrize("argv", [["trainer=debug", "-m", "attention=mha,gqa"], ["trainer=debug", "attention=mha,gqa",
+                                                                                 "--multirun"]])
+def test_a_sweep_flag_anywhere_reaches_hydra_before_the_overrides(argv: list[str], tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """Hydra's parser reads one run of overrides: after a -m between them, attention=mha,gqa was an "unrecognized
+    argument" in its seven-line usage, though the checks before it had passed the command line."""
+    monkeypatch.chdir(tmp_path)
+    handed = preflight(argv, CONFIGS, check_config)
+    assert get_args_parser().parse_args(handed).overrides == ["trainer=debug", "attention=mha,gqa"]
+    assert handed[0] in ("-m", "--multirun")
+
+
+def test_hydras_version_flag_prints_hydras_version(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        preflight(["--version"], CONFIGS, check_config)
+    assert exit_.value.code == 0 and capsys.readouterr().out.startswith("Hydra 1.")
 
 
 def test_an_override_hydra_cannot_read_without_a_word_is_still_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -337,6 +378,10 @@ WIRED = [
     (["-m", "attention=mha,gqa", "trainer=debug", "data.seed=x"], "error: data.seed=x must be an integer; every job "
                                                                    "of the sweep has it, so none was started"),
     (["data=text", "data.path=nope.txt"], "error: data.path="),  # refused after Hydra makes the run folder
+    # Hydra printed its seven-line usage, then "unrecognized arguments: --prompt"
+    (["--prompt", "foo"], "error: --prompt is a flag of generate.py, not of train.py: python generate.py --prompt "
+                          "... runs a trained model; train.py takes overrides key=value (python train.py --help lists "
+                          "them)\n"),
 ]
 
 

@@ -3,6 +3,7 @@ mistake with one line and exit status 2."""
 from __future__ import annotations
 
 import inspect
+import re
 from pathlib import Path
 
 import pytest
@@ -92,6 +93,18 @@ def test_a_flag_spelt_with_underscores_is_named_with_its_dashes(capsys: pytest.C
     assert main(["prepare", "x.txt", "--num_proc=2"]) == 2
     assert capsys.readouterr().err == ("error: unrecognized arguments: --num_proc=2: did you mean --num-proc? (see "
                                        "python -m gpt prepare --help)\n")
+
+
+@pytest.mark.parametrize("prompt, lowercase", [("Two plus two equals", "'two'"),
+                                               ("TWO times Three equals Six", "'two', 'three', 'six'")])
+def test_which_split_gives_generates_hint_for_a_capitalised_word(prompt: str, lowercase: str,
+                                                                capsys: pytest.CaptureFixture) -> None:
+    """It said only "is not a calculator problem", where generate.py says to try lowercase."""
+    hint = f"; the vocabulary has {lowercase}: try lowercase"
+    with pytest.raises(ValueError, match=f"{re.escape(hint)}$"):  # what generate.py says of the same words
+        WordTokenizer(vocabulary()).encode(prompt)
+    assert main(["which-split", prompt]) == 2
+    assert capsys.readouterr().err == f"error: {prompt!r} is not a calculator problem{hint}\n"
 
 
 def test_which_split_names_the_split_of_a_problem(capsys: pytest.CaptureFixture) -> None:

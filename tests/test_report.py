@@ -25,7 +25,7 @@ from gpt.model.attention import ATTENTION
 from gpt.model.config import ModelConfig
 from gpt.sweeps import capability, pareto
 from gpt.sweeps.plots import LEGEND_INCHES, LOSS_FIGSIZE, loss_figure, styles
-from gpt.sweeps.report import markdown, write_report
+from gpt.sweeps.report import four_figures, markdown, write_report
 from gpt.sweeps.report_figures import curves, figures
 from gpt.sweeps.runs import find_runs, summaries
 from tests.conftest import JOBS_AT_ONCE, ROOT
@@ -68,9 +68,9 @@ def test_rows_pool_seeds_and_match_the_run_folders(sweep: Path, pos: str) -> Non
     header, row = rows["configuration"], rows[f"model.heads=2 pos={pos}"]
     runs = [d for d in sweep.iterdir() if d.is_dir() and {f"pos={pos}", "model.heads=2"} <= overrides(d)]
     assert len(runs) == 2 and row[header.index("seeds")] == "2" and row[header.index("status")] == "ok"
-    for column, metric, fmt in (("val loss", "val/loss", "{:.4f}"), ("ppl", "val/ppl", "{:#.4g}")):
+    for column, metric, show in (("val loss", "val/loss", "{:.4f}".format), ("ppl", "val/ppl", four_figures)):
         values = [lightning_metric(d, metric) for d in runs]
-        mean = fmt.format(statistics.fmean(values))
+        mean = show(statistics.fmean(values))
         decimals = len(mean.partition(".")[2])  # the spread to the mean's last decimal
         assert row[header.index(column)].strip("*") == f"{mean} ± {statistics.stdev(values):.{decimals}f}"
     accuracy = [100 * lightning_metric(d, "val/acc_all") for d in runs]
@@ -321,6 +321,17 @@ def test_a_spread_shows_no_more_decimals_than_its_mean(tmp_path: Path) -> None:
         fake_run(tmp_path / str(seed), ["attention=a", f"seed={seed}"], {**base, "val_ppl": ppl})
     rows = table(markdown(tmp_path, find_runs(tmp_path)))
     assert rows["attention=a"][rows["configuration"].index("ppl")] == "3.993 ± 0.021"
+
+
+@pytest.mark.parametrize("ppls, cell", [([1341.2], "1341"), ([1736.0, 1737.0], "1736 ± 1"), ([13.41], "13.41"),
+                                        ([13.4], "13.40"), ([2.895e15], "2.895e+15"), ([999.96], "1000")])
+def test_perplexity_is_four_figures_without_a_dangling_point(tmp_path: Path, ppls: list[float], cell: str) -> None:
+    """A perplexity of four whole digits read 1341. and 1736. ± 1: "#" keeps a point where no decimal follows."""
+    base = {"status": "ok", "params": 100, "val_loss": 1.0, "wall_s": 5.0}
+    for seed, ppl in enumerate(ppls):
+        fake_run(tmp_path / str(seed), ["attention=a", f"seed={seed}"], {**base, "val_ppl": ppl})
+    rows = table(markdown(tmp_path, find_runs(tmp_path)))
+    assert rows["attention=a"][rows["configuration"].index("ppl")].strip("*") == cell
 
 
 def test_a_mean_of_fewer_seeds_than_its_row_counts_says_how_many(tmp_path: Path) -> None:

@@ -333,6 +333,25 @@ def test_the_numbers_marked_red_are_those_the_legend_names(page: Any, tmp_path: 
     assert page.problems == []
 
 
+@pytest.mark.parametrize("attention, shown, code", [
+    ("gqa", "kv_heads key/value heads", ["kv_heads", "mha", "mqa"]),
+    ("linear", "mha's projections, queries and keys narrowed (or widened) to features per head",
+     ["mha", "features", "conv"]),
+])
+def test_the_notes_show_a_docstrings_markdown_code_as_code(attention: str, shown: str, code: list[str], page: Any,
+                                                           tmp_path: Path) -> None:
+    """The notes read `gqa` and `mqa` entries, `mha`'s projections: Markdown's backticks shown as they are written."""
+    path = tmp_path / "view.html"
+    view = write_attention_html(path, TextModel(build(make(attention)), TOKENIZER, LINES), "two plus three equals",
+                                max_new_tokens=2)
+    assert f"`{code[0]}`" in view["notes"]["attention"]  # the docstring keeps its Markdown for the docs it is in
+    page.goto(path.as_uri())
+    note = " ".join(page.text_content("#note-attention").split())
+    assert "`" not in note and shown in note
+    assert page.eval_on_selector_all("#note-attention code", "codes => codes.map(c => c.textContent)")[:3] == code
+    assert "`" not in page.text_content("#note-pos") and page.problems == []
+
+
 def test_the_bias_shading_spans_the_keys_a_query_can_see(page: Any, tmp_path: Path) -> None:
     """The shading was scaled to the last row's bias, hidden keys included: with a window of 3 over 7 tokens the key
     farthest back that a query sees was shaded a third of the way, and every visible cell looked alike."""

@@ -197,7 +197,7 @@ def tinygpt_engines(args: argparse.Namespace, block_size: int) -> list[GPTEngine
     if args.ckpt:
         from gpt.inference.checkpoint import load_checkpoint
 
-        trained, _ = load_checkpoint(args.ckpt)
+        trained, _ = load_checkpoint(args.ckpt, purpose="to measure its cost")
         if longest(args) > trained.cfg.block_size:
             # At depth 0 the prompt is still one token: "0 + 16 exceed block_size=16" read wrong and its fix could not
             # be taken.

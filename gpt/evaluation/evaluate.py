@@ -105,7 +105,7 @@ def run(args: argparse.Namespace) -> None:
     if args.lengths and min(args.lengths) < 1:
         raise ValueError(f"--lengths {min(args.lengths)}: an evaluation length is a number of tokens, at least 1")
     path = model_file(args.ckpt or newest_checkpoint())
-    text_model = load(path, device=args.device)
+    text_model = load(path, device=args.device, purpose="to evaluate")
     meta = text_model.meta  # model.pt records the DataModule's meta: corpus, seed and split fractions
     if not text_model.line_based and "shards" in meta:  # running text: its loss and bits per byte instead
         if args.split == "test":

@@ -45,7 +45,7 @@ def from_model(path: Path) -> tuple[int, Calculator, int | None]:
     from the metadata train.py saves in it."""
     from gpt.inference.checkpoint import corpus_of, read_checkpoint  # torch: only when a model.pt is read
 
-    meta = read_checkpoint(path).get("meta", {})
+    meta = read_checkpoint(path, "to place a problem in its splits").get("meta", {})
     tasks = build_tasks(meta["tasks"]) if "tasks" in meta else ()
     calculator = next((task for task in tasks if isinstance(task, Calculator)), None)
     if calculator is None or "seed" not in meta:
@@ -69,6 +69,10 @@ def run(args: argparse.Namespace) -> None:
                                                                           task.test_fraction).items()
                            for p in problems if p.prompt == prompt), (None, None))
     if problem is None:
+        from gpt.data.tokenizers.base import lowercase_hint  # numpy and tiktoken: only for a problem not found
+
+        if hint := lowercase_hint(args.prompt.split(), task.vocabulary()):  # "Two plus two equals", as generate.py
+            raise ValueError(f"{args.prompt!r} is not a calculator problem{hint}")
         raise ValueError(f"{args.prompt!r} is not a calculator problem: two numbers 0..99 in words around plus, "
                          "minus, times or divided by (an exact, non-negative answer), e.g. \"two plus three equals\"")
     fractions = "" if (task.val_fraction, task.test_fraction) == (Calculator.val_fraction, Calculator.test_fraction) \

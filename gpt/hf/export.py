@@ -96,7 +96,8 @@ def run(args: argparse.Namespace) -> None:
     if not args.to.parent.is_dir():
         raise ValueError(f"--to {args.to}: there is no folder {args.to.parent} to make it in: create that first, or "
                          "name a new folder in one that exists")
-    model, tokenizer, meta = load_checkpoint(args.ckpt or newest_checkpoint(), with_meta=True)
+    model, tokenizer, meta = load_checkpoint(args.ckpt or newest_checkpoint(), with_meta=True,
+                                             purpose="to export")
     # Written beside --to and renamed into place once whole: an export that fails half-way (a full disk) or is killed
     # leaves no folder of weights without the rest, which init_from= and transformers would read, and which refused
     # the same export run again as a folder that is not empty.

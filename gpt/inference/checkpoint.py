@@ -122,9 +122,10 @@ def model_file(path: str | Path) -> Path:
     return path / "model.pt" if path.is_dir() else path
 
 
-def read_checkpoint(path: str | Path) -> dict[str, Any]:
+def read_checkpoint(path: str | Path, purpose: str = "to generate") -> dict[str, Any]:
     """Load a model.pt's dict safely (given a run folder, the model.pt inside it), or raise CheckpointError
-    naming what is wrong with the file."""
+    naming what is wrong with the file. `purpose` says what the caller reads it for ("to export", "for init_from"),
+    so that a Lightning checkpoint given instead is told the way on for that command, not another's."""
     path = model_file(path)
     if not path.is_file():
         # A run killed before it wrote model.pt; another name beside last.ckpt is a path mistyped, not that.
@@ -153,12 +154,12 @@ def read_checkpoint(path: str | Path) -> dict[str, Any]:
         if run and (run / "model.pt").is_file():  # "the model.pt next to it" was one folder up from checkpoints/
             raise CheckpointError(f"{path} is a Lightning checkpoint for resuming training (python train.py with its "
                                   f"run's overrides plus {pasted('ckpt_path', str(path.resolve()))}), not a model.pt: "
-                                  f"to generate, {way_to(run)}")
+                                  f"{purpose}, {way_to(run)}")
         if run:
             raise CheckpointError(f"{path} is a Lightning checkpoint for resuming training, not a model.pt, and its "
                                   f"run folder {run} has none: {stopped_run(run)}")
         raise CheckpointError(f"{path} is not a tinygpt model.pt (a Lightning .ckpt is for resuming training; "
-                              "generate from the model.pt next to it)")
+                              f"{purpose}, give the model.pt next to it)")
     if not isinstance(payload, dict) or payload.get("format") != FORMAT:
         raise CheckpointError(f"{path} is not a tinygpt model.pt: give the model.pt that python train.py wrote in its "
                               "run folder")
@@ -168,21 +169,23 @@ def read_checkpoint(path: str | Path) -> dict[str, Any]:
 
 
 @overload
-def load_checkpoint(path: str | Path, device: str = "cpu", with_meta: Literal[False] = False) -> tuple[GPT, Tokenizer]:
+def load_checkpoint(path: str | Path, device: str = "cpu", with_meta: Literal[False] = False,
+                    purpose: str = "to generate") -> tuple[GPT, Tokenizer]:
     ...
 
 
 @overload
-def load_checkpoint(path: str | Path, device: str = "cpu", *,
-                    with_meta: Literal[True]) -> tuple[GPT, Tokenizer, dict[str, Any]]:
+def load_checkpoint(path: str | Path, device: str = "cpu", *, with_meta: Literal[True],
+                    purpose: str = "to generate") -> tuple[GPT, Tokenizer, dict[str, Any]]:
     ...
 
 
-def load_checkpoint(path: str | Path, device: str = "cpu",
-                    with_meta: bool = False) -> tuple[GPT, Tokenizer] | tuple[GPT, Tokenizer, dict[str, Any]]:
-    """model.pt (or its run folder) -> (model in eval mode, tokenizer), plus its metadata dict when with_meta."""
+def load_checkpoint(path: str | Path, device: str = "cpu", with_meta: bool = False,
+                    purpose: str = "to generate") -> tuple[GPT, Tokenizer] | tuple[GPT, Tokenizer, dict[str, Any]]:
+    """model.pt (or its run folder) -> (model in eval mode, tokenizer), plus its metadata dict when with_meta.
+    `purpose` is read_checkpoint's."""
     check_device(device)
-    payload = read_checkpoint(path)
+    payload = read_checkpoint(path, purpose)
     try:
         model = GPT(without_foreign_settings(ModelConfig.from_dict({**payload["model_config"], **RUN_ONLY})))
         mismatch = weights_mismatch(model.state_dict(), payload["state_dict"])

@@ -125,7 +125,8 @@ class CompiledDecoding:
                 exported = torch.export.export(_OneTokenStep(self.model), example,
                                                dynamic_shapes=({}, {0: length}, [{}] * len(buffers)))
         except Exception as err:  # noqa: BLE001 (export refuses code in many ways; torch.compile takes any)
-            # e.g. torch's nn.MultiheadAttention with ALiBi; torch.compile decodes the same tokens, only slower.
+            # No variant here is known to (tests/test_generation.py); a new one's code or another torch's export may
+            # refuse. torch.compile decodes the same tokens, only slower.
             warnings.warn(f"the decode step did not export ({type(err).__name__}); compiling it with torch.compile")
             self.steps[batch] = None
             return None

@@ -228,8 +228,8 @@ class TextModel:
         return outputs
 
 
-def load(path: str | Path, device: str = "cpu") -> TextModel:
+def load(path: str | Path, device: str = "cpu", purpose: str = "to generate") -> TextModel:
     """A model.pt from train.py, or the run folder holding it, as a TextModel on `device` (cpu, cuda, cuda:<index>
-    or mps); CheckpointError with a one-line reason if it cannot load."""
-    model, tokenizer, meta = load_checkpoint(path, device=device, with_meta=True)
+    or mps); CheckpointError with a one-line reason if it cannot load, its way on worded for `purpose`."""
+    model, tokenizer, meta = load_checkpoint(path, device=device, with_meta=True, purpose=purpose)
     return TextModel(model, tokenizer, meta)

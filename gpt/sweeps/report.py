@@ -37,9 +37,15 @@ class Column:
     header: str
     value: Callable[[dict[str, Any]], float | None]
     lower_is_better: bool
-    fmt: str
+    fmt: str | Callable[[float], str]
     spread: bool = False  # show mean ± std over seeds
     per_corpus: bool = False  # only some corpora have it (bpb: text; exact match: right answers to grade)
+
+
+def four_figures(value: float) -> str:
+    """4 significant figures, zeros kept (13.40), without the point "#" leaves on a whole number (1341., not 1341);
+    an exponent past them (an untrained run's ppl is ~1e15)."""
+    return f"{value:#.4g}".removesuffix(".")
 
 
 def _get(key: str, scale: float = 1.0) -> Callable[[dict[str, Any]], float | None]:
@@ -49,7 +55,7 @@ def _get(key: str, scale: float = 1.0) -> Callable[[dict[str, Any]], float | Non
 COLUMNS = [
     Column("params", _get("params"), True, "{:,.0f}"),
     Column("val loss", _get("val_loss"), True, "{:.4f}", spread=True),
-    Column("ppl", _get("val_ppl"), True, "{:#.4g}", spread=True),  # 4 figures: an untrained run's is ~1e15
+    Column("ppl", _get("val_ppl"), True, four_figures, spread=True),
     Column("bpb", _get("val_bpb"), True, "{:.4f}", spread=True, per_corpus=True),
     Column("exact match %", lambda s: None if "all" not in s.get("val_acc", {}) else 100 * s["val_acc"]["all"],
            False, "{:.1f}", spread=True, per_corpus=True),
@@ -117,7 +123,8 @@ def seed_noise(groups: dict[tuple[str, ...], list[Run]], names: dict[tuple[str, 
     loss = {key: v for key, v in every.items() if len(v) > 1}
     if len(loss) < 2:
         return None
-    show = COLUMNS[1].fmt.format
+    fmt = COLUMNS[1].fmt
+    show = fmt.format if isinstance(fmt, str) else fmt
     top = show(min(statistics.fmean(v) for v in loss.values()))
     # A configuration with one seed can be the column's bold best, with no spread to compare against: not this one.
     which = " with two seeds or more" if show(min(statistics.fmean(v) for v in every.values() if v)) != top else ""

@@ -33,7 +33,7 @@ def load_pretrained(path: Path) -> tuple[GPT, Tokenizer, dict[str, Any]]:
     tokenizer (GPT-2's BPE from this project's offline files for a gpt2 folder with GPT-2's vocabulary, the folder's
     own for the others) and no meta."""
     if model_file(path).is_file():
-        return load_checkpoint(path, with_meta=True)
+        return load_checkpoint(path, with_meta=True, purpose="for init_from")
     from gpt.hf import folder_tokenizer, from_hf  # transformers is optional: only Hugging Face folders need it
     model = from_hf(path)
     # What `python -m gpt export` writes for tinygpt's own char, word and bpe tokenizers: the weights alone.

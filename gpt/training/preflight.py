@@ -18,6 +18,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import InterpolationResolutionError
 
 from gpt.overrides import override_key, quoted
+from gpt.training.command_flags import check_flags
 from gpt.training.composition import (compose_train, composed_sweep, groups, not_an_option, parsed,
                                       sweep_overrides)
 from gpt.training.config_errors import explain
@@ -73,16 +74,20 @@ class Check(Protocol):
 
 def preflight(argv: list[str], config_dir: Path, check: Check, claim: bool = False) -> list[str]:
     """Exit 2 with one line on stderr if the command line cannot make a run; return the command line to hand
-    Hydra if it can. Flags this does not know (--help, --cfg, -c, ...) are left to Hydra. A sweep's keys are
+    Hydra if it can. Hydra's own flags (--help, --cfg, -c, ...) are left to Hydra. A sweep's keys are
     checked here, its values in each job: a job whose values cannot work is a failed row of the sweep report and
     the others still run, unless no job's values can work (refuse_if_every_job_is). With `claim` (train.py's call),
     a single run's folder is made and locked now, before Hydra writes into it, and pinned in the command line
     returned (its ${now:...} resolved once), and a run resumed there with another config than its record's refused;
-    a sweep re-run with resume=true is sent into the killed sweep's folder."""
+    a sweep re-run with resume=true is sent into the killed sweep's folder. Any other flag is one line too
+    (command_flags)."""
     overrides = [a for a in argv if a not in MULTIRUN_FLAGS]
-    if any(a.startswith("-") for a in overrides):
-        return argv
+    # Hydra's parser reads one run of overrides: those after a -m between them were "unrecognized arguments".
+    argv = [a for a in argv if a in MULTIRUN_FLAGS] + overrides
     try:
+        check_flags(argv, config_dir.parent / "generate.py")  # beside train.py and configs/
+        if any(a.startswith("-") for a in overrides):  # --help, --cfg, ...: what they print is Hydra's
+            return argv
         check_swept_options(config_dir, overrides)
         first = first_of_each_sweep(overrides)
         try:

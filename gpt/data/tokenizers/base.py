@@ -3,7 +3,7 @@ id, a plain dict form that travels inside model.pt), what a kind learns from, an
 share."""
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Container, Iterable, Iterator
 from typing import Any, Protocol, TypeVar
 
 import numpy as np
@@ -54,12 +54,17 @@ class InstallError(ValueError):
 SMALL_VOCAB = 64  # a vocabulary this size fits in an error line, so the line can say what to write instead
 
 
+def lowercase_hint(unknown: Iterable[str], known: Container[str]) -> str:
+    """"; the vocabulary has 'two': try lowercase" where `known` has the lowercase form of a piece it lacks, else ''."""
+    lower = list(dict.fromkeys(p.lower() for p in unknown if p.lower() != p and p.lower() in known))
+    return f"; the vocabulary has {', '.join(map(repr, lower))}: try lowercase" if lower else ""
+
+
 def unknown_pieces_error(kind: str, unknown: list[str], known: dict[str, int]) -> ValueError:
     """One line listing every piece of a text the vocabulary lacks, with a hint where it has the lowercase form."""
     unknown = list(dict.fromkeys(unknown))
-    lower = [p.lower() for p in unknown if p.lower() != p and p.lower() in known]
-    hint = f"; the vocabulary has {', '.join(map(repr, lower))}: try lowercase" if lower else ""
-    if not lower and len(known) <= SMALL_VOCAB:  # "2+2=" to the calculator: the fix is to write its words
+    hint = lowercase_hint(unknown, known)
+    if not hint and len(known) <= SMALL_VOCAB:  # "2+2=" to the calculator: the fix is to write its words
         hint = f"; use its own: {', '.join(map(repr, known))}"
     return ValueError(f"{kind} {', '.join(map(repr, unknown))} not in the vocabulary of this model{hint}")
 
