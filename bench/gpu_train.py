@@ -76,7 +76,8 @@ def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     print(f"command: python {shlex.join(sys.argv)}")
     if not torch.cuda.is_available():
-        sys.exit("bench/gpu_train.py needs CUDA")
+        sys.exit("error: bench/gpu_train.py times training on a GPU, and torch sees no CUDA device here: run it on a "
+                 "GPU machine (bench/train_speed.py times the CPU)")
     with tempfile.TemporaryDirectory() as tmp:
         corpus, run = Path(tmp) / "calculator.txt", Path(tmp) / "run"
         write_corpus(corpus, args.corpus_lines)

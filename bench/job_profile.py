@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # run from anywhere without installing
 
 from gpt.machine import cpu_description  # noqa: E402
-from gpt.training.composition import compose_train  # noqa: E402
+from gpt.training.composition import compose_train, parsed  # noqa: E402
 from gpt.training.config_errors import explain  # noqa: E402
 from gpt.training.lit import LitGPT  # noqa: E402
 from gpt.training.model_settings import model_config  # noqa: E402
@@ -61,6 +61,9 @@ def job_step(preset: str, overrides: list[str]) -> tuple[Callable[[], torch.Tens
     """One job's training step (forward and loss, backward, clipping, optimizer, zero_grad) on its own batches,
     returning the loss; the precision it trains in; the job's description."""
     overrides = [f"experiment={preset}", *(overrides or ["attention=mha"])]
+    # Hydra's answer was its own "Ambiguous value for argument 'attention=mqa,gqa'"
+    if sweep := next((o.input_line for o in parsed(overrides) if o.is_sweep_override()), None):
+        raise ValueError(f"{sweep} is a sweep, and this profiles one job: give one value (run it once per value)")
     try:
         cfg = compose_train(CONFIGS, overrides)
     except HydraException as err:  # Hydra's several lines, as train.py words them in one

@@ -5,10 +5,10 @@ and the table gives medians over the repeats. Time to target: with --seeds 3, ea
 seeds 0, 1, 2 and the table gives the seconds until val loss first reached --target, mean ± std over seeds
 (at validation resolution: pass trainer.val_check_interval= small enough).
 
-    python bench/quality_per_time.py --corpus ../shared/data/tinyshakespeare.txt \
+    python bench/quality_per_time.py --corpus input.txt \
         experiment=shakespeare_char_cpu experiment=shakespeare_char_fast
     python bench/quality_per_time.py --corpus input.txt --repeats 2 --budget 117 \
-        "experiment=shakespeare_char_fast" "experiment=shakespeare_char_fast optim=muon"
+        "experiment=shakespeare_char_fast" "experiment=shakespeare_char_fast optim=adamw"
     python bench/quality_per_time.py --corpus input.txt --seeds 3 --target 1.886 \
         experiment=shakespeare_char_cpu experiment=shakespeare_char_speedrun
 
@@ -21,7 +21,7 @@ Each final model, nanoGPT's too (its ckpt.pt through its own model.py), is also 
 last 10%: the column 'nanoGPT val'. nanoGPT has no seed option: with --seeds, every one of its runs uses its
 fixed seed.
 
-    python bench/quality_per_time.py --corpus ../shared/data/tinyshakespeare.txt --nanogpt ../nanoGPT --seeds 3 \
+    python bench/quality_per_time.py --corpus input.txt --nanogpt ../nanoGPT --seeds 3 \
         --target 1.886 experiment=shakespeare_char_cpu experiment=shakespeare_char_fast \
         experiment=shakespeare_char_speedrun
 """

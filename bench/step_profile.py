@@ -5,7 +5,7 @@ around the call (CPU ops are synchronous). nanoGPT's model and optimizer come fr
 the two loops so a machine that changes speed biases neither; each figure is the median over steps, then rounds.
 What Lightning adds around tinygpt's step is Lightning's own profiler on a real run (printed as a command).
 
-    python bench/step_profile.py --nanogpt ../nanoGPT --corpus ../shared/data/tinyshakespeare.txt
+    python bench/step_profile.py --nanogpt ../nanoGPT --corpus input.txt
     OMP_NUM_THREADS=1 python bench/step_profile.py --nanogpt ../nanoGPT --corpus input.txt --steps 200 --rounds 3
 """
 from __future__ import annotations
@@ -53,11 +53,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def preset() -> tuple[ModelConfig, OptimConfig, int]:
-    """shakespeare_char_cpu's model, optimizer and batch size, composed as train.py composes them."""
+def preset(vocab_size: int) -> tuple[ModelConfig, OptimConfig, int]:
+    """shakespeare_char_cpu's model (over `vocab_size` characters), optimizer and batch size, composed as train.py
+    composes them."""
     with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base="1.3"):
         cfg = compose("train", overrides=["experiment=shakespeare_char_cpu"])
-    model = ModelConfig.from_dict({**OmegaConf.to_container(cfg.model, resolve=True), "vocab_size": 65})
+    model = ModelConfig.from_dict({**OmegaConf.to_container(cfg.model, resolve=True), "vocab_size": vocab_size})
     optim = OptimConfig.from_dict({**OmegaConf.to_container(cfg.optim, resolve=True)})
     return model, optim, cfg.data.batch_size
 
@@ -91,7 +92,8 @@ def nanogpt_step(checkout: Path, ids: np.ndarray, model_cfg: ModelConfig, optim:
     spec.loader.exec_module(code)
     torch.manual_seed(0)
     model = code.GPT(code.GPTConfig(n_layer=model_cfg.layers, n_head=model_cfg.heads, n_embd=model_cfg.dim,
-                                    block_size=model_cfg.block_size, vocab_size=65, dropout=0.0, bias=False))
+                                    block_size=model_cfg.block_size, vocab_size=model_cfg.vocab_size, dropout=0.0,
+                                    bias=False))
     optimizer = model.configure_optimizers(optim.weight_decay, optim.lr, tuple(optim.betas), "cpu")
     data, block = torch.from_numpy(ids.astype(np.int64)), model_cfg.block_size
 
@@ -129,7 +131,12 @@ def main(argv: list[str] | None = None) -> None:
     text = args.corpus.read_text(encoding="utf-8")
     lookup = {c: i for i, c in enumerate(sorted(set(text)))}
     ids = np.array([lookup[c] for c in text[:int(0.9 * len(text))]], dtype=np.uint16)  # nanoGPT's train split
-    model_cfg, optim, batch = preset()
+    # The vocabulary is the corpus's characters (65 in Tiny Shakespeare): a fixed 65 failed deep in an embedding on a
+    # corpus of more.
+    model_cfg, optim, batch = preset(len(lookup))
+    if len(ids) <= model_cfg.block_size:
+        sys.exit(f"error: --corpus {args.corpus}: its training 90% is {len(ids):,} characters, and a window of "
+                 f"context {model_cfg.block_size} needs more: give a longer corpus (Tiny Shakespeare is 1.1M)")
     loops = {"nanoGPT": nanogpt_step(args.nanogpt, ids, model_cfg, optim, batch),
              "tinygpt": tinygpt_step(ids, model_cfg, optim, batch)}
     rounds: dict[str, list[dict[str, float]]] = {name: [] for name in loops}

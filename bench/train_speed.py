@@ -6,7 +6,7 @@ on a CPU) in the same plain loop. Rounds alternate reference, plain, Lightning (
 are medians over rounds, so a machine that speeds up or slows down mid-run does not bias them. Defaults:
 nanoGPT's shakespeare_char CPU recipe shapes (4 layers, 4 heads, 128 dims, context 64, batch 12).
 
-    python bench/train_speed.py --corpus ../shared/data/tinyshakespeare.txt
+    python bench/train_speed.py --corpus input.txt
     python bench/train_speed.py --corpus input.txt --precision bf16-mixed --compile attention=mha_fused
 """
 from __future__ import annotations
@@ -165,10 +165,17 @@ def main(argv: list[str] | None = None) -> None:
     print(f"command: python {shlex.join(sys.argv)}")
     print(f"CPU: {cpu_description()}")
     ids, vocab_size = corpus_ids(args)
+    if not len(ids):  # its vocabulary was then "vocab_size=0 must be a positive integer"
+        sys.exit(f"error: --corpus {args.corpus} is empty: give a text to train on")
     try:
         cfg, reference_cfg = model_config(args.overrides, vocab_size), model_config(NANOGPT, vocab_size)
     except ValueError as err:  # an unknown field or value, named with the known ones
         sys.exit(f"error: {err}")
+    # One window of the longer context and its next token must fit: a shorter corpus failed in torch's random_ ("from=0
+    # >= to=-52").
+    if len(ids) <= max(cfg.block_size, reference_cfg.block_size):
+        sys.exit(f"error: --corpus {args.corpus} holds {len(ids):,} characters, and a window of context "
+                 f"{max(cfg.block_size, reference_cfg.block_size)} needs more: give a longer corpus")
     peak = matmul_peak(args.matmul_size)
     tokens_per_step = args.batch * cfg.block_size
     print(f"torch {torch.__version__}, {torch.get_num_threads()} thread(s); {cfg.layers} layers, {cfg.heads} heads, "

@@ -27,3 +27,11 @@ def test_nothing_left_to_measure_is_refused_before_training(argv: list[str]) -> 
     'StatisticsError: no median for empty data'."""
     with pytest.raises(SystemExit):
         gpu_train.parse_args(argv)
+
+
+def test_without_cuda_it_says_so_in_one_line_naming_the_cpu_bench(monkeypatch: pytest.MonkeyPatch) -> None:
+    """It said 'bench/gpu_train.py needs CUDA', naming neither what it does nor what to run on a CPU."""
+    monkeypatch.setattr(gpu_train.torch.cuda, "is_available", lambda: False)
+    with pytest.raises(SystemExit, match=r"^error: bench/gpu_train.py times training on a GPU, and torch sees no CUDA "
+                                         r"device here: .+ \(bench/train_speed.py times the CPU\)$"):
+        gpu_train.main([])

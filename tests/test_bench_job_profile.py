@@ -38,3 +38,9 @@ def test_a_precision_a_cpu_job_cannot_train_in_is_refused_in_one_line() -> None:
 def test_an_unknown_option_is_one_line_naming_the_options() -> None:
     with pytest.raises(ValueError, match=r"^attention=nope is not an option of attention: choose one of gqa, "):
         job_profile.job_step("attention_tasks", ["attention=nope", *SMALL])
+
+
+def test_a_sweep_of_values_is_one_line_saying_it_profiles_one_job() -> None:
+    """Hydra's 'Ambiguous value for argument' named no way on."""
+    with pytest.raises(ValueError, match=r"^attention=mqa,gqa is a sweep, and this profiles one job: give one value"):
+        job_profile.job_step("attention_tasks", ["attention=mqa,gqa", *SMALL])

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -22,6 +23,16 @@ def test_a_missing_corpus_is_one_line() -> None:
     """It ended in a FileNotFoundError traceback."""
     with pytest.raises(SystemExit, match=r"^error: --corpus no_such_file.txt: no such file$"):
         train_speed.main(["--corpus", "no_such_file.txt"])
+
+
+@pytest.mark.parametrize("text, refusal", [("", r"is empty: give a text to train on$"),
+                                           ("hello world", r"holds 11 characters, and a window of context \d+ needs "
+                                                           "more: give a longer corpus$")])
+def test_a_corpus_too_short_for_a_window_is_one_line(tmp_path: Path, text: str, refusal: str) -> None:
+    """A short corpus ended in torch's 'random_ expects from to be less than to', an empty one named vocab_size=0."""
+    (tmp_path / "input.txt").write_text(text)
+    with pytest.raises(SystemExit, match=rf"^error: --corpus {tmp_path / 'input.txt'} {refusal}"):
+        train_speed.main(["--corpus", str(tmp_path / "input.txt")])
 
 
 def test_an_unknown_model_field_is_one_line_naming_the_fields(monkeypatch: pytest.MonkeyPatch) -> None:
