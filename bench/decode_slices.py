@@ -60,12 +60,39 @@ def engine(attention: str, positions: int) -> GPTEngine:
 SETTINGS = {"uncut": UNCUT, "slices": kernels.MIN_SLICE_KEYS}
 
 
-def step_times(attention: list[str], depth: int, batch: int, rounds: int) -> dict[tuple[str, str], list[float]]:
-    """ms per decode step of each round, by (variant, setting), the settings alternated within each round."""
+def why_uncut(calls: list[tuple[int, int, int]]) -> str | None:
+    """None where the `slices` setting cut some step's keys; else why key_slices() never did, from each kernel call's
+    (slices, (sequence, key/value head) pairs, keys): then both settings ran the same code and their ratio is noise."""
+    if any(slices > 1 for slices, _, _ in calls):
+        return None
+    if not calls:
+        return "the kernel never ran a step that could be cut"
+    if kernels.FLASH_WITH_LSE is None:
+        return f"this torch {torch.__version__} lacks the flash kernel that slices use"
+    pairs, threads = max(p for _, p, _ in calls), torch.get_num_threads()
+    if threads // pairs < 2:
+        return f"threads already filled ({pairs} (sequence, key/value head) pairs for {threads} threads)"
+    return (f"too few keys (at most {max(k for _, _, k in calls):,} in a step; two slices need "
+            f"{2 * SETTINGS['slices']:,})")
+
+
+def step_times(attention: list[str], depth: int, batch: int, rounds: int,
+               calls: dict[str, list[tuple[int, int, int]]] | None = None) -> dict[tuple[str, str], list[float]]:
+    """ms per decode step of each round, by (variant, setting), the settings alternated within each round; `calls`,
+    if given, gets each variant's kernel calls under the `slices` setting, for why_uncut()."""
     positions = depth + 1 + len(SETTINGS) * rounds * STEPS  # the prompt, then every step of every round
     engines = {a: engine(a, positions) for a in attention}
     prompt = torch.randint(0, 256, (batch, depth))
     times: dict[tuple[str, str], list[float]] = {}
+    original = kernels.key_slices
+    current: list[tuple[int, int, int]] = []  # the calls of the variant and setting being timed
+
+    def recorded(k: torch.Tensor) -> int:
+        slices = original(k)
+        current.append((slices, k.shape[0] * k.shape[1], k.shape[2]))
+        return slices
+
+    kernels.key_slices = recorded
     try:
         with torch.inference_mode():
             states = {a: list(e.prefill(prompt, positions)) for a, e in engines.items()}
@@ -74,25 +101,34 @@ def step_times(attention: list[str], depth: int, batch: int, rounds: int) -> dic
                     kernels.MIN_SLICE_KEYS = fewest
                     for name, e in engines.items():
                         cache, token = states[name]
+                        current.clear()
                         start = time.perf_counter()
                         for _ in range(STEPS):
                             token = e.step(token, cache)
                         times.setdefault((name, setting), []).append((time.perf_counter() - start) / STEPS * 1e3)
                         states[name][1] = token
+                        if calls is not None and setting == "slices":
+                            calls.setdefault(name, []).extend(current)
     finally:
         kernels.MIN_SLICE_KEYS = SETTINGS["slices"]
+        kernels.key_slices = original
     return times
 
 
-def main() -> None:
-    args = parse_args()
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
     print(f"command: python {shlex.join(sys.argv)}")
     print(f"CPU: {cpu_description()}; torch {torch.__version__}, {torch.get_num_threads()} threads; batch {args.batch}")
     for depth in args.depths:
-        times = step_times(args.attention, depth, args.batch, args.rounds)
+        calls: dict[str, list[tuple[int, int, int]]] = {}
+        times = step_times(args.attention, depth, args.batch, args.rounds, calls)
         print(f"depth {depth:,}: ms per decode step, median of {args.rounds} alternated rounds of {STEPS} steps")
         for name in args.attention:
             uncut, sliced = times[(name, "uncut")], times[(name, "slices")]
+            if reason := why_uncut(calls.get(name, [])):
+                print(f"  {name:15s} uncut {statistics.median(uncut):6.2f}  slices {statistics.median(sliced):6.2f}  "
+                      f"keys not cut here: {reason}, so both ran the same code")
+                continue
             ratio = statistics.median(u / s for u, s in zip(uncut, sliced))
             print(f"  {name:15s} uncut {statistics.median(uncut):6.2f}  slices {statistics.median(sliced):6.2f}  "
                   f"uncut/slices {ratio:.2f}x (rounds {min(uncut):.2f}-{max(uncut):.2f} "

@@ -24,7 +24,10 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # run from anywhere without installing
+from gpt.data.tokenizers.learned import TOKENIZERS  # noqa: E402
 from gpt.machine import cpu_description  # noqa: E402
+
+BPE_FEWEST = 258  # the smallest vocabulary BPETokenizer.learn takes: more than 256 bytes and end-of-text
 STARTUP = """
 import sys, time
 from gpt.data.corpus import TextData
@@ -37,16 +40,40 @@ print(time.perf_counter() - t)
 """
 
 
+def positive(text: str) -> int:
+    """A size or process count, refused below 1 here rather than after a corpus was generated for it."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of at least 1")
+    return value
+
+
+def tokenizer_name(text: str) -> str:
+    """What `python -m gpt prepare --tokenizer` takes: a tokenizer's name or a Hugging Face model folder."""
+    if text not in TOKENIZERS and not Path(text).is_dir():
+        raise argparse.ArgumentTypeError(f"{text!r} is none of {', '.join(TOKENIZERS)} nor a model folder")
+    # Absolute: prepare runs from the repository, where a relative folder would name another place.
+    return text if text in TOKENIZERS else str(Path(text).resolve())
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--sizes", type=int, nargs="+", default=[64, 512, 2048],
+    parser.add_argument("--sizes", type=positive, nargs="+", default=[64, 512, 2048],
                         help="corpus sizes in MiB (at least: stories are written ~2 MiB at a time)")
-    parser.add_argument("--tokenizers", nargs="+", default=["char", "gpt2", "bpe"])
-    parser.add_argument("--procs", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--tokenizers", type=tokenizer_name, nargs="+", default=["char", "gpt2", "bpe"],
+                        help=f"{', '.join(TOKENIZERS)}, or a Hugging Face model folder")
+    parser.add_argument("--procs", type=positive, nargs="+", default=[1, 2])
     parser.add_argument("--vocab-size", type=int, default=4096, help="of the trained BPE")
     parser.add_argument("--dir", default=None, help="where corpora and shards are written, in a new folder removed "
                         "after (default: in the system's temporary directory)")
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if "bpe" in args.tokenizers and args.vocab_size < BPE_FEWEST:
+        parser.error(f"--vocab-size {args.vocab_size} is too small for the byte-level BPE: give {BPE_FEWEST} or more, "
+                     "e.g. --vocab-size 4096")
+    return args
 
 
 def generate(path: Path, megabytes: int, seed: int = 0) -> None:
@@ -76,15 +103,24 @@ def peak_memory(command: list[str]) -> tuple[float, float, float, str]:
     """(seconds, CPU seconds of the process and its children, their peak MiB of memory sampled every 50 ms, stdout).
     CPU seconds near processes x seconds say the cores were the command's own; far less, that it shared them."""
     start, peak = time.perf_counter(), 0
-    proc = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    while not (waited := os.wait4(proc.pid, os.WNOHANG))[0]:
-        peak = max(peak, tree_pss(proc.pid))
-        time.sleep(0.05)
-    seconds, (_, status, usage) = time.perf_counter() - start, waited
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    if proc.returncode:
-        sys.exit(f"failed: {' '.join(command)}")
+    # A file, not a pipe: nothing reads stderr while the command runs, and a full pipe would stall it.
+    with tempfile.TemporaryFile("w+") as errors:
+        proc = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=errors, text=True)
+        while not (waited := os.wait4(proc.pid, os.WNOHANG))[0]:
+            peak = max(peak, tree_pss(proc.pid))
+            time.sleep(0.05)
+        seconds, (_, status, usage) = time.perf_counter() - start, waited
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        if proc.returncode:
+            errors.seek(0)
+            failed(command, errors.read())
     return seconds, usage.ru_utime + usage.ru_stime, peak / 1024, proc.stdout.read()
+
+
+def failed(command: list[str], stderr: str) -> None:
+    """Ends the run in one line: the command that failed and its own last error line, the reason it gave."""
+    reason = next((line.strip() for line in reversed(stderr.splitlines()) if line.strip()), "no error output")
+    sys.exit(f"error: {shlex.join(command)} failed: {reason}")
 
 
 def tree_pss(pid: int) -> int:
@@ -126,9 +162,11 @@ def main(argv: list[str] | None = None) -> None:
                                                         "--tokenizer", tokenizer, *sized,
                                                         "--num-proc", str(procs), "--root", str(root)])
                     if startup is None:  # the shards are the same whatever the processes: one start-up tells
-                        startup = float(subprocess.run([sys.executable, "-c", STARTUP, str(corpus), tokenizer,
-                                                        str(root), *sized[1:]], cwd=ROOT,
-                                                       capture_output=True, text=True, check=True).stdout)
+                        timed = [sys.executable, "-c", STARTUP, str(corpus), tokenizer, str(root), *sized[1:]]
+                        done = subprocess.run(timed, cwd=ROOT, capture_output=True, text=True)
+                        if done.returncode:
+                            failed([*timed[:2], "<data start-up>", *timed[3:]], done.stderr)
+                        startup = float(done.stdout)
                     print(f"| {megabytes:.0f} MiB | {tokenizer} | {procs} | {megabytes / seconds:.1f} | "
                           f"{cpu / seconds:.2f} | {pss:.0f} | {startup:.2f} |", flush=True)
             corpus.unlink()

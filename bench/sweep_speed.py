@@ -53,20 +53,37 @@ def run_sweep(args: argparse.Namespace, folder: Path, launcher: list[str], threa
     return time.perf_counter() - start
 
 
-def disagreements(a: Path, b: Path) -> tuple[list[str], int, float]:
-    """(the cells beyond seed noise, each with both means, cells compared, largest gap of means in points) between
-    two sweeps' matrices. Named, because at the ceiling two seeds with no spread make 99.6 against 100.0 count."""
+def disagreements(a: Path, b: Path) -> tuple[list[str], int, int, float]:
+    """(the cells beyond seed noise, each with both means, cells compared, cells with one seed on a side, largest gap
+    of means in points) between two sweeps' matrices. Named, because at the ceiling two seeds with no spread make 99.6
+    against 100.0 count. A cell with one seed is not compared: beyond_noise() makes no claim on it."""
     runs_a, runs_b = summaries(find_runs(a)), summaries(find_runs(b))
-    beyond, compared, gap = [], 0, 0.0
+    beyond, compared, one_seed, gap = [], 0, 0, 0.0
     for label in sorted(runs_a.keys() & runs_b.keys()):
         for column in capability.columns({label: runs_a[label]}):
             x, y = capability.values(runs_a[label], column), capability.values(runs_b[label], column)
             if x and y:
+                gap = max(gap, abs(statistics.fmean(x) - statistics.fmean(y)))
+                if len(x) < 2 or len(y) < 2:
+                    one_seed += 1
+                    continue
                 compared += 1
                 if beyond_noise(x, y, False) or beyond_noise(y, x, False):
                     beyond.append(f"{label} {column} {statistics.fmean(x):.1f} vs {statistics.fmean(y):.1f}")
-                gap = max(gap, abs(statistics.fmean(x) - statistics.fmean(y)))
-    return beyond, compared, gap
+    return beyond, compared, one_seed, gap
+
+
+def verdict(beyond: list[str], compared: int, one_seed: int, gap: float) -> str:
+    """The matrices' line: cells with one seed are counted apart, since no noise can be told from one seed."""
+    largest = f"largest gap of means {gap:.1f} points"
+    if not compared:
+        if not one_seed:
+            return "capability matrices: no cell is in both, nothing to compare"
+        return (f"capability matrices: no cell could be compared (one seed each: give seed=0,1,2 or more to "
+                f"compare); {largest}")
+    rest = f"; {one_seed} {'has' if one_seed == 1 else 'have'} one seed" if one_seed else ""
+    return (f"capability matrices: {len(beyond)} of {compared} cells compared differ beyond seed noise"
+            f"{': ' if beyond else ''}{'; '.join(beyond)}{rest}; {largest}")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -80,11 +97,10 @@ def main(argv: list[str] | None = None) -> None:
         out.mkdir(parents=True, exist_ok=True)
         serial = run_sweep(args, out / "serial", ["hydra/launcher=basic"], str(n))
         parallel = run_sweep(args, out / "parallel", [], None)
-        beyond, compared, gap = disagreements(out / "serial", out / "parallel")
+        beyond, compared, one_seed, gap = disagreements(out / "serial", out / "parallel")
     print(f"one at a time, {n} threads: {serial / 60:.1f} min; {n} at a time, 1 thread each: {parallel / 60:.1f} min "
           f"(parallel {serial / parallel:.2f}x as fast) on {cpu_description()}")
-    print(f"capability matrices: {len(beyond)} of {compared} cells differ beyond seed noise{': ' if beyond else ''}"
-          f"{'; '.join(beyond)}; largest gap of means {gap:.1f} points")
+    print(verdict(beyond, compared, one_seed, gap))
 
 
 if __name__ == "__main__":

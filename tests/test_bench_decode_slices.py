@@ -45,3 +45,26 @@ def test_a_variant_that_reads_no_kernel_is_refused(variant: str, capsys: pytest.
     with pytest.raises(SystemExit):
         decode_slices.parse_args(["--attention", "mqa", variant])
     assert f"--attention {variant} never calls the softmax kernel" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("threads, depth, reason", [
+    (2, 256, "too few keys (at most 304 in a step; two slices need 2,048)"),  # 256 + 2 settings x 24 steps
+    (1, 2048, "threads already filled (1 (sequence, key/value head) pairs for 1 threads)"),
+])
+def test_a_row_whose_keys_were_not_cut_says_why_not_a_speed_up(
+        threads: int, depth: int, reason: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
+    """--depths 256 on 1 thread printed 'uncut/slices 1.13x': key_slices() gave 1 in both settings, so the same code
+    ran twice and the ratio was noise presented as a speed-up."""
+    monkeypatch.setattr(torch, "get_num_threads", lambda: threads)
+    decode_slices.main(["--depths", str(depth), "--attention", "mqa", "--rounds", "1"])
+    row = capsys.readouterr().out.splitlines()[-1]
+    assert f"keys not cut here: {reason}, so both ran the same code" in row and "uncut/slices" not in row
+    assert kernels.key_slices.__name__ == "key_slices"  # the recording wrapper is gone
+
+
+def test_a_row_whose_keys_were_cut_keeps_its_ratio(monkeypatch: pytest.MonkeyPatch,
+                                                   capsys: pytest.CaptureFixture) -> None:
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 2)
+    decode_slices.main(["--depths", "2048", "--attention", "mqa", "--rounds", "1"])
+    row = capsys.readouterr().out.splitlines()[-1]
+    assert "uncut/slices" in row and "not cut" not in row

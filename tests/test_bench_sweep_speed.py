@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from gpt.sweeps import capability
 from tests.conftest import ROOT
 
 sys.path.insert(0, str(ROOT / "bench"))
@@ -23,8 +24,29 @@ def test_a_relative_out_compares_the_sweeps_it_ran(tmp_path: Path, monkeypatch: 
 
     compared = []
     monkeypatch.setattr(sweep_speed.subprocess, "run", sweep)
-    monkeypatch.setattr(sweep_speed, "disagreements", lambda a, b: compared.extend([a, b]) or ([], 1, 0.0))
+    monkeypatch.setattr(sweep_speed, "disagreements", lambda a, b: compared.extend([a, b]) or ([], 1, 0, 0.0))
     monkeypatch.chdir(tmp_path)
     sweep_speed.main(["--out", "sw"])
     assert compared and all(folder.is_dir() for folder in compared)
     assert sorted(p.name for p in (tmp_path / "sw").iterdir()) == ["parallel", "serial"]
+
+
+def matrices(monkeypatch: pytest.MonkeyPatch, seeds: dict[str, list[float]]) -> tuple[list[str], int, int, float]:
+    """disagreements() between two sweeps whose configurations got these accuracies (one per seed) in one column."""
+    runs = {label: [{"status": "ok", capability.EXACT: {"copy": v / 100}} for v in values]
+            for label, values in seeds.items()}
+    monkeypatch.setattr(sweep_speed, "find_runs", lambda folder: folder)
+    monkeypatch.setattr(sweep_speed, "summaries", lambda folder: runs)
+    return sweep_speed.disagreements(Path("serial"), Path("parallel"))
+
+
+def test_one_seed_per_cell_compares_no_cell(monkeypatch: pytest.MonkeyPatch) -> None:
+    """seed=0 printed '0 of 10 cells differ beyond seed noise', though beyond_noise() makes no claim on one seed."""
+    line = sweep_speed.verdict(*matrices(monkeypatch, {"attention=mha": [50.0], "attention=gqa": [60.0]}))
+    assert "no cell could be compared (one seed each: give seed=0,1,2 or more to compare)" in line
+    assert "0 of" not in line
+
+
+def test_only_cells_with_seeds_to_compare_are_counted(monkeypatch: pytest.MonkeyPatch) -> None:
+    line = sweep_speed.verdict(*matrices(monkeypatch, {"attention=mha": [50.0, 52.0], "attention=gqa": [60.0]}))
+    assert "0 of 1 cells compared differ beyond seed noise; 1 has one seed" in line
