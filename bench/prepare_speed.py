@@ -26,6 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # run from anywhere without installing
 from gpt.data.tokenizers.learned import TOKENIZERS  # noqa: E402
 from gpt.machine import cpu_description  # noqa: E402
+from gpt.validate import positive_int  # noqa: E402
 
 BPE_FEWEST = 258  # the smallest vocabulary BPETokenizer.learn takes: more than 256 bytes and end-of-text
 STARTUP = """
@@ -40,17 +41,6 @@ print(time.perf_counter() - t)
 """
 
 
-def positive(text: str) -> int:
-    """A size or process count, refused below 1 here rather than after a corpus was generated for it."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of at least 1")
-    return value
-
-
 def tokenizer_name(text: str) -> str:
     """What `python -m gpt prepare --tokenizer` takes: a tokenizer's name or a Hugging Face model folder."""
     if text not in TOKENIZERS and not Path(text).is_dir():
@@ -61,11 +51,11 @@ def tokenizer_name(text: str) -> str:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--sizes", type=positive, nargs="+", default=[64, 512, 2048],
+    parser.add_argument("--sizes", type=positive_int, nargs="+", default=[64, 512, 2048],
                         help="corpus sizes in MiB (at least: stories are written ~2 MiB at a time)")
     parser.add_argument("--tokenizers", type=tokenizer_name, nargs="+", default=["char", "gpt2", "bpe"],
                         help=f"{', '.join(TOKENIZERS)}, or a Hugging Face model folder")
-    parser.add_argument("--procs", type=positive, nargs="+", default=[1, 2])
+    parser.add_argument("--procs", type=positive_int, nargs="+", default=[1, 2])
     parser.add_argument("--vocab-size", type=int, default=4096, help="of the trained BPE")
     parser.add_argument("--dir", default=None, help="where corpora and shards are written, in a new folder removed "
                         "after (default: in the system's temporary directory)")

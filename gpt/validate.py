@@ -51,6 +51,18 @@ SEQUENCES = (list, tuple, Iterable, Sequence)  # what a YAML list may be passed 
 SCALAR_NAMES = {bool: "true or false", int: "an integer", float: "a number", str: "a string", type(None): "null"}
 
 
+def positive_int(text: str) -> int:
+    """An argparse type: a whole number of at least 1 (0 processes would otherwise quietly mean every core, a size of
+    0 a corpus of nothing)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, not {text!r}")
+    return value
+
+
 def first_line(error: BaseException) -> str:
     """What an exception says, in one line: its message's first line (Hydra's, pyarrow's and torch's run to several),
     or its type's name when it says nothing."""

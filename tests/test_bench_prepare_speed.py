@@ -30,8 +30,8 @@ def test_a_given_dir_keeps_what_was_there(tmp_path: Path, monkeypatch: pytest.Mo
 
 @pytest.mark.parametrize("flags, says", [
     (["--tokenizers", "gpt3"], "'gpt3' is none of char, word, gpt2, bpe nor a model folder"),
-    (["--sizes", "0"], "'0' is not a whole number of at least 1"),
-    (["--procs", "0"], "'0' is not a whole number of at least 1"),
+    (["--sizes", "0"], "must be a positive integer, not '0'"),
+    (["--procs", "0"], "must be a positive integer, not '0'"),
     (["--tokenizers", "bpe", "--vocab-size", "10"], "--vocab-size 10 is too small for the byte-level BPE: give 258"),
 ])
 def test_a_bad_argument_is_refused_before_any_corpus(flags: list[str], says: str, monkeypatch: pytest.MonkeyPatch,

@@ -14,6 +14,7 @@ from gpt.data.prepared import open_prepared
 from gpt.data.recipe import Names, Recipe, check_text_field, split_files
 from gpt.data.tokenizers.learned import TOKENIZERS
 from gpt.overrides import command_line
+from gpt.validate import positive_int
 
 COMMAND_NAMES = Names("{}", "--val {}", "the inputs and --val")
 
@@ -32,20 +33,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--text-field", default=defaults.text_field, help="JSONL key / Parquet or dataset column")
     parser.add_argument("--doc-bytes", type=int, default=defaults.doc_bytes)
     parser.add_argument("--shard-tokens", type=int, default=defaults.shard_tokens)
-    parser.add_argument("--num-proc", type=_processes, default=None, help="processes (default: every core)")
+    parser.add_argument("--num-proc", type=positive_int, default=None, help="processes (default: every core)")
     parser.add_argument("--root", default="data", help="training's data.root: the shards go to <root>/shards/")
     parser.add_argument("--out", default=None, help="prepare into this folder instead (train with data.path=<it>)")
-
-
-def _processes(text: str) -> int:
-    """--num-proc, refused below 1 where argparse reads it (0 would otherwise quietly mean every core)."""
-    try:
-        count = int(text)
-    except ValueError:
-        count = 0
-    if count < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, not {text!r}")
-    return count
 
 
 def run(args: argparse.Namespace) -> None:
