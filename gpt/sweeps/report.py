@@ -28,7 +28,7 @@ from gpt.sweeps.parallel import command_line_values
 from gpt.sweeps.report_figures import FIGURES, figures
 from gpt.sweeps.repeats import recorded_sweep
 from gpt.sweeps.runs import Run, find_runs, group, labels, summaries
-from gpt.sweeps.stats import behind_best, best_of, stat_cell
+from gpt.sweeps.stats import behind_best, best_of, formatter, stat_cell
 from gpt.training.run_folder import OVERRIDES, REPORT
 
 
@@ -123,8 +123,7 @@ def seed_noise(groups: dict[tuple[str, ...], list[Run]], names: dict[tuple[str, 
     loss = {key: v for key, v in every.items() if len(v) > 1}
     if len(loss) < 2:
         return None
-    fmt = COLUMNS[1].fmt
-    show = fmt.format if isinstance(fmt, str) else fmt
+    show = formatter(COLUMNS[1].fmt)
     top = show(min(statistics.fmean(v) for v in loss.values()))
     # A configuration with one seed can be the column's bold best, with no spread to compare against: not this one.
     which = " with two seeds or more" if show(min(statistics.fmean(v) for v in every.values() if v)) != top else ""

@@ -21,13 +21,18 @@ def percent(value: float) -> str:
     return f"{value:.1f}"
 
 
+def formatter(fmt: str | Callable[[float], str]) -> Callable[[float], str]:
+    """A column's format as a function: a format string's format, or the function given."""
+    return fmt.format if isinstance(fmt, str) else fmt
+
+
 def stat_cell(values: Sequence[float], fmt: str | Callable[[float], str], spread: bool = True, bold: bool = False,
               mark: str = "") -> str:
     """`mean ± std` (std only with two seeds or more and `spread`), `—` with no value; **bold** for a best; then
     the marks the caller gives. `fmt`: a format string, or a function from a value to its text."""
     if not values:
         return "—"
-    show = fmt.format if isinstance(fmt, str) else fmt
+    show = formatter(fmt)
     text = show(statistics.fmean(values))
     if spread and len(values) > 1:
         text += " ± " + spread_text(text, statistics.stdev(values), show)
@@ -48,7 +53,7 @@ def best_of(values: Mapping[K, Sequence[float]], lower_is_better: bool,
             fmt: str | Callable[[float], str] | None = None) -> list[K]:
     """The keys whose mean is the best, as `fmt` shows it (stat_cell's) where given: two cells that read alike are
     both the best, not one bold beside its equal; none when fewer than two distinct means would tell rows apart."""
-    show = (fmt.format if isinstance(fmt, str) else fmt) or (lambda mean: mean)
+    show = formatter(fmt) if fmt else (lambda mean: mean)
     means = {key: statistics.fmean(v) for key, v in values.items() if v}
     if len({show(mean) for mean in means.values()}) < 2:
         return []
