@@ -329,11 +329,11 @@ def run_job(cfg: DictConfig, run_dir: Path, multirun: bool) -> None:
         record_failure(run_dir, err)
 
 
-def check_command(cfg: DictConfig, *, sweep: Sequence[str] = ()) -> None:
-    """gpt.training.checks.check_config, imported only by a command that will train (it needs Lightning)."""
+def check_command(cfg: DictConfig, *, sweep: Sequence[str] = (), lightning: bool = True) -> None:
+    """gpt.training.checks.check_config, imported only by a command whose config composes (it needs torch)."""
     from gpt.training.checks import check_config
 
-    check_config(cfg, sweep=sweep)
+    check_config(cfg, sweep=sweep, lightning=lightning)
 
 
 def cli() -> None:

@@ -443,12 +443,18 @@ def test_train_cli_refuses_in_one_line_and_leaves_no_run_folder(tmp_path: Path, 
      "error: data.tasks.calculator.operations has unknown ['modulo']; choose from ['plus', 'minus', 'times', "
      "'divided by']"),
     (["gpt", "which-split", "one plus one equals"], 0, None),
+    # the list of options offered is checked as a run's config is, but for the sections it leaves as they were
+    (["train.py", "data=recall", "data.tasks.copyy.length=8"], 2,
+     "error: data.tasks.copyy is not a setting of data.tasks; did you mean data.tasks.copy? data.tasks.copy.length is "
+     "a setting of data=copy or data=tasks, and this command has data=recall: add data=copy, or data=[recall,copy] to "
+     "keep data=recall beside it"),
 ])
 def test_what_needs_no_lightning_does_not_wait_for_its_import(tmp_path: Path, command: list[str], code: int,
                                                               said: str | None) -> None:
     """The model's, the optimizer's, the tasks' and the run's own settings are checked before the sections Lightning
     builds from, and which-split reads tasks without the data module: importing Lightning for them made a typo in
-    model.bias, or a question to which-split, a five-to-six-second wait for one line."""
+    model.bias, a question to which-split, or a typo'd task knob whose advice offers a list of options, a
+    five-to-six-second wait for one line."""
     script = ["-m", command[0]] if command[0] == "gpt" else [str(ROOT / command[0])]
     result = subprocess.run([sys.executable, "-X", "importtime", *script, *command[1:]], cwd=tmp_path,
                             env=child_env(), capture_output=True, text=True, timeout=300)

@@ -34,7 +34,7 @@ def checked(argv: list[str]) -> Outcome:
 @example(argv=["callbacks.sample=7"])  # a section replaced by a value: "Input cfg is not an OmegaConf config"
 @example(argv=["data.tasks.calculator=[a]"])  # "is not a setting of data.tasks; did you mean data.tasks.calculator?"
 @example(argv=["optim.lr=inf"])  # a non-finite rate passed the range check, then diverged at step 1
-@settings(max_examples=scaled(150))
+@settings(max_examples=scaled(100))
 def test_any_command_line_is_checked_in_one_line_before_a_run_folder_exists(argv: list[str]) -> None:
     with fresh_folder() as folder:
         outcome = checked(argv)

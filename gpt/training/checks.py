@@ -90,17 +90,18 @@ def check_accelerator(trainer: DictConfig) -> None:
                          "it installed, or drop trainer.accelerator=tpu to train on the CPU")
 
 
-def check_config(cfg: DictConfig, overrides: Sequence[str] | None = None, sweep: Sequence[str] = ()) -> None:
+def check_config(cfg: DictConfig, overrides: Sequence[str] | None = None, sweep: Sequence[str] = (),
+                 lightning: bool = True) -> None:
     """Refuse settings that cannot work, one line each, before any data or model work: every section against
     the signature of what it is passed to, train.yaml's own keys against RunSettings, and the model, schedule and
     sample settings the command line (`overrides`; a composed config's own by default) gives against what reads them
     (init_from's model: once it is loaded). `sweep`: the overrides of the sweep this run is a job of, which its
-    advice repeats."""
+    advice repeats; `lightning=False`: the sections Lightning builds from are left unchecked (check_sections)."""
     if overrides is None:
         overrides = as_typed(cfg.hydra.overrides.task) if "hydra" in cfg else ()
     try:
         check_removed(cfg, overrides)
-        check_sections(cfg)
+        check_sections(cfg, lightning)
         check_schedule_reads(OptimConfig.from_dict(optim_config(cfg)), given_settings(overrides, "optim"))
         if "max_new_tokens" in given_settings(overrides, "callbacks.sample") and cfg.data.get("tasks") is not None:
             value = cfg.callbacks.sample.max_new_tokens
@@ -166,10 +167,10 @@ def check_known_keys(cfg: DictConfig) -> None:
             raise ValueError(f"callbacks.{key} is not a setting of callbacks{meant} (settings: {', '.join(CALLBACKS)})")
 
 
-def check_sections(cfg: DictConfig) -> None:
+def check_sections(cfg: DictConfig, lightning: bool = True) -> None:
     """Every section's values against what reads them: first those needing no Lightning (the model, the optimizer,
-    the run's own keys), whose import made a typo there a six-second wait for one line; then the sections Lightning
-    builds from (lightning_checks.py)."""
+    the run's own keys), whose import made a typo there a six-second wait for one line; then, with `lightning`, the
+    sections Lightning builds from (lightning_checks.py)."""
     check_resolves(cfg)
     for key in SECTIONS:  # a section replaced by a value (callbacks.sample=7) or removed (~data)
         node = OmegaConf.select(cfg, key)
@@ -190,6 +191,8 @@ def check_sections(cfg: DictConfig) -> None:
     if cfg.resume and cfg.ckpt_path:
         raise ValueError("pass either resume=true (newest run with this config) or ckpt_path=<path>, not both")
     check_init_from(cfg.init_from)
+    if not lightning:
+        return
     from gpt.training.lightning_checks import check_lightning_sections  # Lightning: only once the above pass
 
     check_lightning_sections(cfg)

@@ -4,8 +4,10 @@ the command's options lack."""
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
+from functools import lru_cache
 from pathlib import Path
+from typing import Protocol
 
 from hydra.errors import HydraException, MissingConfigException
 from omegaconf import DictConfig, OmegaConf
@@ -16,12 +18,27 @@ from gpt.training.composition import compose_train, groups, not_an_option, parse
 from gpt.validate import closest, did_you_mean, first_line
 
 
+@lru_cache(maxsize=256)
+def read_option(file: Path) -> tuple[str, list]:
+    """An option file's text and its defaults list; remembered for one explanation, which reads each file for every
+    key it looks for."""
+    return file.read_text(), list(OmegaConf.load(file).get("defaults") or [])
+
+
+class Check(Protocol):
+    """train.py's checks of a composed config before any work; `sweep`: the overrides of the sweep the config is a
+    job of, which the advice of a refusal repeats; `lightning=False`: the sections Lightning builds from are left
+    unchecked, and Lightning unimported."""
+
+    def __call__(self, cfg: DictConfig, *, sweep: Sequence[str] = (), lightning: bool = True) -> None: ...
+
+
 def names(file: Path, mentions: re.Pattern[str]) -> bool:
     """Whether an option's file, or an option of its group that its defaults list pulls in, writes a key that
     `mentions` finds: data=tasks names recall's keys in configs/data/recall.yaml alone."""
-    if mentions.search(file.read_text()):
+    text, defaults = read_option(file)
+    if mentions.search(text):
         return True
-    defaults = OmegaConf.load(file).get("defaults") or []
     return any(names(file.parent / f"{entry}.yaml", mentions) for entry in defaults
                if isinstance(entry, str) and (file.parent / f"{entry}.yaml").is_file())
 
@@ -36,17 +53,18 @@ def chosen(cfg: DictConfig, overrides: list[str], group: str) -> str | None:
     return f"{group}=[{','.join(given.value())}]" if given and isinstance(given.value(), list) else None
 
 
-def mixture(config_dir: Path, overrides: list[str], has: str, owner: str, section: str,
-            check: Callable[[DictConfig], None]) -> str | None:
+def mixture(config_dir: Path, before: DictConfig, overrides: list[str], has: str, owner: str, section: str,
+            check: Check) -> str | None:
     """The option list that adds `owner` to the command's option `has` (data=[recall,copy]), where a list of the
-    group's options composes as a mixture that `check` accepts: `section` (data.tasks) keeps everything it had and
-    gains the owner's. None where a later option replaces an earlier one's values (attention=[mha,gqa] is gqa;
-    data=[text,copy] is copy's data module) or the mixture is refused (length runs alone)."""
+    group's options composes as a mixture that `check` accepts: `section` (data.tasks) keeps everything it had in
+    `before` (the config `overrides` compose) and gains the owner's. None where a later option replaces an earlier
+    one's values (attention=[mha,gqa] is gqa; data=[text,copy] is copy's data module) or the mixture is refused
+    (length runs alone)."""
     group, _, options = has.partition("=")
     together = f"{group}=[{options.strip('[]')},{owner.partition('=')[2]}]"
     rest = [o for o in overrides if override_key(o) != group]
     try:
-        before, after = compose_train(config_dir, overrides), compose_train(config_dir, [*rest, together])
+        after = compose_train(config_dir, [*rest, together])
     except HydraException:
         return None
     kept = [OmegaConf.to_container(OmegaConf.select(cfg, section) if section else cfg, resolve=False)
@@ -54,7 +72,7 @@ def mixture(config_dir: Path, overrides: list[str], has: str, owner: str, sectio
     if not (isinstance(kept[0], dict) and isinstance(kept[1], dict) and kept[0].items() <= kept[1].items()):
         return None
     try:
-        check(after)
+        check(after, lightning=False)  # the mixture changes no section Lightning builds from: not worth its import
     except ValueError:
         return None
     return together
@@ -85,21 +103,32 @@ def options_setting(config_dir: Path, overrides: list[str], key: str) -> list[st
         for file in sorted((config_dir / group).glob("*.yaml")):
             if not names(file, mentions):  # composing only the files that name the key keeps this quick
                 continue
-            try:
-                cfg = compose_train(config_dir, [*others, f"{group}={file.stem}"])
-            except HydraException:
+            cfg = composed_with(config_dir, (*others, f"{group}={file.stem}"))
+            if cfg is None:
                 continue
             node = OmegaConf.select(cfg, parent) if parent else cfg
             if isinstance(node, DictConfig) and name in node:
-                found.append((not mentions.search(file.read_text()), f"{group}={file.stem}"))
+                found.append((not mentions.search(read_option(file)[0]), f"{group}={file.stem}"))
     return [option for _, option in sorted(found)]
 
 
+@lru_cache(maxsize=128)
+def composed_with(config_dir: Path, overrides: tuple[str, ...]) -> DictConfig | None:
+    """The config `overrides` compose, or None where Hydra refuses them; remembered for one explanation (read only),
+    whose searches for the option that has a key compose the same option again for each part of the key."""
+    try:
+        return compose_train(config_dir, list(overrides))
+    except HydraException:
+        return None
+
+
 def explain(err: HydraException, config_dir: Path, overrides: list[str], sweep: Sequence[str] = (),
-            check: Callable[[DictConfig], None] | None = None) -> str:
+            check: Check | None = None) -> str:
     """One line for Hydra's multi-line composition errors: what is unknown, and what there is instead. `sweep`: the
     command line of the sweep the job of `overrides` is one of; `check`: train.py's checks of a composed config, which
     a list of options it offers (data=[recall,copy]) must pass."""
+    composed_with.cache_clear()  # the config files may have changed since the last explanation
+    read_option.cache_clear()
     missing = re.search(r"Could not (?:find|load) '([^']+)/([^']+)'", str(err))
     if isinstance(err, MissingConfigException) and missing:
         return not_an_option(config_dir, *missing.groups())
@@ -161,7 +190,7 @@ def owning(config_dir: Path, overrides: list[str], parts: list[str], least: int)
 
 
 def owned(config_dir: Path, cfg: DictConfig, overrides: list[str], sweep: Sequence[str],
-          check: Callable[[DictConfig], None] | None, parent: str, setting: str, owners: list[str],
+          check: Check | None, parent: str, setting: str, owners: list[str],
           written: list[str]) -> str:
     """What to add for `setting`, which `owners` (options) have and the command's options lack: one of them, a
     list of options that keeps the command's (data=[recall,copy]), or in a sweep how to give it to every job.
@@ -179,7 +208,7 @@ def owned(config_dir: Path, cfg: DictConfig, overrides: list[str], sweep: Sequen
         value = override_value(sweep, ".".join(written[:setting.count(".") + 1]), "<value>")
         return (f"{setting} is a setting of {' or '.join(owners)}, and this sweep has a job with {has}: write "
                 f"++{setting}={value} to give it to every job (the jobs without {owners[0]} ignore it)")
-    both = mixture(config_dir, overrides, current, owners[0], parent, check) if current and check else None
+    both = mixture(config_dir, cfg, overrides, current, owners[0], parent, check) if current and check else None
     keep = f", or {both} to keep {current} beside it" if both else ""
     return f"{setting} is a setting of {' or '.join(owners)}, and this command has {has}: add {owners[0]}{keep}"
 
@@ -190,7 +219,7 @@ def near_setting(config_dir: Path, overrides: list[str], parent: str, name: str,
     their keys, and only the close ones composed, nearest first."""
     key_line = re.compile(r"^\s*([A-Za-z_][\w-]*)\s*:", re.MULTILINE)
     left = {found for group in groups(config_dir) if group != "experiment"
-            for file in (config_dir / group).glob("*.yaml") for found in key_line.findall(file.read_text())}
+            for file in (config_dir / group).glob("*.yaml") for found in key_line.findall(read_option(file)[0])}
     left -= {name, *have}
     while (match := closest(name, left)) is not None:
         if options_setting(config_dir, overrides, f"{parent}.{match}"):

@@ -6,10 +6,8 @@ from __future__ import annotations
 import re
 import shutil
 import sys
-from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
-from typing import Protocol
 
 from hydra.core.override_parser.types import ValueType
 from hydra.errors import HydraException
@@ -21,7 +19,7 @@ from gpt.overrides import override_key, quoted
 from gpt.training.command_flags import check_flags
 from gpt.training.composition import (compose_train, composed_sweep, groups, not_an_option, parsed,
                                       sweep_overrides)
-from gpt.training.config_errors import explain
+from gpt.training.config_errors import Check, explain
 from gpt.training.recorded import as_typed
 from gpt.training.run_folder import SUMMARY, finished
 from gpt.training.run_folder_lock import claim as claim_run_folder
@@ -63,13 +61,6 @@ def check_swept_options(config_dir: Path, overrides: list[str]) -> None:
             for option in override.sweep_string_iterator():
                 if option != "null" and not (config_dir / group / f"{option}.yaml").is_file():
                     raise ValueError(not_an_option(config_dir, group, option))
-
-
-class Check(Protocol):
-    """train.py's checks of a composed config before any work; `sweep`: the overrides of the sweep the config is a
-    job of, which the advice of a refusal repeats."""
-
-    def __call__(self, cfg: DictConfig, *, sweep: Sequence[str] = ()) -> None: ...
 
 
 def preflight(argv: list[str], config_dir: Path, check: Check, claim: bool = False) -> list[str]:
