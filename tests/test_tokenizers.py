@@ -7,6 +7,8 @@ from typing import TypeVar
 import numpy as np
 import pytest
 import torch
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 from gpt.data.tokenizers import learn_tokenizer, tokenizer_from_dict
 from gpt.data.tokenizers.base import EOT, InstallError
@@ -15,6 +17,7 @@ from gpt.data.tokenizers.gpt2 import GPT2_FILES, GPT2_PACKAGE, GPT2Tokenizer, gp
 from gpt.data.tokenizers.learned import TOKENIZERS
 from gpt.data.tokenizers.vocab import CharTokenizer, WordTokenizer
 from tests.conftest import ROOT, play
+from tests.fuzzing import scaled
 
 T = TypeVar("T")
 
@@ -285,6 +288,27 @@ def test_word_tokenizer_keeps_combining_marks_in_their_words(text: str) -> None:
     written as a mark (NFD) cut words into letters, which decoded with spaces between (ह ि न ् द ी)."""
     tokenizer = WordTokenizer.fit(text)
     assert len(tokenizer.encode(text)) == len(text.split()) + 1 and tokenizer.decode(tokenizer.encode(text)) == text
+
+
+TRICKY_WORDS = ["two", "plus", "k12", "v3", "_", "?", ",", "\n", "o'er", "’tis", "don't", EOT, "cafe\u0301", "a b", ""]
+
+
+@given(words=st.lists(st.sampled_from(TRICKY_WORDS), max_size=8),
+       gaps=st.lists(st.sampled_from([" ", " ", "", "  ", "\n", ",", "\x1c", "\u00a0", "'"]), min_size=8, max_size=8))
+@example(words=[EOT], gaps=[""] * 8)  # a word of the vocabulary that the pattern reads as five pieces
+@settings(max_examples=scaled(200))
+def test_word_tokenizer_reads_words_one_space_apart_as_its_pattern_does(words: list[str], gaps: list[str]) -> None:
+    """encode looks a text of whole words one space apart up without the pattern: the same ids as the pattern's pieces
+    for any text, and the same refusal of a piece the vocabulary lacks."""
+    tokenizer = WordTokenizer(["\n", "two", "plus", "k12", "v3", "_", "?", ",", "o'er", "’tis", "don't", EOT,
+                               "cafe\u0301", "a b"])
+    text = "".join(word + gap for word, gap in zip(words, gaps))
+    pieces = WordTokenizer._pieces.findall(text)
+    if all(piece in tokenizer.ids for piece in pieces):
+        assert tokenizer.encode(text) == [tokenizer.ids[piece] for piece in pieces]
+    else:
+        with pytest.raises(ValueError, match="word"):
+            tokenizer.encode(text)
 
 
 def test_a_folders_tokenizer_reads_a_special_token_spelled_in_text_as_text() -> None:
