@@ -16,6 +16,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -60,6 +61,12 @@ def engine(attention: str, positions: int) -> GPTEngine:
 SETTINGS = {"uncut": UNCUT, "slices": kernels.MIN_SLICE_KEYS}
 
 
+def progress(message: str) -> None:
+    """A line on stderr as a stage of the timing starts, so its minutes (a prefill of 16k tokens, the rounds) are
+    not silent; stdout holds the figures alone, for whoever parses them."""
+    print(message, file=sys.stderr, flush=True)
+
+
 def why_uncut(calls: list[tuple[int, int, int]]) -> str | None:
     """None where the `slices` setting cut some step's keys; else why key_slices() never did, from each kernel call's
     (slices, (sequence, key/value head) pairs, keys): then both settings ran the same code and their ratio is noise."""
@@ -95,8 +102,12 @@ def step_times(attention: list[str], depth: int, batch: int, rounds: int,
     kernels.key_slices = recorded
     try:
         with torch.inference_mode():
-            states = {a: list(e.prefill(prompt, positions)) for a, e in engines.items()}
-            for _ in range(rounds):
+            states: dict[str, list[Any]] = {}
+            for number, (name, e) in enumerate(engines.items(), start=1):
+                progress(f"depth {depth:,}: prefilling {name} ({number} of {len(engines)})...")
+                states[name] = list(e.prefill(prompt, positions))
+            for round_number in range(1, rounds + 1):
+                progress(f"depth {depth:,}: timing round {round_number} of {rounds}...")
                 for setting, fewest in SETTINGS.items():
                     kernels.MIN_SLICE_KEYS = fewest
                     for name, e in engines.items():

@@ -106,6 +106,12 @@ def hf_runner(args: argparse.Namespace, batch: int, cache: bool) -> Callable[[],
 HF = "hf GPT2LMHeadModel.generate"
 
 
+def progress(message: str) -> None:
+    """A line on stderr as a stage of the timing starts, so its minutes are not silent; stdout holds the tables
+    alone, for whoever parses them."""
+    print(message, file=sys.stderr, flush=True)
+
+
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     given = (args.compiled or []) + [a for a in args.uncached or [] if a != "all"]  # 'all' is --uncached's alone
@@ -121,7 +127,7 @@ def main(argv: list[str] | None = None) -> None:
           f"{args.new_tokens} new tokens after a {args.prompt_len}-token prompt, greedy; rows timed round-robin "
           f"{args.repeats} times after one untimed warm-up run each (which compiles the compiled rows); medians")
     uncached = set(ATTENTION) if "all" in args.uncached else set(args.uncached)
-    for batch in args.batch:
+    for batch_index, batch in enumerate(args.batch):
         # Compiled rows start afresh at each batch, as in their own generate.py process: graphs kept from another
         # batch size would make torch.compile treat the batch as dynamic, and no longer specialise for it.
         torch._dynamo.reset()
@@ -137,12 +143,15 @@ def main(argv: list[str] | None = None) -> None:
                 runners[(attention, cache)] = tinygpt_runner(args, attention, batch, cache)
             if attention in args.compiled:
                 runners[(f"{attention} compiled", True)] = tinygpt_runner(args, attention, batch, True, True)
-        for run in runners.values():
+        warm_ups = len(args.batch) * len(runners)  # every batch has the same rows
+        for number, ((name, cache), run) in enumerate(runners.items(), start=batch_index * len(runners) + 1):
+            progress(f"warming up {name}{'' if cache else ' uncached'}, batch {batch} ({number} of {warm_ups})...")
             run()
         # Round-robin, so a machine that speeds up or slows down over the minutes this takes shifts every row
         # alike, and ratios to Hugging Face are taken within a round.
         times: dict[tuple[str, bool], list[tuple[float, float]]] = {key: [] for key in runners}
-        for _ in range(args.repeats):
+        for round_number in range(1, args.repeats + 1):
+            progress(f"timing batch {batch}, round {round_number} of {args.repeats} ({len(runners)} rows)...")
             for key, run in runners.items():
                 times[key].append(timed(run))
         print(f"\nbatch {batch}: new tokens/s by wall time and by process CPU time (x hf: median over rounds of "

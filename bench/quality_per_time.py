@@ -139,6 +139,29 @@ def mean_std(seconds: list[float]) -> str:
     return f"{statistics.fmean(seconds):.1f}{spread} s"
 
 
+def table(results: dict[str, list[dict[str, Any]]], budgets: list[float], target: float,
+          on_nanogpt_text: bool) -> list[str]:
+    """The header and one row per configuration, medians over its runs. The 'nanoGPT val' column only when the
+    runs were scored on nanoGPT's last 10% (--nanogpt): without it no run has that figure, so it would be all nan."""
+
+    def median(config: str, key: str | Callable[[dict[str, Any]], float]) -> float:
+        return statistics.median(key(r) if callable(key) else r[key] for r in results[config])
+
+    nanogpt_head = f" {'nanoGPT val':>11}" if on_nanogpt_text else ""
+    lines = [f"{'configuration':<52} {'params':>9} {'steps':>6} {'ms/step':>7} {'tok/s':>7} {'train s':>8} "
+             f"{'all s':>6} {'val loss':>8} {'bpb':>6}{nanogpt_head} {'at budget':>9} {f'to {target}':>14}"]
+    for config, runs in results.items():
+        bpb = median(config, lambda r: r.get("val_bpb") or float("nan"))
+        nanogpt_cell = f" {median(config, 'nanogpt_val'):>11.4f}" if on_nanogpt_text else ""
+        lines.append(
+            f"{config:<52} {runs[0]['params']:>9,} {runs[0]['steps']:>6} {median(config, 'ms_per_step'):>7.1f} "
+            f"{median(config, 'tokens_per_s'):>7.0f} {median(config, 'wall_s'):>8.1f} "
+            f"{median(config, 'process_s'):>6.1f} {median(config, 'val_loss'):>8.4f} {bpb:>6.3f}{nanogpt_cell} "
+            f"{statistics.median(at_budget(r['history'], b) for r, b in zip(runs, budgets)):>9.4f} "
+            f"{mean_std([crossing(r['history'], target) for r in runs]):>14}")
+    return lines
+
+
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     if not Path(args.corpus).is_file():
@@ -161,9 +184,6 @@ def main(argv: list[str] | None = None) -> None:
                   f"{result['steps']} steps, {result['wall_s']:.1f} s training, {result['process_s']:.1f} s in all, "
                   f"{crossing(result['history'], args.target):.1f} s to {args.target}", flush=True)
 
-    def median(config: str, key: str | Callable[[dict[str, Any]], float]) -> float:
-        return statistics.median(key(r) if callable(key) else r[key] for r in results[config])
-
     first = results[configs[0]]
     budgets = [args.budget or run["wall_s"] for run in first]  # one per round
     budget_note = f"{args.budget:.0f} s" if args.budget else \
@@ -173,16 +193,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.nanogpt:
         print("val loss, at budget, time to target: on nanoGPT's last 10% (nanoGPT: 20 random batches each time; "
               "tinygpt: its fixed windows); 'nanoGPT val': the final model on every window of that text")
-    print(f"{'configuration':<52} {'params':>9} {'steps':>6} {'ms/step':>7} {'tok/s':>7} {'train s':>8} "
-          f"{'all s':>6} {'val loss':>8} {'bpb':>6} {'nanoGPT val':>11} {'at budget':>9} {f'to {args.target}':>14}")
-    for config, runs in results.items():
-        bpb = median(config, lambda r: r.get("val_bpb") or float("nan"))
-        print(f"{config:<52} {runs[0]['params']:>9,} {runs[0]['steps']:>6} {median(config, 'ms_per_step'):>7.1f} "
-              f"{median(config, 'tokens_per_s'):>7.0f} {median(config, 'wall_s'):>8.1f} "
-              f"{median(config, 'process_s'):>6.1f} {median(config, 'val_loss'):>8.4f} {bpb:>6.3f} "
-              f"{median(config, lambda r: r.get('nanogpt_val', float('nan'))):>11.4f} "
-              f"{statistics.median(at_budget(r['history'], b) for r, b in zip(runs, budgets)):>9.4f} "
-              f"{mean_std([crossing(r['history'], args.target) for r in runs]):>14}")
+    print("\n".join(table(results, budgets, args.target, on_nanogpt_text=bool(args.nanogpt))))
     if args.nanogpt:
         for config in configs[1:]:  # per round, as the rounds alternate: a machine that changes speed biases none
             ratios = [t["tokens_per_s"] / n["tokens_per_s"] for n, t in zip(results[NANOGPT], results[config])]

@@ -22,6 +22,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # run from anywhere without installing
 
 from gpt.machine import cpu_description  # noqa: E402
+from gpt.training.composition import group_options  # noqa: E402
+from gpt.validate import did_you_mean  # noqa: E402
 
 # No validation, so no sample either: the calculator's sample is one whole line, whose length train.py sets itself.
 ONE_STEP = ["trainer=debug", "trainer.max_steps=1", "trainer.limit_val_batches=0", "data.eval_lines=10"]
@@ -35,6 +37,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.jobs < 2 or args.repeats < 1:  # a job after the first is what it measures
         parser.error("--jobs must be at least 2 and --repeats at least 1")
+    # Checked here, against Hydra's own list (its plugins' launchers too) rather than a copy of it: a launcher Hydra
+    # lacks was refused only by the first sweep through it, after train.py --help and every launcher before it.
+    offered = group_options(ROOT / "configs", "hydra/launcher")
+    if unknown := next((launcher for launcher in args.launchers if launcher not in offered), None):
+        parser.error(f"--launchers {unknown} is not a hydra/launcher option: choose from {', '.join(offered)}"
+                     f"{did_you_mean(unknown, offered)}")
     return args
 
 

@@ -1,5 +1,5 @@
 """bench/decode_slices.py times what it says: its `slices` setting cuts a lone pair's keys, `uncut` does not, and
-the kernel's own setting is back afterwards."""
+the kernel's own setting is back afterwards; it says on stderr what it is timing."""
 from __future__ import annotations
 
 import sys
@@ -68,3 +68,15 @@ def test_a_row_whose_keys_were_cut_keeps_its_ratio(monkeypatch: pytest.MonkeyPat
     decode_slices.main(["--depths", "2048", "--attention", "mqa", "--rounds", "1"])
     row = capsys.readouterr().out.splitlines()[-1]
     assert "uncut/slices" in row and "not cut" not in row
+
+
+def test_each_prefill_and_round_says_on_stderr_that_it_starts(monkeypatch: pytest.MonkeyPatch,
+                                                              capsys: pytest.CaptureFixture) -> None:
+    """At its defaults (a prefill of 16k tokens for each variant, then 10 rounds) the bench printed nothing for
+    minutes after its header. Its figures stay alone on stdout."""
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 2)
+    decode_slices.main(["--depths", "256", "--attention", "mqa", "mla", "--rounds", "2"])
+    out, err = capsys.readouterr()
+    assert err.splitlines() == ["depth 256: prefilling mqa (1 of 2)...", "depth 256: prefilling mla (2 of 2)...",
+                                "depth 256: timing round 1 of 2...", "depth 256: timing round 2 of 2..."]
+    assert [line.split()[0] for line in out.splitlines()[-2:]] == ["mqa", "mla"] and "..." not in out

@@ -1,4 +1,5 @@
-"""bench/generate_speed.py refuses what it cannot time in one line, before any model is built."""
+"""bench/generate_speed.py refuses what it cannot time in one line, before any model is built, and says on stderr
+what it is timing."""
 from __future__ import annotations
 
 import sys
@@ -39,3 +40,20 @@ def test_a_model_it_cannot_build_is_one_line(argv: list[str], message: str, caps
         generate_speed.parse_args(argv)
     last = capsys.readouterr().err.strip().splitlines()[-1]
     assert ": error: " in last and message in last
+
+
+def test_each_row_and_round_says_on_stderr_that_it_starts(capsys: pytest.CaptureFixture) -> None:
+    """At its defaults the bench printed nothing for minutes after its header: every row's warm-up and every timed
+    round ran silently. The tables stay alone on stdout."""
+    generate_speed.main(["--attention", "mha", "gqa", "--batch", "1", "2", "--new-tokens", "2", "--repeats", "2",
+                         "--no-hf", "--compiled", "--uncached", "--layers", "1", "--heads", "2", "--dim", "16",
+                         "--block-size", "4"])
+    out, err = capsys.readouterr()
+    assert err.splitlines() == [
+        "warming up mha, batch 1 (1 of 4)...", "warming up gqa, batch 1 (2 of 4)...",
+        "timing batch 1, round 1 of 2 (2 rows)...", "timing batch 1, round 2 of 2 (2 rows)...",
+        "warming up mha, batch 2 (3 of 4)...", "warming up gqa, batch 2 (4 of 4)...",
+        "timing batch 2, round 1 of 2 (2 rows)...", "timing batch 2, round 2 of 2 (2 rows)...",
+    ]
+    rows = [line.split()[:2] for line in out.splitlines() if line.startswith(("mha ", "gqa "))]
+    assert rows == [["mha", "yes"], ["gqa", "yes"]] * 2 and "..." not in out

@@ -1,8 +1,10 @@
 """bench/quality_per_time.py against real nanoGPT: its printed log parsed into history and speed, nanoGPT's
-90/10 character split, and a model.pt measured on a text, all without running nanoGPT."""
+90/10 character split, a model.pt measured on a text, and the table's nanoGPT column only beside nanoGPT, all
+without running nanoGPT."""
 from __future__ import annotations
 
 import math
+import re
 import sys
 from pathlib import Path
 
@@ -153,3 +155,30 @@ def test_nothing_to_run_is_refused(argv: list[str]) -> None:
 def test_a_missing_corpus_is_refused_before_any_run(tmp_path: Path) -> None:
     with pytest.raises(SystemExit, match=r"^error: --corpus no_such_file.txt: no such file$"):
         quality_per_time.main(["--corpus", "no_such_file.txt", "--out", str(tmp_path), "experiment=x"])
+
+
+def fake_run(config: str, args: object, data: list[str], held_out: str | None, seed: int,
+             run_dir: Path) -> dict[str, object]:
+    """One run's figures as run_one gives them, without training: 'nanogpt_val' only when scored on nanoGPT's text."""
+    run_dir.mkdir(parents=True)
+    history = [{"step": 0.0, "wall_s": 1.0, "val_loss": 2.5}, {"step": 10.0, "wall_s": 2.0, "val_loss": 1.5}]
+    result = {"history": history, "process_s": 3.0, "params": 1000, "steps": 10, "ms_per_step": 100.0,
+              "tokens_per_s": 500.0, "wall_s": 2.0, "val_loss": 1.5, "val_bpb": 2.2}
+    return {**result, "nanogpt_val": 1.6} if held_out is not None else result
+
+
+@pytest.mark.parametrize("with_nanogpt", [False, True])
+def test_the_nanogpt_val_column_is_there_only_with_nanogpt(
+        with_nanogpt: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
+    """Without --nanogpt no run is scored on nanoGPT's text, yet the table printed a 'nanoGPT val' column of nan."""
+    corpus = tmp_path / "input.txt"
+    corpus.write_text("to be or not to be\n" * 10, encoding="utf-8")
+    monkeypatch.setattr(quality_per_time, "run_one", fake_run)
+    monkeypatch.setattr(nanogpt, "check_checkout", lambda checkout: None)
+    nanogpt_args = ["--nanogpt", str(tmp_path / "nanoGPT")] if with_nanogpt else []
+    quality_per_time.main(["--corpus", str(corpus), "--out", str(tmp_path / "out"), *nanogpt_args, "experiment=a"])
+    out = capsys.readouterr().out
+    table = out[out.index("configuration"):]
+    assert not re.search(r"\bnan\b", table)
+    assert ("nanoGPT val" in table) == with_nanogpt
+    assert (" 1.6000 " in table) == with_nanogpt  # fake_run's score on nanoGPT's text, in each row

@@ -27,3 +27,20 @@ def test_its_one_step_jobs_pass_train_pys_checks() -> None:
     'all 1 jobs were refused' and measured nothing."""
     cfg = compose_train(ROOT / "configs", sweep_startup.ONE_STEP)
     check_config(cfg, sweep_startup.ONE_STEP)
+
+
+def test_an_unknown_launcher_is_refused_before_anything_is_timed(monkeypatch: pytest.MonkeyPatch,
+                                                                  capsys: pytest.CaptureFixture) -> None:
+    """--launchers basic bsaic timed train.py --help and every basic sweep, minutes, before the first bsaic sweep
+    failed."""
+    monkeypatch.setattr(sweep_startup, "seconds", lambda command, cwd: pytest.fail(f"timed {command}"))
+    with pytest.raises(SystemExit):
+        sweep_startup.main(["--launchers", "basic", "bsaic"])
+    last = capsys.readouterr().err.strip().splitlines()[-1]  # the options after 'slurm' are the installed plugins'
+    assert ": error: --launchers bsaic is not a hydra/launcher option: choose from basic, cores, joblib, slurm" in last
+    assert last.endswith("; did you mean basic?")
+
+
+def test_the_launchers_hydra_offers_are_taken() -> None:
+    launchers = ["basic", "cores", "joblib", "slurm"]
+    assert sweep_startup.parse_args(["--launchers", *launchers]).launchers == launchers
