@@ -106,6 +106,7 @@ def test_a_second_training_run_given_a_busy_run_folder_refuses_in_one_line_and_w
     try:
         # past its checks, its lock held, Hydra's record written (overrides.yaml last, after config.yaml is whole)
         wait_for((shared / ".hydra", "overrides.yaml"))
+        first.send_signal(signal.SIGSTOP)  # paused, it holds the lock without training through the second's seconds
         config = (shared / ".hydra" / "config.yaml").read_bytes()
         second = subprocess.run([*run, "trainer.max_steps=5", "seed=2"], cwd=tmp_path, env=env, capture_output=True,
                                 text=True, timeout=300)

@@ -608,6 +608,13 @@ def children_of(pid: int) -> list[int]:
             if alive(int(stat.parent.name)) and int(read_stat(stat)[1]) == pid]
 
 
+def pause(pids: list[int], signum: int) -> None:
+    """SIGSTOP or SIGCONT to each process of `pids` still there."""
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signum)
+
+
 def read_stat(stat: Path) -> list[str]:
     """State and parent pid of a /proc/<pid>/stat ("" when the process has gone)."""
     try:
@@ -642,7 +649,9 @@ def test_a_sweep_killed_alone_stops_its_workers_leaving_resumable_jobs(tmp_path:
         sweep = next(tmp_path.glob("multirun/*/*"))
         # Held by the sweep's process, not its workers, which train; a second sweep in the folder is refused.
         assert (sweep / SWEEP_LOCK).read_text() == f"{proc.pid}\n"
+        pause(workers, signal.SIGSTOP)  # they train through none of the second sweep's seconds
         second = run_cli("train.py", *PARALLEL_SWEEP, "resume=true", cwd=tmp_path, timeout=60)
+        pause(workers, signal.SIGCONT)
         assert second.returncode == 2 and second.stderr.splitlines()[-1] == f"error: {sweep.relative_to(tmp_path)} " \
             f"is in use by another sweep (process {proc.pid}): wait for it to end, or pass another hydra.sweep.dir="
         proc.send_signal(signal.SIGKILL)
