@@ -106,9 +106,10 @@ def run(args: argparse.Namespace) -> None:
         wrote = save_hf(model, tokenizer, tmp, meta)
         # transformers writes model.safetensors private (0600) through a temporary file: on a shared machine no one
         # else could load the export. Every file gets the permissions the others have.
+        mode = file_mode()
         for file in tmp.rglob("*"):
             if file.is_file():
-                file.chmod(file_mode())
+                file.chmod(mode)
         tmp.rename(args.to)
     except OSError as err:  # a --to under a file, or where nothing may be written: one line, not a traceback
         raise ValueError(f"--to {args.to}: cannot write there ({err.strerror}: {err.filename}): name a new folder "
